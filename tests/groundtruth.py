@@ -1,0 +1,110 @@
+"""Shared helpers: scripted plans with random but reproducible parameters, and scoring."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from voxproxy.dialects import make_decoder
+from voxproxy.fixtures import Clip, load_clips
+from voxproxy.receipts.model import CloseInfo, Receipt
+from voxproxy.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
+from voxproxy.session import CallSession
+
+
+def speech_clips(role: str) -> list[Clip]:
+    return [c for c in load_clips().values() if c.role == role and c.kind == "speech"]
+
+
+def barge_point_ms(agent: Clip, rng: random.Random) -> float:
+    """A point inside one of the agent clip's speech segments, relative to its onset."""
+    segs = [s for s in agent.segments_ms if s[1] - s[0] >= 500]
+    a, b = rng.choice(segs)
+    point = rng.uniform(a + 150, min(b - 250, a + 2500))
+    return point - agent.onset_ms
+
+
+def random_plan(
+    rng: random.Random, dialect: str, mode: str, n_turns: int = 4, barge_every: int = 2
+) -> CallPlan:
+    callers, agents = speech_clips("caller"), speech_clips("agent")
+    turns: list[TurnPlan] = []
+    for i in range(n_turns):
+        agent = rng.choice(agents)
+        barge = None
+        if i % barge_every == barge_every - 1 and i + 1 < n_turns:
+            reactions: list[Reaction] = ["flush", "cease"] if mode == "paced" else ["flush"]
+            if rng.random() < 0.1:
+                reactions = ["never"]
+            barge = BargePlan(barge_point_ms(agent, rng), rng.uniform(60, 600), rng.choice(reactions))
+        turns.append(TurnPlan(rng.choice(callers), agent, rng.uniform(150, 3000), barge))
+    return CallPlan(
+        dialect=dialect,  # type: ignore[arg-type]
+        send_mode=mode,  # type: ignore[arg-type]
+        turns=tuple(turns),
+        caller_gap_ms=rng.uniform(300, 1500),
+        seed=rng.randrange(1 << 30),
+    )
+
+
+def measure(call: ScriptedCall, dialect: str) -> Receipt:
+    session = CallSession(make_decoder(dialect), 0, secret=b"test", link_id="sim")
+    for t, d, p in call.messages:
+        session.on_message(d, p, t)
+    return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
+
+
+@dataclass
+class Errors:
+    ttfs: list[float]
+    stop: list[float]
+    problems: list[str]
+
+    @staticmethod
+    def stats(values: list[float]) -> tuple[float, float]:
+        a = np.abs(np.array(values))
+        return float(np.percentile(a, 95)), float(a.max())
+
+
+def score(call: ScriptedCall, receipt: Receipt, errors: Errors, label: str) -> None:
+    """Compare each truth turn with the receipt's turn that answers it."""
+    responses = [t for t in receipt.turns if t.kind == "response"]
+    if len(responses) != len(call.truth):
+        errors.problems.append(
+            f"{label}: {len(responses)} response turns measured, {len(call.truth)} true"
+        )
+        return
+    for i, (truth, turn) in enumerate(zip(call.truth, responses, strict=True)):
+        if turn.ttfs_ms is None:
+            errors.problems.append(f"{label} turn {i}: no ttfs ({turn.reason})")
+        else:
+            errors.ttfs.append(turn.ttfs_ms - truth.ttfs_ns / 1e6)
+        if truth.barge_onset_ns is not None:
+            nxt = responses[i + 1]
+            if nxt.barge_in is None:
+                errors.problems.append(f"{label} turn {i + 1}: barge-in not detected")
+                continue
+            true_latency = (truth.stop_ns - truth.barge_onset_ns) / 1e6  # type: ignore[operator]
+            measured = nxt.barge_in.stop_latency_ms
+            assert measured is not None
+            errors.stop.append(measured - true_latency)
+            expected_evidence = "flush" if truth.reaction == "flush" else "ceased"
+            if nxt.barge_in.evidence != expected_evidence:
+                errors.problems.append(
+                    f"{label} turn {i + 1}: evidence {nxt.barge_in.evidence}, "
+                    f"expected {expected_evidence}"
+                )
+
+
+def run_many(seed: int, calls_per_combo: int) -> Errors:
+    rng = random.Random(seed)
+    errors = Errors([], [], [])
+    for dialect in ("raw", "twilio"):
+        for mode in ("paced", "burst"):
+            for k in range(calls_per_combo):
+                plan = random_plan(rng, dialect, mode)
+                call = render(plan)
+                score(call, measure(call, dialect), errors, f"{dialect}/{mode}/{k}")
+    return errors

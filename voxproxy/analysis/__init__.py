@@ -1,0 +1,1 @@
+"""Pure per-direction analysis: speech detection, playout, ground truth."""

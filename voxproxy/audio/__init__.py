@@ -1,0 +1,1 @@
+"""Pure sample math: G.711, PCM conversions, resampling for VAD, levels."""

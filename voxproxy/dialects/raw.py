@@ -1,0 +1,114 @@
+"""Dialect ``raw``: 16-bit little-endian mono PCM in binary messages (PROTOCOLS.md 0b).
+
+* Binary messages in both directions carry PCM at a declared rate; a message
+  may hold any number of bytes, and an odd trailing byte is carried over to
+  the next message of the same direction.
+* An optional first text message from the caller, ``{"type": "start",
+  "sample_rate": 16000}``, declares the caller's rate (an agent may send the
+  same to declare its own).
+* Agent text messages: ``{"type": "clear"}`` is a flush;
+  ``{"type": "transcript", "role", "text", "final"}`` reports what the agent
+  heard. Other text is forwarded and counted as unknown.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from voxproxy.audio.pcm import bytes_to_pcm
+from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.events import (
+    AGENT_TO_CALLER,
+    Anomaly,
+    AnomalyKind,
+    Audio,
+    Direction,
+    Event,
+    Flush,
+    StreamStart,
+    Transcript,
+)
+
+_RATES = range(4000, 192001)
+
+
+class RawDecoder:
+    name = "raw"
+
+    def __init__(self, options: DialectOptions) -> None:
+        self.rates = [
+            options.sample_rate_hz,
+            options.agent_sample_rate_hz or options.sample_rate_hz,
+        ]
+        self._odd: list[bytes] = [b"", b""]
+
+    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
+        if isinstance(payload, str):
+            return self._text(direction, payload, t_ns)
+        data = payload
+        carry = self._odd[direction]
+        if carry:
+            data = carry + data
+        if len(data) % 2:
+            self._odd[direction] = data[-1:]
+            data = data[:-1]
+        else:
+            self._odd[direction] = b""
+        if not data:
+            return []
+        return [Audio(direction, bytes_to_pcm(data), self.rates[direction], t_ns)]
+
+    def _text(self, direction: Direction, text: str, t_ns: int) -> list[Event]:
+        try:
+            msg: Any = json.loads(text)
+        except ValueError:
+            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+        if not isinstance(msg, dict):
+            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+        kind = msg.get("type")
+        if kind == "start":
+            rate = msg.get("sample_rate")
+            if rate is None:
+                return [StreamStart(None, None, "pcm_s16le", t_ns)]
+            if not isinstance(rate, int) or isinstance(rate, bool) or rate not in _RATES:
+                return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+            self.rates[direction] = rate
+            if direction is AGENT_TO_CALLER:
+                return []
+            return [StreamStart(None, rate, "pcm_s16le", t_ns)]
+        if direction is AGENT_TO_CALLER:
+            if kind == "clear":
+                return [Flush(t_ns, "clear")]
+            if kind == "transcript":
+                text_value = msg.get("text")
+                if not isinstance(text_value, str):
+                    return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+                role = msg.get("role", "user")
+                return [Transcript(str(role), text_value, bool(msg.get("final", True)), t_ns)]
+        return [Anomaly(AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
+
+
+@register("raw")
+def _make(options: DialectOptions) -> RawDecoder:
+    return RawDecoder(options)
+
+
+class RawWire:
+    """Builds ``raw`` messages (used by the mock agent, the load generator and tests)."""
+
+    @staticmethod
+    def start(sample_rate_hz: int) -> str:
+        return json.dumps({"type": "start", "sample_rate": sample_rate_hz})
+
+    @staticmethod
+    def audio(pcm_bytes: bytes) -> bytes:
+        return pcm_bytes
+
+    @staticmethod
+    def clear() -> str:
+        return '{"type": "clear"}'
+
+    @staticmethod
+    def transcript(text: str, final: bool = True, role: str = "user") -> str:
+        return json.dumps({"type": "transcript", "role": role, "text": text, "final": final})

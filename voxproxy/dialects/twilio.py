@@ -1,0 +1,220 @@
+"""Dialect ``twilio``: Twilio Media Streams, bidirectional (PROTOCOLS.md section 1).
+
+Caller side (Twilio -> agent): ``connected``, ``start``, ``media``, ``dtmf``,
+``mark`` (an echo), ``stop``. Agent side (agent -> Twilio): ``media``, ``mark``,
+``clear``. All messages are JSON text; audio is base64 μ-law at 8 kHz.
+Source: https://www.twilio.com/docs/voice/media-streams/websocket-messages
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+from typing import Any
+
+from voxproxy.audio.g711 import ulaw_to_pcm
+from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.events import (
+    CALLER_TO_AGENT,
+    Anomaly,
+    AnomalyKind,
+    Audio,
+    Direction,
+    Dtmf,
+    Event,
+    Flush,
+    MarkEcho,
+    MarkSent,
+    StreamStart,
+    StreamStop,
+)
+
+SAMPLE_RATE_HZ = 8000
+
+
+def _b64(payload: object) -> bytes | None:
+    if not isinstance(payload, str):
+        return None
+    try:
+        return binascii.a2b_base64(payload.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        return None
+
+
+class TwilioDecoder:
+    name = "twilio"
+
+    def __init__(self, options: DialectOptions) -> None:
+        del options
+
+    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
+        if not isinstance(payload, str):
+            return [Anomaly(AnomalyKind.UNEXPECTED_BINARY, direction, t_ns)]
+        try:
+            msg: Any = json.loads(payload)
+        except ValueError:
+            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+        if not isinstance(msg, dict):
+            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+        event = msg.get("event")
+        if event == "media":
+            media = msg.get("media")
+            if not isinstance(media, dict):
+                return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+            if direction is CALLER_TO_AGENT and media.get("track", "inbound") != "inbound":
+                return []  # an outbound track echo is not caller audio
+            data = _b64(media.get("payload"))
+            if data is None:
+                if "payload" not in media:
+                    return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+                return [Anomaly(AnomalyKind.INVALID_BASE64, direction, t_ns)]
+            return [Audio(direction, ulaw_to_pcm(data), SAMPLE_RATE_HZ, t_ns)]
+        if event == "mark":
+            mark = msg.get("mark")
+            name = mark.get("name") if isinstance(mark, dict) else None
+            if not isinstance(name, str):
+                return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+            if direction is CALLER_TO_AGENT:
+                return [MarkEcho(name, t_ns)]
+            return [MarkSent(name, t_ns)]
+        if direction is CALLER_TO_AGENT:
+            if event == "start":
+                return [self._start(msg, t_ns)]
+            if event == "connected":
+                return []
+            if event == "stop":
+                return [StreamStop(t_ns)]
+            if event == "dtmf":
+                return [Dtmf(t_ns)]
+        elif event == "clear":
+            return [Flush(t_ns, "clear")]
+        return [Anomaly(AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
+
+    def _start(self, msg: dict[str, Any], t_ns: int) -> Event:
+        start = msg.get("start")
+        if not isinstance(start, dict):
+            return Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)
+        call_id = start.get("callSid") or start.get("streamSid") or msg.get("streamSid")
+        fmt = start.get("mediaFormat")
+        rate = encoding = None
+        if isinstance(fmt, dict):
+            rate = fmt.get("sampleRate")
+            encoding = fmt.get("encoding")
+        if rate is not None and rate != SAMPLE_RATE_HZ:
+            return Anomaly(AnomalyKind.BAD_AUDIO, CALLER_TO_AGENT, t_ns)
+        return StreamStart(
+            str(call_id) if call_id is not None else None,
+            SAMPLE_RATE_HZ,
+            str(encoding) if encoding is not None else "audio/x-mulaw",
+            t_ns,
+        )
+
+
+@register("twilio")
+def _make(options: DialectOptions) -> TwilioDecoder:
+    return TwilioDecoder(options)
+
+
+class TwilioCallerWire:
+    """Builds the messages Twilio sends to an agent, for one stream."""
+
+    def __init__(self, stream_sid: str, call_sid: str, account_sid: str = "AC" + "0" * 32) -> None:
+        self.stream_sid = stream_sid
+        self.call_sid = call_sid
+        self.account_sid = account_sid
+        self._seq = 0
+        self._chunk = 0
+        self._media_ms = 0
+
+    def _next_seq(self) -> str:
+        self._seq += 1
+        return str(self._seq)
+
+    def connected(self) -> str:
+        return json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})
+
+    def start(self, custom: dict[str, str] | None = None) -> str:
+        return json.dumps(
+            {
+                "event": "start",
+                "sequenceNumber": self._next_seq(),
+                "start": {
+                    "accountSid": self.account_sid,
+                    "streamSid": self.stream_sid,
+                    "callSid": self.call_sid,
+                    "tracks": ["inbound"],
+                    "customParameters": custom or {},
+                    "mediaFormat": {
+                        "encoding": "audio/x-mulaw",
+                        "sampleRate": SAMPLE_RATE_HZ,
+                        "channels": 1,
+                    },
+                },
+                "streamSid": self.stream_sid,
+            }
+        )
+
+    def media(self, ulaw: bytes) -> str:
+        self._chunk += 1
+        msg = {
+            "event": "media",
+            "sequenceNumber": self._next_seq(),
+            "media": {
+                "track": "inbound",
+                "chunk": str(self._chunk),
+                "timestamp": str(self._media_ms),
+                "payload": binascii.b2a_base64(ulaw, newline=False).decode("ascii"),
+            },
+            "streamSid": self.stream_sid,
+        }
+        self._media_ms += len(ulaw) // 8
+        return json.dumps(msg)
+
+    def mark(self, name: str) -> str:
+        return json.dumps(
+            {
+                "event": "mark",
+                "sequenceNumber": self._next_seq(),
+                "streamSid": self.stream_sid,
+                "mark": {"name": name},
+            }
+        )
+
+    def dtmf(self, digit: str) -> str:
+        return json.dumps(
+            {
+                "event": "dtmf",
+                "streamSid": self.stream_sid,
+                "sequenceNumber": self._next_seq(),
+                "dtmf": {"track": "inbound_track", "digit": digit},
+            }
+        )
+
+    def stop(self) -> str:
+        return json.dumps(
+            {
+                "event": "stop",
+                "sequenceNumber": self._next_seq(),
+                "streamSid": self.stream_sid,
+                "stop": {"accountSid": self.account_sid, "callSid": self.call_sid},
+            }
+        )
+
+
+class TwilioAgentWire:
+    """Builds the messages an agent sends to Twilio."""
+
+    def __init__(self, stream_sid: str) -> None:
+        self.stream_sid = stream_sid
+
+    def media(self, ulaw: bytes) -> str:
+        payload = binascii.b2a_base64(ulaw, newline=False).decode("ascii")
+        return json.dumps(
+            {"event": "media", "streamSid": self.stream_sid, "media": {"payload": payload}}
+        )
+
+    def mark(self, name: str) -> str:
+        return json.dumps({"event": "mark", "streamSid": self.stream_sid, "mark": {"name": name}})
+
+    def clear(self) -> str:
+        return json.dumps({"event": "clear", "streamSid": self.stream_sid})

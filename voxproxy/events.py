@@ -1,0 +1,127 @@
+"""The normalized vocabulary of the measurement plane.
+
+Dialect decoders turn wire messages into these events; the session consumes
+them. Every event carries ``t_ns``, the proxy's monotonic arrival time of the
+message it came from. Wire names stay inside the dialect modules; the names here
+are voxproxy's own.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Pcm = npt.NDArray[np.int16]
+"""Mono 16-bit PCM samples."""
+
+
+class Direction(enum.IntEnum):
+    """Which way a message travels through the proxy."""
+
+    CALLER_TO_AGENT = 0
+    AGENT_TO_CALLER = 1
+
+    @property
+    def short(self) -> str:
+        return "caller" if self is Direction.CALLER_TO_AGENT else "agent"
+
+
+CALLER_TO_AGENT = Direction.CALLER_TO_AGENT
+AGENT_TO_CALLER = Direction.AGENT_TO_CALLER
+
+
+class AnomalyKind(enum.StrEnum):
+    """Why a message could not be measured. Each is counted in the receipt."""
+
+    MALFORMED = "malformed"  # not valid JSON, or a required field missing / mistyped
+    INVALID_BASE64 = "invalid_base64"
+    UNKNOWN_EVENT = "unknown_event"
+    UNEXPECTED_BINARY = "unexpected_binary"  # binary frame where the wire uses text
+    UNEXPECTED_TEXT = "unexpected_text"  # text frame where the wire uses binary
+    BAD_AUDIO = "bad_audio"  # audio the core cannot use (odd length, unknown encoding)
+    DIALECT_UNDETECTED = "dialect_undetected"
+    OVERSIZED = "oversized"
+    MEASUREMENT_ERROR = "measurement_error"  # a bug in the measurement plane, caught
+
+
+@dataclass(frozen=True, slots=True)
+class Audio:
+    """Audio carried by one message, decoded to 16-bit PCM."""
+
+    direction: Direction
+    pcm: Pcm
+    sample_rate_hz: int
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Flush:
+    """The agent asked the far end to drop audio it has not yet played."""
+
+    t_ns: int
+    kind: str  # the wire's own name, e.g. "clear"
+
+
+@dataclass(frozen=True, slots=True)
+class MarkSent:
+    """The agent placed a playback checkpoint after the audio it sent so far."""
+
+    name: str
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class MarkEcho:
+    """The far end reports that playback reached a checkpoint (or was cleared)."""
+
+    name: str
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStart:
+    """The wire announced the call: its own call id and media format."""
+
+    wire_call_id: str | None
+    sample_rate_hz: int | None
+    encoding: str | None
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStop:
+    """The wire announced the end of the media stream."""
+
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Dtmf:
+    """A key press. The digit is content and is never kept."""
+
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """What the agent reports it heard (or said). Text never reaches a receipt."""
+
+    role: str
+    text: str
+    final: bool
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Anomaly:
+    """A message the dialect could not make sense of. It was still forwarded."""
+
+    kind: AnomalyKind
+    direction: Direction
+    t_ns: int
+
+
+Event = Audio | Flush | MarkSent | MarkEcho | StreamStart | StreamStop | Dtmf | Transcript | Anomaly

@@ -1,0 +1,443 @@
+"""One call, measured: dialect -> analysis -> turns -> receipt. Sans-I/O.
+
+A :class:`CallSession` is handed copies of the call's messages with their
+arrival times and returns a :class:`~voxproxy.receipts.Receipt` when the call
+ends. It reads no clock, opens no socket and never raises on what a peer sent:
+bad messages become anomalies, and an internal error is counted
+(``measurement_error``) rather than allowed to reach the forwarding plane.
+
+Data flow per message::
+
+    decoder.decode() -> Audio(caller) -> Converter -> SpeechDetector(caller)
+                     -> Audio(agent)  -> Converter -> Playout -> (as time passes)
+                                                               SpeechDetector(agent)
+                     -> Flush / MarkSent / MarkEcho / StreamStart / Anomaly ...
+    spurts + flushes -- merged in time order below a watermark --> TurnMachine
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from voxproxy.analysis.playout import Playout
+from voxproxy.analysis.vad import SpeechDetector, VadConfig
+from voxproxy.audio.resample import Converter
+from voxproxy.clock import EpochAnchor
+from voxproxy.dialects.base import Decoder
+from voxproxy.events import (
+    AGENT_TO_CALLER,
+    CALLER_TO_AGENT,
+    Anomaly,
+    AnomalyKind,
+    Audio,
+    Direction,
+    Dtmf,
+    Event,
+    Flush,
+    MarkEcho,
+    MarkSent,
+    StreamStart,
+    StreamStop,
+    Transcript,
+)
+from voxproxy.ids import keyed_hash
+from voxproxy.receipts.model import (
+    BargeInRecord,
+    CloseInfo,
+    MarkCheck,
+    Receipt,
+    Settings,
+    Summary,
+    Terminal,
+    Traffic,
+    TurnRecord,
+)
+from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnMachine, barge_outcome
+
+NS_PER_MS = 1_000_000
+MAX_MEASUREMENT_ERRORS = 50
+_MAX_PENDING_MARKS = 4096
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / NS_PER_MS, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    vad: VadConfig = field(default_factory=VadConfig)
+    turns: TurnConfig = field(default_factory=TurnConfig)
+    downstream_offset_ms: float = 0.0
+    transport: str = "websocket"
+
+
+class CallSession:
+    """The measurement of one call."""
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        start_ns: int,
+        *,
+        secret: bytes,
+        link_id: str,
+        config: SessionConfig | None = None,
+        anchor: EpochAnchor | None = None,
+    ) -> None:
+        self.config = cfg = config or SessionConfig()
+        self.decoder = decoder
+        self.start_ns = start_ns
+        self._secret = secret
+        self._link_id = link_id  # proxy-issued id of this call (never derived from caller data)
+        self._anchor = anchor or EpochAnchor(mono_ns=start_ns, wall_ns=0)
+        self.wire_call_id_hash: str | None = None
+        self._converters: list[Converter | None] = [None, None]
+        self._detectors: list[SpeechDetector | None] = [None, None]
+        self._playout: Playout | None = None
+        self._downstream_ns = int(cfg.downstream_offset_ms * NS_PER_MS)
+        self.turns = TurnMachine(cfg.turns)
+        self._flush_queue: deque[FlushMark] = deque()
+        self._now_ns = start_ns
+        self.anomalies: Counter[str] = Counter()
+        self.measurement_disabled = False
+        self._messages = [0, 0]
+        self._bytes = [0, 0]
+        self._audio_ns = [0, 0]
+        self._caller_chunk_ns: deque[int] = deque(maxlen=256)
+        self._max_caller_chunk_ns = 20 * NS_PER_MS
+        self._marks: dict[str, tuple[int, int]] = {}  # name -> (predicted echo time, flush count)
+        self._mark_errors: list[int] = []
+        self._marks_cleared = 0
+        self._flush_count = 0
+        self.dtmf = 0
+        self.transcripts = 0
+        self.stream_stopped = False
+        self.upstream_connected_ns: int | None = None
+        self._closed = False
+
+    # -- input from the shell --------------------------------------------------------------
+
+    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
+        """Measure one forwarded message. Never raises; returns the decoded events."""
+        self._messages[direction] += 1
+        self._bytes[direction] += len(payload)
+        if self.measurement_disabled:
+            return []
+        try:
+            events = self.decoder.decode(direction, payload, t_ns)
+            for ev in events:
+                self._handle(ev)
+            self._pump(t_ns)
+            return events
+        except Exception:
+            self.note_measurement_error()
+            return []
+
+    def note_measurement_error(self) -> None:
+        self.anomalies[AnomalyKind.MEASUREMENT_ERROR.value] += 1
+        if self.anomalies[AnomalyKind.MEASUREMENT_ERROR.value] >= MAX_MEASUREMENT_ERRORS:
+            self.measurement_disabled = True
+
+    def note_anomaly(self, kind: AnomalyKind) -> None:
+        self.anomalies[kind.value] += 1
+
+    def on_upstream_connected(self, t_ns: int) -> None:
+        self.upstream_connected_ns = t_ns
+
+    def advance(self, t_ns: int) -> None:
+        """Time has passed with no message: let spurts close and turns settle."""
+        if self.measurement_disabled:
+            return
+        try:
+            self._pump(t_ns)
+        except Exception:
+            self.note_measurement_error()
+
+    def next_deadline(self) -> int | None:
+        """When :meth:`advance` next has something to do, if nothing arrives before."""
+        deadlines = [d.deadline_ns() for d in self._detectors if d is not None]
+        cursor = self._playout.cursor_ns if self._playout is not None else None
+        if cursor is not None and cursor > self._now_ns:
+            deadlines.append(cursor)
+        found = [d for d in deadlines if d is not None]
+        return min(found) if found else None
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _handle(self, ev: Event) -> None:
+        if isinstance(ev, Audio):
+            self._audio(ev)
+        elif isinstance(ev, Flush):
+            self._flush(ev)
+        elif isinstance(ev, MarkSent):
+            self._mark_sent(ev)
+        elif isinstance(ev, MarkEcho):
+            self._mark_echo(ev)
+        elif isinstance(ev, Anomaly):
+            self.anomalies[ev.kind.value] += 1
+        elif isinstance(ev, StreamStart):
+            if ev.wire_call_id:
+                self.wire_call_id_hash = keyed_hash(self._secret, ev.wire_call_id, "c_")
+        elif isinstance(ev, StreamStop):
+            self.stream_stopped = True
+        elif isinstance(ev, Dtmf):
+            self.dtmf += 1
+        elif isinstance(ev, Transcript):
+            self.transcripts += 1
+
+    def _converter(self, direction: Direction, rate: int) -> Converter:
+        conv = self._converters[direction]
+        if conv is None or conv.in_rate_hz != rate:
+            if conv is not None:
+                self.anomalies[AnomalyKind.BAD_AUDIO.value] += 1  # the rate changed mid-call
+            conv = Converter(rate)
+            self._converters[direction] = conv
+            self._detectors[direction] = SpeechDetector(conv.out_rate_hz, self.config.vad)
+            if direction is AGENT_TO_CALLER:
+                self._playout = Playout(conv.out_rate_hz, self._downstream_ns)
+        return conv
+
+    def _audio(self, ev: Audio) -> None:
+        conv = self._converter(ev.direction, ev.sample_rate_hz)
+        pcm = conv.convert(ev.pcm)
+        dur = ev.pcm.size * 1_000_000_000 // ev.sample_rate_hz
+        self._audio_ns[ev.direction] += dur
+        if ev.direction is CALLER_TO_AGENT:
+            det = self._detectors[CALLER_TO_AGENT]
+            assert det is not None
+            self._caller_chunk_ns.append(dur)
+            if dur > self._max_caller_chunk_ns:
+                self._max_caller_chunk_ns = dur
+            if pcm.size:
+                # A captured frame of duration d that arrives at t covers [t - d, t].
+                out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
+                det.push(pcm, ev.t_ns - out_dur, continuous=True)
+        else:
+            assert self._playout is not None
+            self._playout.add(pcm, ev.t_ns)
+
+    def _flush(self, ev: Flush) -> None:
+        self._flush_count += 1
+        if self._playout is None:
+            self._flush_queue.append(FlushMark(ev.t_ns + self._downstream_ns, False))
+            return
+        # Audio up to the flush was audible; hand it to the detector first.
+        self._release(ev.t_ns)
+        result = self._playout.flush(ev.t_ns)
+        self._flush_queue.append(FlushMark(result.t_ns, result.cut_audible))
+
+    def _mark_sent(self, ev: MarkSent) -> None:
+        if len(self._marks) >= _MAX_PENDING_MARKS:
+            self._marks.pop(next(iter(self._marks)))
+        cursor = self._playout.cursor_ns if self._playout is not None else None
+        t = ev.t_ns + self._downstream_ns
+        predicted = t if cursor is None else max(t, cursor)
+        self._marks[ev.name] = (predicted, self._flush_count)
+
+    def _mark_echo(self, ev: MarkEcho) -> None:
+        sent = self._marks.pop(ev.name, None)
+        if sent is None:
+            return
+        predicted, flushes_then = sent
+        if self._flush_count != flushes_then:
+            self._marks_cleared += 1  # a flush came between: the echo says "dropped"
+            return
+        self._mark_errors.append(ev.t_ns - predicted)
+
+    # -- time ------------------------------------------------------------------------------
+
+    def _release(self, t_ns: int) -> None:
+        playout = self._playout
+        det = self._detectors[AGENT_TO_CALLER]
+        if playout is None or det is None:
+            return
+        for piece in playout.release(t_ns + self._downstream_ns):
+            det.push(piece.pcm, piece.start_ns, continuous=piece.continuous)
+
+    def _pump(self, t_ns: int) -> None:
+        if t_ns > self._now_ns:
+            self._now_ns = t_ns
+        now = self._now_ns
+        self._release(now)
+        caller = self._detectors[CALLER_TO_AGENT]
+        agent = self._detectors[AGENT_TO_CALLER]
+        if caller is not None:
+            caller.advance(now)
+        if agent is not None:
+            agent.advance(now + self._downstream_ns)
+        self._feed_turns(self._watermark(now))
+
+    def _watermark(self, now: int) -> int:
+        """Nothing that starts before this time can still appear."""
+        vad = self.config.vad
+        slack = (vad.onset_lookback_ms + vad.frame_ms) * NS_PER_MS
+        marks = [now - self._max_caller_chunk_ns - slack]
+        for det in self._detectors:
+            if det is not None and det.speaking:
+                settled = det.settled_ns()
+                if settled is not None:
+                    marks.append(settled)
+        return min(marks)
+
+    def _feed_turns(self, watermark: int) -> None:
+        sources: list[tuple[int, int, object]] = []
+        caller = self._detectors[CALLER_TO_AGENT]
+        agent = self._detectors[AGENT_TO_CALLER]
+        heap: list[tuple[int, int, int]] = []
+        if caller is not None and caller.spurts:
+            heap.append((caller.spurts[0].onset_ns, 1, 0))
+        if agent is not None and agent.spurts:
+            heap.append((agent.spurts[0].onset_ns, 2, 1))
+        if self._flush_queue:
+            heap.append((self._flush_queue[0].t_ns, 0, 2))
+        del sources
+        heapq.heapify(heap)
+        while heap and heap[0][0] <= watermark:
+            _, _, which = heapq.heappop(heap)
+            if which == 0:
+                assert caller is not None
+                self.turns.caller_spurt(caller.spurts.popleft())
+                if caller.spurts:
+                    heapq.heappush(heap, (caller.spurts[0].onset_ns, 1, 0))
+            elif which == 1:
+                assert agent is not None
+                self.turns.agent_spurt(agent.spurts.popleft())
+                if agent.spurts:
+                    heapq.heappush(heap, (agent.spurts[0].onset_ns, 2, 1))
+            else:
+                self.turns.flush(self._flush_queue.popleft())
+                if self._flush_queue:
+                    heapq.heappush(heap, (self._flush_queue[0].t_ns, 0, 2))
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def close(
+        self,
+        end_ns: int,
+        terminal: Terminal,
+        close: CloseInfo,
+        *,
+        dialect: str | None = None,
+    ) -> Receipt:
+        """The call is over: settle everything and return its receipt."""
+        if self._closed:
+            raise RuntimeError("CallSession.close() called twice")
+        self._closed = True
+        turns: list[Turn] = []
+        if not self.measurement_disabled:
+            try:
+                self._pump(end_ns)
+                for det in self._detectors:
+                    if det is not None:
+                        det.finish(end_ns)
+                self._feed_turns(1 << 62)
+                turns = self.turns.finish(end_ns)
+            except Exception:
+                self.note_measurement_error()
+                turns = []
+        return self._receipt(end_ns, terminal, close, turns, dialect or self.decoder.name)
+
+    def _receipt(
+        self, end_ns: int, terminal: Terminal, close: CloseInfo, turns: list[Turn], dialect: str
+    ) -> Receipt:
+        cfg = self.config
+        start = self.start_ns
+        window = cfg.turns.barge_in_window_ms
+
+        def rel(ns: int | None) -> float | None:
+            return None if ns is None else _ms(ns - start)
+
+        records: list[TurnRecord] = []
+        for t in turns:
+            barge = None
+            if t.barge_in is not None:
+                b = t.barge_in
+                outcome, latency = barge_outcome(b, window)
+                evidence = b.evidence()
+                barge = BargeInRecord(
+                    onset_ms=rel(b.onset_ns) or 0.0,
+                    stop_ms=rel(b.stop_ns()),
+                    stop_latency_ms=_ms(latency),
+                    outcome=outcome.value,
+                    evidence=evidence.value,
+                    ambiguous=evidence.value == "ceased",
+                    in_pause=b.in_pause,
+                )
+            records.append(
+                TurnRecord(
+                    index=t.index,
+                    kind=t.kind.value,
+                    caller_onset_ms=rel(t.caller_onset_ns),
+                    caller_offset_ms=rel(t.caller_offset_ns),
+                    agent_onset_ms=rel(t.agent_onset_ns),
+                    agent_offset_ms=rel(t.agent_offset_ns),
+                    ttfs_ms=_ms(t.ttfs_ns),
+                    reason=t.reason,
+                    talk_over_ms=_ms(t.talk_over_ns),
+                    reprompt_ms=_ms(t.reprompt_ns),
+                    barge_in=barge,
+                    flushes=len(t.flushes),
+                    yielded_without_caller_speech=t.yielded_without_caller_speech,
+                )
+            )
+        ttfs = [r.ttfs_ms for r in records if r.ttfs_ms is not None]
+        barges = [r.barge_in for r in records if r.barge_in is not None]
+        stops = [b.stop_latency_ms for b in barges if b.stop_latency_ms is not None]
+        chunks = sorted(self._caller_chunk_ns)
+        errs = self._mark_errors
+        playout = self._playout
+        return Receipt(
+            call=self.wire_call_id_hash or keyed_hash(self._secret, self._link_id, "c_"),
+            call_id_source="wire" if self.wire_call_id_hash else "proxy",
+            dialect=dialect,
+            transport=cfg.transport,  # type: ignore[arg-type]
+            started_at=self._anchor.iso_at(start),
+            duration_ms=_ms(end_ns - start) or 0.0,
+            terminal=terminal,
+            close=close,
+            upstream_connect_ms=rel(self.upstream_connected_ns),
+            settings=Settings(
+                caller_frame_ms=_ms(chunks[len(chunks) // 2]) if chunks else None,
+                vad_frame_ms=cfg.vad.frame_ms,
+                vad_mode=cfg.vad.mode,
+                merge_gap_ms=cfg.vad.merge_gap_ms,
+                min_speech_ms=cfg.vad.min_speech_ms,
+                response_timeout_ms=cfg.turns.response_timeout_ms,
+                barge_in_window_ms=cfg.turns.barge_in_window_ms,
+                agent_turn_gap_ms=cfg.turns.agent_turn_gap_ms,
+                downstream_offset_ms=cfg.downstream_offset_ms,
+            ),
+            summary=Summary(
+                turns=len(records),
+                responses=sum(1 for r in records if r.kind == "response" and r.ttfs_ms is not None),
+                no_responses=sum(1 for r in records if r.kind == "no_response"),
+                ttfs_ms_median=round(statistics.median(ttfs), 1) if ttfs else None,
+                ttfs_ms_max=max(ttfs) if ttfs else None,
+                barge_ins=len(barges),
+                barge_ins_stopped=sum(1 for b in barges if b.outcome == "stopped"),
+                stop_latency_ms_max=max(stops) if stops else None,
+                flushes=self._flush_count,
+                yielded_without_caller_speech=self.turns.yielded_without_caller_speech,
+            ),
+            turns=records,
+            marks=MarkCheck(
+                checked=len(errs),
+                cleared=self._marks_cleared,
+                mean_error_ms=_ms(int(statistics.fmean(errs))) if errs else None,
+                max_abs_error_ms=_ms(max(abs(e) for e in errs)) if errs else None,
+            ),
+            traffic=Traffic(
+                caller_to_agent_messages=self._messages[0],
+                agent_to_caller_messages=self._messages[1],
+                caller_to_agent_bytes=self._bytes[0],
+                agent_to_caller_bytes=self._bytes[1],
+                caller_audio_ms=_ms(self._audio_ns[0]) or 0.0,
+                agent_audio_ms=_ms(self._audio_ns[1]) or 0.0,
+                agent_audio_dropped_ms=_ms(playout.dropped_ns if playout else 0) or 0.0,
+            ),
+            anomalies=dict(sorted(self.anomalies.items())),
+            measurement_disabled=self.measurement_disabled,
+        )
