@@ -38,7 +38,9 @@ def random_plan(
             reactions: list[Reaction] = ["flush", "cease"] if mode == "paced" else ["flush"]
             if rng.random() < 0.1:
                 reactions = ["never"]
-            barge = BargePlan(barge_point_ms(agent, rng), rng.uniform(60, 600), rng.choice(reactions))
+            barge = BargePlan(
+                barge_point_ms(agent, rng), rng.uniform(60, 600), rng.choice(reactions)
+            )
         turns.append(TurnPlan(rng.choice(callers), agent, rng.uniform(150, 3000), barge))
     return CallPlan(
         dialect=dialect,  # type: ignore[arg-type]

@@ -1,0 +1,403 @@
+"""The ``voxproxy`` command: a thin layer over the Python API.
+
+Every flag of ``voxproxy proxy`` can also be set with an environment variable
+named ``VOXPROXY_`` + the flag in upper case with dashes as underscores
+(``--receipts`` -> ``VOXPROXY_RECEIPTS``); a flag given on the command line wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import ssl
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from voxproxy import __version__
+from voxproxy.errors import ConfigError, VoxproxyError
+
+log = logging.getLogger("voxproxy")
+
+
+def _env(flag: str) -> str:
+    return "VOXPROXY_" + flag.lstrip("-").upper().replace("-", "_")
+
+
+class _EnvDefaults(argparse.ArgumentParser):
+    """An ArgumentParser whose options fall back to VOXPROXY_* environment variables."""
+
+    def add_env_argument(self, flag: str, **kwargs: Any) -> None:
+        env = _env(flag)
+        help_text = kwargs.pop("help", "")
+        default = kwargs.get("default")
+        if env in os.environ:
+            raw = os.environ[env]
+            kind: Callable[[str], Any] = kwargs.get("type", str)
+            if kwargs.get("action") == "store_true":
+                kwargs["default"] = raw.lower() in ("1", "true", "yes", "on")
+            else:
+                try:
+                    kwargs["default"] = kind(raw)
+                except (ValueError, argparse.ArgumentTypeError) as exc:
+                    raise ConfigError(f"{env}={raw!r}: {exc}") from exc
+                kwargs.pop("required", None)
+        shown = f" (default: {default})" if default not in (None, False) else ""
+        self.add_argument(flag, help=f"{help_text}{shown} [env {env}]", **kwargs)
+
+
+def host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def ws_url(value: str) -> str:
+    if not value.startswith(("ws://", "wss://")):
+        raise argparse.ArgumentTypeError(f"expected a ws:// or wss:// URL, got {value!r}")
+    return value
+
+
+def positive_int(value: str) -> int:
+    n = int(value)
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return n
+
+
+def non_negative_float(value: str) -> float:
+    x = float(value)
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return x
+
+
+# -- proxy --------------------------------------------------------------------------------
+
+
+def _add_proxy(sub: Any) -> None:
+    p: _EnvDefaults = sub.add_parser(
+        "proxy",
+        help="run the measuring websocket proxy in front of an agent",
+        description="Forward calls to the agent unchanged and write one receipt per call.",
+    )
+    p.add_env_argument(
+        "--listen",
+        type=host_port,
+        default=("127.0.0.1", 8765),
+        help="HOST:PORT to accept callers on",
+    )
+    p.add_env_argument(
+        "--upstream", type=ws_url, required=True, help="the agent's ws:// or wss:// URL"
+    )
+    p.add_env_argument(
+        "--dialect",
+        choices=["raw", "twilio", "auto"],
+        default="auto",
+        help="the wire spoken on the call; auto detects it from the first messages",
+    )
+    p.add_env_argument(
+        "--receipts", default="receipts.jsonl", help="JSON-lines file the receipts are appended to"
+    )
+    p.add_env_argument(
+        "--sample-rate", type=positive_int, default=16000, help="raw: caller audio rate in Hz"
+    )
+    p.add_env_argument(
+        "--agent-sample-rate",
+        type=positive_int,
+        default=None,
+        help="raw: agent audio rate in Hz (default: the caller's)",
+    )
+    p.add_env_argument(
+        "--secret",
+        default=None,
+        help="key for pseudonymous call ids (HMAC); without it a random per-process key is used",
+    )
+    p.add_env_argument(
+        "--pass-path",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="pass the caller's request path and query to the agent (auto: when the upstream "
+        "URL has no path)",
+    )
+    p.add_env_argument(
+        "--max-message-bytes",
+        type=positive_int,
+        default=1 << 20,
+        help="largest message accepted from either side; larger ones close the call with 1009",
+    )
+    p.add_env_argument(
+        "--idle-timeout",
+        type=non_negative_float,
+        default=0.0,
+        help="close a call after this many seconds without any message (0: never)",
+    )
+    p.add_env_argument(
+        "--handshake-timeout",
+        type=non_negative_float,
+        default=10.0,
+        help="seconds to wait for the agent's handshake before answering the caller 504",
+    )
+    p.add_env_argument(
+        "--drain-timeout",
+        type=non_negative_float,
+        default=10.0,
+        help="on SIGTERM, seconds to let calls finish before closing them with 1001",
+    )
+    p.add_env_argument(
+        "--downstream-offset-ms",
+        type=float,
+        default=0.0,
+        help="constant added to agent playout times for what the proxy cannot see "
+        "(jitter buffer, handset)",
+    )
+    p.add_env_argument(
+        "--response-timeout-ms",
+        type=float,
+        default=8000.0,
+        help="no agent onset by then: no response",
+    )
+    p.add_env_argument(
+        "--barge-in-window-ms",
+        type=float,
+        default=2000.0,
+        help="agent audio that ends within this window after a barge-in counts as stopped",
+    )
+    p.add_env_argument(
+        "--vad-mode", type=int, choices=[0, 1, 2, 3], default=3, help="webrtcvad mode"
+    )
+    p.add_env_argument("--tls-cert", default=None, help="certificate file: serve wss://")
+    p.add_env_argument("--tls-key", default=None, help="private key file for --tls-cert")
+    p.add_env_argument(
+        "--upstream-ca", default=None, help="CA file to verify a wss:// agent (default: system CAs)"
+    )
+    p.add_env_argument("--log-level", default="info", help="debug, info, warning or error")
+    p.set_defaults(func=_cmd_proxy)
+
+
+def _proxy_config(args: argparse.Namespace) -> Any:
+    from voxproxy.analysis.vad import VadConfig
+    from voxproxy.dialects.base import DialectOptions
+    from voxproxy.proxy import ProxyConfig
+    from voxproxy.session import SessionConfig
+    from voxproxy.transports.websocket import RelayConfig
+    from voxproxy.turns import TurnConfig
+
+    upstream_ssl = None
+    if args.upstream_ca:
+        upstream_ssl = ssl.create_default_context(cafile=args.upstream_ca)
+    pass_path = {"auto": None, "yes": True, "no": False}[args.pass_path]
+    relay = RelayConfig(
+        upstream=args.upstream,
+        pass_path=pass_path,
+        max_message_bytes=args.max_message_bytes,
+        handshake_timeout_s=args.handshake_timeout,
+        idle_timeout_s=args.idle_timeout or None,
+        upstream_ssl=upstream_ssl,
+    )
+    return ProxyConfig(
+        relay=relay,
+        dialect=args.dialect,
+        dialect_options=DialectOptions(
+            sample_rate_hz=args.sample_rate, agent_sample_rate_hz=args.agent_sample_rate
+        ),
+        session=SessionConfig(
+            vad=VadConfig(mode=args.vad_mode),
+            turns=TurnConfig(
+                response_timeout_ms=args.response_timeout_ms,
+                barge_in_window_ms=args.barge_in_window_ms,
+            ),
+            downstream_offset_ms=args.downstream_offset_ms,
+        ),
+        secret=args.secret.encode() if args.secret else None,
+    )
+
+
+def _server_ssl(args: argparse.Namespace) -> ssl.SSLContext | None:
+    if not args.tls_cert:
+        if args.tls_key:
+            raise ConfigError("--tls-key needs --tls-cert")
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load --tls-cert/--tls-key: {exc}") from exc
+    return ctx
+
+
+def _cmd_proxy(args: argparse.Namespace) -> int:
+    from voxproxy.proxy import Proxy
+    from voxproxy.receipts.writer import ReceiptWriter
+
+    config = _proxy_config(args)
+    server_ssl = _server_ssl(args)
+    host, port = args.listen
+
+    async def main() -> None:
+        writer = ReceiptWriter(args.receipts)
+        proxy = Proxy(config, sinks=[writer.write])
+        bound = await proxy.server.start(host, port, server_ssl)
+        scheme = "wss" if server_ssl else "ws"
+        log.info(
+            "voxproxy %s listening on %s://%s:%d -> %s (dialect %s), receipts to %s",
+            __version__,
+            scheme,
+            host,
+            bound,
+            config.relay.upstream,
+            config.dialect,
+            args.receipts,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info(
+            "shutting down: draining %d call(s) for up to %.0f s", proxy.active, args.drain_timeout
+        )
+        await proxy.stop(args.drain_timeout)
+        writer.close()
+        log.info("%d receipt(s) written to %s", writer.written, args.receipts)
+
+    _run(main())
+    return 0
+
+
+# -- mock agent ---------------------------------------------------------------------------
+
+
+def _add_mock_agent(sub: Any) -> None:
+    p: _EnvDefaults = sub.add_parser(
+        "mock-agent",
+        help="run the reference voice agent (for tests, demos and load runs)",
+        description="A websocket voice agent that answers each caller turn with recorded speech.",
+    )
+    p.add_argument("--listen", type=host_port, default=("127.0.0.1", 8766), help="HOST:PORT")
+    p.add_argument("--dialect", choices=["raw", "twilio"], default="raw", help="wire to speak")
+    p.add_argument("--sample-rate", type=positive_int, default=16000, help="raw: audio rate in Hz")
+    p.add_argument("--delay-ms", type=non_negative_float, default=600.0, help="response delay")
+    p.add_argument("--jitter-ms", type=non_negative_float, default=0.0, help="± response jitter")
+    p.add_argument(
+        "--send-mode", choices=["paced", "burst"], default="paced", help="real time or ahead of it"
+    )
+    p.add_argument(
+        "--barge-in",
+        choices=["flush", "silent", "never"],
+        default="flush",
+        help="on barge-in: stop and flush, stop without a flush, or never stop",
+    )
+    p.add_argument(
+        "--reaction-ms", type=non_negative_float, default=150.0, help="barge-in reaction time"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed for jitter")
+    p.set_defaults(func=_cmd_mock_agent)
+
+
+def _cmd_mock_agent(args: argparse.Namespace) -> int:
+    from voxproxy.mockagent import MockAgentConfig, run_cli
+
+    config = MockAgentConfig(
+        dialect=args.dialect,
+        sample_rate_hz=args.sample_rate,
+        delay_ms=args.delay_ms,
+        jitter_ms=args.jitter_ms,
+        send_mode=args.send_mode,
+        barge_in=args.barge_in,
+        reaction_ms=args.reaction_ms,
+        seed=args.seed,
+    )
+    host, port = args.listen
+    _run(run_cli(config, host, port))
+    return 0
+
+
+# -- schema -------------------------------------------------------------------------------
+
+
+def _add_schema(sub: Any) -> None:
+    p = sub.add_parser("schema", help="print the JSON Schema of a voxproxy document")
+    p.add_argument("document", choices=["receipt"], help="which document")
+    p.set_defaults(func=_cmd_schema)
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from voxproxy.receipts.model import Receipt
+
+    del args
+    print(json.dumps(Receipt.model_json_schema(by_alias=True), indent=2))
+    return 0
+
+
+# -- demo ---------------------------------------------------------------------------------
+
+
+def _add_demo(sub: Any) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="start a mock agent and the proxy, run scripted calls through both, show receipts",
+    )
+    p.add_argument("--out", default="voxproxy-demo", help="directory for receipts and results")
+    p.set_defaults(func=_cmd_demo)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from voxproxy.demo import run_demo
+
+    return _run(run_demo(args.out))
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def _run(coro: Any) -> Any:
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="voxproxy",
+        description="Measure voice agents on the wire: time-to-first-sound, barge-in stop "
+        "latency, one content-free receipt per call.",
+    )
+    parser.add_argument("--version", action="version", version=f"voxproxy {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_EnvDefaults)
+    _add_proxy(sub)
+    _add_mock_agent(sub)
+    _add_schema(sub)
+    _add_demo(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        level = getattr(args, "log_level", "info").upper()
+        logging.basicConfig(
+            level=getattr(logging, level, logging.INFO),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        logging.getLogger("websockets").setLevel(logging.WARNING)
+        result: int = args.func(args)
+        return result
+    except VoxproxyError as exc:
+        print(f"voxproxy: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

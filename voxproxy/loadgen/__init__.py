@@ -1,0 +1,1 @@
+"""Replaying caller audio: scripted real-time callers, scenarios, results and reports."""

@@ -1,0 +1,383 @@
+"""A real-time scripted caller: the far end of a call, speaking recordings.
+
+It streams audio in 20 ms frames sent on absolute deadlines (frame ``k`` covers
+``[t0 + k*d, t0 + (k+1)*d]`` and is sent at its end, like a live caller), plays
+the agent's audio with the playout rule, runs its own speech detector on what
+it plays, and follows a script. It records its own ground truth: when its
+speech truly started and ended (from the clip's known edges and the instant
+each sample was captured) and, on its own playout timeline, where the agent's
+audio was audible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from voxproxy.analysis.playout import Playout
+from voxproxy.analysis.vad import SpeechDetector, VadConfig
+from voxproxy.audio.g711 import pcm_to_ulaw
+from voxproxy.audio.pcm import pcm_to_bytes
+from voxproxy.dialects import make_decoder
+from voxproxy.dialects.raw import RawWire
+from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm
+from voxproxy.fixtures import Clip
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Say:
+    clip: Clip
+    gain_db: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class WaitAgentStart:
+    timeout_ms: float = 10000.0
+
+
+@dataclass(frozen=True, slots=True)
+class WaitAgentEnd:
+    quiet_ms: float = 600.0  # agent silent this long counts as done
+    timeout_ms: float = 30000.0
+
+
+@dataclass(frozen=True, slots=True)
+class BargeIn:
+    """Wait until the agent speaks, let it talk ``after_ms``, then say ``clip`` over it."""
+
+    after_ms: float
+    clip: Clip
+    timeout_ms: float = 10000.0
+
+
+Step = Say | Silence | WaitAgentStart | WaitAgentEnd | BargeIn
+
+
+@dataclass(frozen=True, slots=True)
+class CallerConfig:
+    url: str
+    dialect: Literal["raw", "twilio"]
+    sample_rate_hz: int = 16000  # raw only; twilio is 8 kHz
+    frame_ms: int = 20
+    headers: dict[str, str] = field(default_factory=dict)
+    subprotocols: tuple[str, ...] = ()
+    call_id: str = "CA00000000000000000000000000000000"
+    tail_ms: float = 800.0  # silence after the script before hanging up
+    noise_dbfs: float | None = None  # steady background noise under the caller's audio
+    seed: int = 0
+
+
+@dataclass(slots=True)
+class SpeechTruth:
+    """One ``Say``: when its speech truly started and ended, on this process's clock."""
+
+    clip: str
+    onset_ns: int
+    offset_ns: int
+    barge_in: bool = False
+
+
+@dataclass(slots=True)
+class AgentChunk:
+    stream_pos: int  # agent audio samples received before this chunk
+    n: int
+    play_ns: int  # start on the caller's playout timeline
+    arrival_ns: int
+
+
+@dataclass(slots=True)
+class CallRecord:
+    t0_ns: int = 0  # capture time of the caller's first sample
+    speech: list[SpeechTruth] = field(default_factory=list)
+    agent_chunks: list[AgentChunk] = field(default_factory=list)
+    agent_rate_hz: int = 0
+    flushes: list[int] = field(default_factory=list)  # arrival times of flushes
+    agent_spurts: list[tuple[int, int]] = field(default_factory=list)  # caller-side VAD
+    messages_sent: list[bytes | str] = field(default_factory=list)
+    messages_received: list[bytes | str] = field(default_factory=list)
+    close_code: int | None = None
+    error: str | None = None
+    pacing_lag_ns: list[int] = field(default_factory=list)
+
+    def play_time(self, stream_pos: int) -> int | None:
+        """When agent audio sample ``stream_pos`` played (None if it never did)."""
+        for c in self.agent_chunks:
+            if c.stream_pos <= stream_pos < c.stream_pos + c.n:
+                return c.play_ns + (stream_pos - c.stream_pos) * NS_PER_S // self.agent_rate_hz
+        return None
+
+
+class ScriptedCaller:
+    """One call. Use :meth:`run`."""
+
+    def __init__(self, config: CallerConfig, script: list[Step]) -> None:
+        self.config = config
+        self.script = script
+        self.rate = 8000 if config.dialect == "twilio" else config.sample_rate_hz
+        self.frame = self.rate * config.frame_ms // 1000
+        self.record = CallRecord()
+        self._queue: deque[Pcm] = deque()
+        self._queued = 0
+        self._sent_samples = 0
+        self._decoder = make_decoder(config.dialect)
+        self._playout: Playout | None = None
+        self._agent_vad: SpeechDetector | None = None
+        self._agent_pos = 0
+        self._marks: deque[tuple[int, str]] = deque()  # (play-out time, name) awaiting echo
+        self._twilio = TwilioCallerWire("MZ" + config.call_id[2:], config.call_id)
+        self._ws: ClientConnection | None = None
+        self._done_sending = asyncio.Event()
+        self._last_agent_audible_ns = 0
+        self._rng = np.random.default_rng(config.seed)
+
+    # -- audio out -----------------------------------------------------------------------
+
+    def _enqueue(self, pcm: Pcm) -> int:
+        """Queue samples to say; returns the stream position of the first one."""
+        pos = self._sent_samples + self._queued
+        self._queue.append(pcm)
+        self._queued += pcm.size
+        return pos
+
+    def _next_frame(self) -> Pcm:
+        need = self.frame
+        parts: list[Pcm] = []
+        while need and self._queue:
+            head = self._queue[0]
+            if head.size <= need:
+                parts.append(self._queue.popleft())
+                need -= head.size
+            else:
+                parts.append(head[:need])
+                self._queue[0] = head[need:]
+                need = 0
+        got = self.frame - need
+        self._queued -= got
+        if need:
+            parts.append(np.zeros(need, dtype=np.int16))
+        frame = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        if self.config.noise_dbfs is not None:
+            noise = (
+                self._rng.standard_normal(frame.size)
+                * 32768.0
+                * 10 ** (self.config.noise_dbfs / 20)
+            )
+            frame = np.clip(frame.astype(np.float64) + noise, -32768, 32767).astype(np.int16)
+        return frame
+
+    def _encode(self, frame: Pcm) -> bytes | str:
+        if self.config.dialect == "raw":
+            return pcm_to_bytes(frame)
+        return self._twilio.media(pcm_to_ulaw(frame))
+
+    async def _send(self, payload: bytes | str) -> None:
+        assert self._ws is not None
+        self.record.messages_sent.append(payload)
+        await self._ws.send(payload)
+
+    async def _sender(self) -> None:
+        frame_ns = self.config.frame_ms * NS_PER_MS
+        k = 0
+        t0 = self.record.t0_ns
+        while not self._done_sending.is_set():
+            deadline = t0 + (k + 1) * frame_ns
+            delay = (deadline - time.monotonic_ns()) / NS_PER_S
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.record.pacing_lag_ns.append(time.monotonic_ns() - deadline)
+            frame = self._next_frame()
+            self._sent_samples += frame.size
+            k += 1
+            await self._send(self._encode(frame))
+            self._tick(time.monotonic_ns())
+
+    # -- audio in ------------------------------------------------------------------------
+
+    def _tick(self, now: int) -> None:
+        playout, vad = self._playout, self._agent_vad
+        if playout is None or vad is None:
+            return
+        for piece in playout.release(now):
+            vad.push(piece.pcm, piece.start_ns, continuous=piece.continuous)
+        vad.advance(now)
+        while vad.spurts:
+            s = vad.spurts.popleft()
+            self.record.agent_spurts.append((s.onset_ns, s.offset_ns))
+        if vad.speaking:
+            self._last_agent_audible_ns = now
+        while self._marks and self._marks[0][0] <= now:
+            _, name = self._marks.popleft()
+            asyncio.get_running_loop().create_task(self._echo_mark(name))
+
+    async def _echo_mark(self, name: str) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await self._send(self._twilio.mark(name))
+
+    async def _receiver(self) -> None:
+        assert self._ws is not None
+        try:
+            async for message in self._ws:
+                t = time.monotonic_ns()
+                self.record.messages_received.append(message)
+                for ev in self._decoder.decode(AGENT_TO_CALLER, message, t):
+                    if isinstance(ev, Audio):
+                        self._agent_audio(ev, t)
+                    elif isinstance(ev, Flush):
+                        self._agent_flush(t)
+                    elif isinstance(ev, MarkSent):
+                        cursor = self._playout.cursor_ns if self._playout else None
+                        self._marks.append((max(t, cursor or t), ev.name))
+                self._tick(t)
+        except ConnectionClosed:
+            pass
+
+    def _agent_audio(self, ev: Audio, t: int) -> None:
+        if self._playout is None:
+            self._playout = Playout(ev.sample_rate_hz)
+            self.record.agent_rate_hz = ev.sample_rate_hz
+            vad_rate = (
+                ev.sample_rate_hz if ev.sample_rate_hz in (8000, 16000, 32000, 48000) else None
+            )
+            if vad_rate is not None:
+                self._agent_vad = SpeechDetector(vad_rate, VadConfig())
+        start = self._playout.add(ev.pcm, t)
+        self.record.agent_chunks.append(AgentChunk(self._agent_pos, ev.pcm.size, start, t))
+        self._agent_pos += ev.pcm.size
+
+    def _agent_flush(self, t: int) -> None:
+        self.record.flushes.append(t)
+        if self._playout is not None:
+            self._tick(t)
+            self._playout.flush(t)
+            # Chunks that had not started are gone; a playing one is cut at t.
+            kept: list[AgentChunk] = []
+            rate = self.record.agent_rate_hz
+            for c in self.record.agent_chunks:
+                if c.play_ns >= t:
+                    continue
+                end = c.play_ns + c.n * NS_PER_S // rate
+                if end > t:
+                    c.n = (t - c.play_ns) * rate // NS_PER_S
+                kept.append(c)
+            self.record.agent_chunks = kept
+        while self._marks:  # Twilio sends back every pending mark on clear
+            _, name = self._marks.popleft()
+            asyncio.get_running_loop().create_task(self._echo_mark(name))
+
+    # -- the script ----------------------------------------------------------------------
+
+    def agent_speaking(self) -> bool:
+        return self._agent_vad is not None and self._agent_vad.speaking
+
+    async def _wait(self, predicate: object, timeout_ms: float) -> bool:
+        deadline = time.monotonic() + timeout_ms / 1000
+        assert callable(predicate)
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            await asyncio.sleep(0.005)
+        return False
+
+    async def _say(self, step: Say, barge_in: bool = False) -> None:
+        c = step.clip
+        pcm = c.pcm
+        if c.sample_rate_hz != self.rate:
+            if c.sample_rate_hz % self.rate:
+                raise ValueError(f"clip {c.name} at {c.sample_rate_hz} Hz cannot go to {self.rate}")
+            f = c.sample_rate_hz // self.rate
+            n = (pcm.size // f) * f
+            pcm = pcm[:n].reshape(-1, f).astype(np.int32).mean(axis=1).astype(np.int16)
+        if step.gain_db:
+            pcm = np.clip(pcm * 10 ** (step.gain_db / 20), -32768, 32767).astype(np.int16)
+        pos = self._enqueue(pcm)
+        t0 = self.record.t0_ns
+        onset = t0 + (pos + round(c.onset_ms * self.rate / 1000)) * NS_PER_S // self.rate
+        offset = t0 + (pos + round(c.offset_ms * self.rate / 1000)) * NS_PER_S // self.rate
+        self.record.speech.append(SpeechTruth(c.name, onset, offset, barge_in))
+        # Wait until the clip has been sent.
+        end_pos = pos + pcm.size
+        while self._sent_samples < end_pos and not self._done_sending.is_set():
+            await asyncio.sleep(self.config.frame_ms / 1000)
+
+    async def _run_script(self) -> None:
+        for step in self.script:
+            if isinstance(step, Say):
+                await self._say(step)
+            elif isinstance(step, Silence):
+                await asyncio.sleep(step.ms / 1000)
+            elif isinstance(step, WaitAgentStart):
+                await self._wait(self.agent_speaking, step.timeout_ms)
+            elif isinstance(step, WaitAgentEnd):
+                quiet_ns = step.quiet_ms * NS_PER_MS
+
+                def done(quiet_ns: float = quiet_ns) -> bool:
+                    playing = self._playout is not None and self._playout.playing_at(
+                        time.monotonic_ns()
+                    )
+                    quiet = time.monotonic_ns() - self._last_agent_audible_ns > quiet_ns
+                    return not self.agent_speaking() and not playing and quiet
+
+                await self._wait(done, step.timeout_ms)
+            elif isinstance(step, BargeIn):
+                if await self._wait(self.agent_speaking, step.timeout_ms):
+                    await asyncio.sleep(step.after_ms / 1000)
+                await self._say(Say(step.clip), barge_in=True)
+        await asyncio.sleep(self.config.tail_ms / 1000)
+
+    async def run(self) -> CallRecord:
+        cfg = self.config
+        try:
+            async with connect(
+                cfg.url,
+                additional_headers=cfg.headers or None,
+                subprotocols=list(cfg.subprotocols) or None,  # type: ignore[arg-type]
+                max_size=None,
+                compression=None,
+            ) as ws:
+                self._ws = ws
+                if cfg.dialect == "twilio":
+                    await self._send(self._twilio.connected())
+                    await self._send(self._twilio.start())
+                else:
+                    await self._send(RawWire.start(self.rate))
+                self.record.t0_ns = time.monotonic_ns()
+                receiver = asyncio.create_task(self._receiver())
+                sender = asyncio.create_task(self._sender())
+                try:
+                    await self._run_script()
+                finally:
+                    self._done_sending.set()
+                    await sender
+                if cfg.dialect == "twilio":
+                    await self._send(self._twilio.stop())
+                await ws.close()
+                await receiver
+                self.record.close_code = ws.close_code
+                self._tick(time.monotonic_ns())
+                if self._agent_vad is not None:
+                    self._agent_vad.finish(time.monotonic_ns())
+                    while self._agent_vad.spurts:
+                        s = self._agent_vad.spurts.popleft()
+                        self.record.agent_spurts.append((s.onset_ns, s.offset_ns))
+        except (OSError, ConnectionClosed) as exc:
+            self.record.error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # an InvalidStatus from the handshake, for example
+            self.record.error = f"{type(exc).__name__}: {exc}"
+        return self.record

@@ -1,0 +1,72 @@
+"""Appending receipts to a JSON-lines file without ever blocking the forwarding plane.
+
+A background thread owns the file: each receipt is one ``write`` of one
+complete line, then ``flush`` and ``fsync``, so a process killed mid-write
+leaves only complete lines behind, except possibly a torn last one that
+readers skip (see :func:`read_receipts`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from voxproxy.receipts.model import Receipt
+
+_STOP = object()
+
+
+class ReceiptWriter:
+    def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fsync = fsync
+        self._queue: queue.Queue[object] = queue.Queue()
+        self.written = 0
+        self.failed = 0
+        self._thread = threading.Thread(target=self._run, name="receipt-writer", daemon=True)
+        self._thread.start()
+
+    def write(self, receipt: Receipt) -> None:
+        self._queue.put(receipt.to_json_line())
+
+    def _run(self) -> None:
+        with open(self.path, "a", encoding="utf-8") as fh:
+            while True:
+                item = self._queue.get()
+                if item is _STOP:
+                    return
+                assert isinstance(item, str)
+                try:
+                    fh.write(item)
+                    fh.flush()
+                    if self._fsync:
+                        os.fsync(fh.fileno())
+                    self.written += 1
+                except OSError:
+                    self.failed += 1
+
+    def close(self) -> None:
+        """Write what is queued, then stop."""
+        self._queue.put(_STOP)
+        self._thread.join()
+
+
+def read_receipts(path: str | Path) -> Iterator[Receipt]:
+    """Every complete receipt line in ``path`` (a torn last line is skipped)."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                return
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                json.loads(line)
+            except ValueError:
+                continue
+            yield Receipt.model_validate_json(line)
