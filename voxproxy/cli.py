@@ -350,7 +350,8 @@ def _add_demo(sub: Any) -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from voxproxy.demo import run_demo
 
-    return _run(run_demo(args.out))
+    status: int = _run(run_demo(args.out))
+    return status
 
 
 # -- main ---------------------------------------------------------------------------------

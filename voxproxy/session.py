@@ -59,6 +59,7 @@ from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnMachine, barge_outco
 
 NS_PER_MS = 1_000_000
 MAX_MEASUREMENT_ERRORS = 50
+PUMP_INTERVAL_MS = 100  # how often time-driven work (playout release, VAD, turns) runs
 _MAX_PENDING_MARKS = 4096
 
 
@@ -101,6 +102,8 @@ class CallSession:
         self.turns = TurnMachine(cfg.turns)
         self._flush_queue: deque[FlushMark] = deque()
         self._now_ns = start_ns
+        self._last_pump_ns = start_ns
+        self._pump_interval_ns = PUMP_INTERVAL_MS * NS_PER_MS
         self.anomalies: Counter[str] = Counter()
         self.measurement_disabled = False
         self._messages = [0, 0]
@@ -130,7 +133,8 @@ class CallSession:
             events = self.decoder.decode(direction, payload, t_ns)
             for ev in events:
                 self._handle(ev)
-            self._pump(t_ns)
+            if t_ns - self._last_pump_ns >= self._pump_interval_ns:
+                self._pump(t_ns)
             return events
         except Exception:
             self.note_measurement_error()
@@ -195,7 +199,9 @@ class CallSession:
                 self.anomalies[AnomalyKind.BAD_AUDIO.value] += 1  # the rate changed mid-call
             conv = Converter(rate)
             self._converters[direction] = conv
-            self._detectors[direction] = SpeechDetector(conv.out_rate_hz, self.config.vad)
+            self._detectors[direction] = SpeechDetector(
+                conv.out_rate_hz, self.config.vad, batch_ms=PUMP_INTERVAL_MS * 2
+            )
             if direction is AGENT_TO_CALLER:
                 self._playout = Playout(conv.out_rate_hz, self._downstream_ns)
         return conv
@@ -261,6 +267,7 @@ class CallSession:
         if t_ns > self._now_ns:
             self._now_ns = t_ns
         now = self._now_ns
+        self._last_pump_ns = now
         self._release(now)
         caller = self._detectors[CALLER_TO_AGENT]
         agent = self._detectors[AGENT_TO_CALLER]
@@ -268,7 +275,12 @@ class CallSession:
             caller.advance(now)
         if agent is not None:
             agent.advance(now + self._downstream_ns)
-        self._feed_turns(self._watermark(now))
+        if (
+            (caller is not None and caller.spurts)
+            or (agent is not None and agent.spurts)
+            or (self._flush_queue)
+        ):
+            self._feed_turns(self._watermark(now))
 
     def _watermark(self, now: int) -> int:
         """Nothing that starts before this time can still appear."""
@@ -283,7 +295,6 @@ class CallSession:
         return min(marks)
 
     def _feed_turns(self, watermark: int) -> None:
-        sources: list[tuple[int, int, object]] = []
         caller = self._detectors[CALLER_TO_AGENT]
         agent = self._detectors[AGENT_TO_CALLER]
         heap: list[tuple[int, int, int]] = []
@@ -293,7 +304,6 @@ class CallSession:
             heap.append((agent.spurts[0].onset_ns, 2, 1))
         if self._flush_queue:
             heap.append((self._flush_queue[0].t_ns, 0, 2))
-        del sources
         heapq.heapify(heap)
         while heap and heap[0][0] <= watermark:
             _, _, which = heapq.heappop(heap)

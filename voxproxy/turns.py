@@ -9,8 +9,11 @@ explicit:
 
 * A **turn** is a group of caller spurts followed by the agent's response.
   ``ttfs`` runs from the offset of the caller's last spurt before the agent's
-  onset to that onset. If the agent starts while the caller is still talking,
-  ``ttfs`` is negative and ``talk_over`` holds the overlap.
+  onset to that onset. If the agent starts while the caller is talking again
+  after an earlier spurt of the turn had ended, the agent answered that earlier
+  spurt (``ttfs`` from its offset, ``talk_over`` = the overlap) and the
+  overlapping speech opens the next turn; if no spurt had ended, ``ttfs`` is
+  negative and ``talk_over`` holds the overlap.
 * Agent spurts closer than ``agent_turn_gap_ms`` with no caller speech between
   them are one **utterance** (sentence pauses are not reprompts). An utterance
   with no caller speech since the previous one is **agent-initiated**
@@ -103,6 +106,7 @@ class Turn:
     barge_in: BargeIn | None = None
     flushes: list[FlushMark] = field(default_factory=list)
     yielded_without_caller_speech: int = 0
+    caller_spurts: list[Spurt] = field(default_factory=list)
     closed: bool = False
 
     @property
@@ -162,6 +166,7 @@ class TurnMachine:
             ):
                 self._pause_candidate = turn
         turn.caller_offset_ns = s.offset_ns
+        turn.caller_spurts.append(s)
         self._caller_since_agent = True
 
     def agent_spurt(self, a: Spurt) -> None:
@@ -191,6 +196,17 @@ class TurnMachine:
                 barge.chain_end_ns = max(barge.chain_end_ns, a.offset_ns)
                 self._note_agent(a)
                 return
+            rest: list[Spurt] = []
+            if a.onset_ns < turn.caller_offset_ns:
+                # The agent started while the caller was talking. If an earlier spurt of
+                # this turn had ended, the agent answered that one; the caller's
+                # overlapping speech opens the next turn.
+                ended = [c for c in turn.caller_spurts if c.offset_ns <= a.onset_ns]
+                if ended and barge is None:
+                    rest = [c for c in turn.caller_spurts if c.offset_ns > a.onset_ns]
+                    turn.caller_spurts = ended
+                    turn.caller_offset_ns = ended[-1].offset_ns
+                    turn.talk_over_ns = min(rest[0].offset_ns, a.offset_ns) - a.onset_ns
             gap = a.onset_ns - turn.caller_offset_ns
             if gap > self._timeout:
                 self._close_unanswered(turn, "no_response", TurnKind.NO_RESPONSE)
@@ -204,6 +220,13 @@ class TurnMachine:
                 self._open = None
                 self._caller_since_agent = False
                 self._note_agent(a)
+                if rest:
+                    nxt = self._new_turn(TurnKind.RESPONSE)
+                    nxt.caller_spurts = rest
+                    nxt.caller_onset_ns = rest[0].onset_ns
+                    nxt.caller_offset_ns = rest[-1].offset_ns
+                    self._open = nxt
+                    self._caller_since_agent = True
                 return
         # No caller turn waiting: a continuation, or an agent-initiated utterance.
         last = self._last_agent

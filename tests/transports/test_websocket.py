@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +40,8 @@ async def agent_server(handler: Handler, **kwargs: Any) -> AsyncIterator[tuple[i
         assert ws.request is not None
         side.requests.append(ws.request)
         side.subprotocols.append(ws.subprotocol)
-        try:
+        with suppress(ConnectionClosed):
             await handler(ws)
-        except ConnectionClosed:
-            pass
         side.close_codes.append((ws.close_code, ws.close_reason))
 
     async with serve(wrapped, "127.0.0.1", 0, compression=None, **kwargs) as server:
@@ -418,7 +416,7 @@ async def test_a_measurement_failure_is_counted_and_forwarding_goes_on(
     async with agent_server(echo) as (agent_port, _side):
         async with running_proxy(f"ws://127.0.0.1:{agent_port}") as (port, receipts, _):
             async with connect(f"ws://127.0.0.1:{port}") as ws:
-                for i in range(5):
+                for _i in range(5):
                     await ws.send(b"\x00\x00" * 160)
                     assert await ws.recv() == b"\x00\x00" * 160
             await wait_for(lambda: len(receipts) == 1)

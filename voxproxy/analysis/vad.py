@@ -29,6 +29,7 @@ objects; ``settled_ns`` promises that no later spurt will start before it.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 
@@ -36,17 +37,17 @@ import numpy as np
 import numpy.typing as npt
 import webrtcvad
 
-from voxproxy.audio.levels import window_energy_db
 from voxproxy.events import Pcm
 
 NS_PER_MS = 1_000_000
+PAUSE_NS = 100 * NS_PER_MS  # no audio for this long: the partial frame is followed by silence
 
 
 @dataclass(frozen=True, slots=True)
 class VadConfig:
     """Detector settings. Defaults are the ones the accuracy tests prove."""
 
-    frame_ms: int = 10
+    frame_ms: int = 20
     mode: int = 3
     merge_gap_ms: float = 300.0
     min_speech_ms: float = 60.0
@@ -82,43 +83,59 @@ class Spurt:
 
 
 class _Timeline:
-    """Maps stream positions to clock times through per-chunk anchors."""
+    """Maps stream positions to clock times through per-chunk anchors (binary search)."""
 
-    __slots__ = ("_anchors", "_rate")
+    __slots__ = ("_breaks", "_pos", "_rate", "_t")
 
     def __init__(self, sample_rate_hz: int) -> None:
         self._rate = sample_rate_hz
-        self._anchors: deque[tuple[int, int]] = deque()  # (position, t_ns), positions increasing
+        self._pos: list[int] = []  # anchor positions, increasing
+        self._t: list[int] = []  # clock time of each anchor position
+        self._breaks: list[int] = []  # positions where a push followed a gap in time
+
+    def add_break(self, pos: int) -> None:
+        if not self._breaks or self._breaks[-1] != pos:
+            self._breaks.append(pos)
+
+    def last_break_at_or_before(self, pos: int) -> int | None:
+        i = bisect_right(self._breaks, pos) - 1
+        return self._breaks[i] if i >= 0 else None
 
     def add(self, pos: int, t_ns: int) -> None:
-        self._anchors.append((pos, t_ns))
+        if self._pos and self._pos[-1] == pos:
+            self._t[-1] = t_ns  # the previous anchor covered no samples
+            return
+        self._pos.append(pos)
+        self._t.append(t_ns)
 
     def t_at(self, pos: int) -> int:
-        anchors = self._anchors
-        # Most look-ups concern recent positions: search from the end.
-        for i in range(len(anchors) - 1, -1, -1):
-            a_pos, a_t = anchors[i]
-            if a_pos <= pos:
-                return a_t + (pos - a_pos) * 1_000_000_000 // self._rate
-        a_pos, a_t = anchors[0]
-        return a_t + (pos - a_pos) * 1_000_000_000 // self._rate
+        i = bisect_right(self._pos, pos) - 1
+        if i < 0:
+            i = 0
+        return self._t[i] + (pos - self._pos[i]) * 1_000_000_000 // self._rate
 
-    def next_anchor_after(self, pos: int) -> int | None:
-        for a_pos, _ in self._anchors:
-            if a_pos > pos:
-                return a_pos
-        return None
+    def first_break_after(self, pos: int) -> int | None:
+        i = bisect_right(self._breaks, pos)
+        return self._breaks[i] if i < len(self._breaks) else None
 
     def prune_before(self, pos: int) -> None:
-        anchors = self._anchors
-        while len(anchors) > 1 and anchors[1][0] <= pos:
-            anchors.popleft()
+        i = bisect_right(self._pos, pos) - 1
+        if i > 64:  # trim in batches
+            del self._pos[:i]
+            del self._t[:i]
+        j = bisect_right(self._breaks, pos) - 1
+        if j > 64:
+            del self._breaks[:j]
 
 
 class SpeechDetector:
     """Talk-spurt detector for one direction of one call."""
 
-    def __init__(self, sample_rate_hz: int, config: VadConfig | None = None) -> None:
+    def __init__(
+        self, sample_rate_hz: int, config: VadConfig | None = None, *, batch_ms: float = 0.0
+    ) -> None:
+        """``batch_ms`` > 0 defers analysis until that much audio is pending (or until
+        :meth:`advance`), which spreads numpy's per-call cost over several chunks."""
         if sample_rate_hz not in (8000, 16000, 32000, 48000):
             raise ValueError(f"webrtcvad needs 8, 16, 32 or 48 kHz, got {sample_rate_hz}")
         self.config = cfg = config or VadConfig()
@@ -128,6 +145,9 @@ class SpeechDetector:
         self._vad = webrtcvad.Vad(cfg.mode)
         self._timeline = _Timeline(sample_rate_hz)
         self._pending = np.zeros(0, dtype=np.int16)
+        self._chunks: list[Pcm] = []  # pushed since the last analysis
+        self._batch = int(batch_ms * sample_rate_hz / 1000)
+        self._npending = 0
         self._pos = 0  # stream position of the next sample pushed
         self._framed = 0  # stream position up to which frames were analysed
         self._last_t_end: int | None = None  # clock time just after the last sample pushed
@@ -139,13 +159,17 @@ class SpeechDetector:
         self._block_min = 0.0
         self._block_count = 0
         self._block_mins: deque[float] = deque(maxlen=4)
+        self._blocks_min = float("inf")  # min of the finished blocks
+        self._clamp = cfg.floor_clamp_dbfs
         self._floor_db = cfg.floor_clamp_dbfs
         # Spurt state, in 1 ms window numbers.
         self._in_spurt = False
         self._onset_win = 0
+        self._onset_t = 0  # clock time of the open spurt's onset, fixed when it is decided
         self._last_active_win = 0  # last window above the start threshold, in an active frame
         self._last_active_t = 0  # clock time at the end of that window
         self._prev_offset_win = -(10**9)
+        self._end_cache: tuple[int, int] | None = None
         self.spurts: deque[Spurt] = deque()
         self.frames = 0
         self.active_frames = 0
@@ -160,31 +184,51 @@ class SpeechDetector:
         """
         if pcm.size == 0:
             return
-        if not continuous and self._pending.size:
-            pad = self._frame - self._pending.size % self._frame
-            if pad != self._frame:
-                self._pending = np.concatenate((self._pending, np.zeros(pad, dtype=np.int16)))
-                self._pos += pad
-            self._analyse()
+        if not continuous:
+            self._pad_partial()
+            self._timeline.add_break(self._pos)
         self._timeline.add(self._pos, t_start_ns)
-        self._pending = np.concatenate((self._pending, pcm)) if self._pending.size else pcm
+        self._chunks.append(pcm)
+        self._npending += pcm.size
         self._pos += pcm.size
         self._last_t_end = t_start_ns + pcm.size * 1_000_000_000 // self.sample_rate_hz
+        if self._npending >= self._batch:
+            self._gather()
+            self._analyse()
+
+    def _pad_partial(self) -> None:
+        """Complete the last partial frame with the silence that followed it, and analyse."""
+        self._gather()
+        if self._pending.size % self._frame:
+            pad = self._frame - self._pending.size % self._frame
+            self._pending = np.concatenate((self._pending, np.zeros(pad, dtype=np.int16)))
+            self._pos += pad
         self._analyse()
 
+    def _gather(self) -> None:
+        """Join the chunks pushed since the last analysis onto the pending samples."""
+        if not self._chunks:
+            return
+        parts = [self._pending, *self._chunks] if self._pending.size else self._chunks
+        self._pending = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        self._chunks = []
+        self._npending = 0
+
     def advance(self, t_ns: int) -> None:
-        """Time has reached ``t_ns``; no audio was heard since the last push."""
+        """Time has reached ``t_ns``: analyse what is pending; close a spurt gone quiet."""
+        end = self._last_t_end
+        if end is not None and t_ns - end >= PAUSE_NS:
+            # Nothing was heard for a while: the stream paused (not mere jitter).
+            self._pad_partial()
+        elif self._chunks:
+            self._gather()
+            self._analyse()
         if self._in_spurt:
             self._maybe_finish(t_ns, self.config.merge_gap_ms * NS_PER_MS)
 
     def finish(self, t_ns: int) -> None:
         """The stream is over at ``t_ns``: close any open spurt."""
-        if self._pending.size:
-            pad = self._frame - self._pending.size % self._frame
-            if pad != self._frame:
-                self._pending = np.concatenate((self._pending, np.zeros(pad, dtype=np.int16)))
-                self._pos += pad
-            self._analyse()
+        self._pad_partial()
         if self._in_spurt:
             self._finish_spurt()
         del t_ns
@@ -202,7 +246,7 @@ class SpeechDetector:
     def settled_ns(self) -> int | None:
         """No spurt emitted later will have an onset before this time."""
         if self._in_spurt:
-            return self._t_of_win(self._onset_win)
+            return self._onset_t
         if self._last_t_end is None:
             return None
         return self._last_t_end - (self.config.onset_lookback_ms + self.config.frame_ms) * NS_PER_MS
@@ -212,7 +256,10 @@ class SpeechDetector:
         if not self._in_spurt:
             return None
         cfg = self.config
-        return self._last_active_t + int((cfg.merge_gap_ms + cfg.onset_lookback_ms) * NS_PER_MS) + 1
+        # The same rule as _maybe_finish: the pause counts from the refined offset,
+        # which may lie after the last active window.
+        end_ns = self._t_of_end(self._refined_end())
+        return end_ns + int((cfg.merge_gap_ms + cfg.onset_lookback_ms) * NS_PER_MS) + 1
 
     # -- analysis ------------------------------------------------------------------------
 
@@ -225,38 +272,45 @@ class SpeechDetector:
         if n_frames == 0:
             return
         cfg = self.config
+        fm = cfg.frame_ms
         usable = self._pending[: n_frames * frame]
-        energies = window_energy_db(usable, self._win)  # n_frames * frame_ms windows
-        per_frame = energies.reshape(n_frames, cfg.frame_ms)
-        frame_db = 10.0 * np.log10(np.mean(np.power(10.0, per_frame / 10.0), axis=1))
+        x = usable.astype(np.float32).reshape(-1, self._win)
+        power = np.einsum("ij,ij->i", x, x) * (1.0 / (self._win * 32768.0 * 32768.0))
+        np.maximum(power, 1e-10, out=power)
+        energies = 10.0 * np.log10(power)  # one value per 1 ms window
+        frame_db = (10.0 * np.log10(power.reshape(n_frames, fm).sum(axis=1) * (1.0 / fm))).tolist()
+        win_db: list[float] | None = None
         first_win = self._framed // self._win
-        hist = self._hist
-        mask = self._hist_mask
-        idx = (np.arange(first_win, first_win + energies.size)) & mask
-        hist[idx] = energies
+        hist, mask = self._hist, self._hist_mask
+        start = first_win & mask
+        end = start + energies.size
+        if end <= hist.size:
+            hist[start:end] = energies
+        else:
+            hist[(np.arange(first_win, first_win + energies.size)) & mask] = energies
         raw = usable.tobytes()
         nbytes = frame * 2
         rate = self.sample_rate_hz
         merge_ns = cfg.merge_gap_ms * NS_PER_MS
+        is_speech = self._vad.is_speech
         for f in range(n_frames):
-            fdb = float(frame_db[f])
+            fdb = frame_db[f]
             self._update_floor(fdb)
             floor = self._floor_db
             start_thr = floor + cfg.start_margin_db
-            win0 = first_win + f * cfg.frame_ms
-            active = False
-            if fdb > start_thr and self._vad.is_speech(raw[f * nbytes : (f + 1) * nbytes], rate):
-                active = True
+            win0 = first_win + f * fm
             self.frames += 1
-            if not active:
+            if not (fdb > start_thr and is_speech(raw[f * nbytes : (f + 1) * nbytes], rate)):
                 if self._in_spurt:
                     self._maybe_finish(self._t_of_win(win0), merge_ns)
                 continue
             self.active_frames += 1
-            wins = per_frame[f]
-            above = np.nonzero(wins > start_thr)[0]
-            first_above = win0 + int(above[0])
-            last_above = win0 + int(above[-1])
+            if win_db is None:
+                win_db = energies.tolist()
+            row = win_db[f * fm : (f + 1) * fm]
+            above = [i for i, e in enumerate(row) if e > start_thr]
+            first_above = win0 + above[0]
+            last_above = win0 + above[-1]
             if self._in_spurt and self._t_of_win(win0) - self._last_active_t > merge_ns:
                 # A long pause: does the new onset, walked back, fall within the merge
                 # gap of the refined offset of the open spurt?
@@ -266,9 +320,11 @@ class SpeechDetector:
                     self._close(end_win)
                     self._in_spurt = True
                     self._onset_win = onset
+                    self._onset_t = self._t_of_win(onset)
             elif not self._in_spurt:
                 self._in_spurt = True
                 self._onset_win = self._walk_back(first_above, floor + cfg.edge_margin_db)
+                self._onset_t = self._t_of_win(self._onset_win)
             self._last_active_win = last_above
             self._last_active_t = self._t_of_win(last_above + 1)
         self._framed += n_frames * frame
@@ -283,9 +339,10 @@ class SpeechDetector:
         self._block_count += 1
         if self._block_count >= self._block_frames:
             self._block_mins.append(self._block_min)
+            self._blocks_min = min(self._block_mins)
             self._block_count = 0
-        candidates = [*self._block_mins, self._block_min]
-        self._floor_db = max(min(candidates), self.config.floor_clamp_dbfs)
+        floor = self._block_min if self._block_min < self._blocks_min else self._blocks_min
+        self._floor_db = floor if floor > self._clamp else self._clamp
 
     def _tolerance(self) -> int:
         cfg = self.config
@@ -320,6 +377,10 @@ class SpeechDetector:
         cfg = self.config
         lower = max(win - cfg.onset_lookback_ms, self._prev_offset_win, 0)
         lower = max(lower, (self._framed // self._win) - (self._hist.size - 64))
+        # Do not walk back across a gap in time (a pause in playout).
+        gap = self._timeline.last_break_at_or_before(win * self._win)
+        if gap is not None:
+            lower = max(lower, -(-gap // self._win))
         if lower >= win:
             return win
         ok = self._above(lower, win, threshold)[::-1]  # ok[i] is window win-1-i
@@ -336,16 +397,11 @@ class SpeechDetector:
         cfg = self.config
         analysed = self._framed // self._win
         upper = min(win + 1 + cfg.offset_lookahead_ms, analysed)
-        # Do not walk across a jump in time (a pause in playout).
-        nxt = self._timeline.next_anchor_after(win * self._win)
-        while nxt is not None and nxt // self._win < upper:
-            expected = self._t_of_win(win) + (nxt - win * self._win) * 1_000_000_000 // (
-                self.sample_rate_hz
-            )
-            if abs(self._timeline.t_at(nxt) - expected) > 2 * NS_PER_MS:
-                upper = nxt // self._win
-                break
-            nxt = self._timeline.next_anchor_after(nxt)
+        # Do not walk across a gap in time (a pause in playout); the jitter of a
+        # continuous stream's chunk anchors is not a gap.
+        gap = self._timeline.first_break_after(win * self._win)
+        if gap is not None:
+            upper = min(upper, gap // self._win)
         if upper <= win + 1:
             return win + 1
         ok = self._above(win + 1, upper, threshold)  # ok[i] is window win+1+i
@@ -361,9 +417,15 @@ class SpeechDetector:
         return self._t_of_win(end_win - 1) + NS_PER_MS
 
     def _refined_end(self) -> int:
-        return self._walk_forward(
-            self._last_active_win, self._floor_db + self.config.edge_margin_db
-        )
+        """The open spurt's offset window; final once the look-ahead has been analysed."""
+        win = self._last_active_win
+        cached = self._end_cache
+        if cached is not None and cached[0] == win:
+            return cached[1]
+        end = self._walk_forward(win, self._floor_db + self.config.edge_margin_db)
+        if self._framed // self._win >= win + 1 + self.config.offset_lookahead_ms:
+            self._end_cache = (win, end)
+        return end
 
     def _maybe_finish(self, now_ns: int, merge_ns: float) -> None:
         """Close the open spurt once the pause after its refined offset is long enough.
@@ -384,7 +446,9 @@ class SpeechDetector:
         cfg = self.config
         self._in_spurt = False
         self._prev_offset_win = end_win
-        onset_ns = self._t_of_win(self._onset_win)
+        # Fixed when the onset was decided: by now the anchors that map its window to
+        # the clock may have been pruned, and a gap in time may lie after it.
+        onset_ns = self._onset_t
         offset_ns = self._t_of_end(end_win)
         if (offset_ns - onset_ns) < cfg.min_speech_ms * NS_PER_MS:
             return

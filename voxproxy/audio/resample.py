@@ -71,7 +71,9 @@ class Converter:
         positions = np.arange(self._phase, x.size - 1, step)
         out = np.interp(positions, np.arange(x.size), x.astype(np.float64))
         next_pos = self._phase + positions.size * step
-        keep_from = int(next_pos)
+        # With a step above 2 the next position can lie beyond this chunk's last
+        # sample: keep the whole remainder of the phase instead of dropping it.
+        keep_from = min(int(next_pos), x.size)
         self._carry = x[keep_from:].copy()
         self._phase = next_pos - keep_from
         result: Pcm = out.astype(np.int16)

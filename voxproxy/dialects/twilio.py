@@ -12,6 +12,8 @@ import binascii
 import json
 from typing import Any
 
+import orjson
+
 from voxproxy.audio.g711 import ulaw_to_pcm
 from voxproxy.dialects.base import DialectOptions, register
 from voxproxy.events import (
@@ -51,7 +53,7 @@ class TwilioDecoder:
         if not isinstance(payload, str):
             return [Anomaly(AnomalyKind.UNEXPECTED_BINARY, direction, t_ns)]
         try:
-            msg: Any = json.loads(payload)
+            msg: Any = orjson.loads(payload)
         except ValueError:
             return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
         if not isinstance(msg, dict):

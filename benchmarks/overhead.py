@@ -1,0 +1,487 @@
+"""What voxproxy adds to a call: one-way latency and CPU per message, against a bare relay.
+
+Three paths are measured in one run, at each concurrency level, with the same load:
+
+* ``direct``: callers talk to the agent with nothing in between (the latency floor);
+* ``bare``: a minimal relay written here on the stock websockets asyncio layer
+  (``serve`` + ``connect``, one forwarding task per direction), measuring nothing;
+* ``voxproxy``: ``voxproxy proxy --dialect twilio``, measuring everything.
+
+Each call is a real-time Twilio Media Streams call: 20 ms ``media`` messages in
+both directions (μ-law speech from the fixtures, looped), with the sender's
+monotonic timestamp in an extra field. The relay under test runs in its own
+process pinned to CPU 0; callers and agent share one process pinned to CPU 1.
+Added latency = one-way latency through the relay minus the median one-way
+latency of the direct path in the same run. CPU per message = the relay
+process's user+system CPU over the window / messages it forwarded.
+
+Run:  .venv/bin/python benchmarks/overhead.py [--levels 1,50,100] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
+from voxproxy.fixtures import load_clips  # noqa: E402
+
+FRAME_MS = 20
+PATHS = ("direct", "bare", "forward-only", "voxproxy")
+PY = sys.executable
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def _pin(pid: int, cpu: int) -> None:
+    ncpu = os.cpu_count() or 1
+    os.sched_setaffinity(pid, {cpu % ncpu})
+
+
+# -- the bare relay (a subprocess mode of this file) ------------------------------------
+
+
+async def bare_relay(port: int, upstream: str) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import ServerConnection, serve
+    from websockets.exceptions import ConnectionClosed
+
+    async def handler(caller: ServerConnection) -> None:
+        async with connect(upstream, compression=None, max_size=None) as agent:
+
+            async def pipe(src: object, dst: object) -> None:
+                try:
+                    async for message in src:  # type: ignore[attr-defined]
+                        await dst.send(message)  # type: ignore[attr-defined]
+                except ConnectionClosed:
+                    pass
+
+            t1 = asyncio.create_task(pipe(caller, agent))
+            t2 = asyncio.create_task(pipe(agent, caller))
+            _, pending = await asyncio.wait({t1, t2}, return_when=asyncio.FIRST_COMPLETED)
+            for t in pending:
+                t.cancel()
+
+    async with serve(handler, "127.0.0.1", port, compression=None, max_size=None):
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await stop.wait()
+
+
+async def forward_only(port: int, upstream: str) -> None:
+    """voxproxy's relay with a do-nothing observer: the cost of forwarding alone."""
+    from voxproxy.transports.websocket import RelayConfig, RelayServer
+
+    class Null:
+        def upstream_headers(self, request: object) -> list[tuple[str, str]]:
+            return []
+
+        def on_upstream_open(self, t_ns: int, status: int) -> None:
+            pass
+
+        def on_message(self, direction: object, payload: object, t_ns: int) -> None:
+            pass
+
+        def on_end(self, t_ns: int, info: object) -> None:
+            pass
+
+    server = RelayServer(RelayConfig(upstream), lambda t_ns: Null())  # type: ignore[arg-type,return-value]
+    await server.start("127.0.0.1", port)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop()
+
+
+# -- load: agent and callers ------------------------------------------------------------
+
+
+def _frames(name: str, n: int) -> list[bytes]:
+    clips = load_clips()
+    pcm = clips[name].pcm
+    pcm8 = pcm[: (pcm.size // 2) * 2].reshape(-1, 2).astype(np.int32).mean(axis=1).astype(np.int16)
+    ulaw = pcm_to_ulaw(pcm8)
+    step = 8 * FRAME_MS
+    out = [ulaw[i : i + step] for i in range(0, len(ulaw) - step, step)]
+    return [out[i % len(out)] for i in range(n)]
+
+
+@dataclass
+class Stats:
+    latencies_ns: list[int] = field(default_factory=list)
+    recording: bool = False
+    errors: int = 0
+
+
+async def run_load(
+    target_port: int, agent_port: int, calls: int, seconds: float, warmup: float
+) -> tuple[Stats, int]:
+    import uvloop  # noqa: F401  (the event loop is set up by main)
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import ServerConnection
+    from websockets.exceptions import ConnectionClosed
+
+    stats = Stats()
+    caller_frames = [base64.b64encode(f).decode() for f in _frames("caller_where_is_order", 400)]
+    agent_frames = [base64.b64encode(f).decode() for f in _frames("agent_long_answer", 400)]
+    stop_at = [0.0]
+    loop = asyncio.get_running_loop()
+
+    def note(message: str | bytes) -> None:
+        if not stats.recording:
+            return
+        msg = json.loads(message)
+        stats.latencies_ns.append(time.monotonic_ns() - int(msg["t"]))
+
+    async def paced(send: object, make: object) -> None:
+        k = 0
+        t0 = loop.time()
+        while loop.time() < stop_at[0]:
+            k += 1
+            delay = t0 + k * FRAME_MS / 1000 - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await send(make(k))  # type: ignore[operator]
+
+    async def agent_handler(ws: ServerConnection) -> None:
+        sid = "MZbench"
+
+        def make(k: int) -> str:
+            return '{"event":"media","streamSid":"%s","media":{"payload":"%s"},"t":%d}' % (
+                sid,
+                agent_frames[k % len(agent_frames)],
+                time.monotonic_ns(),
+            )
+
+        async def recv() -> None:
+            async for m in ws:
+                if '"media"' in m:
+                    note(m)
+
+        r = asyncio.create_task(recv())
+        try:
+            await paced(ws.send, make)
+        except ConnectionClosed:
+            pass
+        r.cancel()
+
+    from websockets.asyncio.server import serve
+
+    async def caller(n: int) -> None:
+        try:
+            async with connect(
+                f"ws://127.0.0.1:{target_port}/", compression=None, open_timeout=30
+            ) as ws:
+                sid = f"MZ{n:032d}"
+                await ws.send(
+                    json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})
+                )
+                await ws.send(
+                    json.dumps(
+                        {
+                            "event": "start",
+                            "sequenceNumber": "1",
+                            "start": {
+                                "streamSid": sid,
+                                "callSid": f"CA{n:032d}",
+                                "accountSid": "AC" + "0" * 32,
+                                "tracks": ["inbound"],
+                                "mediaFormat": {
+                                    "encoding": "audio/x-mulaw",
+                                    "sampleRate": 8000,
+                                    "channels": 1,
+                                },
+                                "customParameters": {},
+                            },
+                            "streamSid": sid,
+                        }
+                    )
+                )
+
+                def make(k: int) -> str:
+                    return (
+                        '{"event":"media","sequenceNumber":"%d","media":{"track":"inbound",'
+                        '"chunk":"%d","timestamp":"%d","payload":"%s"},"streamSid":"%s","t":%d}'
+                        % (
+                            k + 1,
+                            k,
+                            k * 20,
+                            caller_frames[k % len(caller_frames)],
+                            sid,
+                            time.monotonic_ns(),
+                        )
+                    )
+
+                async def recv() -> None:
+                    async for m in ws:
+                        note(m)
+
+                r = asyncio.create_task(recv())
+                await paced(ws.send, make)
+                await ws.send(json.dumps({"event": "stop", "streamSid": sid, "stop": {}}))
+                r.cancel()
+        except (OSError, ConnectionClosed, asyncio.TimeoutError) as exc:
+            stats.errors += 1
+            if stats.errors <= 3:
+                print(f"caller {n}: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    async with serve(agent_handler, "127.0.0.1", agent_port, compression=None):
+        stop_at[0] = loop.time() + warmup + seconds + 2.0
+        tasks = []
+        for n in range(calls):
+            tasks.append(asyncio.create_task(caller(n)))
+            await asyncio.sleep(0.002)
+        await asyncio.sleep(warmup)
+        stats.recording = True
+        await asyncio.sleep(seconds)
+        stats.recording = False
+        await asyncio.gather(*tasks)
+    return stats, len(stats.latencies_ns)
+
+
+def load_main(args: argparse.Namespace) -> None:
+    import uvloop
+
+    stats, n = uvloop.run(
+        run_load(args.target_port, args.agent_port, args.calls, args.seconds, args.warmup)
+    )
+    json.dump({"latencies_ns": stats.latencies_ns, "errors": stats.errors}, sys.stdout)
+
+
+# -- orchestration ----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, timeout: float = 10.0) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+@dataclass
+class PathResult:
+    path: str
+    calls: int
+    latencies_ms: list[float]
+    cpu_s: float
+    messages: int
+    window_s: float
+    errors: int
+
+
+def measure(path: str, calls: int, seconds: float, warmup: float) -> PathResult:
+    agent_port = _free_port()
+    relay: subprocess.Popen[bytes] | None = None
+    receipts = tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False)
+    if path == "direct":
+        target = agent_port
+    else:
+        target = _free_port()
+        if path == "bare":
+            cmd = [PY, __file__, "--bare-relay", str(target), f"ws://127.0.0.1:{agent_port}"]
+        elif path == "forward-only":
+            cmd = [PY, __file__, "--forward-only", str(target), f"ws://127.0.0.1:{agent_port}"]
+        else:
+            cmd = [
+                PY,
+                "-m",
+                "voxproxy.cli",
+                "proxy",
+                "--listen",
+                f"127.0.0.1:{target}",
+                "--upstream",
+                f"ws://127.0.0.1:{agent_port}",
+                "--dialect",
+                "twilio",
+                "--receipts",
+                receipts.name,
+                "--secret",
+                "bench",
+                "--log-level",
+                "warning",
+                "--drain-timeout",
+                "0",
+            ]
+        relay = subprocess.Popen(cmd, cwd=ROOT)
+        _pin(relay.pid, 0)
+        _wait_port(target)
+    load = subprocess.Popen(
+        [
+            PY,
+            __file__,
+            "--load",
+            "--target-port",
+            str(target),
+            "--agent-port",
+            str(agent_port),
+            "--calls",
+            str(calls),
+            "--seconds",
+            str(seconds),
+            "--warmup",
+            str(warmup),
+        ],
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    _pin(load.pid, 1)
+    time.sleep(warmup + 0.5)
+    cpu0 = _cpu_seconds(relay.pid) if relay else 0.0
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    cpu1 = _cpu_seconds(relay.pid) if relay else 0.0
+    window = time.monotonic() - t0
+    out, _ = load.communicate(timeout=seconds + warmup + 120)
+    if relay is not None:
+        relay.send_signal(signal.SIGTERM)
+        try:
+            relay.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            relay.kill()
+    os.unlink(receipts.name)
+    data = json.loads(out)
+    lat = [x / 1e6 for x in data["latencies_ns"]]
+    # Messages the relay forwarded in the CPU window: those that arrived in the
+    # load's recording window (the same length), both directions.
+    messages = int(len(lat) * window / seconds)
+    return PathResult(path, calls, lat, cpu1 - cpu0, messages, window, data["errors"])
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q)) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--levels", default="1,50,100")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--bare-relay", nargs=2, metavar=("PORT", "UPSTREAM"))
+    parser.add_argument("--forward-only", nargs=2, metavar=("PORT", "UPSTREAM"))
+    parser.add_argument("--load", action="store_true")
+    parser.add_argument("--target-port", type=int)
+    parser.add_argument("--agent-port", type=int)
+    parser.add_argument("--calls", type=int)
+    args = parser.parse_args()
+    if args.bare_relay:
+        import uvloop
+
+        uvloop.run(bare_relay(int(args.bare_relay[0]), args.bare_relay[1]))
+        return
+    if args.forward_only:
+        import uvloop
+
+        uvloop.run(forward_only(int(args.forward_only[0]), args.forward_only[1]))
+        return
+    if args.load:
+        load_main(args)
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=150)
+    levels = [int(x) for x in args.levels.split(",")]
+    rows = []
+    table = Table(
+        title="voxproxy overhead: Twilio-format real-time calls, relay pinned to one core"
+    )
+    for col in (
+        "calls",
+        "path",
+        "p50 one-way",
+        "p99 one-way",
+        "p50 added",
+        "p99 added",
+        "CPU/msg",
+        "CPU/call-s",
+        "calls/core",
+        "errors",
+    ):
+        table.add_column(col, justify="right")
+    for calls in levels:
+        results = {p: measure(p, calls, args.seconds, args.warmup) for p in PATHS}
+        floor = statistics.median(results["direct"].latencies_ms)
+        level: dict[str, float] = {"calls": calls}
+        per_msg: dict[str, float] = {}
+        for p, r in results.items():
+            added = [x - floor for x in r.latencies_ms]
+            cpu_msg_us = (
+                r.cpu_s / r.messages * 1e6 if r.messages and p != "direct" else float("nan")
+            )
+            cpu_call_s = r.cpu_s / (calls * r.window_s) if p != "direct" else float("nan")
+            per_msg[p] = cpu_msg_us
+            table.add_row(
+                str(calls),
+                p,
+                f"{pct(r.latencies_ms, 50):.2f} ms",
+                f"{pct(r.latencies_ms, 99):.2f} ms",
+                "" if p == "direct" else f"{pct(added, 50):.2f} ms",
+                "" if p == "direct" else f"{pct(added, 99):.2f} ms",
+                "" if p == "direct" else f"{cpu_msg_us:.1f} µs",
+                "" if p == "direct" else f"{cpu_call_s * 1000:.2f} ms",
+                "" if p == "direct" else f"{1 / cpu_call_s:.0f}" if cpu_call_s > 0 else "",
+                str(r.errors),
+            )
+            if p == "voxproxy":
+                level.update(
+                    p50_added_ms=round(pct(added, 50), 3),
+                    p99_added_ms=round(pct(added, 99), 3),
+                    cpu_per_msg_us=round(cpu_msg_us, 2),
+                    calls_per_core=round(1 / cpu_call_s) if cpu_call_s > 0 else None,  # type: ignore[dict-item]
+                )
+            if p == "forward-only":
+                level.update(forward_only_cpu_per_msg_us=round(cpu_msg_us, 2))
+            if p == "bare":
+                level.update(
+                    bare_cpu_per_msg_us=round(cpu_msg_us, 2),
+                    bare_p50_added_ms=round(pct(added, 50), 3),
+                    bare_p99_added_ms=round(pct(added, 99), 3),
+                )
+        level["cpu_per_msg_ratio"] = round(per_msg["voxproxy"] / per_msg["bare"], 3)
+        rows.append(level)
+        table.add_section()
+    console.print(table)
+    console.print(
+        "cpu_per_msg_ratio = voxproxy CPU per message / bare relay CPU per message (same run). "
+        "Added latency is relative to the direct path's median."
+    )
+    print(json.dumps({"levels": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Ground-truth speech edges on synthetic signals with known edges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voxproxy.analysis.truth import TRUTH_THRESHOLD_DBFS, speech_edges
+
+RATE = 16000
+SPM = RATE // 1000
+
+
+def bursts(total_ms: float, spans_ms: list[tuple[float, float]], dbfs: float = -20.0) -> np.ndarray:
+    """Silence with 440 Hz tone bursts over ``spans_ms`` (edges may fall between ms)."""
+    n = round(total_ms * SPM)
+    x = np.zeros(n, dtype=np.float64)
+    amp = 32768 * 10 ** (dbfs / 20) * np.sqrt(2)  # a sine's power is half its peak's
+    t = np.arange(n) / RATE
+    tone = amp * np.sin(2 * np.pi * 440 * t)
+    for a, b in spans_ms:
+        i, j = round(a * SPM), round(b * SPM)
+        x[i:j] = tone[i:j]
+    return np.clip(np.round(x), -32768, 32767).astype(np.int16)
+
+
+@pytest.mark.parametrize(
+    "spans",
+    [
+        [(200.0, 700.0)],
+        [(0.0, 150.0)],
+        [(100.0, 400.0), (900.0, 1300.0)],
+        [(123.0, 456.0), (1000.0, 1999.0)],
+        [(50.0, 2950.0)],
+    ],
+)
+def test_edges_on_ms_boundaries_are_exact(spans: list[tuple[float, float]]) -> None:
+    edges = speech_edges(bursts(3000, spans), RATE)
+    assert edges == [[a, b] for a, b in spans]
+
+
+@pytest.mark.parametrize(
+    ("span", "expected"),
+    [
+        ((200.25, 700.5), [200.0, 701.0]),  # partial windows above the threshold count
+        ((200.5, 700.75), [200.0, 701.0]),
+    ],
+)
+def test_edges_off_ms_boundaries_are_within_one_ms(
+    span: tuple[float, float], expected: list[float]
+) -> None:
+    (edge,) = speech_edges(bursts(1000, [span], dbfs=-6.0), RATE)
+    assert edge == expected
+    assert abs(edge[0] - span[0]) <= 1 and abs(edge[1] - span[1]) <= 1
+
+
+@pytest.mark.parametrize(
+    ("gap_ms", "merged"), [(50, True), (250, True), (299, True), (300, False), (600, False)]
+)
+def test_gaps_shorter_than_300_ms_are_merged(gap_ms: int, merged: bool) -> None:
+    a = (100.0, 500.0)
+    b = (500.0 + gap_ms, 900.0 + gap_ms)
+    edges = speech_edges(bursts(2000, [a, b]), RATE)
+    if merged:
+        assert edges == [[a[0], b[1]]]
+    else:
+        assert edges == [list(a), list(b)]
+
+
+@pytest.mark.parametrize(("length_ms", "kept"), [(10, False), (59, False), (60, True), (61, True)])
+def test_runs_shorter_than_60_ms_are_dropped(length_ms: int, kept: bool) -> None:
+    span = (500.0, 500.0 + length_ms)
+    edges = speech_edges(bursts(1500, [span]), RATE)
+    assert edges == ([list(span)] if kept else [])
+
+
+def test_one_loud_sample_marks_its_window() -> None:
+    x = np.zeros(RATE, np.int16)
+    x[200 * SPM + 15 : 700 * SPM + 1] = 20000  # the last sample of window 200 to the first of 700
+    assert speech_edges(x, RATE) == [[200.0, 701.0]]
+
+
+def test_a_short_run_close_to_a_long_one_is_merged_not_dropped() -> None:
+    # Merging comes first: a 30 ms click 100 ms after speech extends it.
+    edges = speech_edges(bursts(2000, [(100.0, 600.0), (700.0, 730.0), (1500.0, 1520.0)]), RATE)
+    assert edges == [[100.0, 730.0]]
+
+
+def test_threshold_decides_what_counts() -> None:
+    x = bursts(1000, [(100.0, 300.0)], dbfs=-40.0) + bursts(1000, [(700.0, 900.0)], dbfs=-60.0)
+    assert speech_edges(x, RATE) == [[100.0, 300.0]]
+    assert TRUTH_THRESHOLD_DBFS == -50.0
+    assert speech_edges(x, RATE, threshold_dbfs=-70.0) == [[100.0, 300.0], [700.0, 900.0]]
+    assert speech_edges(x, RATE, threshold_dbfs=-30.0) == []
+
+
+def test_silence_and_custom_rules() -> None:
+    assert speech_edges(np.zeros(RATE, np.int16), RATE) == []
+    x = bursts(2000, [(100.0, 200.0), (300.0, 340.0)])
+    assert speech_edges(x, RATE, merge_gap_ms=50, min_speech_ms=30) == [
+        [100.0, 200.0],
+        [300.0, 340.0],
+    ]
+    assert speech_edges(x, RATE, merge_gap_ms=50, min_speech_ms=50) == [[100.0, 200.0]]
+
+
+def test_8k_edges() -> None:
+    n = 8000
+    x = np.zeros(n, np.int16)
+    x[8 * 250 : 8 * 600] = 8000
+    assert speech_edges(x, 8000) == [[250.0, 600.0]]

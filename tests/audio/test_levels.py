@@ -1,0 +1,61 @@
+"""dBFS levels of whole signals and of 1 ms windows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voxproxy.audio.levels import FLOOR_DB, rms_dbfs, window_energy_db
+
+
+def square(n: int, amplitude: int = 32767, period: int = 16) -> np.ndarray:
+    half = period // 2
+    x = np.where((np.arange(n) // half) % 2 == 0, amplitude, -amplitude)
+    return x.astype(np.int16)
+
+
+def test_full_scale_square_wave_is_zero_dbfs() -> None:
+    assert rms_dbfs(square(16000)) == pytest.approx(0.0, abs=0.01)
+    db = window_energy_db(square(16000), 16)
+    assert db.shape == (1000,)
+    assert np.allclose(db, 0.0, atol=0.01)
+
+
+def test_negative_full_scale_is_exactly_zero() -> None:
+    x = np.full(160, -32768, dtype=np.int16)
+    assert rms_dbfs(x) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_zeros_are_the_floor() -> None:
+    zeros = np.zeros(1600, dtype=np.int16)
+    assert rms_dbfs(zeros) == FLOOR_DB == -100.0
+    assert np.allclose(window_energy_db(zeros, 16), -100.0, atol=1e-3)
+
+
+def test_empty_signal() -> None:
+    empty = np.zeros(0, dtype=np.int16)
+    assert rms_dbfs(empty) == -100.0
+    assert window_energy_db(empty, 16).size == 0
+
+
+@pytest.mark.parametrize("amplitude_db", [-6.0, -20.0, -40.0])
+def test_sine_level(amplitude_db: float) -> None:
+    rate = 16000
+    t = np.arange(rate) / rate
+    amp = 32768 * 10 ** (amplitude_db / 20)
+    x = np.round(amp * np.sin(2 * np.pi * 1000 * t)).astype(np.int16)
+    # A sine's mean power is half its peak power: -3.01 dB.
+    assert rms_dbfs(x) == pytest.approx(amplitude_db - 3.01, abs=0.05)
+    assert np.allclose(window_energy_db(x, 16), amplitude_db - 3.01, atol=0.05)
+
+
+def test_windows_only_count_complete_windows_in_order() -> None:
+    x = np.concatenate([np.zeros(16, np.int16), square(16), np.zeros(10, np.int16)])
+    db = window_energy_db(x, 16)
+    assert db.tolist() == pytest.approx([-100.0, 0.0], abs=0.01)
+    assert window_energy_db(x[:15], 16).size == 0
+
+
+def test_half_power_window_is_minus_three_db() -> None:
+    x = np.concatenate([square(8), np.zeros(8, np.int16)])
+    assert float(window_energy_db(x, 16)[0]) == pytest.approx(-3.01, abs=0.01)

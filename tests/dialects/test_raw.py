@@ -1,0 +1,248 @@
+"""Dialect ``raw``: 16-bit PCM in binary messages, JSON control messages (PROTOCOLS.md 0b)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from eventview import views
+
+from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
+from voxproxy.dialects.raw import RawDecoder, RawWire
+from voxproxy.events import (
+    AGENT_TO_CALLER as AGENT,
+)
+from voxproxy.events import (
+    CALLER_TO_AGENT as CALLER,
+)
+from voxproxy.events import (
+    Anomaly,
+    AnomalyKind,
+    Audio,
+    Direction,
+    Event,
+    Flush,
+    StreamStart,
+    Transcript,
+)
+
+T = 123_456_789
+
+
+def pcm(*samples: int) -> np.ndarray:
+    return np.array(samples, dtype=np.int16)
+
+
+def le(*samples: int) -> bytes:
+    return pcm(*samples).astype("<i2").tobytes()
+
+
+def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
+    return Anomaly(kind, d, T)
+
+
+# (direction, wire message, expected events) for a fresh decoder at 16 kHz.
+CASES: list[tuple[str, Direction, bytes | str, list[Event]]] = [
+    ("caller audio", CALLER, le(1, -2, 32767), [Audio(CALLER, pcm(1, -2, 32767), 16000, T)]),
+    ("agent audio", AGENT, le(-32768, 0), [Audio(AGENT, pcm(-32768, 0), 16000, T)]),
+    (
+        "caller start",
+        CALLER,
+        '{"type": "start", "sample_rate": 8000}',
+        [StreamStart(None, 8000, "pcm_s16le", T)],
+    ),
+    (
+        "caller start without rate",
+        CALLER,
+        '{"type": "start"}',
+        [StreamStart(None, None, "pcm_s16le", T)],
+    ),
+    (
+        "agent start declares its rate silently",
+        AGENT,
+        '{"type": "start", "sample_rate": 24000}',
+        [],
+    ),
+    ("agent clear", AGENT, '{"type": "clear"}', [Flush(T, "clear")]),
+    (
+        "agent transcript",
+        AGENT,
+        '{"type": "transcript", "role": "user", "text": "hi there", "final": false}',
+        [Transcript("user", "hi there", False, T)],
+    ),
+    (
+        "transcript defaults",
+        AGENT,
+        '{"type": "transcript", "text": "x"}',
+        [Transcript("user", "x", True, T)],
+    ),
+    (
+        "caller clear is not a flush",
+        CALLER,
+        '{"type": "clear"}',
+        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
+    ),
+    (
+        "caller transcript is unknown",
+        CALLER,
+        '{"type": "transcript", "text": "x"}',
+        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
+    ),
+    ("unknown type", AGENT, '{"type": "ping"}', [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
+    ("no type", AGENT, '{"hello": 1}', [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
+    ("empty binary", CALLER, b"", []),
+    ("one byte is carried, not decoded", CALLER, b"\x01", []),
+]
+
+BAD: list[tuple[str, Direction, str, AnomalyKind]] = [
+    ("malformed JSON", AGENT, '{"type": "clear"', AnomalyKind.MALFORMED),
+    ("not JSON at all", CALLER, "hello", AnomalyKind.MALFORMED),
+    ("empty text", CALLER, "", AnomalyKind.MALFORMED),
+    ("JSON array", AGENT, '["clear"]', AnomalyKind.MALFORMED),
+    ("JSON string", AGENT, '"clear"', AnomalyKind.MALFORMED),
+    ("JSON number", CALLER, "16000", AnomalyKind.MALFORMED),
+    ("JSON null", CALLER, "null", AnomalyKind.MALFORMED),
+    (
+        "rate as a string",
+        CALLER,
+        '{"type": "start", "sample_rate": "16000"}',
+        AnomalyKind.MALFORMED,
+    ),
+    ("rate as a float", CALLER, '{"type": "start", "sample_rate": 16000.0}', AnomalyKind.MALFORMED),
+    ("rate as a bool", CALLER, '{"type": "start", "sample_rate": true}', AnomalyKind.MALFORMED),
+    ("rate too low", CALLER, '{"type": "start", "sample_rate": 100}', AnomalyKind.MALFORMED),
+    ("rate too high", AGENT, '{"type": "start", "sample_rate": 1000000}', AnomalyKind.MALFORMED),
+    ("negative rate", CALLER, '{"type": "start", "sample_rate": -16000}', AnomalyKind.MALFORMED),
+    (
+        "transcript without text",
+        AGENT,
+        '{"type": "transcript", "role": "user"}',
+        AnomalyKind.MALFORMED,
+    ),
+    (
+        "transcript text not a string",
+        AGENT,
+        '{"type": "transcript", "text": 5}',
+        AnomalyKind.MALFORMED,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+)
+def test_decode(
+    name: str, direction: Direction, message: bytes | str, expected: list[Event]
+) -> None:
+    del name
+    dec = RawDecoder(DialectOptions())
+    assert views(dec.decode(direction, message, T)) == views(expected)
+
+
+@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
+def test_bad_input_is_an_anomaly(
+    name: str, direction: Direction, message: str, kind: AnomalyKind
+) -> None:
+    del name
+    dec = RawDecoder(DialectOptions())
+    assert dec.decode(direction, message, T) == [Anomaly(kind, direction, T)]
+    # A bad message changes nothing: audio afterwards is still read at the old rate.
+    (audio,) = dec.decode(direction, le(7), T)
+    assert isinstance(audio, Audio) and audio.sample_rate_hz == 16000
+
+
+def test_odd_bytes_carry_over_to_the_next_message_of_the_same_direction() -> None:
+    dec = RawDecoder(DialectOptions())
+    data = le(1000, -1000, 300, -300)  # 8 bytes
+    got: list[Event] = []
+    got += dec.decode(CALLER, data[:3], 1)  # one sample and a half
+    got += dec.decode(AGENT, le(5)[:1], 2)  # the agent's own odd byte
+    got += dec.decode(CALLER, data[3:6], 3)  # the other half, one more, half another
+    got += dec.decode(AGENT, le(5)[1:], 4)
+    got += dec.decode(CALLER, b"", 5)  # an empty message keeps the carry
+    got += dec.decode(CALLER, data[6:], 6)
+    assert views(got) == views(
+        [
+            Audio(CALLER, pcm(1000), 16000, 1),
+            Audio(CALLER, pcm(-1000, 300), 16000, 3),
+            Audio(AGENT, pcm(5), 16000, 4),
+            Audio(CALLER, pcm(-300), 16000, 6),
+        ]
+    )
+
+
+def test_start_sets_the_rate_per_direction() -> None:
+    dec = RawDecoder(DialectOptions(sample_rate_hz=16000))
+    assert views(dec.decode(CALLER, RawWire.start(8000), 1)) == views(
+        [StreamStart(None, 8000, "pcm_s16le", 1)]
+    )
+    assert dec.decode(AGENT, RawWire.start(24000), 2) == []
+    (c,) = dec.decode(CALLER, le(1), 3)
+    (a,) = dec.decode(AGENT, le(1), 4)
+    assert isinstance(c, Audio) and c.sample_rate_hz == 8000
+    assert isinstance(a, Audio) and a.sample_rate_hz == 24000
+
+
+def test_options_set_both_rates() -> None:
+    dec = make_decoder("raw", DialectOptions(sample_rate_hz=8000, agent_sample_rate_hz=24000))
+    assert dec.name == "raw"
+    (c,) = dec.decode(CALLER, le(1), 1)
+    (a,) = dec.decode(AGENT, le(1), 2)
+    assert isinstance(c, Audio) and c.sample_rate_hz == 8000
+    assert isinstance(a, Audio) and a.sample_rate_hz == 24000
+    same = make_decoder("raw", DialectOptions(sample_rate_hz=8000))
+    (a2,) = same.decode(AGENT, le(1), 2)
+    assert isinstance(a2, Audio) and a2.sample_rate_hz == 8000
+
+
+def test_audio_is_little_endian_whatever_the_platform() -> None:
+    dec = RawDecoder(DialectOptions())
+    (ev,) = dec.decode(CALLER, b"\x00\x01", 0)
+    assert isinstance(ev, Audio) and ev.pcm.tolist() == [256]
+
+
+# -- message builders ------------------------------------------------------------------
+
+
+BUILT: list[tuple[str, Direction, bytes | str, list[Event]]] = [
+    ("start", CALLER, RawWire.start(16000), [StreamStart(None, 16000, "pcm_s16le", T)]),
+    ("audio", CALLER, RawWire.audio(le(1, 2, 3)), [Audio(CALLER, pcm(1, 2, 3), 16000, T)]),
+    ("agent audio", AGENT, RawWire.audio(le(-4)), [Audio(AGENT, pcm(-4), 16000, T)]),
+    ("clear", AGENT, RawWire.clear(), [Flush(T, "clear")]),
+    (
+        "transcript",
+        AGENT,
+        RawWire.transcript("hello", final=False),
+        [Transcript("user", "hello", False, T)],
+    ),
+    (
+        "assistant transcript",
+        AGENT,
+        RawWire.transcript('quote " and ünïcode', role="assistant"),
+        [Transcript("assistant", 'quote " and ünïcode', True, T)],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "direction", "message", "expected"), BUILT, ids=[b[0] for b in BUILT]
+)
+def test_builders_round_trip(
+    name: str, direction: Direction, message: bytes | str, expected: list[Event]
+) -> None:
+    del name
+    assert views(RawDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
+
+
+def test_builder_wire_format() -> None:
+    assert json.loads(RawWire.start(16000)) == {"type": "start", "sample_rate": 16000}
+    assert json.loads(RawWire.clear()) == {"type": "clear"}
+    assert json.loads(RawWire.transcript("x")) == {
+        "type": "transcript",
+        "role": "user",
+        "text": "x",
+        "final": True,
+    }
+    assert RawWire.audio(b"\x01\x02") == b"\x01\x02"

@@ -1,0 +1,326 @@
+"""Dialect ``twilio``: Twilio Media Streams, bidirectional (PROTOCOLS.md section 1)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from eventview import views
+
+from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
+from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
+from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire, TwilioDecoder
+from voxproxy.events import (
+    AGENT_TO_CALLER as AGENT,
+)
+from voxproxy.events import (
+    CALLER_TO_AGENT as CALLER,
+)
+from voxproxy.events import (
+    Anomaly,
+    AnomalyKind,
+    Audio,
+    Direction,
+    Dtmf,
+    Event,
+    Flush,
+    MarkEcho,
+    MarkSent,
+    StreamStart,
+    StreamStop,
+)
+
+T = 987_654_321
+STREAM = "MZ" + "1" * 32
+CALL = "CA" + "2" * 32
+ULAW = bytes([0xFF, 0x00, 0x80, 0x7F, 0x10, 0x90])
+B64 = base64.b64encode(ULAW).decode()
+
+
+def msg(**fields: object) -> str:
+    return json.dumps(fields)
+
+
+def start_msg(**fmt: object) -> str:
+    media_format = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1, **fmt}
+    return msg(
+        event="start",
+        sequenceNumber="1",
+        streamSid=STREAM,
+        start={
+            "accountSid": "AC" + "0" * 32,
+            "streamSid": STREAM,
+            "callSid": CALL,
+            "tracks": ["inbound"],
+            "customParameters": {},
+            "mediaFormat": media_format,
+        },
+    )
+
+
+def audio(d: Direction, data: bytes = ULAW) -> Audio:
+    return Audio(d, ulaw_to_pcm(data), 8000, T)
+
+
+def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
+    return Anomaly(kind, d, T)
+
+
+CASES: list[tuple[str, Direction, str, list[Event]]] = [
+    ("connected", CALLER, msg(event="connected", protocol="Call", version="1.0.0"), []),
+    ("start", CALLER, start_msg(), [StreamStart(CALL, 8000, "audio/x-mulaw", T)]),
+    (
+        "start without callSid uses the streamSid",
+        CALLER,
+        msg(event="start", streamSid=STREAM, start={"streamSid": STREAM}),
+        [StreamStart(STREAM, 8000, "audio/x-mulaw", T)],
+    ),
+    (
+        "start without any id",
+        CALLER,
+        msg(event="start", start={}),
+        [StreamStart(None, 8000, "audio/x-mulaw", T)],
+    ),
+    (
+        "inbound media",
+        CALLER,
+        msg(
+            event="media",
+            sequenceNumber="3",
+            streamSid=STREAM,
+            media={"track": "inbound", "chunk": "2", "timestamp": "20", "payload": B64},
+        ),
+        [audio(CALLER)],
+    ),
+    (
+        "media without a track is inbound",
+        CALLER,
+        msg(event="media", media={"payload": B64}),
+        [audio(CALLER)],
+    ),
+    (
+        "outbound-track media is ignored",
+        CALLER,
+        msg(event="media", media={"track": "outbound", "payload": B64}),
+        [],
+    ),
+    ("empty payload", CALLER, msg(event="media", media={"payload": ""}), [audio(CALLER, b"")]),
+    (
+        "mark echo",
+        CALLER,
+        msg(event="mark", streamSid=STREAM, mark={"name": "m-1"}),
+        [MarkEcho("m-1", T)],
+    ),
+    (
+        "stop",
+        CALLER,
+        msg(event="stop", stop={"accountSid": "AC", "callSid": CALL}),
+        [StreamStop(T)],
+    ),
+    ("dtmf", CALLER, msg(event="dtmf", dtmf={"track": "inbound_track", "digit": "5"}), [Dtmf(T)]),
+    (
+        "agent media",
+        AGENT,
+        msg(event="media", streamSid=STREAM, media={"payload": B64}),
+        [audio(AGENT)],
+    ),
+    (
+        "agent media: the track field does not matter",
+        AGENT,
+        msg(event="media", media={"track": "outbound", "payload": B64}),
+        [audio(AGENT)],
+    ),
+    (
+        "agent mark",
+        AGENT,
+        msg(event="mark", streamSid=STREAM, mark={"name": "resp-0"}),
+        [MarkSent("resp-0", T)],
+    ),
+    ("agent clear", AGENT, msg(event="clear", streamSid=STREAM), [Flush(T, "clear")]),
+    (
+        "clear from the caller side",
+        CALLER,
+        msg(event="clear"),
+        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
+    ),
+    (
+        "stop from the agent side",
+        AGENT,
+        msg(event="stop"),
+        [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)],
+    ),
+    ("start from the agent side", AGENT, start_msg(), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
+    ("unknown event", CALLER, msg(event="hangup"), [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)]),
+    ("no event field", AGENT, msg(type="clear"), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
+]
+
+BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
+    ("malformed JSON", CALLER, '{"event": "media", "media": {', AnomalyKind.MALFORMED),
+    ("not JSON", AGENT, "clear", AnomalyKind.MALFORMED),
+    ("empty text", CALLER, "", AnomalyKind.MALFORMED),
+    ("JSON array", CALLER, "[]", AnomalyKind.MALFORMED),
+    ("JSON string", AGENT, '"media"', AnomalyKind.MALFORMED),
+    (
+        "invalid base64",
+        CALLER,
+        msg(event="media", media={"payload": "no+JhoaJ*"}),
+        AnomalyKind.INVALID_BASE64,
+    ),
+    (
+        "bad base64 padding",
+        AGENT,
+        msg(event="media", media={"payload": "AAA"}),
+        AnomalyKind.INVALID_BASE64,
+    ),
+    (
+        "non-ASCII payload",
+        AGENT,
+        msg(event="media", media={"payload": "ÿÿÿÿ"}),
+        AnomalyKind.INVALID_BASE64,
+    ),
+    (
+        "base64 with a newline",
+        CALLER,
+        msg(event="media", media={"payload": "AAAA\nAAAA"}),
+        AnomalyKind.INVALID_BASE64,
+    ),
+    (
+        "missing payload",
+        CALLER,
+        msg(event="media", media={"track": "inbound"}),
+        AnomalyKind.MALFORMED,
+    ),
+    ("agent media missing payload", AGENT, msg(event="media", media={}), AnomalyKind.MALFORMED),
+    ("media not an object", CALLER, msg(event="media", media="AAAA"), AnomalyKind.MALFORMED),
+    ("media missing", AGENT, msg(event="media"), AnomalyKind.MALFORMED),
+    ("mark without a name", AGENT, msg(event="mark", mark={}), AnomalyKind.MALFORMED),
+    ("mark name not a string", CALLER, msg(event="mark", mark={"name": 3}), AnomalyKind.MALFORMED),
+    ("mark not an object", CALLER, msg(event="mark", mark="m"), AnomalyKind.MALFORMED),
+    ("start not an object", CALLER, msg(event="start", start="x"), AnomalyKind.MALFORMED),
+    ("start at 16 kHz", CALLER, start_msg(sampleRate=16000), AnomalyKind.BAD_AUDIO),
+    ("start with a string rate", CALLER, start_msg(sampleRate="8000"), AnomalyKind.BAD_AUDIO),
+    ("binary from the caller", CALLER, b"\x00\x01", AnomalyKind.UNEXPECTED_BINARY),
+    ("binary from the agent", AGENT, ULAW, AnomalyKind.UNEXPECTED_BINARY),
+    ("empty binary", CALLER, b"", AnomalyKind.UNEXPECTED_BINARY),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+)
+def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
+    del name
+    assert views(TwilioDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
+
+
+@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
+def test_bad_input_is_an_anomaly(
+    name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
+) -> None:
+    del name
+    dec = TwilioDecoder(DialectOptions())
+    assert dec.decode(direction, message, T) == [anomaly(kind, direction)]
+
+
+def test_media_payload_is_mulaw() -> None:
+    pcm = np.array([0, 1000, -1000, 8000, -32000], dtype=np.int16)
+    ulaw = pcm_to_ulaw(pcm)
+    dec = make_decoder("twilio")
+    (ev,) = dec.decode(
+        CALLER, msg(event="media", media={"payload": base64.b64encode(ulaw).decode()}), T
+    )
+    assert isinstance(ev, Audio)
+    assert ev.sample_rate_hz == 8000
+    np.testing.assert_array_equal(ev.pcm, ulaw_to_pcm(ulaw))
+    assert np.all(np.abs(ev.pcm.astype(int) - pcm) <= np.abs(pcm) // 16 + 8)
+
+
+# -- message builders ------------------------------------------------------------------
+
+
+def test_caller_wire_round_trip() -> None:
+    wire = TwilioCallerWire(STREAM, CALL)
+    dec = TwilioDecoder(DialectOptions())
+    ulaw = pcm_to_ulaw(np.arange(-800, 800, 10, dtype=np.int16))
+    sent: list[tuple[str, list[Event]]] = [
+        (wire.connected(), []),
+        (wire.start({"FirstName": "Jane"}), [StreamStart(CALL, 8000, "audio/x-mulaw", T)]),
+        (wire.media(ulaw), [Audio(CALLER, ulaw_to_pcm(ulaw), 8000, T)]),
+        (wire.media(b""), [Audio(CALLER, ulaw_to_pcm(b""), 8000, T)]),
+        (wire.mark("resp-0"), [MarkEcho("resp-0", T)]),
+        (wire.dtmf("7"), [Dtmf(T)]),
+        (wire.stop(), [StreamStop(T)]),
+    ]
+    for message, expected in sent:
+        assert views(dec.decode(CALLER, message, T)) == views(expected), message
+
+
+def test_agent_wire_round_trip() -> None:
+    wire = TwilioAgentWire(STREAM)
+    dec = TwilioDecoder(DialectOptions())
+    ulaw = pcm_to_ulaw(np.full(160, 1234, dtype=np.int16))
+    assert views(dec.decode(AGENT, wire.media(ulaw), T)) == views(
+        [Audio(AGENT, ulaw_to_pcm(ulaw), 8000, T)]
+    )
+    assert dec.decode(AGENT, wire.mark("m"), T) == [MarkSent("m", T)]
+    assert dec.decode(AGENT, wire.clear(), T) == [Flush(T, "clear")]
+
+
+def test_caller_wire_field_types_follow_the_protocol() -> None:
+    wire = TwilioCallerWire(STREAM, CALL)
+    connected = json.loads(wire.connected())
+    assert connected == {"event": "connected", "protocol": "Call", "version": "1.0.0"}
+    start = json.loads(wire.start({"FirstName": "Jane"}))
+    assert start["event"] == "start"
+    assert start["sequenceNumber"] == "1"
+    assert start["streamSid"] == start["start"]["streamSid"] == STREAM
+    assert start["start"]["callSid"] == CALL
+    assert start["start"]["tracks"] == ["inbound"]
+    assert start["start"]["customParameters"] == {"FirstName": "Jane"}
+    fmt = start["start"]["mediaFormat"]
+    assert fmt == {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
+    assert type(fmt["sampleRate"]) is int and type(fmt["channels"]) is int
+
+    media = [json.loads(wire.media(b"\xff" * n)) for n in (160, 160, 80, 160)]
+    for m in media:
+        assert m["event"] == "media"
+        assert m["streamSid"] == STREAM
+        assert m["media"]["track"] == "inbound"
+        for key in ("chunk", "timestamp"):
+            assert isinstance(m["media"][key], str)
+        assert isinstance(m["sequenceNumber"], str)
+    assert [m["sequenceNumber"] for m in media] == ["2", "3", "4", "5"]
+    assert [m["media"]["chunk"] for m in media] == ["1", "2", "3", "4"]  # chunk starts at 1
+    assert [m["media"]["timestamp"] for m in media] == ["0", "20", "40", "50"]  # ms of audio
+    assert base64.b64decode(media[2]["media"]["payload"]) == b"\xff" * 80
+
+    mark = json.loads(wire.mark("x"))
+    assert mark["mark"] == {"name": "x"} and mark["sequenceNumber"] == "6"
+    dtmf = json.loads(wire.dtmf("9"))
+    assert dtmf["dtmf"] == {"track": "inbound_track", "digit": "9"}
+    stop = json.loads(wire.stop())
+    assert stop["stop"]["callSid"] == CALL
+    assert [json.loads(x)["sequenceNumber"] for x in (wire.mark("y"), wire.stop())] == ["9", "10"]
+
+
+def test_agent_wire_messages_follow_the_protocol() -> None:
+    wire = TwilioAgentWire(STREAM)
+    media = json.loads(wire.media(b"\x00\x01"))
+    assert media == {
+        "event": "media",
+        "streamSid": STREAM,
+        "media": {"payload": base64.b64encode(b"\x00\x01").decode()},
+    }
+    assert json.loads(wire.mark("m")) == {
+        "event": "mark",
+        "streamSid": STREAM,
+        "mark": {"name": "m"},
+    }
+    assert json.loads(wire.clear()) == {"event": "clear", "streamSid": STREAM}
+
+
+def test_registered_name() -> None:
+    assert make_decoder("twilio").name == "twilio"

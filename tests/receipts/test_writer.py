@@ -1,0 +1,98 @@
+"""Appending receipts as JSON lines, and reading them back."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from voxproxy.dialects import make_decoder
+from voxproxy.receipts.model import CloseInfo, Receipt
+from voxproxy.receipts.writer import ReceiptWriter, read_receipts
+from voxproxy.session import CallSession
+
+MS = 1_000_000
+
+
+def receipt(n: int) -> Receipt:
+    session = CallSession(make_decoder("raw"), 0, secret=b"s", link_id=f"link-{n}")
+    return session.close((1000 + n) * MS, "completed", CloseInfo(initiator="caller"))
+
+
+def test_appends_complete_lines_with_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = tmp_path / "sub" / "receipts.jsonl"  # the directory is created
+    writer = ReceiptWriter(path)
+    rs = [receipt(i) for i in range(3)]
+    for r in rs:
+        writer.write(r)
+    writer.close()
+    assert writer.written == 3 and writer.failed == 0
+    assert len(synced) == 3  # one fsync per receipt
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    assert lines[-1] == "" and len(lines) == 4  # every line complete
+    for line, r in zip(lines, rs, strict=False):
+        assert json.loads(line)["call"] == r.call
+        assert json.loads(line)["schema"] == "voxproxy.receipt/1"
+    # A second writer appends; it does not truncate.
+    again = ReceiptWriter(path)
+    again.write(receipt(3))
+    again.close()
+    assert [r.call for r in read_receipts(path)] == [r.call for r in [*rs, receipt(3)]]
+
+
+def test_fsync_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    writer = ReceiptWriter(tmp_path / "r.jsonl", fsync=False)
+    writer.write(receipt(0))
+    writer.close()
+    assert writer.written == 1 and synced == []
+
+
+def test_read_skips_a_torn_last_line_and_non_json_lines(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = ReceiptWriter(path)
+    rs = [receipt(i) for i in range(2)]
+    writer.write(rs[0])
+    writer.close()
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("not json at all\n")
+        fh.write("\n")
+        fh.write(rs[1].to_json_line())
+        fh.write(rs[1].to_json_line()[:40])  # killed mid-write: no newline
+    back = list(read_receipts(path))
+    assert back == rs
+
+
+def test_a_torn_line_that_happens_to_be_json_is_still_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(receipt(0).to_json_line() + "{}", encoding="utf-8")
+    assert len(list(read_receipts(path))) == 1
+
+
+def test_round_trip_is_exact(tmp_path: Path) -> None:
+    r = receipt(7)
+    path = tmp_path / "r.jsonl"
+    writer = ReceiptWriter(path)
+    writer.write(r)
+    writer.close()
+    (back,) = read_receipts(path)
+    assert back == r
+    assert back.to_json_line() == r.to_json_line()
+
+
+def test_an_empty_file_has_no_receipts(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text("", encoding="utf-8")
+    assert list(read_receipts(path)) == []

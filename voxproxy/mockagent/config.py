@@ -1,0 +1,162 @@
+"""Settings of the mock agent, and the agent audio it speaks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from voxproxy.audio.g711 import pcm_to_ulaw
+from voxproxy.errors import ConfigError, FixtureError
+from voxproxy.events import Pcm
+from voxproxy.fixtures import Clip, load_clips
+
+Dialect = Literal["raw", "twilio"]
+SendMode = Literal["paced", "burst"]
+BargeIn = Literal["flush", "silent", "never"]
+
+TWILIO_RATE_HZ = 8000
+
+
+def default_responses() -> tuple[str, ...]:
+    """Every English agent clip of the fixtures, in manifest order."""
+    return tuple(
+        c.name
+        for c in load_clips().values()
+        if c.role == "agent" and c.name.startswith("agent_") and not c.name.startswith("agent_es")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MockAgentConfig:
+    """How the mock agent talks, answers, reacts to barge-in and fails."""
+
+    dialect: Dialect = "raw"
+    sample_rate_hz: int = 16000  # raw only; twilio is always 8 kHz μ-law
+    delay_ms: float = 600.0  # caller speech offset -> agent speech onset
+    jitter_ms: float = 0.0  # uniform in [-jitter_ms, +jitter_ms]
+    send_mode: SendMode = "paced"
+    paced_chunk_ms: int = 20
+    burst_chunk_ms: int = 200
+    burst_speedup: float = 10.0
+    barge_in: BargeIn = "flush"
+    reaction_ms: float = 150.0
+    responses: Sequence[str] | None = None  # None: default_responses(); stored as a tuple
+    greeting: str | None = None
+    marks: bool = True  # twilio only
+    transcripts: bool = False  # raw only
+    transcript_text: Callable[[int], str] | None = field(default=None, compare=False)
+    announce_rate: bool = False  # raw only: send {"type": "start", "sample_rate": ...} first
+    subprotocols: Sequence[str] | None = None  # None: accept the first one the client offers
+    compression: bool = False  # permessage-deflate
+    # Faults, each measured from the moment the connection is accepted.
+    refuse_status: int | None = None
+    close_after_ms: float | None = None
+    close_code: int = 1011
+    stall_after_ms: float | None = None
+    garbage_after_ms: float | None = None
+    drop_after_ms: float | None = None
+    seed: int = 0  # connection i draws its jitter from random.Random(f"{seed}:{i}")
+
+    def __post_init__(self) -> None:
+        if self.dialect not in ("raw", "twilio"):
+            raise ConfigError(f"mock agent dialect must be raw or twilio, got {self.dialect!r}")
+        if self.dialect == "raw" and self.sample_rate_hz not in (8000, 16000):
+            raise ConfigError(
+                f"raw mock agent rate must be 8000 or 16000, got {self.sample_rate_hz}"
+            )
+        if self.send_mode not in ("paced", "burst"):
+            raise ConfigError(f"send_mode must be paced or burst, got {self.send_mode!r}")
+        if self.barge_in not in ("flush", "silent", "never"):
+            raise ConfigError(f"barge_in must be flush, silent or never, got {self.barge_in!r}")
+        if self.delay_ms < 0 or self.jitter_ms < 0 or self.reaction_ms < 0:
+            raise ConfigError("delay_ms, jitter_ms and reaction_ms must not be negative")
+        if self.paced_chunk_ms <= 0 or self.burst_chunk_ms <= 0 or self.burst_speedup <= 0:
+            raise ConfigError("chunk sizes and burst_speedup must be positive")
+        if self.refuse_status is not None and not (
+            200 <= self.refuse_status <= 599 and self.refuse_status != 101
+        ):
+            raise ConfigError(f"refuse_status must be an HTTP status, got {self.refuse_status}")
+        code = self.close_code
+        if not (1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999):
+            raise ConfigError(f"close_code {self.close_code} cannot be sent in a close frame")
+        for name in ("close_after_ms", "stall_after_ms", "garbage_after_ms", "drop_after_ms"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must not be negative")
+        responses = default_responses() if self.responses is None else tuple(self.responses)
+        if not responses:
+            raise ConfigError("the mock agent needs at least one response clip")
+        object.__setattr__(self, "responses", responses)
+        if self.subprotocols is not None:
+            object.__setattr__(self, "subprotocols", tuple(self.subprotocols))
+
+    @property
+    def agent_rate_hz(self) -> int:
+        """The rate of the audio the agent sends."""
+        return TWILIO_RATE_HZ if self.dialect == "twilio" else self.sample_rate_hz
+
+    @property
+    def response_names(self) -> tuple[str, ...]:
+        assert self.responses is not None  # set in __post_init__
+        return tuple(self.responses)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentClip:
+    """A clip ready to send: PCM at the agent's rate and its speech onset."""
+
+    name: str
+    pcm: Pcm
+    sample_rate_hz: int
+    onset_sample: int
+
+    def wire_payload(self, start: int, stop: int, dialect: Dialect) -> bytes:
+        """Samples ``[start, stop)`` as the wire carries them (PCM bytes or μ-law)."""
+        chunk = self.pcm[start:stop]
+        if dialect == "twilio":
+            return pcm_to_ulaw(chunk)
+        return chunk.astype("<i2", copy=False).tobytes()
+
+
+def halve_rate(pcm: Pcm) -> Pcm:
+    """Decimate by two by averaging each pair of samples."""
+    n = pcm.size - pcm.size % 2
+    pairs = pcm[:n].astype(np.int32).reshape(-1, 2)
+    out: Pcm = ((pairs[:, 0] + pairs[:, 1]) // 2).astype(np.int16)
+    return out
+
+
+def prepare_clip(clip: Clip, rate_hz: int) -> AgentClip:
+    """Bring a 16 kHz fixture clip to ``rate_hz`` (16000 or 8000)."""
+    if clip.sample_rate_hz == rate_hz:
+        pcm = clip.pcm
+    elif clip.sample_rate_hz == 2 * rate_hz:
+        pcm = halve_rate(clip.pcm)
+    else:
+        raise ConfigError(
+            f"clip {clip.name!r} is at {clip.sample_rate_hz} Hz; cannot bring it to {rate_hz} Hz"
+        )
+    onset = round(clip.onset_ms * rate_hz / 1000) if clip.segments_ms else 0
+    return AgentClip(clip.name, pcm, rate_hz, min(onset, pcm.size))
+
+
+def prepare_clips(config: MockAgentConfig) -> dict[str, AgentClip]:
+    """Every clip the agent may say, at its rate. Unknown names raise ConfigError."""
+    try:
+        clips = load_clips()
+    except FixtureError as exc:
+        raise ConfigError(str(exc)) from exc
+    names = list(config.response_names)
+    if config.greeting is not None:
+        names.append(config.greeting)
+    out: dict[str, AgentClip] = {}
+    for name in names:
+        try:
+            source = clips[name]
+        except KeyError:
+            raise ConfigError(f"no fixture clip named {name!r}") from None
+        out[name] = prepare_clip(source, config.agent_rate_hz)
+    return out
