@@ -39,6 +39,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import contextlib
+
 from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.fixtures import load_clips  # noqa: E402
 
@@ -180,10 +182,8 @@ async def run_load(
                     note(m)
 
         r = asyncio.create_task(recv())
-        try:
+        with contextlib.suppress(ConnectionClosed):
             await paced(ws.send, make)
-        except ConnectionClosed:
-            pass
         r.cancel()
 
     from websockets.asyncio.server import serve
@@ -241,7 +241,7 @@ async def run_load(
                 await paced(ws.send, make)
                 await ws.send(json.dumps({"event": "stop", "streamSid": sid, "stop": {}}))
                 r.cancel()
-        except (OSError, ConnectionClosed, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, ConnectionClosed) as exc:
             stats.errors += 1
             if stats.errors <= 3:
                 print(f"caller {n}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -263,7 +263,7 @@ async def run_load(
 def load_main(args: argparse.Namespace) -> None:
     import uvloop
 
-    stats, n = uvloop.run(
+    stats, _n = uvloop.run(
         run_load(args.target_port, args.agent_port, args.calls, args.seconds, args.warmup)
     )
     json.dump({"latencies_ns": stats.latencies_ns, "errors": stats.errors}, sys.stdout)
