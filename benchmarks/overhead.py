@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import base64
 import json
 import os
@@ -38,8 +39,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-import contextlib
 
 from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.fixtures import load_clips  # noqa: E402
