@@ -25,6 +25,7 @@ from voxproxy.loadgen.caller import (
     Step,
     WaitAgentEnd,
 )
+from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
@@ -61,29 +62,6 @@ def demo_script() -> list[Step]:
         Say(clip("caller_thanks")),
         WaitAgentEnd(),
     ]
-
-
-def truth_rows(record: CallRecord, log: CallLog) -> list[tuple[str, float | None, float | None]]:
-    """(what, true ttfs, true stop latency) per caller utterance, from the caller's view."""
-    rows: list[tuple[str, float | None, float | None]] = []
-    rate = record.agent_rate_hz or 1
-    onsets: list[int] = []
-    for r in log.responses:
-        c = clip(r.clip)
-        pos = r.stream_pos + round(c.onset_ms * rate / 1000) - r.skipped_samples
-        t = record.play_time(pos)
-        if t is not None:
-            onsets.append(t)
-    for i, s in enumerate(record.speech):
-        nxt = next((t for t in onsets if t > s.offset_ns), None)
-        ttfs = None if nxt is None else (nxt - s.offset_ns) / NS_PER_MS
-        stop = None
-        if s.barge_in:
-            after = [f for f in record.flushes if f >= s.onset_ns]
-            if after:
-                stop = (after[0] - s.onset_ns) / NS_PER_MS
-        rows.append((f"{i}: {s.clip}", ttfs, stop))
-    return rows
 
 
 async def run_one(
@@ -125,7 +103,7 @@ async def run_one(
 
 
 async def run_demo(out: str) -> int:
-    console = Console()
+    console = Console(width=max(Console().width, 120))
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     writer = ReceiptWriter(out_dir / "receipts.jsonl")
@@ -149,11 +127,13 @@ async def run_demo(out: str) -> int:
             t.add_column("caller utterance")
             t.add_column("true ttfs", justify="right")
             t.add_column("true stop latency", justify="right")
-            for what, ttfs, stop in truth_rows(record, log):
+            for i, truth in enumerate(turn_truths(record, log)):
                 t.add_row(
-                    what,
-                    "—" if ttfs is None else f"{ttfs:.1f} ms",
-                    "" if stop is None else f"{stop:.1f} ms",
+                    f"{i}: {truth.caller_clip}" + (" (barge-in)" if truth.barge_in else ""),
+                    "—" if truth.ttfs_ns is None else f"{truth.ttfs_ns / NS_PER_MS:.1f} ms",
+                    ""
+                    if truth.stop_latency_ns is None
+                    else f"{truth.stop_latency_ns / NS_PER_MS:.1f} ms",
                 )
             console.print(t)
         console.print()

@@ -429,3 +429,36 @@ def test_headers_type_is_what_websockets_uses() -> None:
     # The relay copies end-to-end headers with Headers.raw_items(); keep that API honest.
     h = Headers([("A", "1"), ("a", "2")])
     assert list(h.raw_items()) == [("A", "1"), ("a", "2")]
+
+
+async def test_twilio_bad_input_is_forwarded_and_counted() -> None:
+    received: list[bytes | str] = []
+
+    async def recorder(ws: ServerConnection) -> None:
+        async for m in ws:
+            received.append(m)
+
+    bad: list[bytes | str] = [
+        json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}),
+        "{this is not json",
+        json.dumps({"event": "media", "streamSid": "MZ1", "media": {"payload": "%%%notb64"}}),
+        json.dumps({"event": "teleport", "streamSid": "MZ1"}),
+        b"\x00\x01binary where Twilio sends text",
+        json.dumps({"event": "media", "streamSid": "MZ1", "media": {"payload": "//8="}}),
+        json.dumps([1, 2, 3]),
+    ]
+    async with agent_server(recorder) as (agent_port, _side):
+        async with running_proxy(f"ws://127.0.0.1:{agent_port}", dialect="twilio") as (
+            port,
+            receipts,
+            _,
+        ):
+            async with connect(f"ws://127.0.0.1:{port}") as ws:
+                for m in bad:
+                    await ws.send(m)
+                await asyncio.sleep(0.1)
+            await wait_for(lambda: len(receipts) == 1)
+    assert received == bad  # every message went through unchanged
+    a = receipts[0].anomalies
+    assert a == {"invalid_base64": 1, "malformed": 2, "unexpected_binary": 1, "unknown_event": 1}
+    assert receipts[0].traffic.caller_to_agent_messages == len(bad)

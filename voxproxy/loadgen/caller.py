@@ -56,6 +56,7 @@ class WaitAgentStart:
 class WaitAgentEnd:
     quiet_ms: float = 600.0  # agent silent this long counts as done
     timeout_ms: float = 30000.0
+    start_timeout_ms: float = 10000.0  # how long to wait for the agent to begin
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +326,8 @@ class ScriptedCaller:
             elif isinstance(step, WaitAgentStart):
                 await self._wait(self.agent_speaking, step.timeout_ms)
             elif isinstance(step, WaitAgentEnd):
+                # The agent answers after the caller's speech: wait for it to start first.
+                await self._wait(self.agent_speaking, step.start_timeout_ms)
                 quiet_ns = step.quiet_ms * NS_PER_MS
 
                 def done(quiet_ns: float = quiet_ns) -> bool:

@@ -1,0 +1,101 @@
+"""Ground truth of a live call, from the caller's record and the agent's own log.
+
+The caller knows when its speech truly started and ended (the clip's edges and
+the instant each sample was captured) and when each agent sample played on its
+own playout timeline. The mock agent knows which clip each response was and
+where in the stream it began. Together they give the true time-to-first-sound
+and barge-in stop latency of every turn, independent of any speech detector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from voxproxy.fixtures import clip as load_clip
+from voxproxy.loadgen.caller import CallRecord
+from voxproxy.mockagent import CallLog, ResponseLog
+
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpeech:
+    clip: str
+    onset_ns: int  # first speech sample, on the caller's playout timeline
+    end_ns: int  # end of the last speech sample that actually played
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTruth:
+    caller_clip: str
+    caller_onset_ns: int
+    caller_offset_ns: int
+    ttfs_ns: int | None  # caller offset -> next agent speech onset
+    barge_in: bool
+    stop_latency_ns: int | None  # for a barge-in: onset -> end of the agent speech talked over
+
+
+def _played_until(record: CallRecord) -> list[tuple[int, int]]:
+    """(first, end) stream positions of each chunk that played (after flush cuts)."""
+    return [(c.stream_pos, c.stream_pos + c.n) for c in record.agent_chunks if c.n > 0]
+
+
+def agent_speech(record: CallRecord, log: CallLog) -> list[AgentSpeech]:
+    rate = record.agent_rate_hz
+    if not rate:
+        return []
+    played = _played_until(record)
+    out: list[AgentSpeech] = []
+    for r in log.responses:
+        s = _response_speech(record, r, rate, played)
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def _response_speech(
+    record: CallRecord, r: ResponseLog, rate: int, played: list[tuple[int, int]]
+) -> AgentSpeech | None:
+    c = load_clip(r.clip)
+    base = r.stream_pos - r.skipped_samples  # stream position of the clip's sample 0
+
+    def pos(ms: float) -> int:
+        return base + round(ms * rate / 1000)
+
+    onset_pos = pos(c.onset_ms)
+    onset = record.play_time(onset_pos)
+    if onset is None:
+        return None
+    end_ns = onset
+    sent_end = r.stream_pos + r.samples_sent  # later positions belong to the next response
+    for a_ms, b_ms in c.segments_ms:
+        a, b = pos(a_ms), min(pos(b_ms), sent_end)
+        if a >= b:
+            continue
+        # The part of [a, b) that played: played chunks are contiguous runs.
+        last_played = None
+        for first, end in played:
+            if end <= a or first >= b:
+                continue
+            last_played = min(b, end)
+        if last_played is None:
+            continue
+        t = record.play_time(last_played - 1)
+        if t is not None:
+            end_ns = max(end_ns, t + NS_PER_S // rate)
+    return AgentSpeech(r.clip, onset, end_ns)
+
+
+def turn_truths(record: CallRecord, log: CallLog) -> list[TurnTruth]:
+    speech = agent_speech(record, log)
+    out: list[TurnTruth] = []
+    for s in record.speech:
+        nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)
+        ttfs = None if nxt is None else nxt.onset_ns - s.offset_ns
+        stop = None
+        if s.barge_in:
+            over = next((a for a in speech if a.onset_ns <= s.onset_ns < a.end_ns), None)
+            if over is not None:
+                stop = over.end_ns - s.onset_ns
+        out.append(TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop))
+    return out
