@@ -378,6 +378,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_mock_agent(sub)
     _add_schema(sub)
     _add_demo(sub)
+    import importlib
+
+    from voxproxy.commands import MODULES
+
+    for name in MODULES:
+        importlib.import_module(f"voxproxy.commands.{name}").add_parser(sub)
     return parser
 
 

@@ -124,4 +124,70 @@ class Anomaly:
     t_ns: int
 
 
-Event = Audio | Flush | MarkSent | MarkEcho | StreamStart | StreamStop | Dtmf | Transcript | Anomaly
+TOOL_EVENT_KINDS = (
+    "state.updated",
+    "tool.started",
+    "tool.finished",
+    "tool.cancelled",
+    "backend.verified",
+    "confirmation",
+    "outcome.verified",
+)
+"""The events of MEASUREMENT.md section 5, by their names there."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEvent:
+    """A tool-call, state or outcome event (MEASUREMENT.md section 5). Content-free.
+
+    Names of tools are kept; arguments, results and values only ever appear as
+    keyed hashes (``*_hash``), computed before the event reaches the core.
+    ``source`` says where it was observed: ``"wire"`` (a dialect saw it) or
+    ``"api"`` (posted on the event API).
+    """
+
+    kind: str  # one of TOOL_EVENT_KINDS
+    t_ns: int
+    source: str = "api"
+    operation_id: str | None = None
+    tool: str | None = None
+    attempt: int | None = None
+    state_version: int | None = None
+    args_hash: str | None = None
+    idempotency_key: str | None = None  # a keyed hash when it came off the wire
+    status: str | None = None  # tool.finished: ok, error, timeout, malformed
+    result_hash: str | None = None
+    field: str | None = None
+    version: int | None = None
+    value_hash: str | None = None
+    verified: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StageMark:
+    """A stage of a turn that the wire shows (e.g. the server's ``speech_stopped``).
+
+    ``name`` is voxproxy's own stage name; ``at_ns`` is when the stage happened on
+    the proxy clock when the wire says so (mapped from an audio timeline), else
+    the arrival time ``t_ns``.
+    """
+
+    name: str
+    t_ns: int
+    at_ns: int | None = None
+    detail: str | None = None  # a content-free qualifier (a status, a reason)
+
+
+Event = (
+    Audio
+    | Flush
+    | MarkSent
+    | MarkEcho
+    | StreamStart
+    | StreamStop
+    | Dtmf
+    | Transcript
+    | Anomaly
+    | ToolEvent
+    | StageMark
+)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import statistics
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from voxproxy.analysis.playout import Playout
@@ -39,32 +40,65 @@ from voxproxy.events import (
     Flush,
     MarkEcho,
     MarkSent,
+    StageMark,
     StreamStart,
     StreamStop,
+    ToolEvent,
     Transcript,
 )
 from voxproxy.ids import keyed_hash
 from voxproxy.receipts.model import (
     BargeInRecord,
     CloseInfo,
+    Effects,
+    EventRecord,
     MarkCheck,
     Receipt,
     Settings,
     Summary,
     Terminal,
+    ToolCallRecord,
     Traffic,
     TurnRecord,
+    TurnStages,
 )
+from voxproxy.tools import derive
 from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnMachine, barge_outcome
 
 NS_PER_MS = 1_000_000
 MAX_MEASUREMENT_ERRORS = 50
+MAX_TOOL_EVENTS = 10_000
+MAX_STAGE_MARKS = 10_000
 PUMP_INTERVAL_MS = 100  # how often time-driven work (playout release, VAD, turns) runs
 _MAX_PENDING_MARKS = 4096
 
 
+STAGE_LOOKBACK_NS = 2_000 * NS_PER_MS
+STAGE_LOOKAHEAD_NS = 500 * NS_PER_MS
+
+
 def _ms(ns: int | None) -> float | None:
     return None if ns is None else round(ns / NS_PER_MS, 1)
+
+
+def _event_record(e: ToolEvent, rel: Callable[[int | None], float | None]) -> EventRecord:
+    return EventRecord(
+        kind=e.kind,
+        t_ms=rel(e.t_ns) or 0.0,
+        source=e.source,  # type: ignore[arg-type]
+        operation_id=e.operation_id,
+        tool=e.tool,
+        attempt=e.attempt,
+        state_version=e.state_version,
+        args_hash=e.args_hash,
+        idempotency_key=e.idempotency_key,
+        status=e.status,
+        result_hash=e.result_hash,
+        field=e.field,
+        version=e.version,
+        value_hash=e.value_hash,
+        verified=e.verified,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +153,8 @@ class CallSession:
         self.transcripts = 0
         self.stream_stopped = False
         self.upstream_connected_ns: int | None = None
+        self.tool_events: list[ToolEvent] = []
+        self.stages: list[StageMark] = []
         self._closed = False
 
     # -- input from the shell --------------------------------------------------------------
@@ -139,6 +175,15 @@ class CallSession:
         except Exception:
             self.note_measurement_error()
             return []
+
+    def on_event(self, ev: ToolEvent | StageMark) -> None:
+        """An event from outside the media (the event API), stamped by the shell."""
+        if self._closed:
+            return
+        try:
+            self._handle(ev)
+        except Exception:
+            self.note_measurement_error()
 
     def note_measurement_error(self) -> None:
         self.anomalies[AnomalyKind.MEASUREMENT_ERROR.value] += 1
@@ -191,6 +236,11 @@ class CallSession:
             self.dtmf += 1
         elif isinstance(ev, Transcript):
             self.transcripts += 1
+        elif isinstance(ev, ToolEvent):
+            if len(self.tool_events) < MAX_TOOL_EVENTS:
+                self.tool_events.append(ev)
+        elif isinstance(ev, StageMark) and len(self.stages) < MAX_STAGE_MARKS:
+            self.stages.append(ev)
 
     def _converter(self, direction: Direction, rate: int) -> Converter:
         conv = self._converters[direction]
@@ -360,6 +410,18 @@ class CallSession:
         def rel(ns: int | None) -> float | None:
             return None if ns is None else _ms(ns - start)
 
+        barge_onsets = [t.barge_in.onset_ns for t in turns if t.barge_in is not None]
+        effects = derive(self.tool_events, barge_onsets)
+        starts = [(t.caller_onset_ns or t.agent_onset_ns or 0, t.index) for t in turns]
+
+        def turn_of(t_ns: int) -> int | None:
+            found = None
+            for begin, index in starts:
+                if begin <= t_ns:
+                    found = index
+            return found
+
+        tool_turns = [turn_of(c.started_ns) for c in effects.calls]
         records: list[TurnRecord] = []
         for t in turns:
             barge = None
@@ -391,6 +453,8 @@ class CallSession:
                     barge_in=barge,
                     flushes=len(t.flushes),
                     yielded_without_caller_speech=t.yielded_without_caller_speech,
+                    stages=self._turn_stages(t, rel),
+                    tool_calls=sum(1 for i in tool_turns if i == t.index),
                 )
             )
         ttfs = [r.ttfs_ms for r in records if r.ttfs_ms is not None]
@@ -450,4 +514,60 @@ class CallSession:
             ),
             anomalies=dict(sorted(self.anomalies.items())),
             measurement_disabled=self.measurement_disabled,
+            events=[_event_record(e, rel) for e in sorted(self.tool_events, key=lambda e: e.t_ns)],
+            tools=[
+                ToolCallRecord(
+                    operation_id=c.operation_id,
+                    tool=c.tool,
+                    attempt=c.attempt,
+                    turn=turn_index,
+                    started_ms=rel(c.started_ns) or 0.0,
+                    finished_ms=rel(c.finished_ns),
+                    latency_ms=_ms(c.latency_ns),
+                    status=c.status,
+                    cancelled=c.cancelled_ns is not None,
+                    idempotent=c.idempotency_key is not None,
+                    stale_write=c.stale_write,
+                    stale_cause=c.stale_cause,  # type: ignore[arg-type]
+                    unsafe_retry=c.unsafe_retry,
+                    source=c.source,  # type: ignore[arg-type]
+                )
+                for c, turn_index in zip(effects.calls, tool_turns, strict=True)
+            ],
+            effects=Effects(
+                tool_calls=len(effects.calls),
+                unfinished=effects.unfinished,
+                stale_writes=effects.stale_writes,
+                unsafe_retries=effects.unsafe_retries,
+                confirmations=effects.confirmations,
+                confirmations_before_finish=effects.confirmations_before_finish,
+                confirmation_mismatches=effects.confirmation_mismatches,
+                backend_verified=effects.backend_verified,
+                outcome_verified=effects.outcome_verified,
+            )
+            if self.tool_events
+            else None,
         )
+
+    def _turn_stages(self, t: Turn, rel: Callable[[int | None], float | None]) -> TurnStages | None:
+        """The wire's stage marks that fall between this turn's caller speech and its answer."""
+        if not self.stages or t.caller_offset_ns is None:
+            return None
+        lo = t.caller_offset_ns - STAGE_LOOKBACK_NS
+        hi = (t.agent_onset_ns if t.agent_onset_ns is not None else t.caller_offset_ns) + (
+            STAGE_LOOKAHEAD_NS
+        )
+        marks: dict[str, float] = {}
+        server_end: int | None = None
+        for m in self.stages:
+            at = m.at_ns if m.at_ns is not None else m.t_ns
+            if lo <= at <= hi and m.name not in marks:
+                value = rel(at)
+                if value is not None:
+                    marks[m.name] = value
+                if m.name == "server_speech_stopped":
+                    server_end = at
+        if not marks:
+            return None
+        diff = None if server_end is None else _ms(server_end - t.caller_offset_ns)
+        return TurnStages(marks=marks, server_vad_offset_diff_ms=diff)

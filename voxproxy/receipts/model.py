@@ -46,6 +46,18 @@ class BargeInRecord(_Model):
     in_pause: bool = Field(description="The caller started in a pause of the agent's utterance.")
 
 
+class TurnStages(_Model):
+    """Stages of a turn that the wire shows, in ms from call start (MEASUREMENT.md 4)."""
+
+    marks: dict[str, float] = Field(
+        default_factory=dict, description="Stage name -> time (ms from call start)."
+    )
+    server_vad_offset_diff_ms: float | None = Field(
+        default=None,
+        description="Server VAD speech end minus the proxy VAD's caller offset, when both exist.",
+    )
+
+
 class TurnRecord(_Model):
     index: int
     kind: Literal["response", "no_response", "agent_initiated"]
@@ -62,6 +74,66 @@ class TurnRecord(_Model):
     barge_in: BargeInRecord | None = None
     flushes: int = 0
     yielded_without_caller_speech: int = 0
+    stages: TurnStages | None = None
+    tool_calls: int = 0
+
+
+class EventRecord(_Model):
+    """One tool, state or outcome event: the minimal, content-free fields."""
+
+    kind: str
+    t_ms: float
+    source: Literal["api", "wire"] = "api"
+    operation_id: str | None = None
+    tool: str | None = None
+    attempt: int | None = None
+    state_version: int | None = None
+    args_hash: str | None = None
+    idempotency_key: str | None = None
+    status: str | None = None
+    result_hash: str | None = None
+    field: str | None = None
+    version: int | None = None
+    value_hash: str | None = None
+    verified: bool | None = None
+
+
+class ToolCallRecord(_Model):
+    operation_id: str
+    tool: str | None
+    attempt: int | None
+    turn: int | None = Field(description="Index of the turn the call started in.")
+    started_ms: float
+    finished_ms: float | None
+    latency_ms: float | None
+    status: str | None
+    cancelled: bool
+    idempotent: bool = Field(description="The call carried an idempotency key.")
+    stale_write: bool
+    stale_cause: Literal["barge_in", "correction"] | None = None
+    unsafe_retry: bool
+    source: Literal["api", "wire"] = "api"
+
+
+class Effects(_Model):
+    """Derived checks over the call's tool events (MEASUREMENT.md section 5)."""
+
+    tool_calls: int
+    unfinished: int
+    stale_writes: int
+    unsafe_retries: int
+    confirmations: int
+    confirmations_before_finish: int
+    confirmation_mismatches: int
+    backend_verified: int
+    outcome_verified: bool | None
+
+
+class VerdictRecord(_Model):
+    verdict: str
+    gate: str | None = None
+    reason: str | None = None
+    evidence: dict[str, object] = Field(default_factory=dict)
 
 
 class CloseInfo(_Model):
@@ -141,6 +213,10 @@ class Receipt(_Model):
     measurement_disabled: bool = Field(
         default=False, description="Measurement gave up after repeated internal errors."
     )
+    events: list[EventRecord] = Field(default_factory=list)
+    tools: list[ToolCallRecord] = Field(default_factory=list)
+    effects: Effects | None = None
+    verdict: VerdictRecord | None = None
     policy: str | None = Field(default=None, description="Hash of the verdict policy in force.")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)

@@ -1,0 +1,9 @@
+"""Subcommands beyond the core ones in :mod:`voxproxy.cli`.
+
+Each module listed in ``MODULES`` defines ``add_parser(sub)``, which adds its
+subcommand(s) to the ``voxproxy`` parser and sets ``func`` (taking the parsed
+arguments, returning an exit status). Import work happens inside ``func``, so
+``voxproxy --help`` stays fast.
+"""
+
+MODULES: list[str] = []
