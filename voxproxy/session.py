@@ -153,6 +153,7 @@ class CallSession:
         self.transcripts = 0
         self.stream_stopped = False
         self.upstream_connected_ns: int | None = None
+        self.caller_noise_events = 0
         self.tool_events: list[ToolEvent] = []
         self.stages: list[StageMark] = []
         self._closed = False
@@ -359,7 +360,11 @@ class CallSession:
             _, _, which = heapq.heappop(heap)
             if which == 0:
                 assert caller is not None
-                self.turns.caller_spurt(caller.spurts.popleft())
+                spurt = caller.spurts.popleft()
+                if spurt.voiced:
+                    self.turns.caller_spurt(spurt)
+                else:
+                    self.caller_noise_events += 1  # a cough or a bang: not speech, not a turn
                 if caller.spurts:
                     heapq.heappush(heap, (caller.spurts[0].onset_ns, 1, 0))
             elif which == 1:
@@ -495,6 +500,7 @@ class CallSession:
                 stop_latency_ms_max=max(stops) if stops else None,
                 flushes=self._flush_count,
                 yielded_without_caller_speech=self.turns.yielded_without_caller_speech,
+                caller_noise_events=self.caller_noise_events,
             ),
             turns=records,
             marks=MarkCheck(

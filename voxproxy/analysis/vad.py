@@ -41,6 +41,9 @@ from voxproxy.events import Pcm
 
 NS_PER_MS = 1_000_000
 PAUSE_NS = 100 * NS_PER_MS  # no audio for this long: the partial frame is followed by silence
+MIN_VOICED_MS = 40.0  # a spurt with less pitched audio than this is noise, not speech
+VOICED_ENOUGH_MS = 100.0  # stop measuring voicing once a spurt has this much
+VOICING_THRESHOLD = 0.45  # normalized autocorrelation peak at a pitch lag (80-400 Hz)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +79,38 @@ class Spurt:
 
     onset_ns: int
     offset_ns: int
+    voiced_ms: float = VOICED_ENOUGH_MS  # voiced (pitched) audio seen in it, capped
+
+    @property
+    def voiced(self) -> bool:
+        """Speech has pitch; a cough, a door or a click does not."""
+        return self.voiced_ms >= MIN_VOICED_MS
 
     @property
     def duration_ms(self) -> float:
         return (self.offset_ns - self.onset_ns) / NS_PER_MS
+
+
+def voicing(window: Pcm, lag_lo: int, lag_hi: int) -> float:
+    """Periodicity of a window: the highest interior peak of its normalized
+    autocorrelation between lags ``lag_lo`` and ``lag_hi`` (pitch 80-400 Hz).
+
+    The window is pre-emphasized first (y[n] = x[n] - 0.95 x[n-1]) so that a low
+    thump cannot pass for a voice; noise bursts have no such peak.
+    """
+    f = window.astype(np.float64)
+    f[1:] -= 0.95 * f[:-1].copy()
+    f -= f.mean()
+    energy = float(np.dot(f, f))
+    if energy <= 0.0:
+        return 0.0
+    nfft = 1 << (2 * f.size - 1).bit_length()
+    spec = np.fft.rfft(f, nfft)
+    ac = np.fft.irfft(spec * np.conj(spec), nfft)[: lag_hi + 2] / energy
+    r = ac[max(lag_lo - 1, 1) : lag_hi + 2]
+    mid = r[1:-1]
+    peaks = mid[(mid > r[:-2]) & (mid >= r[2:])]
+    return float(peaks.max()) if peaks.size else 0.0
 
 
 class _Timeline:
@@ -170,6 +201,13 @@ class SpeechDetector:
         self._last_active_t = 0  # clock time at the end of that window
         self._prev_offset_win = -(10**9)
         self._end_cache: tuple[int, int] | None = None
+        self._voiced_ms = 0.0
+        # Voicing looks at each active frame plus the 10 ms before it (a 30 ms window
+        # holds two periods of an 80 Hz voice at 20 ms frames).
+        self._voicing_extra = 10 * self._win
+        self._prev_tail = np.zeros(0, dtype=np.int16)
+        self._lag_lo = sample_rate_hz // 400
+        self._lag_hi = sample_rate_hz // 80
         self.spurts: deque[Spurt] = deque()
         self.frames = 0
         self.active_frames = 0
@@ -325,9 +363,19 @@ class SpeechDetector:
                 self._in_spurt = True
                 self._onset_win = self._walk_back(first_above, floor + cfg.edge_margin_db)
                 self._onset_t = self._t_of_win(self._onset_win)
+                self._voiced_ms = 0.0
+            if self._voiced_ms < VOICED_ENOUGH_MS:
+                lo = max(0, f * frame - self._voicing_extra)
+                if f * frame >= self._voicing_extra or self._prev_tail.size == 0:
+                    window = usable[lo : (f + 1) * frame]
+                else:
+                    window = np.concatenate((self._prev_tail, usable[: (f + 1) * frame]))
+                if voicing(window, self._lag_lo, self._lag_hi) > VOICING_THRESHOLD:
+                    self._voiced_ms += fm
             self._last_active_win = last_above
             self._last_active_t = self._t_of_win(last_above + 1)
         self._framed += n_frames * frame
+        self._prev_tail = usable[-self._voicing_extra :].copy()
         self._pending = self._pending[n_frames * frame :]
         self._timeline.prune_before(
             self._framed - (cfg.onset_lookback_ms + cfg.offset_lookahead_ms + 1000) * self._win
@@ -452,4 +500,4 @@ class SpeechDetector:
         offset_ns = self._t_of_end(end_win)
         if (offset_ns - onset_ns) < cfg.min_speech_ms * NS_PER_MS:
             return
-        self.spurts.append(Spurt(onset_ns, offset_ns))
+        self.spurts.append(Spurt(onset_ns, offset_ns, min(self._voiced_ms, VOICED_ENOUGH_MS)))

@@ -189,6 +189,9 @@ class Summary(_Model):
     stop_latency_ms_max: float | None
     flushes: int
     yielded_without_caller_speech: int
+    caller_noise_events: int = Field(
+        default=0, description="Caller sounds without pitch (a cough, a door): not speech."
+    )
 
 
 class Receipt(_Model):
