@@ -148,14 +148,13 @@ def trim_and_pad(pcm: np.ndarray) -> np.ndarray:
 def noise_beds(tmp: Path) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(20261129)
     beds: dict[str, np.ndarray] = {}
-    # Pink-ish noise: white noise through a one-pole low-pass, 12 s.
-    white = rng.standard_normal(12 * RATE)
-    pink = np.empty_like(white)
-    acc = 0.0
-    for i, w in enumerate(white):  # one pass at generation time only
-        acc = 0.98 * acc + w
-        pink[i] = acc
-    pink -= pink.mean()
+    # Pink noise (power falling 3 dB per octave), shaped in the frequency domain, 12 s.
+    n = 12 * RATE
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    freqs = np.fft.rfftfreq(n, 1 / RATE)
+    spectrum[1:] /= np.sqrt(freqs[1:])
+    spectrum[0] = 0
+    pink = np.fft.irfft(spectrum, n)
     beds["noise_pink"] = (pink / np.abs(pink).max() * 12000).astype(np.int16)
     # Babble: four voices talking at once, looped to 12 s.
     total = np.zeros(12 * RATE, dtype=np.float64)

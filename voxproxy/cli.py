@@ -105,6 +105,17 @@ def _add_proxy(sub: Any) -> None:
         "--receipts", default="receipts.jsonl", help="JSON-lines file the receipts are appended to"
     )
     p.add_env_argument(
+        "--store",
+        default=None,
+        help="also write receipts to this SQLite store (query it with `voxproxy receipts`)",
+    )
+    p.add_env_argument(
+        "--policy",
+        default=None,
+        help="verdict policy YAML; each receipt carries its verdict and the policy hash "
+        "(default: the embedded policy)",
+    )
+    p.add_env_argument(
         "--sample-rate", type=positive_int, default=16000, help="raw: caller audio rate in Hz"
     )
     p.add_env_argument(
@@ -177,7 +188,36 @@ def _add_proxy(sub: Any) -> None:
         "--upstream-ca", default=None, help="CA file to verify a wss:// agent (default: system CAs)"
     )
     p.add_env_argument("--log-level", default="info", help="debug, info, warning or error")
+    _add_observability(p)
     p.set_defaults(func=_cmd_proxy)
+
+
+def _add_observability(p: _EnvDefaults) -> None:
+    p.add_env_argument(
+        "--otel",
+        action="store_true",
+        default=False,
+        help="export traces and metrics over OTLP, configured by the standard OTEL_* variables "
+        "(also on when OTEL_EXPORTER_OTLP_ENDPOINT is set; OTEL_SDK_DISABLED=true turns it off)",
+    )
+    p.add_env_argument(
+        "--metrics-listen",
+        type=host_port,
+        default=None,
+        help="HOST:PORT to serve Prometheus metrics on (/metrics; an empty HOST is loopback)",
+    )
+    p.add_env_argument(
+        "--events-listen",
+        type=host_port,
+        default=None,
+        help="HOST:PORT of the event API for tool, state and outcome events "
+        f"(needs --events-token; with a token alone: {EVENTS_DEFAULT[0]}:{EVENTS_DEFAULT[1]})",
+    )
+    p.add_env_argument(
+        "--events-token",
+        default=None,
+        help="bearer token the event API requires (at least 16 characters); enables the API",
+    )
 
 
 def _proxy_config(args: argparse.Namespace) -> Any:
@@ -231,17 +271,58 @@ def _server_ssl(args: argparse.Namespace) -> ssl.SSLContext | None:
     return ctx
 
 
+EVENTS_DEFAULT = ("127.0.0.1", 8767)
+
+
+def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
+    """Where the event API listens, or None; refuses to run it without a token."""
+    from voxproxy.eventapi import MIN_TOKEN_CHARS
+
+    token = args.events_token
+    if not token:
+        if args.events_listen is not None:
+            raise ConfigError(
+                "--events-listen needs --events-token (or VOXPROXY_EVENTS_TOKEN): "
+                "the event API does not run without a token"
+            )
+        return None
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"--events-token must be at least {MIN_TOKEN_CHARS} characters")
+    listen: tuple[str, int] = args.events_listen or EVENTS_DEFAULT
+    return listen
+
+
 def _cmd_proxy(args: argparse.Namespace) -> int:
+    from voxproxy.eventapi import EventApi
     from voxproxy.proxy import Proxy
+    from voxproxy.receipts.policy import load_policy
+    from voxproxy.receipts.store import ReceiptStore
+    from voxproxy.receipts.verdict import judged, judging
     from voxproxy.receipts.writer import ReceiptWriter
+    from voxproxy.telemetry import TelemetryConfig, make_telemetry, otlp_requested
 
     config = _proxy_config(args)
     server_ssl = _server_ssl(args)
     host, port = args.listen
+    policy = load_policy(args.policy)
+    events_listen = _events_listen(args)
 
     async def main() -> None:
         writer = ReceiptWriter(args.receipts)
-        proxy = Proxy(config, sinks=[writer.write])
+        store = ReceiptStore(args.store) if args.store else None
+        sinks = [judging(writer.write, policy)]
+        if store is not None:
+            sinks.append(judging(store.write, policy))
+        telemetry = make_telemetry(
+            TelemetryConfig(otlp=args.otel or otlp_requested(), metrics_listen=args.metrics_listen),
+            judge=lambda r: judged(r, policy),
+        )
+        proxy = Proxy(config, sinks=sinks, telemetry=telemetry)
+        await telemetry.start()
+        events_api = None
+        if events_listen is not None:
+            events_api = EventApi(proxy.live, proxy.secret, args.events_token)
+            await events_api.start(*events_listen)
         bound = await proxy.server.start(host, port, server_ssl)
         scheme = "wss" if server_ssl else "ws"
         log.info(
@@ -254,6 +335,12 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
             config.dialect,
             args.receipts,
         )
+        log.info(
+            "verdicts under policy %s (version %s)%s",
+            policy.hash,
+            policy.version,
+            f"; receipts also stored in {args.store}" if store is not None else "",
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -262,9 +349,15 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         log.info(
             "shutting down: draining %d call(s) for up to %.0f s", proxy.active, args.drain_timeout
         )
+        if events_api is not None:
+            await events_api.stop()
         await proxy.stop(args.drain_timeout)
+        await telemetry.aclose()
         writer.close()
         log.info("%d receipt(s) written to %s", writer.written, args.receipts)
+        if store is not None:
+            store.close()
+            log.info("%d receipt(s) stored in %s", store.written, args.store)
 
     _run(main())
     return 0
@@ -297,6 +390,23 @@ def _add_mock_agent(sub: Any) -> None:
         "--reaction-ms", type=non_negative_float, default=150.0, help="barge-in reaction time"
     )
     p.add_argument("--seed", type=int, default=0, help="seed for jitter")
+    p.add_argument(
+        "--post-events-url",
+        default=os.environ.get("VOXPROXY_POST_EVENTS_URL"),
+        help="the proxy's event API (http://HOST:PORT): post a simulated tool's events per "
+        "answer [env VOXPROXY_POST_EVENTS_URL]",
+    )
+    p.add_argument(
+        "--events-token",
+        default=os.environ.get("VOXPROXY_EVENTS_TOKEN"),
+        help="bearer token for --post-events-url [env VOXPROXY_EVENTS_TOKEN]",
+    )
+    p.add_argument(
+        "--tool-latency-ms",
+        type=non_negative_float,
+        default=300.0,
+        help="simulated tool: tool.started -> tool.finished",
+    )
     p.set_defaults(func=_cmd_mock_agent)
 
 
@@ -312,6 +422,9 @@ def _cmd_mock_agent(args: argparse.Namespace) -> int:
         barge_in=args.barge_in,
         reaction_ms=args.reaction_ms,
         seed=args.seed,
+        post_events_url=args.post_events_url,
+        events_token=args.events_token,
+        tool_latency_ms=args.tool_latency_ms,
     )
     host, port = args.listen
     _run(run_cli(config, host, port))
@@ -397,6 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
         logging.getLogger("websockets").setLevel(logging.WARNING)
+        logging.getLogger("matplotlib").setLevel(logging.WARNING)
         result: int = args.func(args)
         return result
     except VoxproxyError as exc:

@@ -1,8 +1,11 @@
-"""``voxproxy demo``: a mock agent, the proxy in front of it, scripted calls through both.
+"""``voxproxy demo``: the six conversation checks (and a noise-only interruption),
+run at once through voxproxy against mock agents, some of them with faults.
 
-Everything runs in one process on loopback. Each call's receipt is printed as
-a table next to the caller's own ground truth, so the proxy's figures can be
-checked at a glance; receipts go to ``<out>/receipts.jsonl``.
+Everything runs in one process on loopback: four mock agents with different
+behaviour, each behind its own proxy; every built-in scenario is called against
+several of them at once. The proxy's receipts, the load results, the summary and
+the HTML report land in the output directory; a table per scenario shows the
+caller's truth next to the proxy's figures and verdict.
 """
 
 from __future__ import annotations
@@ -15,127 +18,191 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from voxproxy.fixtures import clip
-from voxproxy.loadgen.caller import (
-    BargeIn,
-    CallerConfig,
-    CallRecord,
-    Say,
-    ScriptedCaller,
-    Step,
-    WaitAgentEnd,
-)
-from voxproxy.loadgen.truth import turn_truths
+from voxproxy.ids import keyed_hash
+from voxproxy.loadgen.results import CallOutcome, evaluate
+from voxproxy.loadgen.runner import LoadPlan, call_id, print_summary, run_calls, write_results
+from voxproxy.loadgen.scenario import builtin_names, find_scenario
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import ReceiptWriter
-from voxproxy.report import receipt_table
 from voxproxy.transports.websocket import RelayConfig
 
-NS_PER_MS = 1_000_000
+SECRET = b"voxproxy-demo"
 
 
 @dataclass(frozen=True, slots=True)
-class DemoCall:
-    title: str
-    dialect: str
-    send_mode: str
-    barge_in: str
-    delay_ms: float
+class DemoAgent:
+    label: str
+    config: MockAgentConfig
 
 
-DEMO_CALLS = (
-    DemoCall("raw PCM, paced agent that flushes on barge-in", "raw", "paced", "flush", 700.0),
-    DemoCall("Twilio, bursty agent that flushes on barge-in", "twilio", "burst", "flush", 900.0),
-    DemoCall("Twilio, paced agent that never stops", "twilio", "paced", "never", 500.0),
-)
-
-
-def demo_script() -> list[Step]:
-    return [
-        Say(clip("caller_where_is_order")),
-        WaitAgentEnd(),
-        Say(clip("caller_topic_change")),
-        BargeIn(after_ms=1200.0, clip=clip("caller_interrupt")),
-        WaitAgentEnd(),
-        Say(clip("caller_thanks")),
-        WaitAgentEnd(),
-    ]
-
-
-async def run_one(
-    call: DemoCall, n: int, writer: ReceiptWriter, console: Console
-) -> tuple[Receipt | None, CallRecord, CallLog | None]:
-    agent = MockAgent(
+AGENTS = (
+    DemoAgent(
+        "good (twilio, paced, flushes)",
+        MockAgentConfig(dialect="twilio", send_mode="paced", delay_ms=650, jitter_ms=80, seed=1),
+    ),
+    DemoAgent(
+        "bursty (raw, 2x faster than real time)",
         MockAgentConfig(
-            dialect=call.dialect,  # type: ignore[arg-type]
-            send_mode=call.send_mode,  # type: ignore[arg-type]
-            barge_in=call.barge_in,  # type: ignore[arg-type]
-            delay_ms=call.delay_ms,
-            seed=n,
-        )
-    )
-    receipts: list[Receipt] = []
-    await agent.start()
-    proxy = Proxy(
-        ProxyConfig(RelayConfig(agent.url), dialect="auto", secret=b"demo-secret"),
-        sinks=[receipts.append, writer.write],
-    )
-    port = await proxy.start("127.0.0.1", 0)
-    caller = ScriptedCaller(
-        CallerConfig(
-            url=f"ws://127.0.0.1:{port}/demo/{n}",
-            dialect=call.dialect,  # type: ignore[arg-type]
-            call_id=f"CA{n:032d}",
-            seed=n,
+            dialect="raw", send_mode="burst", burst_speedup=2.0, delay_ms=800, jitter_ms=80, seed=2
         ),
-        demo_script(),
-    )
-    record = await caller.run()
-    deadline = time.monotonic() + 5
-    while not receipts and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    await proxy.stop()
-    await agent.stop()
-    log = agent.calls[0] if agent.calls else None
-    return (receipts[0] if receipts else None), record, log
+    ),
+    DemoAgent(
+        "slow and never stops (twilio)",
+        MockAgentConfig(dialect="twilio", barge_in="never", delay_ms=1700, jitter_ms=150, seed=3),
+    ),
+    DemoAgent(
+        "jumpy: yields to noise (raw)",
+        MockAgentConfig(dialect="raw", noise_is_speech=True, delay_ms=700, reaction_ms=90, seed=4),
+    ),
+)
+CALLS_PER_PAIR = 1
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None else f"{x:.0f}"
 
 
 async def run_demo(out: str) -> int:
     console = Console(width=max(Console().width, 120))
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    writer = ReceiptWriter(out_dir / "receipts.jsonl")
+    receipts_path = out_dir / "receipts.jsonl"
+    receipts_path.unlink(missing_ok=True)
+    writer = ReceiptWriter(receipts_path)
+    names = builtin_names()
+    scenarios = tuple(find_scenario(n) for n in names)
     console.print(
-        f"[bold]voxproxy demo[/]: {len(DEMO_CALLS)} calls, each through its own mock agent "
-        "and proxy on loopback, run at once (about 30 s of real-time audio)…"
+        f"[bold]voxproxy demo[/]: {len(scenarios)} scenarios x {len(AGENTS)} mock agents, "
+        f"{len(scenarios) * len(AGENTS) * CALLS_PER_PAIR} real-time calls at once through "
+        "voxproxy (about 40 s)…"
     )
-    results = await asyncio.gather(
-        *(run_one(call, n, writer, console) for n, call in enumerate(DEMO_CALLS))
-    )
+    started = time.monotonic()
+    receipts: dict[str, Receipt] = {}
+    agents: list[MockAgent] = []
+    proxies: list[Proxy] = []
+    plans: list[LoadPlan] = []
+    for i, demo_agent in enumerate(AGENTS):
+        agent = MockAgent(demo_agent.config)
+        await agent.start()
+        proxy = Proxy(
+            ProxyConfig(RelayConfig(agent.url), dialect="auto", secret=SECRET),
+            sinks=[lambda r: receipts.__setitem__(r.call, r), writer.write],
+        )
+        port = await proxy.start("127.0.0.1", 0)
+        agents.append(agent)
+        proxies.append(proxy)
+        plans.append(
+            LoadPlan(
+                target=f"ws://127.0.0.1:{port}",
+                dialect=demo_agent.config.dialect,
+                scenarios=scenarios,
+                calls=len(scenarios) * CALLS_PER_PAIR,
+                concurrency=64,
+                tag_path=True,
+                run_id=f"{i:02d}demo{int(time.time()):x}"[:20],
+                seed=100 * i,
+            )
+        )
+    runs = await asyncio.gather(*(run_calls(p, list(range(p.calls))) for p in plans))
+    await asyncio.sleep(0.3)
+    for proxy in proxies:
+        await proxy.stop(drain_s=1.0)
+    for agent in agents:
+        await agent.stop()
     writer.close()
-    failures = 0
-    for call, (receipt, record, log) in zip(DEMO_CALLS, results, strict=True):
-        if receipt is None or record.error:
-            failures += 1
-            console.print(f"[red]{call.title}: no receipt ({record.error})[/]")
-            continue
-        console.print(receipt_table(receipt, title=call.title))
-        if log is not None:
-            t = Table(title="the caller's own ground truth", title_justify="left")
-            t.add_column("caller utterance")
-            t.add_column("true ttfs", justify="right")
-            t.add_column("true stop latency", justify="right")
-            for i, truth in enumerate(turn_truths(record, log)):
-                t.add_row(
-                    f"{i}: {truth.caller_clip}" + (" (barge-in)" if truth.barge_in else ""),
-                    "—" if truth.ttfs_ns is None else f"{truth.ttfs_ns / NS_PER_MS:.1f} ms",
-                    ""
-                    if truth.stop_latency_ns is None
-                    else f"{truth.stop_latency_ns / NS_PER_MS:.1f} ms",
+
+    calls: list[CallOutcome] = []
+    labels: list[str] = []
+    for plan, records, agent, demo_agent in zip(plans, runs, agents, AGENTS, strict=True):
+        logs: dict[str, CallLog] = {}
+        for log in agent.calls:
+            cid = log.path.rstrip("/").rsplit("/", 1)[-1]
+            logs[cid] = log
+        for index, cid, record in records:
+            scenario, _base = plan.scenarios[index % len(plan.scenarios)]
+            calls.append(
+                CallOutcome(
+                    scenario=scenario,
+                    index=len(calls),
+                    call_id=cid,
+                    dialect=plan.dialect,
+                    record=record,
+                    receipt=receipts.get(keyed_hash(SECRET, cid, "c_")),
+                    agent_log=logs.get(cid),
                 )
-            console.print(t)
-        console.print()
-    console.print(f"receipts: {out_dir / 'receipts.jsonl'} ({writer.written} written)")
-    return 1 if failures else 0
+            )
+            labels.append(demo_agent.label)
+    merged = LoadPlan(
+        target="in-process mock agents behind voxproxy",
+        dialect="raw+twilio",
+        scenarios=scenarios,
+        calls=len(calls),
+        concurrency=len(calls),
+    )
+    summary = write_results(out_dir, merged, calls)
+    results = [evaluate(c) for c in calls]
+    for scenario, _base in scenarios:
+        table = Table(
+            title=f"{scenario.name}: {scenario.description.strip()}", title_justify="left"
+        )
+        for col in (
+            "agent",
+            "ttfs truth / proxy (ms)",
+            "stop truth / proxy (ms)",
+            "barge-in",
+            "noise",
+            "verdict",
+            "expectations",
+        ):
+            table.add_column(col)
+        for c, r, label in zip(calls, results, labels, strict=True):
+            if c.scenario.name != scenario.name:
+                continue
+            ttfs = ", ".join(
+                f"{_fmt(t['truth']['ttfs_ms'])}/{_fmt((t['proxy'] or {}).get('ttfs_ms'))}"
+                for t in r["turns"]
+            )
+            stops = ", ".join(
+                f"{_fmt(t['truth']['stop_latency_ms'])}/"
+                f"{_fmt((t['proxy'] or {}).get('stop_latency_ms'))}"
+                for t in r["turns"]
+                if t["barge_in"]
+            )
+            outcomes = ", ".join(
+                str((t["proxy"] or {}).get("outcome") or "—") for t in r["turns"] if t["barge_in"]
+            )
+            noise = ", ".join(
+                ("yielded" if n["agent_yielded"] else "kept talking")
+                + ("" if n["proxy_judged_correctly"] is not False else " (proxy wrong)")
+                for n in r["noises"]
+            )
+            verdict = "—"
+            if c.receipt is not None and c.receipt.verdict is not None:
+                v = c.receipt.verdict
+                verdict = v.verdict + (f" ({v.gate})" if v.gate and v.verdict != "pass" else "")
+            elif c.receipt is None:
+                verdict = "no receipt"
+            table.add_row(
+                label,
+                ttfs or "—",
+                stops,
+                outcomes,
+                noise,
+                verdict,
+                "[green]met[/]" if r["passed"] else f"[red]{'; '.join(r['failures'])}[/]",
+            )
+        console.print(table)
+    print_summary(summary)
+    errors = sum(1 for c in calls if c.record.error or c.receipt is None)
+    console.print(
+        f"{len(calls)} calls in {time.monotonic() - started:.0f} s; "
+        f"{sum(1 for r in results if not r['passed'])} missed an expectation (by design: some "
+        f"agents are faulty). Look at {out_dir / 'report.html'}; receipts in {receipts_path}, "
+        f"results in {out_dir / 'results.json'} and {out_dir / 'summary.json'}."
+    )
+    return 1 if errors else 0
+
+
+__all__ = ["call_id", "run_demo"]

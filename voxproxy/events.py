@@ -55,14 +55,24 @@ class Audio:
     pcm: Pcm
     sample_rate_hz: int
     t_ns: int
+    # The wire's id of the audio item this chunk belongs to (OpenAI Realtime ``item_id``),
+    # so that a truncate can be checked against the playout model. Kept in memory only.
+    item_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Flush:
-    """The agent asked the far end to drop audio it has not yet played."""
+    """The agent asked the far end to drop audio it has not yet played.
+
+    On wires where the far end (the client) flushes its own playout and says how
+    much it played (OpenAI Realtime ``conversation.item.truncate``),
+    ``claimed_played_ms`` is that claim, in ms of the item ``item_id``'s audio.
+    """
 
     t_ns: int
     kind: str  # the wire's own name, e.g. "clear"
+    claimed_played_ms: float | None = None
+    item_id: str | None = None  # a wire id, kept in memory only (never in a receipt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +144,11 @@ TOOL_EVENT_KINDS = (
     "outcome.verified",
 )
 """The events of MEASUREMENT.md section 5, by their names there."""
+
+RESPONSE_CANCELLED_WITH_TOOL = "tool.response_cancelled"
+"""Seen on the wire (OpenAI Realtime): the model response that issued the call
+``operation_id`` was cancelled while the call was in flight (its output not yet
+returned). Not a cancel of the tool itself: the tool may still run and write."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,16 +5,25 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from websockets.http11 import Request
 
 from voxproxy.clock import EpochAnchor
 from voxproxy.dialects.base import DialectOptions, make_decoder
-from voxproxy.events import AnomalyKind, Direction
+from voxproxy.events import AnomalyKind, Direction, StageMark, ToolEvent
 from voxproxy.ids import new_secret
+from voxproxy.livecalls import LiveCalls, wire_ids
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig
+from voxproxy.telemetry import (
+    NULL_TELEMETRY,
+    TRACE_HEADERS,
+    CallTimes,
+    CallTrace,
+    FlushTime,
+    Telemetry,
+)
 from voxproxy.transports.websocket import EndCause, EndInfo, RelayConfig, RelayServer
 
 log = logging.getLogger("voxproxy.proxy")
@@ -52,13 +61,13 @@ ReceiptSink = Callable[[Receipt], None]
 class CallContext:
     """Observer of one relayed call: feeds the session, emits the receipt at the end."""
 
-    __slots__ = ("_proxy", "link_id", "session")
+    __slots__ = ("_proxy", "_wire_pending", "link_id", "session", "trace")
 
     def __init__(self, proxy: Proxy, t_ns: int) -> None:
         self._proxy = proxy
         self.link_id = uuid.uuid4().hex
         cfg = proxy.config
-        decoder = make_decoder(cfg.dialect, cfg.dialect_options)
+        decoder = make_decoder(cfg.dialect, proxy.dialect_options)
         self.session = CallSession(
             decoder,
             t_ns,
@@ -68,21 +77,49 @@ class CallContext:
             anchor=proxy.anchor,
         )
         proxy.active += 1
+        self.trace: CallTrace | None = None
+        self._wire_pending = True  # the wire's own call ids are not known yet
+        proxy.live.add_link(self, self.link_id)
+        proxy.telemetry.call_opened()
 
     def upstream_headers(self, request: Request) -> Iterable[tuple[str, str]]:
-        del request
-        return [(CALL_ID_HEADER, self.link_id)]
+        headers = [(CALL_ID_HEADER, self.link_id)]
+        proxy = self._proxy
+        telemetry = proxy.telemetry
+        if telemetry.tracing:
+            # Continue the caller's trace if its handshake carried one; start one otherwise.
+            carrier = {
+                name.lower(): value
+                for name, value in request.headers.raw_items()
+                if name.lower() in TRACE_HEADERS
+            }
+            self.trace = telemetry.start_call(proxy.anchor, self.session.start_ns, carrier)
+            if self.trace is not None:
+                headers.extend(self.trace.headers)
+        return headers
 
     def on_upstream_open(self, t_ns: int, status: int) -> None:
         del status
         self.session.on_upstream_connected(t_ns)
 
     def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> None:
-        self.session.on_message(direction, payload, t_ns)
+        session = self.session
+        session.on_message(direction, payload, t_ns)
+        if self._wire_pending and session.wire_call_id_hash is not None:
+            # The wire just named the call: the event API may now be told about it by those
+            # ids too (kept only as keyed hashes).
+            self._wire_pending = False
+            self._proxy.live.add_wire(self, session.wire_call_id_hash, wire_ids(payload))
+
+    def on_event(self, ev: ToolEvent | StageMark) -> None:
+        """An event from outside the media (the event API), stamped on arrival."""
+        self.session.on_event(ev)
 
     def on_end(self, t_ns: int, info: EndInfo) -> None:
         proxy = self._proxy
         proxy.active -= 1
+        proxy.live.remove(self)
+        proxy.telemetry.call_closed()
         terminal = _TERMINALS[info.cause]
         if info.cause is EndCause.CALLER_CLOSED and self.session.stream_stopped:
             terminal = "completed"
@@ -109,12 +146,32 @@ class CallContext:
             except Exception:
                 proxy.receipt_errors += 1
                 log.exception("a receipt sink failed")
+        self._telemetry(receipt, t_ns)
+
+    def _telemetry(self, receipt: Receipt, t_ns: int) -> None:
+        telemetry = self._proxy.telemetry
+        if telemetry is NULL_TELEMETRY:
+            return
+        flushes: list[FlushTime] = []
+        if telemetry.tracing:
+            for turn in self.session.final_turns:
+                flushes.extend(FlushTime(turn.index, f.t_ns, f.cut_audible) for f in turn.flushes)
+        try:
+            times = CallTimes(self._proxy.anchor, self.session.start_ns, t_ns, flushes)
+            telemetry.on_receipt(receipt, self.trace, times)
+        except Exception:
+            log.exception("telemetry failed for a call; the receipt is written all the same")
 
 
 class Proxy:
     """Serves callers, relays each to the agent, writes one receipt per call."""
 
-    def __init__(self, config: ProxyConfig, sinks: list[ReceiptSink] | None = None) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        sinks: list[ReceiptSink] | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         self.config = config
         if config.secret is None:
             log.warning(
@@ -122,11 +179,19 @@ class Proxy:
                 "random per-process secret and will not match across restarts"
             )
         self.secret = config.secret or new_secret()
+        # Dialects that hash what the wire carries (tool arguments) use the same secret.
+        self.dialect_options = (
+            config.dialect_options
+            if config.dialect_options.secret is not None
+            else replace(config.dialect_options, secret=self.secret)
+        )
         self.anchor = EpochAnchor.now()
         self.sinks: list[ReceiptSink] = list(sinks or [])
         self.active = 0
         self.calls = 0
         self.receipt_errors = 0
+        self.telemetry = telemetry or NULL_TELEMETRY  # spans and metrics; off by default
+        self.live: LiveCalls[CallContext] = LiveCalls(self.secret)  # for the event API
         self.server = RelayServer(config.relay, self._observer)
 
     def _observer(self, t_ns: int) -> CallContext:

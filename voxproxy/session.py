@@ -23,6 +23,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
 from voxproxy.audio.resample import Converter
@@ -59,6 +61,7 @@ from voxproxy.receipts.model import (
     Terminal,
     ToolCallRecord,
     Traffic,
+    TruncationRecord,
     TurnRecord,
     TurnStages,
 )
@@ -75,6 +78,15 @@ _MAX_PENDING_MARKS = 4096
 
 STAGE_LOOKBACK_NS = 2_000 * NS_PER_MS
 STAGE_LOOKAHEAD_NS = 500 * NS_PER_MS
+_CHAIN_STAGES = (
+    "server_speech_started",
+    "server_speech_stopped",
+    "response_created",
+    "first_audio_delta",
+    "response_done",
+)
+_FILL_GAP_NS = 100 * NS_PER_MS  # playout gaps up to this long reach the detector as silence
+_MAX_ITEMS = 64  # agent audio items whose playout is remembered (for truncates)
 
 
 def _ms(ns: int | None) -> float | None:
@@ -99,6 +111,15 @@ def _event_record(e: ToolEvent, rel: Callable[[int | None], float | None]) -> Ev
         value_hash=e.value_hash,
         verified=e.verified,
     )
+
+
+@dataclass(slots=True)
+class _ItemPlay:
+    """One agent audio item on the playout timeline."""
+
+    start_ns: int  # its first sample
+    end_ns: int  # the end of its latest chunk
+    gaps_ns: int = 0  # playout time between its chunks when its audio came slower than real time
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +177,9 @@ class CallSession:
         self.caller_noise_events = 0
         self.tool_events: list[ToolEvent] = []
         self.stages: list[StageMark] = []
+        self._items: dict[str, _ItemPlay] = {}  # agent audio items (OpenAI item_id), playout
+        self._truncations: list[tuple[int, float, int | None]] = []  # t, claimed ms, modelled ns
+        self.final_turns: list[Turn] = []  # set by close(): the turns with absolute times
         self._closed = False
 
     # -- input from the shell --------------------------------------------------------------
@@ -274,9 +298,43 @@ class CallSession:
                 det.push(pcm, ev.t_ns - out_dur, continuous=True)
         else:
             assert self._playout is not None
-            self._playout.add(pcm, ev.t_ns)
+            start = self._playout.add(pcm, ev.t_ns)
+            if ev.item_id is not None:
+                self._note_item(ev.item_id, start, pcm.size * 1_000_000_000 // conv.out_rate_hz)
+
+    def _note_item(self, item_id: str, start_ns: int, dur_ns: int) -> None:
+        """Keep where each agent audio item plays, so that a truncate can be checked."""
+        item = self._items.get(item_id)
+        if item is None:
+            if len(self._items) >= _MAX_ITEMS:
+                del self._items[next(iter(self._items))]
+            self._items[item_id] = _ItemPlay(start_ns, start_ns + dur_ns)
+            return
+        if start_ns > item.end_ns:
+            item.gaps_ns += start_ns - item.end_ns  # the item's audio paused (it came slowly)
+        item.end_ns = start_ns + dur_ns
+
+    def _note_truncate(self, ev: Flush) -> None:
+        """The client's claimed playout (``claimed_played_ms``) beside the model's.
+
+        The model's figure is how much of the item's audio had played by the
+        truncate's arrival: its audible time up to then, less the pauses inside it.
+        All of an item's pauses lie before the truncate (a chunk only starts later
+        than the cursor when it arrives after it, and every chunk so far arrived
+        before the truncate).
+        """
+        assert ev.claimed_played_ms is not None
+        item = self._items.get(ev.item_id) if ev.item_id is not None else None
+        modelled = None
+        if item is not None:
+            t = ev.t_ns + self._downstream_ns
+            modelled = max(0, min(t, item.end_ns) - item.start_ns - item.gaps_ns)
+        if len(self._truncations) < MAX_STAGE_MARKS:
+            self._truncations.append((ev.t_ns, ev.claimed_played_ms, modelled))
 
     def _flush(self, ev: Flush) -> None:
+        if ev.claimed_played_ms is not None:
+            self._note_truncate(ev)
         self._flush_count += 1
         if self._playout is None:
             self._flush_queue.append(FlushMark(ev.t_ns + self._downstream_ns, False))
@@ -311,8 +369,18 @@ class CallSession:
         det = self._detectors[AGENT_TO_CALLER]
         if playout is None or det is None:
             return
+        end = playout.audible_until_ns
+        rate = playout.sample_rate_hz
         for piece in playout.release(t_ns + self._downstream_ns):
-            det.push(piece.pcm, piece.start_ns, continuous=piece.continuous)
+            continuous = piece.continuous
+            if not continuous and end is not None and 0 < piece.start_ns - end <= _FILL_GAP_NS:
+                # A short underrun (audio paced in real time, arriving with jitter): the far
+                # end played silence that long, so the detector hears exactly that.
+                gap = np.zeros((piece.start_ns - end) * rate // 1_000_000_000, dtype=np.int16)
+                det.push(gap, end, continuous=True)
+                continuous = True
+            det.push(piece.pcm, piece.start_ns, continuous=continuous)
+            end = piece.start_ns + piece.pcm.size * 1_000_000_000 // rate
 
     def _pump(self, t_ns: int) -> None:
         if t_ns > self._now_ns:
@@ -400,6 +468,7 @@ class CallSession:
                         det.finish(end_ns)
                 self._feed_turns(1 << 62)
                 turns = self.turns.finish(end_ns)
+                self.final_turns = turns
             except Exception:
                 self.note_measurement_error()
                 turns = []
@@ -537,6 +606,7 @@ class CallSession:
                     stale_cause=c.stale_cause,  # type: ignore[arg-type]
                     unsafe_retry=c.unsafe_retry,
                     source=c.source,  # type: ignore[arg-type]
+                    response_cancelled_in_flight=c.response_cancelled_ns is not None,
                 )
                 for c, turn_index in zip(effects.calls, tool_turns, strict=True)
             ],
@@ -550,30 +620,109 @@ class CallSession:
                 confirmation_mismatches=effects.confirmation_mismatches,
                 backend_verified=effects.backend_verified,
                 outcome_verified=effects.outcome_verified,
+                responses_cancelled_with_tool_in_flight=(
+                    effects.responses_cancelled_with_tool_in_flight
+                ),
             )
             if self.tool_events
             else None,
+            truncations=[
+                TruncationRecord(
+                    t_ms=rel(t_ns) or 0.0,
+                    turn=turn_of(t_ns),
+                    claimed_played_ms=claimed,
+                    modelled_played_ms=_ms(modelled),
+                    diff_ms=None if modelled is None else round(claimed - modelled / NS_PER_MS, 1),
+                )
+                for t_ns, claimed, modelled in self._truncations
+            ],
         )
 
     def _turn_stages(self, t: Turn, rel: Callable[[int | None], float | None]) -> TurnStages | None:
-        """The wire's stage marks that fall between this turn's caller speech and its answer."""
+        """The wire's stage marks that fall between this turn's caller speech and its answer.
+
+        The chain stages of a realtime server (``server_speech_stopped`` ->
+        ``response_created`` -> ``first_audio_delta``, plus ``server_speech_started``
+        before and ``response_done`` after) are taken in their order, so that a
+        previous response's late marks (a ``response_done`` after a barge-in, say)
+        are not taken for this turn's; any other stage name keeps the plain rule:
+        the first mark inside the turn's window.
+        """
         if not self.stages or t.caller_offset_ns is None:
             return None
-        lo = t.caller_offset_ns - STAGE_LOOKBACK_NS
-        hi = (t.agent_onset_ns if t.agent_onset_ns is not None else t.caller_offset_ns) + (
-            STAGE_LOOKAHEAD_NS
+        offset = t.caller_offset_ns
+        lo = offset - STAGE_LOOKBACK_NS
+        hi = (t.agent_onset_ns if t.agent_onset_ns is not None else offset) + STAGE_LOOKAHEAD_NS
+        timed = [(m.at_ns if m.at_ns is not None else m.t_ns, m) for m in self.stages]
+
+        def first(name: str, a: int, b: int) -> tuple[int, StageMark] | None:
+            return next(((at, m) for at, m in timed if m.name == name and a <= at <= b), None)
+
+        def last(name: str, a: int, b: int) -> tuple[int, StageMark] | None:
+            found = None
+            for at, m in timed:
+                if m.name == name and a <= at <= b:
+                    found = (at, m)
+            return found
+
+        chosen: dict[str, tuple[int, StageMark]] = {}
+        for at, m in timed:
+            if m.name not in _CHAIN_STAGES and m.name not in chosen and lo <= at <= hi:
+                chosen[m.name] = (at, m)
+        # The server's end of this speech lies after its onset (a short utterance soon
+        # after the previous one must not take that one's end).
+        stop_lo = lo if t.caller_onset_ns is None else max(lo, t.caller_onset_ns)
+        stop = first("server_speech_stopped", stop_lo, hi)
+        floor = lo if stop is None else stop[0]
+        delta = first("first_audio_delta", floor, hi)
+        created = (
+            last("response_created", floor, delta[0])
+            if delta is not None
+            else first("response_created", floor, hi)
         )
-        marks: dict[str, float] = {}
-        server_end: int | None = None
-        for m in self.stages:
-            at = m.at_ns if m.at_ns is not None else m.t_ns
-            if lo <= at <= hi and m.name not in marks:
-                value = rel(at)
-                if value is not None:
-                    marks[m.name] = value
-                if m.name == "server_speech_stopped":
-                    server_end = at
-        if not marks:
+        onset_lo = (t.caller_onset_ns if t.caller_onset_ns is not None else offset) - (
+            STAGE_LOOKBACK_NS
+        )
+        started = (
+            last("server_speech_started", onset_lo, stop[0])
+            if stop is not None
+            else first("server_speech_started", onset_lo, offset)
+        )
+        after = created or delta
+        done = None
+        if after is not None:
+            # A response is done before the next one is created (one active at a time).
+            following = first("response_created", after[0] + 1, 1 << 62)
+            done = first("response_done", after[0], following[0] if following else 1 << 62)
+        for name, found in (
+            ("server_speech_started", started),
+            ("server_speech_stopped", stop),
+            ("response_created", created),
+            ("first_audio_delta", delta),
+            ("response_done", done),
+        ):
+            if found is not None:
+                chosen[name] = found
+        if not chosen:
             return None
-        diff = None if server_end is None else _ms(server_end - t.caller_offset_ns)
-        return TurnStages(marks=marks, server_vad_offset_diff_ms=diff)
+        marks: dict[str, float] = {}
+        details: dict[str, str] = {}
+        for name, (at, m) in sorted(chosen.items(), key=lambda kv: kv[1][0]):
+            value = rel(at)
+            if value is not None:
+                marks[name] = value
+            if m.detail is not None:
+                details[name] = m.detail
+        breakdown: dict[str, float] = {}
+        previous = offset
+        chain = [(n, chosen[n][0]) for n in _CHAIN_STAGES[1:4] if n in chosen]
+        if t.agent_onset_ns is not None:
+            chain.append(("audible", t.agent_onset_ns))
+        if len(chain) > 1 or (chain and chain[0][0] != "audible"):
+            for name, at in chain:
+                breakdown[name] = _ms(at - previous) or 0.0
+                previous = at
+        diff = None if stop is None else _ms(stop[0] - offset)
+        return TurnStages(
+            marks=marks, server_vad_offset_diff_ms=diff, details=details, breakdown_ms=breakdown
+        )

@@ -14,13 +14,16 @@ derives, per call:
   was still in flight;
 * a **confirmation mismatch**: a ``confirmation`` whose value hash differs from
   the latest ``backend.verified`` hash of the same field.
+* a **response cancelled with a tool in flight** (OpenAI Realtime, from the
+  wire): the model response that issued a call was cancelled before the call's
+  output came back; flagged on the call, never taken as a ``tool.cancelled``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from voxproxy.events import ToolEvent
+from voxproxy.events import RESPONSE_CANCELLED_WITH_TOOL, ToolEvent
 
 
 @dataclass(slots=True)
@@ -39,6 +42,9 @@ class ToolCall:
     stale_cause: str | None = None  # "barge_in" or "correction"
     unsafe_retry: bool = False
     source: str = "api"
+    # The model response that issued the call was cancelled while it was in flight
+    # (RESPONSE_CANCELLED_WITH_TOOL, seen on the wire); the tool itself was not cancelled.
+    response_cancelled_ns: int | None = None
 
     @property
     def latency_ns(self) -> int | None:
@@ -60,6 +66,7 @@ class EffectSummary:
     confirmation_mismatches: int = 0
     backend_verified: int = 0
     outcome_verified: bool | None = None
+    responses_cancelled_with_tool_in_flight: int = 0
 
 
 def derive(events: list[ToolEvent], barge_onsets_ns: list[int]) -> EffectSummary:
@@ -94,6 +101,10 @@ def derive(events: list[ToolEvent], barge_onsets_ns: list[int]) -> EffectSummary
             call = by_op[ev.operation_id]
             if call.cancelled_ns is None:
                 call.cancelled_ns = ev.t_ns
+        elif kind == RESPONSE_CANCELLED_WITH_TOOL and ev.operation_id in by_op:
+            call = by_op[ev.operation_id]
+            if call.response_cancelled_ns is None and call.in_flight_at(ev.t_ns):
+                call.response_cancelled_ns = ev.t_ns
         elif kind == "state.updated":
             for call in out.calls:
                 if (
@@ -127,6 +138,9 @@ def derive(events: list[ToolEvent], barge_onsets_ns: list[int]) -> EffectSummary
             call.stale_cause = None if call.cancelled_ns is not None else call.stale_cause
     out.stale_writes = sum(1 for c in out.calls if c.stale_write)
     out.unsafe_retries = sum(1 for c in out.calls if c.unsafe_retry)
+    out.responses_cancelled_with_tool_in_flight = sum(
+        1 for c in out.calls if c.response_cancelled_ns is not None
+    )
     # A confirmation is compared with what the backend finally holds for its field.
     for conf in pending_confirmations:
         if (

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from voxproxy.analysis.vad import Spurt
 
 NS_PER_MS = 1_000_000
+FLUSH_IN_SPURT_NS = 60 * NS_PER_MS  # a dip this short before a cut is inside a word
 
 
 class TurnKind(enum.StrEnum):
@@ -79,12 +80,21 @@ class BargeIn:
     in_pause: bool = False  # the caller started in a pause of the agent's utterance
 
     def stop_ns(self) -> int:
+        """End of audible agent speech after the onset.
+
+        A flush that cut audible audio ends it at the flush, when the flush came
+        before the detected end of speech or within ``FLUSH_IN_SPURT_NS`` after it
+        (the cut fell in a dip inside a word, such as a stop consonant's closure);
+        after a longer silence the speech had ended on its own, at the end of the
+        talked-over spurts.
+        """
+        flush = self.flush_ns
         if (
-            self.flush_ns is not None
+            flush is not None
             and self.flush_cut_audible
-            and self.flush_ns <= self.chain_end_ns
+            and flush <= self.chain_end_ns + FLUSH_IN_SPURT_NS
         ):
-            return self.flush_ns
+            return flush
         return self.chain_end_ns
 
     def evidence(self) -> StopEvidence:

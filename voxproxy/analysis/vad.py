@@ -44,6 +44,10 @@ PAUSE_NS = 100 * NS_PER_MS  # no audio for this long: the partial frame is follo
 MIN_VOICED_MS = 40.0  # a spurt with less pitched audio than this is noise, not speech
 VOICED_ENOUGH_MS = 100.0  # stop measuring voicing once a spurt has this much
 VOICING_THRESHOLD = 0.45  # normalized autocorrelation peak at a pitch lag (80-400 Hz)
+SPECTRAL_HOP_MS = 5  # spectral edge refinement (noisy conditions only): hop between frames
+SPECTRAL_MARGIN_DB = 8.0  # a bin counts when this far above the learned noise spectrum
+SPECTRAL_PRESENCE = 0.06  # ... and a frame is speech when this share of bins does
+SPECTRAL_TOLERANCE_MS = 30  # pauses bridged by a spectral walk
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +188,15 @@ class SpeechDetector:
         self._last_t_end: int | None = None  # clock time just after the last sample pushed
         # 1 ms window energies (dBFS), a ring indexed by absolute window number.
         self._hist = np.full(1 << 13, -100.0, dtype=np.float32)
+        # The last ~2 s of samples, for the spectral edge refinement under noise.
+        self._ring = np.zeros(1 << (int(2 * sample_rate_hz).bit_length()), dtype=np.int16)
+        self._ring_mask = self._ring.size - 1
+        self._nfft = 1 << (self._win * cfg.frame_ms - 1).bit_length()
+        freqs = np.fft.rfftfreq(self._nfft, 1 / sample_rate_hz)
+        self._band = (freqs >= 150) & (freqs <= min(3800, sample_rate_hz // 2 - 100))
+        self._taper = np.hanning(self._win * cfg.frame_ms)
+        self._noise_psd: npt.NDArray[np.float64] | None = None
+        self._psd_count = 0
         self._hist_mask = self._hist.size - 1
         # Noise floor: minimum statistics over blocks of frames.
         self._block_frames = max(1, int(cfg.floor_window_s * 1000 / cfg.frame_ms / 4))
@@ -278,6 +291,11 @@ class SpeechDetector:
         return self._in_spurt
 
     @property
+    def speaking_voiced(self) -> bool:
+        """A spurt is open and has enough pitched audio to be speech (not a cough)."""
+        return self._in_spurt and self._voiced_ms >= MIN_VOICED_MS
+
+    @property
     def floor_dbfs(self) -> float:
         return self._floor_db
 
@@ -287,7 +305,11 @@ class SpeechDetector:
             return self._onset_t
         if self._last_t_end is None:
             return None
-        return self._last_t_end - (self.config.onset_lookback_ms + self.config.frame_ms) * NS_PER_MS
+        # Audio not yet analysed may hold an onset, walked back by up to the look-back.
+        unanalysed = self._pending.size + self._npending
+        unanalysed_ns = unanalysed * 1_000_000_000 // self.sample_rate_hz
+        margin = (self.config.onset_lookback_ms + self.config.frame_ms) * NS_PER_MS
+        return self._last_t_end - unanalysed_ns - margin
 
     def deadline_ns(self) -> int | None:
         """When an open spurt will close if no more audio is heard."""
@@ -326,6 +348,14 @@ class SpeechDetector:
             hist[start:end] = energies
         else:
             hist[(np.arange(first_win, first_win + energies.size)) & mask] = energies
+        ring_start = self._framed & self._ring_mask
+        ring_end = ring_start + usable.size
+        if ring_end <= self._ring.size:
+            self._ring[ring_start:ring_end] = usable
+        else:
+            self._ring[(np.arange(self._framed, self._framed + usable.size)) & self._ring_mask] = (
+                usable
+            )
         raw = usable.tobytes()
         nbytes = frame * 2
         rate = self.sample_rate_hz
@@ -341,6 +371,10 @@ class SpeechDetector:
             if not (fdb > start_thr and is_speech(raw[f * nbytes : (f + 1) * nbytes], rate)):
                 if self._in_spurt:
                     self._maybe_finish(self._t_of_win(win0), merge_ns)
+                elif fdb > self._clamp + 1.0:
+                    self._psd_count += 1
+                    if self._psd_count % 4 == 1:  # a noise spectrum every 4th quiet frame
+                        self._learn_noise(usable[f * frame : (f + 1) * frame])
                 continue
             self.active_frames += 1
             if win_db is None:
@@ -417,6 +451,90 @@ class SpeechDetector:
         ok &= 10.0 * np.log10(np.maximum(smooth, 1e-10)) > threshold
         return ok
 
+    def _learn_noise(self, frame: Pcm) -> None:
+        spec = np.abs(np.fft.rfft(frame * self._taper, self._nfft)) ** 2
+        if self._noise_psd is None:
+            self._noise_psd = spec
+        else:
+            self._noise_psd = 0.9 * self._noise_psd + 0.1 * spec
+
+    def _presence(self, first_win: int, last_win: int) -> tuple[int, npt.NDArray[np.bool_]]:
+        """Spectral speech presence in hops of SPECTRAL_HOP_MS over windows
+        ``[first_win, last_win)``: a hop counts when enough frequency bins stand
+        SPECTRAL_MARGIN_DB above the learned noise spectrum (speech is narrow-band
+        in time-frequency; broadband noise spreads thin, so speech is found well
+        below the broadband noise level)."""
+        assert self._noise_psd is not None
+        length = self._win * self.config.frame_ms
+        hop = self._win * SPECTRAL_HOP_MS
+        start = first_win * self._win
+        stop = last_win * self._win
+        n_hops = max(0, (stop - start - length) // hop + 1)
+        if n_hops == 0:
+            return start, np.zeros(0, dtype=np.bool_)
+        idx = start + np.arange(n_hops)[:, None] * hop + np.arange(length)[None, :]
+        frames = self._ring[idx & self._ring_mask].astype(np.float64) * self._taper
+        power = np.abs(np.fft.rfft(frames, self._nfft, axis=1)) ** 2
+        limit = self._noise_psd * 10 ** (SPECTRAL_MARGIN_DB / 10)
+        score = np.mean((power > limit)[:, self._band], axis=1)
+        present: npt.NDArray[np.bool_] = score >= SPECTRAL_PRESENCE
+        return start, present
+
+    def _spectral_ok(self) -> bool:
+        return self._noise_psd is not None and self._floor_db > self._clamp + 1.0
+
+    def _spectral_back(self, onset_win: int, lower: int) -> int:
+        """Move a noisy onset earlier, not before ``lower``, while speech is still
+        present in the spectrum."""
+        lower = max(lower, (self._framed // self._win) - (self._ring.size // self._win) + 64)
+        if lower >= onset_win:
+            return onset_win
+        hop_ms = SPECTRAL_HOP_MS
+        half = self.config.frame_ms // 2
+        start, present = self._presence(lower, onset_win + half)
+        earliest = onset_win
+        misses = 0
+        for i in range(present.size - 1, -1, -1):
+            centre = start // self._win + i * hop_ms + half
+            if centre > onset_win:
+                continue
+            if present[i]:
+                earliest = centre - hop_ms // 2
+                misses = 0
+            else:
+                misses += hop_ms
+                if misses > SPECTRAL_TOLERANCE_MS:
+                    break
+        return max(lower, min(onset_win, earliest))
+
+    def _spectral_forward(self, end_win: int) -> int:
+        """Move a noisy offset later while speech is still present in the spectrum."""
+        analysed = self._framed // self._win
+        upper = min(end_win + self.config.offset_lookahead_ms, analysed)
+        gap = self._timeline.first_break_after(end_win * self._win)
+        if gap is not None:
+            upper = min(upper, gap // self._win)
+        half = self.config.frame_ms // 2
+        lo = max(end_win - half, 0)
+        if upper - lo <= self.config.frame_ms:
+            return end_win
+        start, present = self._presence(lo, upper)
+        latest = end_win
+        misses = 0
+        hop_ms = SPECTRAL_HOP_MS
+        for i in range(present.size):
+            centre = start // self._win + i * hop_ms + half
+            if centre < end_win:
+                continue
+            if present[i]:
+                latest = centre + hop_ms // 2
+                misses = 0
+            else:
+                misses += hop_ms
+                if misses > SPECTRAL_TOLERANCE_MS:
+                    break
+        return max(end_win, min(latest, upper))
+
     def _walk_back(self, win: int, threshold: float) -> int:
         """Earliest window of the run above ``threshold`` that reaches ``win``.
 
@@ -433,12 +551,15 @@ class SpeechDetector:
             return win
         ok = self._above(lower, win, threshold)[::-1]  # ok[i] is window win-1-i
         hits = np.nonzero(ok)[0]
-        if hits.size == 0 or hits[0] >= self._tolerance():
-            return win
-        gaps = np.diff(hits)
-        cut = np.nonzero(gaps > self._tolerance())[0]
-        last = hits[cut[0]] if cut.size else hits[-1]
-        return win - 1 - int(last)
+        onset = win
+        if hits.size and hits[0] < self._tolerance():
+            gaps = np.diff(hits)
+            cut = np.nonzero(gaps > self._tolerance())[0]
+            last = hits[cut[0]] if cut.size else hits[-1]
+            onset = win - 1 - int(last)
+        if self._spectral_ok():
+            onset = self._spectral_back(onset, lower)
+        return onset
 
     def _walk_forward(self, win: int, threshold: float) -> int:
         """End (exclusive) of the run above ``threshold`` that starts at ``win``."""
@@ -454,12 +575,15 @@ class SpeechDetector:
             return win + 1
         ok = self._above(win + 1, upper, threshold)  # ok[i] is window win+1+i
         hits = np.nonzero(ok)[0]
-        if hits.size == 0 or hits[0] >= self._tolerance():
-            return win + 1
-        gaps = np.diff(hits)
-        cut = np.nonzero(gaps > self._tolerance())[0]
-        last = hits[cut[0]] if cut.size else hits[-1]
-        return win + 2 + int(last)
+        end = win + 1
+        if hits.size and hits[0] < self._tolerance():
+            gaps = np.diff(hits)
+            cut = np.nonzero(gaps > self._tolerance())[0]
+            last = hits[cut[0]] if cut.size else hits[-1]
+            end = win + 2 + int(last)
+        if self._spectral_ok():
+            end = self._spectral_forward(end)
+        return end
 
     def _t_of_end(self, end_win: int) -> int:
         return self._t_of_win(end_win - 1) + NS_PER_MS

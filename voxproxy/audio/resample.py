@@ -78,3 +78,18 @@ class Converter:
         self._phase = next_pos - keep_from
         result: Pcm = out.astype(np.int16)
         return result
+
+
+def resample_linear(pcm: Pcm, in_rate_hz: int, out_rate_hz: int) -> Pcm:
+    """A whole clip at another rate, by linear interpolation (timing kept: output sample
+    ``k`` is the input at ``k * in_rate_hz / out_rate_hz``). For test and load-generator
+    audio (a 16 kHz fixture sent as OpenAI Realtime's 24 kHz pcm16, say), not for the core.
+    """
+    if in_rate_hz == out_rate_hz or pcm.size == 0:
+        return pcm
+    n = pcm.size * out_rate_hz // in_rate_hz
+    positions = np.arange(n) * (in_rate_hz / out_rate_hz)
+    out: Pcm = np.rint(np.interp(positions, np.arange(pcm.size), pcm.astype(np.float64))).astype(
+        np.int16
+    )
+    return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from voxproxy.errors import ConfigError
@@ -16,6 +16,10 @@ class DialectOptions:
 
     sample_rate_hz: int = 16000  # raw: caller audio rate (until a start message says otherwise)
     agent_sample_rate_hz: int | None = None  # raw: agent audio rate, default = caller rate
+    # The per-deployment secret for keyed hashes of what a wire carries (tool arguments
+    # and results on OpenAI Realtime). None: a random per-call secret (hashes then only
+    # compare within one call).
+    secret: bytes | None = field(default=None, repr=False)
 
 
 class Decoder(Protocol):
@@ -43,7 +47,16 @@ def register(
 
 def make_decoder(name: str, options: DialectOptions | None = None) -> Decoder:
     # Import the modules that register themselves.
-    from voxproxy.dialects import detect, raw, twilio  # noqa: F401
+    from voxproxy.dialects import (  # noqa: F401
+        detect,
+        exotel,
+        openai_realtime,
+        plivo,
+        raw,
+        telnyx,
+        twilio,
+        vonage,
+    )
 
     try:
         factory = DIALECTS[name]

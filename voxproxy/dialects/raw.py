@@ -5,7 +5,8 @@
   the next message of the same direction.
 * An optional first text message from the caller, ``{"type": "start",
   "sample_rate": 16000}``, declares the caller's rate (an agent may send the
-  same to declare its own).
+  same to declare its own); an optional ``"call_id"`` in it names the call (it is
+  only ever kept as a keyed hash).
 * Agent text messages: ``{"type": "clear"}`` is a flush;
   ``{"type": "transcript", "role", "text", "final"}`` reports what the agent
   heard. Other text is forwarded and counted as unknown.
@@ -69,14 +70,16 @@ class RawDecoder:
         kind = msg.get("type")
         if kind == "start":
             rate = msg.get("sample_rate")
+            call_id = msg.get("call_id")
+            wire_id = call_id if isinstance(call_id, str) and call_id else None
             if rate is None:
-                return [StreamStart(None, None, "pcm_s16le", t_ns)]
+                return [StreamStart(wire_id, None, "pcm_s16le", t_ns)]
             if not isinstance(rate, int) or isinstance(rate, bool) or rate not in _RATES:
                 return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
             self.rates[direction] = rate
             if direction is AGENT_TO_CALLER:
                 return []
-            return [StreamStart(None, rate, "pcm_s16le", t_ns)]
+            return [StreamStart(wire_id, rate, "pcm_s16le", t_ns)]
         if direction is AGENT_TO_CALLER:
             if kind == "clear":
                 return [Flush(t_ns, "clear")]
@@ -98,8 +101,11 @@ class RawWire:
     """Builds ``raw`` messages (used by the mock agent, the load generator and tests)."""
 
     @staticmethod
-    def start(sample_rate_hz: int) -> str:
-        return json.dumps({"type": "start", "sample_rate": sample_rate_hz})
+    def start(sample_rate_hz: int, call_id: str | None = None) -> str:
+        msg: dict[str, object] = {"type": "start", "sample_rate": sample_rate_hz}
+        if call_id is not None:
+            msg["call_id"] = call_id
+        return json.dumps(msg)
 
     @staticmethod
     def audio(pcm_bytes: bytes) -> bytes:

@@ -15,10 +15,12 @@ import asyncio
 import contextlib
 import time
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -26,10 +28,12 @@ from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.audio.pcm import pcm_to_bytes
+from voxproxy.audio.resample import Converter, resample_linear
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
 from voxproxy.dialects.raw import RawWire
 from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm
+from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent
 from voxproxy.fixtures import Clip
 
 NS_PER_MS = 1_000_000
@@ -68,21 +72,51 @@ class BargeIn:
     timeout_ms: float = 10000.0
 
 
-Step = Say | Silence | WaitAgentStart | WaitAgentEnd | BargeIn
+@dataclass(frozen=True, slots=True)
+class Interject:
+    """Wait until the agent speaks, let it talk ``after_ms``, then make a noise (a cough,
+    a door) over it. Recorded as noise, not speech: a good agent keeps talking."""
+
+    after_ms: float
+    clip: Clip
+    timeout_ms: float = 10000.0
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseBed:
+    """Background noise under everything the caller sends, at ``snr_db`` below speech.
+
+    The speech level is the active level of the caller's clips (RMS over their true
+    speech segments); the bed loops."""
+
+    clip: Clip
+    snr_db: float
+
+
+Step = Say | Silence | WaitAgentStart | WaitAgentEnd | BargeIn | Interject
 
 
 @dataclass(frozen=True, slots=True)
 class CallerConfig:
     url: str
-    dialect: Literal["raw", "twilio"]
+    dialect: Literal["raw", "twilio", "openai-realtime"]
     sample_rate_hz: int = 16000  # raw only; twilio is 8 kHz
     frame_ms: int = 20
     headers: dict[str, str] = field(default_factory=dict)
     subprotocols: tuple[str, ...] = ()
     call_id: str = "CA00000000000000000000000000000000"
     tail_ms: float = 800.0  # silence after the script before hanging up
-    noise_dbfs: float | None = None  # steady background noise under the caller's audio
+    noise_dbfs: float | None = None  # steady white noise under the caller's audio
+    noise_bed: NoiseBed | None = None  # recorded background noise at an SNR
+    keep_messages: bool = True  # keep every message sent and received (transparency tests)
     seed: int = 0
+    # openai-realtime: the caller is a Realtime client (formats by their beta names).
+    realtime_input_format: str = "pcm16"
+    realtime_output_format: str = "pcm16"
+    realtime_beta: bool = False
+    truncate_after_ms: float = 150.0  # barge-in speech onset -> truncate + response.cancel
+    answer_tools: bool = True  # answer function calls: function_call_output + response.create
+    tool_latency_ms: float = 300.0  # function_call_arguments.done -> function_call_output
 
 
 @dataclass(slots=True)
@@ -96,17 +130,28 @@ class SpeechTruth:
 
 
 @dataclass(slots=True)
+class NoiseTruth:
+    """One ``Interject``: the noise's true extent."""
+
+    clip: str
+    onset_ns: int
+    offset_ns: int
+
+
+@dataclass(slots=True)
 class AgentChunk:
     stream_pos: int  # agent audio samples received before this chunk
     n: int
     play_ns: int  # start on the caller's playout timeline
     arrival_ns: int
+    item_id: str | None = None  # openai-realtime: the audio item it belongs to
 
 
 @dataclass(slots=True)
 class CallRecord:
     t0_ns: int = 0  # capture time of the caller's first sample
     speech: list[SpeechTruth] = field(default_factory=list)
+    noises: list[NoiseTruth] = field(default_factory=list)
     agent_chunks: list[AgentChunk] = field(default_factory=list)
     agent_rate_hz: int = 0
     flushes: list[int] = field(default_factory=list)  # arrival times of flushes
@@ -116,6 +161,11 @@ class CallRecord:
     close_code: int | None = None
     error: str | None = None
     pacing_lag_ns: list[int] = field(default_factory=list)
+    steps: list[tuple[str, int, int]] = field(default_factory=list)  # (action, start, end)
+    # openai-realtime: (sent, item id, audio_end_ms claimed) of each truncate, and
+    # (call id, function_call_arguments.done arrival, function_call_output sent) of each call.
+    truncations: list[tuple[int, str, int]] = field(default_factory=list)
+    tool_calls: list[tuple[str, int, int]] = field(default_factory=list)
 
     def play_time(self, stream_pos: int) -> int | None:
         """When agent audio sample ``stream_pos`` played (None if it never did)."""
@@ -125,6 +175,13 @@ class CallRecord:
         return None
 
 
+def active_rms(pcm: Pcm, c: Clip, rate: int) -> float:
+    """RMS of a clip over its true speech segments (its active speech level)."""
+    parts = [pcm[round(a * rate / 1000) : round(b * rate / 1000)] for a, b in c.segments_ms]
+    x = np.concatenate(parts).astype(np.float64) if parts else pcm.astype(np.float64)
+    return float(np.sqrt(np.mean(x**2))) if x.size else 0.0
+
+
 class ScriptedCaller:
     """One call. Use :meth:`run`."""
 
@@ -132,6 +189,19 @@ class ScriptedCaller:
         self.config = config
         self.script = script
         self.rate = 8000 if config.dialect == "twilio" else config.sample_rate_hz
+        self._realtime: OpenAIRealtimeCallerWire | None = None
+        if config.dialect == "openai-realtime":
+            fin = parse_format(config.realtime_input_format)
+            fout = parse_format(config.realtime_output_format)
+            if fin is None or fout is None:
+                raise ValueError("unknown realtime_input_format or realtime_output_format")
+            self._in_fmt, self._out_fmt = fin, fout
+            self.rate = fin.sample_rate_hz
+            self._realtime = OpenAIRealtimeCallerWire(beta=config.realtime_beta)
+        self._cut_items: set[str] = set()  # truncated items: their late audio is not played
+        self._current_item: str | None = None
+        self._agent_conv: Converter | None = None  # agent audio -> the detector's rate
+        self._tasks: set[asyncio.Task[None]] = set()
         self.frame = self.rate * config.frame_ms // 1000
         self.record = CallRecord()
         self._queue: deque[Pcm] = deque()
@@ -147,6 +217,9 @@ class ScriptedCaller:
         self._done_sending = asyncio.Event()
         self._last_agent_audible_ns = 0
         self._rng = np.random.default_rng(config.seed)
+        self._bed: npt.NDArray[np.float64] | None = None
+        self._bed_pos = 0
+        self._prepare_bed()
 
     # -- audio out -----------------------------------------------------------------------
 
@@ -181,16 +254,47 @@ class ScriptedCaller:
                 * 10 ** (self.config.noise_dbfs / 20)
             )
             frame = np.clip(frame.astype(np.float64) + noise, -32768, 32767).astype(np.int16)
+        if self._bed is not None:
+            bed = self._bed
+            idx = (np.arange(self._bed_pos, self._bed_pos + frame.size)) % bed.size
+            self._bed_pos = (self._bed_pos + frame.size) % bed.size
+            frame = np.clip(frame.astype(np.float64) + bed[idx], -32768, 32767).astype(np.int16)
         return frame
 
+    def _prepare_bed(self) -> None:
+        """Scale the noise bed to its SNR against the active level of the script's speech."""
+        spec = self.config.noise_bed
+        if spec is None:
+            return
+        clips = [st.clip for st in self.script if isinstance(st, (Say, BargeIn))]
+        levels = [active_rms(self._at_rate(c), c, self.rate) for c in clips]
+        speech_rms = float(np.mean(levels)) if levels else 3000.0
+        bed = self._at_rate(spec.clip).astype(np.float64)
+        bed_rms = float(np.sqrt(np.mean(bed**2))) or 1.0
+        self._bed = bed * (speech_rms / bed_rms) * 10 ** (-spec.snr_db / 20)
+
+    def _at_rate(self, c: Clip) -> Pcm:
+        pcm = c.pcm
+        if c.sample_rate_hz == self.rate:
+            return pcm
+        if c.sample_rate_hz % self.rate:
+            return resample_linear(pcm, c.sample_rate_hz, self.rate)  # e.g. 16 -> 24 kHz
+        f = c.sample_rate_hz // self.rate
+        n = (pcm.size // f) * f
+        out: Pcm = pcm[:n].reshape(-1, f).astype(np.int32).mean(axis=1).astype(np.int16)
+        return out
+
     def _encode(self, frame: Pcm) -> bytes | str:
+        if self._realtime is not None:
+            return self._realtime.append(self._in_fmt.encode(frame))
         if self.config.dialect == "raw":
             return pcm_to_bytes(frame)
         return self._twilio.media(pcm_to_ulaw(frame))
 
     async def _send(self, payload: bytes | str) -> None:
         assert self._ws is not None
-        self.record.messages_sent.append(payload)
+        if self.config.keep_messages:
+            self.record.messages_sent.append(payload)
         await self._ws.send(payload)
 
     async def _sender(self) -> None:
@@ -215,8 +319,10 @@ class ScriptedCaller:
         playout, vad = self._playout, self._agent_vad
         if playout is None or vad is None:
             return
+        conv = self._agent_conv
         for piece in playout.release(now):
-            vad.push(piece.pcm, piece.start_ns, continuous=piece.continuous)
+            pcm = piece.pcm if conv is None else conv.convert(piece.pcm)
+            vad.push(pcm, piece.start_ns, continuous=piece.continuous)
         vad.advance(now)
         while vad.spurts:
             s = vad.spurts.popleft()
@@ -236,7 +342,8 @@ class ScriptedCaller:
         try:
             async for message in self._ws:
                 t = time.monotonic_ns()
-                self.record.messages_received.append(message)
+                if self.config.keep_messages:
+                    self.record.messages_received.append(message)
                 for ev in self._decoder.decode(AGENT_TO_CALLER, message, t):
                     if isinstance(ev, Audio):
                         self._agent_audio(ev, t)
@@ -245,22 +352,80 @@ class ScriptedCaller:
                     elif isinstance(ev, MarkSent):
                         cursor = self._playout.cursor_ns if self._playout else None
                         self._marks.append((max(t, cursor or t), ev.name))
+                    elif (
+                        isinstance(ev, ToolEvent)
+                        and ev.kind == "tool.started"
+                        and ev.operation_id is not None
+                        and self.config.answer_tools
+                    ):
+                        self._spawn(self._answer_tool(ev.operation_id, t))
                 self._tick(t)
         except ConnectionClosed:
             pass
 
     def _agent_audio(self, ev: Audio, t: int) -> None:
+        if ev.item_id is not None and ev.item_id in self._cut_items:
+            self._agent_pos += ev.pcm.size  # truncated: received (it counts), never played
+            return
         if self._playout is None:
             self._playout = Playout(ev.sample_rate_hz)
             self.record.agent_rate_hz = ev.sample_rate_hz
             vad_rate = (
                 ev.sample_rate_hz if ev.sample_rate_hz in (8000, 16000, 32000, 48000) else None
             )
+            if vad_rate is None and self._realtime is not None:
+                self._agent_conv = Converter(ev.sample_rate_hz)  # 24 kHz pcm16 -> 8 kHz
+                vad_rate = self._agent_conv.out_rate_hz
             if vad_rate is not None:
                 self._agent_vad = SpeechDetector(vad_rate, VadConfig())
         start = self._playout.add(ev.pcm, t)
-        self.record.agent_chunks.append(AgentChunk(self._agent_pos, ev.pcm.size, start, t))
+        self.record.agent_chunks.append(
+            AgentChunk(self._agent_pos, ev.pcm.size, start, t, ev.item_id)
+        )
         self._agent_pos += ev.pcm.size
+        if ev.item_id is not None:
+            self._current_item = ev.item_id
+
+    # -- OpenAI Realtime client duties --------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer_tool(self, call_id: str, t_started: int) -> None:
+        """Run the tool (``tool_latency_ms``), return its output and ask for the answer."""
+        assert self._realtime is not None
+        await asyncio.sleep(self.config.tool_latency_ms / 1000)
+        with contextlib.suppress(ConnectionClosed):
+            await self._send(self._realtime.function_call_output(call_id, '{"status":"ok"}'))
+            self.record.tool_calls.append((call_id, t_started, time.monotonic_ns()))
+            await self._send(self._realtime.response_create())
+
+    async def _interrupt(self, at_ns: int) -> None:
+        """Barge-in, as a Realtime client does it: stop playing, then tell the server
+        how much of the item it played (``conversation.item.truncate``) and cancel."""
+        assert self._realtime is not None
+        delay = (at_ns - time.monotonic_ns()) / NS_PER_S
+        if delay > 0:
+            await asyncio.sleep(delay)
+        item = self._current_item
+        if item is None or item in self._cut_items or self._playout is None:
+            return
+        t = time.monotonic_ns()
+        rate = self.record.agent_rate_hz
+        played_ns = sum(
+            min(c.n * NS_PER_S // rate, max(0, t - c.play_ns))
+            for c in self.record.agent_chunks
+            if c.item_id == item
+        )
+        self._cut_items.add(item)
+        self._agent_flush(t)
+        claimed_ms = played_ns // NS_PER_MS
+        self.record.truncations.append((t, item, claimed_ms))
+        with contextlib.suppress(ConnectionClosed):
+            await self._send(self._realtime.truncate(item, claimed_ms))
+            await self._send(self._realtime.response_cancel())
 
     def _agent_flush(self, t: int) -> None:
         self.record.flushes.append(t)
@@ -296,22 +461,19 @@ class ScriptedCaller:
             await asyncio.sleep(0.005)
         return False
 
-    async def _say(self, step: Say, barge_in: bool = False) -> None:
+    async def _say(self, step: Say, barge_in: bool = False, noise: bool = False) -> None:
         c = step.clip
-        pcm = c.pcm
-        if c.sample_rate_hz != self.rate:
-            if c.sample_rate_hz % self.rate:
-                raise ValueError(f"clip {c.name} at {c.sample_rate_hz} Hz cannot go to {self.rate}")
-            f = c.sample_rate_hz // self.rate
-            n = (pcm.size // f) * f
-            pcm = pcm[:n].reshape(-1, f).astype(np.int32).mean(axis=1).astype(np.int16)
+        pcm = self._at_rate(c)
         if step.gain_db:
             pcm = np.clip(pcm * 10 ** (step.gain_db / 20), -32768, 32767).astype(np.int16)
         pos = self._enqueue(pcm)
         t0 = self.record.t0_ns
         onset = t0 + (pos + round(c.onset_ms * self.rate / 1000)) * NS_PER_S // self.rate
         offset = t0 + (pos + round(c.offset_ms * self.rate / 1000)) * NS_PER_S // self.rate
-        self.record.speech.append(SpeechTruth(c.name, onset, offset, barge_in))
+        if noise:
+            self.record.noises.append(NoiseTruth(c.name, onset, offset))
+        else:
+            self.record.speech.append(SpeechTruth(c.name, onset, offset, barge_in))
         # Wait until the clip has been sent.
         end_pos = pos + pcm.size
         while self._sent_samples < end_pos and not self._done_sending.is_set():
@@ -319,30 +481,47 @@ class ScriptedCaller:
 
     async def _run_script(self) -> None:
         for step in self.script:
-            if isinstance(step, Say):
-                await self._say(step)
-            elif isinstance(step, Silence):
-                await asyncio.sleep(step.ms / 1000)
-            elif isinstance(step, WaitAgentStart):
-                await self._wait(self.agent_speaking, step.timeout_ms)
-            elif isinstance(step, WaitAgentEnd):
-                # The agent answers after the caller's speech: wait for it to start first.
-                await self._wait(self.agent_speaking, step.start_timeout_ms)
-                quiet_ns = step.quiet_ms * NS_PER_MS
-
-                def done(quiet_ns: float = quiet_ns) -> bool:
-                    playing = self._playout is not None and self._playout.playing_at(
-                        time.monotonic_ns()
-                    )
-                    quiet = time.monotonic_ns() - self._last_agent_audible_ns > quiet_ns
-                    return not self.agent_speaking() and not playing and quiet
-
-                await self._wait(done, step.timeout_ms)
-            elif isinstance(step, BargeIn):
-                if await self._wait(self.agent_speaking, step.timeout_ms):
-                    await asyncio.sleep(step.after_ms / 1000)
-                await self._say(Say(step.clip), barge_in=True)
+            start = time.monotonic_ns()
+            await self._run_step(step)
+            self.record.steps.append((type(step).__name__, start, time.monotonic_ns()))
         await asyncio.sleep(self.config.tail_ms / 1000)
+
+    async def _run_step(self, step: Step) -> None:
+        if isinstance(step, Say):
+            await self._say(step)
+        elif isinstance(step, Silence):
+            await asyncio.sleep(step.ms / 1000)
+        elif isinstance(step, WaitAgentStart):
+            await self._wait(self.agent_speaking, step.timeout_ms)
+        elif isinstance(step, WaitAgentEnd):
+            # The agent answers after the caller's speech: wait for it to start first.
+            await self._wait(self.agent_speaking, step.start_timeout_ms)
+            quiet_ns = step.quiet_ms * NS_PER_MS
+
+            def done(quiet_ns: float = quiet_ns) -> bool:
+                playing = self._playout is not None and self._playout.playing_at(
+                    time.monotonic_ns()
+                )
+                quiet = time.monotonic_ns() - self._last_agent_audible_ns > quiet_ns
+                return not self.agent_speaking() and not playing and quiet
+
+            await self._wait(done, step.timeout_ms)
+        elif isinstance(step, BargeIn):
+            if await self._wait(self.agent_speaking, step.timeout_ms):
+                await asyncio.sleep(step.after_ms / 1000)
+            if self._realtime is not None:
+                # The client reacts to its own caller: truncate_after_ms after the speech onset.
+                pos = self._sent_samples + self._queued
+                onset_pos = pos + round(step.clip.onset_ms * self.rate / 1000)
+                at_ns = self.record.t0_ns + onset_pos * NS_PER_S // self.rate
+                self._spawn(
+                    self._interrupt(at_ns + round(self.config.truncate_after_ms * NS_PER_MS))
+                )
+            await self._say(Say(step.clip), barge_in=True)
+        elif isinstance(step, Interject):
+            if await self._wait(self.agent_speaking, step.timeout_ms):
+                await asyncio.sleep(step.after_ms / 1000)
+            await self._say(Say(step.clip), noise=True)
 
     async def run(self) -> CallRecord:
         cfg = self.config
@@ -355,11 +534,13 @@ class ScriptedCaller:
                 compression=None,
             ) as ws:
                 self._ws = ws
-                if cfg.dialect == "twilio":
+                if self._realtime is not None:
+                    await self._send(self._realtime.session_update(self._in_fmt, self._out_fmt))
+                elif cfg.dialect == "twilio":
                     await self._send(self._twilio.connected())
                     await self._send(self._twilio.start())
                 else:
-                    await self._send(RawWire.start(self.rate))
+                    await self._send(RawWire.start(self.rate, cfg.call_id))
                 self.record.t0_ns = time.monotonic_ns()
                 receiver = asyncio.create_task(self._receiver())
                 sender = asyncio.create_task(self._sender())
@@ -372,6 +553,9 @@ class ScriptedCaller:
                     await self._send(self._twilio.stop())
                 await ws.close()
                 await receiver
+                for task in list(self._tasks):
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
                 self.record.close_code = ws.close_code
                 self._tick(time.monotonic_ns())
                 if self._agent_vad is not None:

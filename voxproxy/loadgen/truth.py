@@ -99,3 +99,20 @@ def turn_truths(record: CallRecord, log: CallLog) -> list[TurnTruth]:
                 stop = over.end_ns - s.onset_ns
         out.append(TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop))
     return out
+
+
+def caller_view_truths(record: CallRecord) -> list[TurnTruth]:
+    """Truth for any agent: the agent's speech as the caller's own detector heard it on
+    its playout timeline (exact for the caller's own speech, VAD-accurate for the agent's)."""
+    spurts = sorted(record.agent_spurts)
+    out: list[TurnTruth] = []
+    for s in record.speech:
+        nxt = next((a for a, _b in spurts if a > s.offset_ns), None)
+        ttfs = None if nxt is None else nxt - s.offset_ns
+        stop = None
+        if s.barge_in:
+            over = next(((a, b) for a, b in spurts if a <= s.onset_ns < b), None)
+            if over is not None:
+                stop = over[1] - s.onset_ns
+        out.append(TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop))
+    return out

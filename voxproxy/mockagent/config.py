@@ -9,11 +9,13 @@ from typing import Literal
 import numpy as np
 
 from voxproxy.audio.g711 import pcm_to_ulaw
+from voxproxy.audio.resample import resample_linear
+from voxproxy.dialects.openai_realtime import parse_format
 from voxproxy.errors import ConfigError, FixtureError
 from voxproxy.events import Pcm
 from voxproxy.fixtures import Clip, load_clips
 
-Dialect = Literal["raw", "twilio"]
+Dialect = Literal["raw", "twilio", "openai-realtime"]
 SendMode = Literal["paced", "burst"]
 BargeIn = Literal["flush", "silent", "never"]
 
@@ -42,6 +44,7 @@ class MockAgentConfig:
     burst_chunk_ms: int = 200
     burst_speedup: float = 10.0
     barge_in: BargeIn = "flush"
+    noise_is_speech: bool = False  # fault: yield to (and answer) a cough or a door
     reaction_ms: float = 150.0
     responses: Sequence[str] | None = None  # None: default_responses(); stored as a tuple
     greeting: str | None = None
@@ -59,10 +62,28 @@ class MockAgentConfig:
     garbage_after_ms: float | None = None
     drop_after_ms: float | None = None
     seed: int = 0  # connection i draws its jitter from random.Random(f"{seed}:{i}")
+    # Tool events (MEASUREMENT.md 5): with post_events_url set, each response runs a simulated
+    # tool and posts its events to the proxy's event API, naming the call by the
+    # X-Voxproxy-Call header of the handshake (no header: nothing is posted).
+    post_events_url: str | None = None  # the event API's base URL, e.g. http://127.0.0.1:8767
+    events_token: str | None = None
+    tool_name: str = "lookup_order"
+    tool_latency_ms: float = 300.0  # tool.started (as the answer starts) -> tool.finished
+    tool_cancel_on_barge_in: bool = True  # post tool.cancelled when a barge-in stops the answer
+    # openai-realtime: the agent is an OpenAI Realtime server (voxproxy.mockagent.realtime).
+    realtime_format: str = "pcm16"  # output format until a session.update says otherwise
+    realtime_beta: bool = False  # beta event names (response.audio.delta, ...)
+    realtime_tool_turns: Sequence[int] = ()  # caller turns (0-based) answered by a function call
+    realtime_followup_ms: float = 300.0  # the client's response.create -> the answer's onset
 
     def __post_init__(self) -> None:
-        if self.dialect not in ("raw", "twilio"):
-            raise ConfigError(f"mock agent dialect must be raw or twilio, got {self.dialect!r}")
+        if self.dialect not in ("raw", "twilio", "openai-realtime"):
+            raise ConfigError(
+                f"mock agent dialect must be raw, twilio or openai-realtime, got {self.dialect!r}"
+            )
+        if parse_format(self.realtime_format) is None:
+            raise ConfigError(f"unknown realtime_format {self.realtime_format!r}")
+        object.__setattr__(self, "realtime_tool_turns", tuple(self.realtime_tool_turns))
         if self.dialect == "raw" and self.sample_rate_hz not in (8000, 16000):
             raise ConfigError(
                 f"raw mock agent rate must be 8000 or 16000, got {self.sample_rate_hz}"
@@ -92,10 +113,18 @@ class MockAgentConfig:
         object.__setattr__(self, "responses", responses)
         if self.subprotocols is not None:
             object.__setattr__(self, "subprotocols", tuple(self.subprotocols))
+        if self.post_events_url is not None and not self.events_token:
+            raise ConfigError("post_events_url needs events_token")
+        if self.tool_latency_ms < 0:
+            raise ConfigError("tool_latency_ms must not be negative")
 
     @property
     def agent_rate_hz(self) -> int:
         """The rate of the audio the agent sends."""
+        if self.dialect == "openai-realtime":
+            fmt = parse_format(self.realtime_format)
+            assert fmt is not None  # checked in __post_init__
+            return fmt.sample_rate_hz
         return TWILIO_RATE_HZ if self.dialect == "twilio" else self.sample_rate_hz
 
     @property
@@ -135,6 +164,8 @@ def prepare_clip(clip: Clip, rate_hz: int) -> AgentClip:
         pcm = clip.pcm
     elif clip.sample_rate_hz == 2 * rate_hz:
         pcm = halve_rate(clip.pcm)
+    elif rate_hz == 24000:  # OpenAI Realtime pcm16
+        pcm = resample_linear(clip.pcm, clip.sample_rate_hz, rate_hz)
     else:
         raise ConfigError(
             f"clip {clip.name!r} is at {clip.sample_rate_hz} Hz; cannot bring it to {rate_hz} Hz"

@@ -53,6 +53,7 @@ class CallLog:
     caller_rate_hz: int | None = None
     responses: list[ResponseLog] = field(default_factory=list)
     caller_spurts: list[Spurt] = field(default_factory=list)  # caller turns seen by the VAD
+    noise_spurts: int = 0  # unvoiced caller sounds (coughs, doors) it did not answer
     ignored_spurts: int = 0  # turns that overlapped agent speech under barge_in="never"
     close_code: int | None = None  # received from the caller (1006: none)
     close_reason: str | None = None

@@ -21,7 +21,9 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
+import aiohttp
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
@@ -97,6 +99,8 @@ class _Call:
         self.vad_wake = asyncio.Event()  # the VAD timer re-examines its state
         self.recv_task: asyncio.Task[None] | None = None
         self.background: set[asyncio.Task[None]] = set()
+        self.agent = agent
+        self.tool_stops: dict[int, asyncio.Event] = {}  # response index -> "stopped by a barge-in"
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -270,7 +274,7 @@ class _Call:
             if self.pending is not None:
                 self.pending.held = True
             self.vad_wake.set()
-        if speaking:
+        if speaking and (vad.speaking_voiced or self.cfg.noise_is_speech):
             self._check_barge(now)
         self.was_speaking = speaking
 
@@ -289,6 +293,9 @@ class _Call:
         self.log.caller_spurts.append(spurt)
         overlapped = self.spurt_overlapped
         self.spurt_overlapped = False
+        if not spurt.voiced and not cfg.noise_is_speech:
+            self.log.noise_spurts += 1  # a cough or a bang is not a turn to answer
+            return
         if overlapped and cfg.barge_in == "never":
             self.log.ignored_spurts += 1
             return
@@ -447,6 +454,8 @@ class _Call:
             total_samples=total,
         )
         self.log.responses.append(r)
+        if not p.greeting and cfg.post_events_url is not None:
+            self._start_tool(r)
         self.playing = r
         self.playing_end_ns = t0 + total * NS_PER_S // rate
         self.stop_at_ns = None
@@ -504,6 +513,9 @@ class _Call:
     async def _stop_for_barge(self, r: ResponseLog, now: int, still_sending: bool) -> None:
         if still_sending:
             r.stopped_ns = now
+        tool_stop = self.tool_stops.get(r.index)
+        if tool_stop is not None:
+            tool_stop.set()
         if self.cfg.barge_in == "flush":
             if await self._send_flush():
                 r.flushed = True
@@ -518,6 +530,52 @@ class _Call:
         name = f"resp-{r.index}"
         if await self._send(self.wire.mark(name)):
             r.mark = name
+
+    # -- the simulated tool (events posted to the proxy's event API) ----------------------
+
+    def _start_tool(self, r: ResponseLog) -> None:
+        call_id = self.log.headers.get("x-voxproxy-call")
+        if not call_id:
+            return  # not behind voxproxy: nobody to tell
+        stop = asyncio.Event()
+        self.tool_stops[r.index] = stop
+        self._spawn(self._tool(call_id, r, stop), "tool")
+
+    async def _tool(self, call_id: str, r: ResponseLog, stop: asyncio.Event) -> None:
+        """tool.started now; after tool_latency_ms tool.finished, backend.verified,
+        confirmation and outcome.verified; tool.cancelled instead if a barge-in came first."""
+        cfg = self.cfg
+        op = f"op-{self.log.index}-{r.index}"
+        value = f"{cfg.tool_name}:{r.clip}:{r.index}"
+        started = {
+            "type": "tool.started",
+            "operation_id": op,
+            "tool": cfg.tool_name,
+            "attempt": 1,
+            "state_version": r.index,
+            "args": {"response": r.index},
+            "idempotency_key": op,
+        }
+        await self.agent.post_events(call_id, [started])
+        try:
+            async with asyncio.timeout(cfg.tool_latency_ms / 1000):
+                await stop.wait()
+            interrupted = True
+        except TimeoutError:
+            interrupted = False
+        if interrupted and cfg.tool_cancel_on_barge_in:
+            await self.agent.post_events(call_id, [{"type": "tool.cancelled", "operation_id": op}])
+            return
+        field = cfg.tool_name + ".result"
+        await self.agent.post_events(
+            call_id,
+            [
+                {"type": "tool.finished", "operation_id": op, "status": "ok", "result": value},
+                {"type": "backend.verified", "operation_id": op, "field": field, "value": value},
+                {"type": "confirmation", "field": field, "value": value},
+                {"type": "outcome.verified", "verified": True},
+            ],
+        )
 
 
 class MockAgent:
@@ -539,6 +597,32 @@ class MockAgent:
             weakref.WeakKeyDictionary()
         )
         self._next_index = 0
+        self._http: aiohttp.ClientSession | None = None
+        self.events_posted = 0  # events the event API accepted
+        self.events_failed = 0  # events it refused, or that could not be posted
+
+    async def post_events(self, call_id: str, events: list[dict[str, Any]]) -> bool:
+        """POST ``events`` for ``call_id`` to the configured event API. Never raises."""
+        cfg = self.config
+        if cfg.post_events_url is None:
+            return False
+        if self._http is None:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+        url = f"{cfg.post_events_url.rstrip('/')}/v1/calls/{quote(call_id, safe='')}/events"
+        headers = {"Authorization": f"Bearer {cfg.events_token}"}
+        try:
+            async with self._http.post(url, json=events, headers=headers) as resp:
+                ok = resp.status == 202
+                if not ok:
+                    logger.warning("event API answered %d: %s", resp.status, await resp.text())
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            logger.warning("could not post events: %r", exc)
+            ok = False
+        if ok:
+            self.events_posted += len(events)
+        else:
+            self.events_failed += len(events)
+        return ok
 
     @property
     def url(self) -> str:
@@ -584,6 +668,9 @@ class MockAgent:
             for call in list(self._active):
                 call.ws.transport.abort()
             await server.wait_closed()
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
 
     async def __aenter__(self) -> MockAgent:
         await self.start()
@@ -634,7 +721,13 @@ class MockAgent:
             log = self._new_log(ws.request) if ws.request is not None else CallLog(-1, "", {}, None)
         log.subprotocol = ws.subprotocol
         self.calls.append(log)
-        call = _Call(self, ws, log)
+        call: _Call
+        if self.config.dialect == "openai-realtime":
+            from voxproxy.mockagent.realtime import RealtimeCall  # it builds on _Call
+
+            call = RealtimeCall(self, ws, log)
+        else:
+            call = _Call(self, ws, log)
         self._active.add(call)
         try:
             await call.run()

@@ -56,6 +56,17 @@ class TurnStages(_Model):
         default=None,
         description="Server VAD speech end minus the proxy VAD's caller offset, when both exist.",
     )
+    details: dict[str, str] = Field(
+        default_factory=dict,
+        description="Stage name -> a content-free qualifier the wire gave (a status, a reason).",
+    )
+    breakdown_ms: dict[str, float] = Field(
+        default_factory=dict,
+        description="ttfs_ms split at the stages of the chain caller speech end (proxy VAD) -> "
+        "server_speech_stopped -> response_created -> first_audio_delta -> audible (agent "
+        "onset): each stage present -> ms since the previous one present. The values add "
+        "up to ttfs_ms.",
+    )
 
 
 class TurnRecord(_Model):
@@ -113,6 +124,11 @@ class ToolCallRecord(_Model):
     stale_cause: Literal["barge_in", "correction"] | None = None
     unsafe_retry: bool
     source: Literal["api", "wire"] = "api"
+    response_cancelled_in_flight: bool = Field(
+        default=False,
+        description="The model response that issued the call was cancelled while the call "
+        "was in flight (seen on the wire; the tool itself was not cancelled).",
+    )
 
 
 class Effects(_Model):
@@ -127,6 +143,25 @@ class Effects(_Model):
     confirmation_mismatches: int
     backend_verified: int
     outcome_verified: bool | None
+    responses_cancelled_with_tool_in_flight: int = 0
+
+
+class TruncationRecord(_Model):
+    """A client's truncate (OpenAI Realtime): its claimed playout against the playout model."""
+
+    t_ms: float = Field(description="Arrival of the truncate.")
+    turn: int | None = Field(default=None, description="Index of the turn it happened in.")
+    claimed_played_ms: float = Field(
+        description="audio_end_ms: how much of the item's audio the client says it played."
+    )
+    modelled_played_ms: float | None = Field(
+        default=None,
+        description="How much of that item's audio the playout model says had played by then "
+        "(null when the proxy saw none of the item's audio).",
+    )
+    diff_ms: float | None = Field(
+        default=None, description="claimed_played_ms - modelled_played_ms."
+    )
 
 
 class VerdictRecord(_Model):
@@ -134,6 +169,9 @@ class VerdictRecord(_Model):
     gate: str | None = None
     reason: str | None = None
     evidence: dict[str, object] = Field(default_factory=dict)
+    cause: str | None = Field(
+        default=None, description="Finer cause within the gate (e.g. tool_effect: stale_write)."
+    )
 
 
 class CloseInfo(_Model):
@@ -219,6 +257,7 @@ class Receipt(_Model):
     events: list[EventRecord] = Field(default_factory=list)
     tools: list[ToolCallRecord] = Field(default_factory=list)
     effects: Effects | None = None
+    truncations: list[TruncationRecord] = Field(default_factory=list)
     verdict: VerdictRecord | None = None
     policy: str | None = Field(default=None, description="Hash of the verdict policy in force.")
 

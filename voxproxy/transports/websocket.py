@@ -351,7 +351,11 @@ class Relay:
             out.headers[name] = value
         if self.observer is not None:
             try:
-                for name, value in self.observer.upstream_headers(request):
+                extra = list(self.observer.upstream_headers(request))
+                for name in {name.lower() for name, _ in extra}:
+                    if name in out.headers:
+                        del out.headers[name]  # ours replace a caller's (no duplicates)
+                for name, value in extra:
                     out.headers[name] = value
             except Exception:
                 self._observer_failed()

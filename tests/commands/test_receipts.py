@@ -1,0 +1,128 @@
+"""``voxproxy receipts --store``: filters, table and JSON lines output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from flowkit import flow_receipts
+
+from voxproxy.cli import main
+from voxproxy.receipts.model import Receipt
+from voxproxy.receipts.policy import load_policy
+from voxproxy.receipts.store import connect, insert
+from voxproxy.receipts.verdict import judged
+
+
+@pytest.fixture(autouse=True)
+def _wide_and_clean(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    for name in ("VOXPROXY_POLICY", "VOXPROXY_STORE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[Path, list[Receipt]]:
+    policy = load_policy()
+    receipts = [
+        judged(
+            r.model_copy(
+                update={
+                    "started_at": f"2025-06-0{1 + i % 2}T08:00:0{i % 10}.000Z",
+                    "dialect": "twilio" if i < 4 else "raw",
+                }
+            ),
+            policy,
+        )
+        for i, r in enumerate(flow_receipts())
+    ]
+    path = tmp_path / "r.db"
+    conn = connect(path)
+    insert(conn, receipts)
+    conn.close()
+    return path, receipts
+
+
+def json_calls(out: str) -> list[str]:
+    return [Receipt.model_validate(json.loads(line)).call for line in out.splitlines()]
+
+
+def test_json_lines_with_filters(
+    store: tuple[Path, list[Receipt]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, receipts = store
+    assert main(["receipts", "--store", str(path), "--json"]) == 0
+    assert sorted(json_calls(capsys.readouterr().out)) == sorted(r.call for r in receipts)
+
+    argv = ["receipts", "--store", str(path), "--json", "--verdict", "tool_effect_failed"]
+    assert main([*argv, "--verdict", "unreachable"]) == 0
+    want = {
+        r.call
+        for r in receipts
+        if r.verdict and r.verdict.verdict in ("tool_effect_failed", "unreachable")
+    }
+    assert set(json_calls(capsys.readouterr().out)) == want and len(want) == 5
+
+    assert main([*argv, "--since", "2025-06-02", "--dialect", "raw"]) == 0
+    got = json_calls(capsys.readouterr().out)
+    assert got and set(got) == {
+        r.call
+        for r in receipts
+        if r.verdict
+        and r.verdict.verdict == "tool_effect_failed"
+        and r.started_at >= "2025-06-02"
+        and r.dialect == "raw"
+    }
+    assert main(["receipts", "--store", str(path), "--json", "--until", "2025-06-01T23:00"]) == 0
+    got = json_calls(capsys.readouterr().out)
+    assert len(got) == 6 and all(c in {r.call for r in receipts[::2]} for c in got)
+    assert main(["receipts", "--store", str(path), "--json", "--terminal", "agent_closed"]) == 0
+    assert json_calls(capsys.readouterr().out) == [receipts[11].call]
+    assert main(["receipts", "--store", str(path), "--json", "--limit", "2"]) == 0
+    assert len(json_calls(capsys.readouterr().out)) == 2
+
+
+def test_table(store: tuple[Path, list[Receipt]], capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = store
+    assert main(["receipts", "--store", str(path), "--verdict", "barge_in_failed"]) == 0
+    out = capsys.readouterr().out
+    assert f"2 receipt(s) in {path}" in out
+    rows = [line for line in out.splitlines() if "barge_in_failed" in line]
+    assert len(rows) == 2 and all("interruption" in row for row in rows)
+
+
+def test_the_store_can_come_from_the_environment(
+    store: tuple[Path, list[Receipt]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path, receipts = store
+    monkeypatch.setenv("VOXPROXY_STORE", str(path))
+    assert main(["receipts", "--json"]) == 0
+    assert len(json_calls(capsys.readouterr().out)) == len(receipts)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--since", "last tuesday"], "not an ISO 8601 time: 'last tuesday'"),
+        (["--verdict", "fine"], "--verdict 'fine': expected one of"),
+        (["--terminal", "hung_up"], "--terminal 'hung_up': expected one of"),
+        (["--limit", "0"], "--limit must be positive"),
+    ],
+)
+def test_bad_filters_exit_2(
+    store: tuple[Path, list[Receipt]],
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    path, _ = store
+    assert main(["receipts", "--store", str(path), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_store_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["receipts", "--store", str(tmp_path / "none.db")]) == 2
+    assert "none.db: no receipt store there" in capsys.readouterr().err

@@ -1,0 +1,198 @@
+"""A tiny OTLP receiver for tests: OTLP/HTTP (protobuf) on loopback, and OTLP/gRPC.
+
+It decodes ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` with
+``opentelemetry-proto`` and keeps the spans as plain records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import threading
+import zlib
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+
+def _value(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _value(kv.value) for kv in v.kvlist_value.values}
+    return getattr(v, kind)
+
+
+@dataclass
+class SpanEvent:
+    name: str
+    time_ns: int
+    attributes: dict[str, Any]
+
+
+@dataclass
+class SpanRecord:
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    start_ns: int
+    end_ns: int
+    kind: int
+    attributes: dict[str, Any]
+    events: list[SpanEvent]
+    status_code: int
+    resource: dict[str, Any]
+    scope: str
+
+
+@dataclass
+class Received:
+    spans: list[SpanRecord] = field(default_factory=list)
+    metric_names: set[str] = field(default_factory=set)
+    trace_requests: int = 0
+    metric_requests: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_traces(self, req: trace_service_pb2.ExportTraceServiceRequest) -> None:
+        with self.lock:
+            self.trace_requests += 1
+            for rs in req.resource_spans:
+                resource = {kv.key: _value(kv.value) for kv in rs.resource.attributes}
+                for ss in rs.scope_spans:
+                    for s in ss.spans:
+                        self.spans.append(
+                            SpanRecord(
+                                name=s.name,
+                                trace_id=s.trace_id.hex(),
+                                span_id=s.span_id.hex(),
+                                parent_span_id=s.parent_span_id.hex(),
+                                start_ns=s.start_time_unix_nano,
+                                end_ns=s.end_time_unix_nano,
+                                kind=s.kind,
+                                attributes={kv.key: _value(kv.value) for kv in s.attributes},
+                                events=[
+                                    SpanEvent(
+                                        e.name,
+                                        e.time_unix_nano,
+                                        {kv.key: _value(kv.value) for kv in e.attributes},
+                                    )
+                                    for e in s.events
+                                ],
+                                status_code=s.status.code,
+                                resource=resource,
+                                scope=ss.scope.name,
+                            )
+                        )
+
+    def add_metrics(self, req: metrics_service_pb2.ExportMetricsServiceRequest) -> None:
+        with self.lock:
+            self.metric_requests += 1
+            for rm in req.resource_metrics:
+                for sm in rm.scope_metrics:
+                    for m in sm.metrics:
+                        self.metric_names.add(m.name)
+
+    def named(self, name: str) -> list[SpanRecord]:
+        with self.lock:
+            return [s for s in self.spans if s.name == name]
+
+
+def _body(request_body: bytes, encoding: str | None) -> bytes:
+    if encoding == "gzip":
+        return gzip.decompress(request_body)
+    if encoding == "deflate":
+        return zlib.decompress(request_body)
+    return request_body
+
+
+class HttpReceiver:
+    """OTLP/HTTP: POST /v1/traces and /v1/metrics (application/x-protobuf)."""
+
+    def __init__(self) -> None:
+        self.received = Received()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _traces(self, request: web.Request) -> web.Response:
+        data = _body(await request.read(), request.headers.get("Content-Encoding"))
+        req = trace_service_pb2.ExportTraceServiceRequest()
+        req.ParseFromString(data)
+        self.received.add_traces(req)
+        out = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+        return web.Response(body=out, content_type="application/x-protobuf")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        data = _body(await request.read(), request.headers.get("Content-Encoding"))
+        req = metrics_service_pb2.ExportMetricsServiceRequest()
+        req.ParseFromString(data)
+        self.received.add_metrics(req)
+        out = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
+        return web.Response(body=out, content_type="application/x-protobuf")
+
+    async def start(self) -> HttpReceiver:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/traces", self._traces)
+        app.router.add_post("/v1/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not predicate(self.received):
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"OTLP receiver: condition not met ({self.received.spans})")
+            await asyncio.sleep(0.05)
+
+
+class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, received: Received) -> None:
+        self.received = received
+
+    def Export(self, request: Any, context: Any) -> Any:  # the gRPC method name
+        self.received.add_traces(request)
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+class GrpcReceiver:
+    """OTLP/gRPC: the TraceService on a loopback port (a thread pool of its own)."""
+
+    def __init__(self) -> None:
+        import grpc
+
+        self.received = Received()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
+            _TraceService(self.received), self.server
+        )
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> GrpcReceiver:
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop(grace=None)

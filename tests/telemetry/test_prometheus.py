@@ -1,0 +1,199 @@
+"""The real Prometheus server scrapes a running ``voxproxy proxy --metrics-listen``.
+
+Prometheus comes from Debian (``apt-get install -y prometheus``, done by
+``.ci/run``); this test does not skip when it is missing, it fails and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from voxproxy.fixtures import clip
+from voxproxy.loadgen.caller import CallerConfig, Say, ScriptedCaller, WaitAgentEnd
+from voxproxy.mockagent import MockAgent, MockAgentConfig
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _get(http: aiohttp.ClientSession, url: str, **params: str) -> Any:
+    async with http.get(url, params=params) as resp:
+        if resp.content_type == "application/json":
+            return await resp.json()
+        return await resp.text()
+
+
+async def _ready(http: aiohttp.ClientSession, url: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            async with http.get(url) as resp:
+                if resp.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} did not come up")
+        await asyncio.sleep(0.1)
+
+
+async def _query(http: aiohttp.ClientSession, base: str, expr: str) -> float | None:
+    answer = await _get(http, f"{base}/api/v1/query", query=expr)
+    assert answer["status"] == "success", answer
+    result = answer["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path) -> None:
+    if not os.access(PROMETHEUS, os.X_OK):
+        pytest.fail(
+            "the prometheus server is not installed: run `apt-get install -y prometheus` "
+            "(.ci/run does this before `make test`)"
+        )
+    agent = MockAgent(
+        MockAgentConfig(dialect="twilio", delay_ms=300.0, responses=("agent_confirm",))
+    )
+    await agent.start()
+    proxy_port, metrics_port, prom_port = _free_port(), _free_port(), _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.pop("VOXPROXY_OTEL", None)
+    proxy = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "voxproxy.cli",
+            "proxy",
+            "--listen",
+            f"127.0.0.1:{proxy_port}",
+            "--upstream",
+            agent.url,
+            "--dialect",
+            "twilio",
+            "--receipts",
+            str(tmp_path / "receipts.jsonl"),
+            "--secret",
+            "prometheus-test",
+            "--metrics-listen",
+            f"127.0.0.1:{metrics_port}",
+            "--log-level",
+            "warning",
+            "--drain-timeout",
+            "0",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n"
+        "  scrape_interval: 1s\n"
+        "  evaluation_interval: 1s\n"
+        "scrape_configs:\n"
+        "  - job_name: voxproxy\n"
+        "    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{metrics_port}']\n"
+    )
+    prometheus = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+            "--log.level=warn",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{prom_port}"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+            await _ready(http, f"http://127.0.0.1:{metrics_port}/healthz")
+            await _ready(http, f"{base}/-/ready")
+            calls = 3
+            records = await asyncio.gather(
+                *(
+                    ScriptedCaller(
+                        CallerConfig(
+                            url=f"ws://127.0.0.1:{proxy_port}/",
+                            dialect="twilio",
+                            call_id=f"CA{n:032d}",
+                            tail_ms=200.0,
+                            seed=n,
+                        ),
+                        [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=300)],
+                    ).run()
+                    for n in range(calls)
+                )
+            )
+            assert all(r.error is None for r in records), [r.error for r in records]
+            count_expr = "sum(voxproxy_turn_ttfs_milliseconds_count)"
+            deadline = time.monotonic() + 15.0
+            count = None
+            while time.monotonic() < deadline:
+                count = await _query(http, base, count_expr)
+                calls_total = await _query(http, base, "sum(voxproxy_calls_total)")
+                if count == calls and calls_total == calls:
+                    break
+                await asyncio.sleep(0.25)
+            assert count == calls, f"Prometheus saw {count} ttfs samples, expected {calls}"
+            # The median time to first sound, read back through Prometheus' query API.
+            p50 = await _query(
+                http,
+                base,
+                "histogram_quantile(0.5, sum by (le) (voxproxy_turn_ttfs_milliseconds_bucket))",
+            )
+            mean = await _query(
+                http,
+                base,
+                "sum(voxproxy_turn_ttfs_milliseconds_sum)"
+                " / sum(voxproxy_turn_ttfs_milliseconds_count)",
+            )
+            assert p50 is not None and mean is not None
+            assert 200.0 <= mean <= 900.0, mean  # the agent answers 300 ms after speech ends
+            assert 200.0 <= p50 <= 1000.0, p50
+            assert await _query(http, base, "sum(voxproxy_calls_active)") == 0.0
+            # Calls are counted by verdict (the proxy judges each receipt) and terminal state.
+            answer = await _get(http, f"{base}/api/v1/query", query="voxproxy_calls_total")
+            labels = [r["metric"] for r in answer["data"]["result"]]
+            assert {lab["terminal"] for lab in labels} == {"completed"}
+            assert all(lab["verdict"] not in ("", "none") for lab in labels), labels
+            buckets = await _get(
+                http,
+                f"{base}/api/v1/series",
+                **{"match[]": "voxproxy_turn_ttfs_milliseconds_bucket"},
+            )
+            les = {float(s["le"]) for s in buckets["data"] if s["le"] != "+Inf"}
+            assert max(les) == 5000.0 and 300.0 in les and 1200.0 in les
+    finally:
+        _stop(prometheus)
+        _stop(proxy)
+        await agent.stop()

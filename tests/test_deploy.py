@@ -1,0 +1,181 @@
+"""What can be checked of ``deploy/`` without a container engine.
+
+Every YAML and JSON file parses; ``promtool`` accepts the Prometheus config;
+the Grafana dashboard queries only metrics that the proxy really serves (read
+back from a live ``/metrics``); the compose stack's services, mounts and
+``VOXPROXY_*`` settings match the repository and the proxy's flags; the
+collector's pipelines name only what it defines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from receipt_samples import sample_receipt
+
+from voxproxy.cli import _env, build_parser
+from voxproxy.telemetry import TelemetryConfig, make_telemetry
+from voxproxy.telemetry.metrics import PROMETHEUS_NAMES
+from voxproxy.telemetry.otel import OtelTelemetry
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "voxproxy.json"
+
+
+def _load(path: Path) -> Any:
+    text = path.read_text()
+    return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+
+
+def test_every_config_file_parses() -> None:
+    files = [p for p in DEPLOY.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json")]
+    assert len(files) >= 6
+    for path in files:
+        assert isinstance(_load(path), dict), path
+
+
+def test_promtool_accepts_the_prometheus_config() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is not installed: `apt-get install -y prometheus` (.ci/run does it)")
+    result = subprocess.run(
+        [promtool, "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _dashboard_exprs() -> list[str]:
+    dash = _load(DASHBOARD)
+    return [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+
+
+async def _exported_series(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    telemetry = make_telemetry(TelemetryConfig(metrics_listen=("127.0.0.1", 0)))
+    assert isinstance(telemetry, OtelTelemetry)
+    await telemetry.start()
+    try:
+        telemetry.call_opened()
+        telemetry.instruments.record(sample_receipt())
+        telemetry.note_dropped(1, "export_failed")
+        async with aiohttp.ClientSession() as http:
+            url = f"http://127.0.0.1:{telemetry.metrics_port}/metrics"
+            async with http.get(url) as resp:
+                assert resp.status == 200
+                text = await resp.text()
+    finally:
+        await telemetry.aclose()
+    return {
+        re.split(r"[{ ]", line, maxsplit=1)[0]
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+async def test_the_dashboard_queries_metrics_the_proxy_really_exports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    series = await _exported_series(monkeypatch)
+    referenced = {m for expr in _dashboard_exprs() for m in re.findall(r"voxproxy_\w+", expr)}
+    missing = referenced - series
+    assert not missing, f"the dashboard queries metrics voxproxy does not export: {missing}"
+    # The two latency histograms and the verdict counter are on it.
+    for family in (
+        "voxproxy_turn_ttfs_milliseconds_bucket",
+        "voxproxy_barge_in_stop_latency_milliseconds_bucket",
+        "voxproxy_calls_total",
+    ):
+        assert family in referenced
+    # The names documented in voxproxy.telemetry.metrics are the ones served.
+    for name in PROMETHEUS_NAMES.values():
+        assert name in series or f"{name}_count" in series, name
+    assert any("by (verdict)" in e for e in _dashboard_exprs())
+
+
+def test_the_compose_stack_matches_the_repository_and_the_proxy_s_flags() -> None:
+    compose = _load(DEPLOY / "compose.yaml")
+    services = compose["services"]
+    for name in (
+        "voxproxy",
+        "agent",
+        "caller",
+        "otel-collector",
+        "jaeger",
+        "prometheus",
+        "grafana",
+    ):
+        assert name in services, name
+    for service in services.values():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (DEPLOY / source).exists(), source
+    # Every VOXPROXY_* setting of the proxy is one of its flags.
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    proxy = sub.choices["proxy"]  # type: ignore[attr-defined]
+    known = {_env(opt) for a in proxy._actions for opt in a.option_strings if opt.startswith("--")}
+    env = services["voxproxy"]["environment"]
+    settings = {k for k in env if k.startswith("VOXPROXY_")}
+    assert settings <= known, settings - known
+    assert env["VOXPROXY_UPSTREAM"].startswith("ws://agent:")
+    scrape = _load(DEPLOY / "prometheus" / "prometheus.yml")
+    targets = [
+        t for job in scrape["scrape_configs"] for c in job["static_configs"] for t in c["targets"]
+    ]
+    assert "voxproxy:" + env["VOXPROXY_METRICS_LISTEN"].rsplit(":", 1)[1] in targets
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    for line in dockerfile.splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (ROOT / source).exists(), source
+
+
+def test_the_collector_pipelines_name_only_what_it_defines() -> None:
+    config = _load(DEPLOY / "otel-collector" / "config.yaml")
+    pipelines = config["service"]["pipelines"]
+    assert "traces" in pipelines
+    for pipeline in pipelines.values():
+        for kind in ("receivers", "processors", "exporters"):
+            for name in pipeline.get(kind, []):
+                assert name in config[kind], (kind, name)
+    assert "otlp" in config["receivers"]
+    assert any(e.startswith("otlp") for e in pipelines["traces"]["exporters"])
+
+
+def test_the_datasources_and_the_dashboard_provider_point_at_the_stack() -> None:
+    sources = _load(DEPLOY / "grafana" / "provisioning" / "datasources" / "datasources.yaml")
+    uids = {d["uid"] for d in sources["datasources"]}
+    assert uids == {"prometheus", "jaeger"}
+    dash = _load(DASHBOARD)
+    for panel in dash["panels"]:
+        assert panel["datasource"]["uid"] in uids
+    provider = _load(DEPLOY / "grafana" / "provisioning" / "dashboards" / "dashboards.yaml")
+    compose = _load(DEPLOY / "compose.yaml")
+    path = provider["providers"][0]["options"]["path"]
+    assert any(v.endswith(":" + path + ":ro") for v in compose["services"]["grafana"]["volumes"])
+
+
+def test_the_compose_caller_script_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, str(DEPLOY / "caller.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--every" in result.stdout

@@ -1,0 +1,124 @@
+"""``voxproxy load``: replay scripted callers against an agent (or a voxproxy in front of one)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "load",
+        help="replay scripted callers against a target, many at once; write results and a report",
+        description="Each call streams recorded caller audio at real-time pace, plays the "
+        "agent's audio with the playout rule and follows a scenario script. Writes "
+        "results.json, summary.json and report.html to --out; exits 1 when an expectation fails.",
+    )
+    p.add_argument(
+        "scenarios",
+        nargs="+",
+        metavar="SCENARIO",
+        help="scenario YAML files, or names of built-in scenarios (e.g. normal_question)",
+    )
+    p.add_argument("--target", required=True, help="ws:// URL of the agent or of a voxproxy")
+    p.add_argument(
+        "--dialect",
+        choices=["raw", "twilio", "openai-realtime"],
+        default="raw",
+        help="wire to speak",
+    )
+    p.add_argument("--calls", type=int, default=1, help="calls in all (default: 1)")
+    p.add_argument("--concurrency", type=int, default=10, help="calls at once (default: 10)")
+    p.add_argument("--workers", type=int, default=1, help="processes to spread calls over")
+    p.add_argument("--out", default="voxproxy-load", help="output directory")
+    p.add_argument("--sample-rate", type=int, default=16000, help="raw: audio rate in Hz")
+    p.add_argument(
+        "--header", action="append", default=[], metavar="NAME:VALUE", help="extra header"
+    )
+    p.add_argument(
+        "--proxy-receipts",
+        default=None,
+        help="the target voxproxy's receipts file: adds its figures and their error",
+    )
+    p.add_argument(
+        "--proxy-secret",
+        default=None,
+        help="the target voxproxy's --secret (to find each call's receipt)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd)
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    from voxproxy.errors import ConfigError
+    from voxproxy.loadgen.runner import (
+        LoadPlan,
+        outcomes,
+        play,
+        print_summary,
+        receipts_by_call,
+        write_results,
+    )
+    from voxproxy.loadgen.scenario import find_scenario
+
+    if args.calls < 1 or args.concurrency < 1 or args.workers < 1:
+        raise ConfigError("--calls, --concurrency and --workers must be at least 1")
+    if not args.target.startswith(("ws://", "wss://")):
+        raise ConfigError(f"--target must be a ws:// or wss:// URL, got {args.target!r}")
+    if bool(args.proxy_receipts) != bool(args.proxy_secret):
+        raise ConfigError("--proxy-receipts and --proxy-secret go together")
+    headers = []
+    for h in args.header:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header wants NAME:VALUE, got {h!r}")
+        headers.append((name.strip(), value.strip()))
+    scenarios = tuple(find_scenario(ref) for ref in args.scenarios)
+    plan = LoadPlan(
+        target=args.target,
+        dialect=args.dialect,
+        scenarios=scenarios,
+        calls=args.calls,
+        concurrency=args.concurrency,
+        sample_rate_hz=args.sample_rate,
+        headers=tuple(headers),
+        seed=args.seed,
+    )
+
+    async def main() -> list[Any]:
+        from rich.progress import Progress
+
+        if sys.stderr.isatty():
+            with Progress(transient=True) as bar:
+                task = bar.add_task("calls", total=plan.calls)
+                return await play(plan, args.workers, lambda n: bar.advance(task, n))
+        return await play(plan, args.workers)
+
+    started = time.monotonic()
+    try:
+        import uvloop
+
+        records = uvloop.run(main())
+    except ImportError:
+        records = asyncio.run(main())
+    receipts = None
+    secret = None
+    if args.proxy_receipts:
+        time.sleep(0.5)  # the proxy writes each receipt as its call ends
+        secret = args.proxy_secret.encode()
+        receipts = receipts_by_call(Path(args.proxy_receipts), secret)
+    calls = outcomes(plan, records, receipts, secret)
+    out = Path(args.out)
+    summary = write_results(out, plan, calls)
+    print_summary(summary)
+    failed = summary["all"]["failed_calls"]
+    print(
+        f"{plan.calls} calls in {time.monotonic() - started:.0f} s; {failed} failed an "
+        f"expectation. Results: {out / 'results.json'}, {out / 'summary.json'}, "
+        f"{out / 'report.html'}"
+    )
+    return 1 if failed else 0

@@ -1,0 +1,222 @@
+"""Dialect ``plivo``: Plivo Audio Streams, bidirectional (PROTOCOLS.md section 1, table).
+
+Plivo -> agent: ``start`` (``start.{callId, streamId, tracks, mediaFormat.{encoding,
+sampleRate}}``, ``sequenceNumber`` a number), ``media`` (``media.payload``), ``dtmf``,
+``playedStream`` (a checkpoint was reached), ``clearedAudio`` (the queue was
+cleared). Agent -> Plivo: ``playAudio`` (``media.{contentType, sampleRate,
+payload}``: each message names its own format), ``checkpoint`` (``name``),
+``clearAudio``, ``sendDTMF``. Stream ids are ``streamId`` (camel case).
+Source: plivo.com/docs/voice/audio-streaming ("Stream Event Protocol"), the
+``checkpoint`` event page; pipecat ``serializers/plivo.py``.
+
+* Formats: ``audio/x-mulaw`` at 8000 Hz and ``audio/x-l16`` at 8000 or 16000 Hz
+  (``audio/x-l16;rate=8000`` is the XML default). L16 byte order is not stated in
+  the documents read; little-endian is assumed [U].
+* ``checkpoint`` -> ``playedStream`` "only ... if the preceding events were played
+  successfully": an echo is stronger evidence than a Twilio mark, and a
+  checkpoint pending at a ``clearAudio`` never comes back. A Plivo support page
+  names the answer ``played``; both names are accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from voxproxy.audio.g711 import pcm_to_ulaw
+from voxproxy.audio.pcm import pcm_to_bytes
+from voxproxy.dialects._common import b64encode, dumps, int_field
+from voxproxy.dialects._telco import DTMF, FLUSH, MARK, MEDIA, QUIET, START, STOP
+from voxproxy.dialects._telco import MediaStreamDecoder as _Base
+from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Anomaly, AnomalyKind, Event, Pcm
+
+NAME = "plivo"
+MULAW = "audio/x-mulaw"
+L16 = "audio/x-l16"
+
+
+def _codec(content_type: object, rate: object) -> tuple[str, int] | None:
+    """(encoding, rate) of a Plivo content type, or None when Plivo does not allow it."""
+    if not isinstance(content_type, str):
+        return None
+    name, _, params = content_type.partition(";")
+    hz = int_field(rate) or None
+    if hz is None and params.strip().startswith("rate="):
+        hz = int_field(params.strip()[5:])
+    name = name.strip().lower()
+    if name == MULAW and hz in (None, 8000):
+        return "ulaw", 8000
+    if name == L16 and hz in (None, 8000, 16000):
+        return "pcm_s16le", hz or 8000
+    return None
+
+
+class PlivoDecoder(_Base):
+    name = NAME
+    caller_events: ClassVar[dict[str, str]] = {
+        "start": START,
+        "media": MEDIA,
+        "dtmf": DTMF,
+        "playedStream": MARK,
+        "played": MARK,
+        "clearedAudio": QUIET,
+        "stop": STOP,
+    }
+    agent_events: ClassVar[dict[str, str]] = {
+        "playAudio": MEDIA,
+        "checkpoint": MARK,
+        "clearAudio": FLUSH,
+        "sendDTMF": QUIET,
+    }
+
+    def __init__(self, options: DialectOptions) -> None:
+        del options
+        super().__init__()
+
+    def start(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+        start = msg.get("start")
+        if not isinstance(start, dict):
+            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
+        call_id = start.get("callId") or start.get("streamId") or msg.get("streamId")
+        fmt = start.get("mediaFormat")
+        codec: tuple[str, int] | None = ("ulaw", 8000)
+        if isinstance(fmt, dict):
+            codec = _codec(fmt.get("encoding"), fmt.get("sampleRate"))
+        if codec is None:
+            return [Anomaly(AnomalyKind.BAD_AUDIO, CALLER_TO_AGENT, t_ns)]
+        self.set_codec(*codec)
+        return [self.stream_start(call_id, codec[1], codec[0], t_ns)]
+
+    def mark_name(self, msg: dict[str, Any]) -> str | None:
+        name = msg.get("name")
+        return name if isinstance(name, str) else None
+
+    def agent_format(self, media: dict[str, Any], t_ns: int) -> tuple[str, int] | Anomaly | None:
+        if "contentType" not in media:
+            return None  # the stream's own format
+        codec = _codec(media.get("contentType"), media.get("sampleRate"))
+        if codec is None:
+            return Anomaly(AnomalyKind.BAD_AUDIO, AGENT_TO_CALLER, t_ns)
+        return codec
+
+
+@register(NAME)
+def _make(options: DialectOptions) -> PlivoDecoder:
+    return PlivoDecoder(options)
+
+
+class PlivoCallerWire:
+    """Builds the messages Plivo sends to an agent, for one stream."""
+
+    def __init__(
+        self, stream_id: str, call_id: str, content_type: str = MULAW, sample_rate_hz: int = 8000
+    ) -> None:
+        self.stream_id = stream_id
+        self.call_id = call_id
+        self.content_type = content_type
+        self.sample_rate_hz = sample_rate_hz
+        self._seq = 0
+        self._chunk = 0
+        self._media_ms = 0
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def start(self) -> str:
+        return dumps(
+            {
+                "event": "start",
+                "sequenceNumber": self._next_seq(),
+                "start": {
+                    "callId": self.call_id,
+                    "streamId": self.stream_id,
+                    "accountId": "MA" + "0" * 18,
+                    "tracks": ["inbound"],
+                    "mediaFormat": {
+                        "encoding": self.content_type,
+                        "sampleRate": self.sample_rate_hz,
+                    },
+                },
+                "extra_headers": "",
+            }
+        )
+
+    def encode(self, pcm: Pcm) -> bytes:
+        return pcm_to_ulaw(pcm) if self.content_type == MULAW else pcm_to_bytes(pcm)
+
+    def media(self, pcm: Pcm) -> str:
+        self._chunk += 1
+        msg = {
+            "event": "media",
+            "sequenceNumber": self._next_seq(),
+            "streamId": self.stream_id,
+            "media": {
+                "track": "inbound",
+                "timestamp": str(self._media_ms),
+                "chunk": self._chunk,
+                "payload": b64encode(self.encode(pcm)),
+            },
+        }
+        self._media_ms += pcm.size * 1000 // self.sample_rate_hz
+        return dumps(msg)
+
+    def played_stream(self, name: str) -> str:
+        return dumps(
+            {
+                "event": "playedStream",
+                "sequenceNumber": self._next_seq(),
+                "streamId": self.stream_id,
+                "name": name,
+            }
+        )
+
+    def cleared_audio(self) -> str:
+        return dumps(
+            {
+                "event": "clearedAudio",
+                "sequenceNumber": self._next_seq(),
+                "streamId": self.stream_id,
+            }
+        )
+
+    def dtmf(self, digit: str) -> str:
+        return dumps(
+            {
+                "event": "dtmf",
+                "sequenceNumber": self._next_seq(),
+                "streamId": self.stream_id,
+                "dtmf": {"track": "inbound", "digit": digit},
+            }
+        )
+
+
+class PlivoAgentWire:
+    """Builds the messages an agent sends to Plivo."""
+
+    def __init__(
+        self, stream_id: str, content_type: str = MULAW, sample_rate_hz: int = 8000
+    ) -> None:
+        self.stream_id = stream_id
+        self.content_type = content_type
+        self.sample_rate_hz = sample_rate_hz
+
+    def play_audio(self, pcm: Pcm) -> str:
+        data = pcm_to_ulaw(pcm) if self.content_type == MULAW else pcm_to_bytes(pcm)
+        return dumps(
+            {
+                "event": "playAudio",
+                "media": {
+                    "contentType": self.content_type,
+                    "sampleRate": self.sample_rate_hz,
+                    "payload": b64encode(data),
+                },
+                "streamId": self.stream_id,
+            }
+        )
+
+    def checkpoint(self, name: str) -> str:
+        return dumps({"event": "checkpoint", "streamId": self.stream_id, "name": name})
+
+    def clear_audio(self) -> str:
+        return dumps({"event": "clearAudio", "streamId": self.stream_id})

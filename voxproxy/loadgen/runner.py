@@ -1,0 +1,229 @@
+"""Running many scripted calls at once, and writing their results.
+
+``run_calls`` plays ``calls`` scripted callers against a target, at most
+``concurrency`` at a time on one event loop; ``run_load`` adds worker processes
+(``workers``), collects the proxy's receipts when the target is a voxproxy,
+judges every call and writes ``results.json``, ``summary.json`` and
+``report.html`` to the output directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from voxproxy.ids import keyed_hash
+from voxproxy.loadgen.caller import CallerConfig, CallRecord, ScriptedCaller
+from voxproxy.loadgen.results import CallOutcome, evaluate, summarize
+from voxproxy.loadgen.scenario import Scenario
+from voxproxy.mockagent import CallLog
+from voxproxy.receipts.model import Receipt
+from voxproxy.receipts.writer import read_receipts
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    target: str
+    dialect: str
+    scenarios: tuple[tuple[Scenario, Path | None], ...]
+    calls: int = 1
+    concurrency: int = 10
+    sample_rate_hz: int = 16000
+    headers: tuple[tuple[str, str], ...] = ()
+    tag_path: bool = False  # append /<call id> to the target URL (in-process runs)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:20])
+    seed: int = 0
+    ramp_ms: float = 20.0  # stagger call starts by this much
+
+
+def call_id(plan: LoadPlan, index: int) -> str:
+    """A Twilio-shaped call id (CA + 32 hex digits), unique per run and call."""
+    return f"CA{plan.run_id[:20]}{index:012x}"
+
+
+def _url(plan: LoadPlan, cid: str) -> str:
+    if not plan.tag_path:
+        return plan.target
+    base, sep, query = plan.target.partition("?")
+    return f"{base.rstrip('/')}/{cid}" + (sep + query if sep else "")
+
+
+async def run_calls(
+    plan: LoadPlan,
+    indices: list[int],
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[int, str, CallRecord]]:
+    """Play the calls ``indices`` of ``plan``; returns (index, call id, record) each."""
+    sem = asyncio.Semaphore(max(1, plan.concurrency))
+    out: list[tuple[int, str, CallRecord]] = []
+
+    async def one(k: int, index: int) -> None:
+        await asyncio.sleep(k * plan.ramp_ms / 1000 if k < plan.concurrency else 0)
+        async with sem:
+            scenario, base = plan.scenarios[index % len(plan.scenarios)]
+            cid = call_id(plan, index)
+            config = CallerConfig(
+                url=_url(plan, cid),
+                dialect=plan.dialect,  # type: ignore[arg-type]
+                sample_rate_hz=plan.sample_rate_hz,
+                headers=dict(plan.headers),
+                call_id=cid,
+                noise_bed=scenario.noise_bed(base),
+                keep_messages=False,
+                seed=plan.seed + index,
+            )
+            record = await ScriptedCaller(config, scenario.caller_steps(base)).run()
+            out.append((index, cid, record))
+            if progress is not None:
+                progress(1)
+
+    await asyncio.gather(*(one(k, i) for k, i in enumerate(indices)))
+    out.sort(key=lambda x: x[0])
+    return out
+
+
+def _worker(plan: LoadPlan, indices: list[int]) -> list[tuple[int, str, CallRecord]]:
+    try:
+        import uvloop
+
+        return uvloop.run(run_calls(plan, indices))
+    except ImportError:
+        return asyncio.run(run_calls(plan, indices))
+
+
+async def play(
+    plan: LoadPlan, workers: int = 1, progress: Callable[[int], None] | None = None
+) -> list[tuple[int, str, CallRecord]]:
+    """All calls of the plan, on this loop or spread over ``workers`` processes."""
+    indices = list(range(plan.calls))
+    if workers <= 1:
+        return await run_calls(plan, indices, progress)
+    ctx = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    slices = [indices[w::workers] for w in range(workers)]
+    with ctx.Pool(workers) as pool:
+        futures = [
+            loop.run_in_executor(None, pool.apply, _worker, (plan, part)) for part in slices if part
+        ]
+        parts = await asyncio.gather(*futures)
+    records = [r for part in parts for r in part]
+    if progress is not None:
+        progress(len(records))
+    records.sort(key=lambda x: x[0])
+    return records
+
+
+def receipts_by_call(path: Path, secret: bytes) -> dict[str, Receipt]:
+    """The proxy's receipts in ``path``, keyed by the raw call id's keyed hash."""
+    if not path.exists():
+        return {}
+    return {r.call: r for r in read_receipts(path)}
+
+
+def outcomes(
+    plan: LoadPlan,
+    records: list[tuple[int, str, CallRecord]],
+    receipts: dict[str, Receipt] | None = None,
+    secret: bytes | None = None,
+    agent_logs: Callable[[str], CallLog | None] | None = None,
+) -> list[CallOutcome]:
+    out = []
+    for index, cid, record in records:
+        scenario, _base = plan.scenarios[index % len(plan.scenarios)]
+        receipt = None
+        if receipts is not None and secret is not None:
+            receipt = receipts.get(keyed_hash(secret, cid, "c_"))
+        out.append(
+            CallOutcome(
+                scenario=scenario,
+                index=index,
+                call_id=cid,
+                dialect=plan.dialect,
+                record=record,
+                receipt=receipt,
+                agent_log=agent_logs(cid) if agent_logs is not None else None,
+            )
+        )
+    return out
+
+
+def write_results(out_dir: Path, plan: LoadPlan, calls: list[CallOutcome]) -> dict[str, Any]:
+    """Judge every call; write results.json, summary.json and report.html. Returns the summary."""
+    from voxproxy.loadgen.report import write_report
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = [evaluate(c) for c in calls]
+    summary = summarize(results)
+    meta = {
+        "target": plan.target,
+        "dialect": plan.dialect,
+        "calls": plan.calls,
+        "concurrency": plan.concurrency,
+        "scenarios": [s.name for s, _ in plan.scenarios],
+        "run_id": plan.run_id,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (out_dir / "results.json").write_text(
+        json.dumps({"run": meta, "calls": results}, indent=1) + "\n"
+    )
+    (out_dir / "summary.json").write_text(json.dumps({"run": meta, **summary}, indent=1) + "\n")
+    write_report(out_dir / "report.html", meta, results, summary, calls)
+    return summary
+
+
+def print_summary(summary: dict[str, Any], file: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file or sys.stdout, width=max(Console().width, 120))
+    table = Table(title="load run: ground truth at the caller (and the proxy's error, if any)")
+    for col in (
+        "scenario",
+        "calls",
+        "failed",
+        "turns",
+        "ttfs p50",
+        "ttfs p95",
+        "ttfs max",
+        "stop p50",
+        "stop p95",
+        "barge-ins stopped",
+        "missed",
+        "reprompts",
+        "false barge-ins",
+        "proxy err p95",
+    ):
+        table.add_column(col, justify="left" if col == "scenario" else "right")
+
+    def f(x: Any) -> str:
+        return "—" if x is None else f"{x:.0f}"
+
+    for name, s in summary.items():
+        if name == "all":
+            continue
+        err = s["proxy_ttfs_abs_error_ms"]["p95"]
+        table.add_row(
+            name,
+            str(s["calls"]),
+            str(s["failed_calls"]),
+            str(s["turns"]),
+            f(s["ttfs_ms"]["p50"]),
+            f(s["ttfs_ms"]["p95"]),
+            f(s["ttfs_ms"]["max"]),
+            f(s["stop_latency_ms"]["p50"]),
+            f(s["stop_latency_ms"]["p95"]),
+            f"{s['barge_ins']['stopped']}/{s['barge_ins']['total']}",
+            str(s["missed_responses"]),
+            str(s["reprompts"]),
+            str(s["false_barge_ins"]),
+            "—" if err is None else f"{err:.1f}",
+        )
+    console.print(table)

@@ -1,0 +1,146 @@
+"""The verdict policy: which gates a call must pass, and their thresholds (MEASUREMENT.md 6).
+
+A policy is a small YAML file, validated here (the edge) into a frozen
+:class:`Policy`. Its hash, ``sha256:`` + 16 hex digits of the SHA-256 of a
+canonical JSON dump of the validated model, goes into every receipt judged
+under it. The dump has sorted keys and every field filled in (defaults
+included), so comments, key order, ``1200`` versus ``1200.0`` or a default
+spelled out do not change the hash, and any threshold, gate or version change
+does. ``description`` is the one field left out: it does not change a verdict.
+
+The default policy ships inside the package (``voxproxy/data/policy.default.yaml``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from voxproxy.errors import ConfigError
+
+GateName = Literal["reachability", "turn_timing", "interruption", "tool_effect", "outcome"]
+GATE_ORDER: tuple[GateName, ...] = get_args(GateName)
+"""The fixed order in which gates are checked."""
+
+DEFAULT_POLICY_RESOURCE = "data/policy.default.yaml"
+_HASH_EXCLUDE = {"description"}
+
+
+class Policy(BaseModel):
+    """Thresholds and gates for verdicts. Every field has the contract's default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    version: str = Field(
+        default="1", min_length=1, description="The policy's own revision label; part of its hash."
+    )
+    description: str = Field(default="", description="Free text; not part of the hash.")
+    gates: tuple[GateName, ...] = Field(
+        default=GATE_ORDER,
+        description="Gates a call must pass, in the fixed order "
+        "reachability, turn_timing, interruption, tool_effect, outcome.",
+    )
+    max_first_response_ms: float = Field(
+        default=1200.0, gt=0, description="Largest ttfs_ms a response turn may have."
+    )
+    max_interrupt_stop_ms: float = Field(
+        default=300.0, gt=0, description="Largest barge-in stop latency."
+    )
+    require_outcome: bool = Field(
+        default=True,
+        description="A call without an outcome.verified event is insufficient_evidence "
+        "(outcome gate); when false such calls pass the outcome gate.",
+    )
+    critical_tools: tuple[str, ...] = Field(
+        default=(),
+        description="Tools whose every call must be verified against the backend (release gate).",
+    )
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: object) -> object:
+        # ``version: 2`` in YAML is an int; a revision label is text either way.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    @field_validator("gates")
+    @classmethod
+    def _gates_in_order(cls, value: tuple[GateName, ...]) -> tuple[GateName, ...]:
+        if not value:
+            raise ValueError("at least one gate is needed")
+        if len(set(value)) != len(value):
+            raise ValueError(f"a gate is listed twice: {', '.join(value)}")
+        ranks = [GATE_ORDER.index(g) for g in value]
+        if ranks != sorted(ranks):
+            raise ValueError(
+                f"gates are checked in the fixed order {', '.join(GATE_ORDER)}; "
+                f"list them in that order (got {', '.join(value)})"
+            )
+        return value
+
+    @field_validator("critical_tools")
+    @classmethod
+    def _tools_as_set(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not name for name in value):
+            raise ValueError("a tool name is empty")
+        return tuple(sorted(set(value)))
+
+    def canonical_json(self) -> str:
+        data = self.model_dump(mode="json", exclude=_HASH_EXCLUDE)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    @property
+    def hash(self) -> str:
+        """``sha256:`` + 16 hex digits of the canonical dump."""
+        digest = hashlib.sha256(self.canonical_json().encode("ascii")).hexdigest()
+        return "sha256:" + digest[:16]
+
+
+def _errors(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            known = ", ".join(Policy.model_fields)
+            msg = f"unknown field (known: {known})"
+        lines.append(f"  {where}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_policy(text: str, source: str = "<policy>") -> Policy:
+    """Validate a policy document. Raises :class:`ConfigError` naming ``source``."""
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a policy is a mapping of fields, got {type(data).__name__}")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid policy:\n{_errors(exc)}") from None
+
+
+def default_policy_text() -> str:
+    return (resources.files("voxproxy") / DEFAULT_POLICY_RESOURCE).read_text(encoding="utf-8")
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """The policy in ``path``, or the embedded default when ``path`` is None."""
+    if path is None:
+        return parse_policy(default_policy_text(), "embedded default policy")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read policy: {exc}") from None
+    return parse_policy(text, str(path))

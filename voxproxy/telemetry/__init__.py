@@ -1,0 +1,172 @@
+"""Traces and metrics: the proxy's only door to OpenTelemetry.
+
+The rest of voxproxy talks to a :class:`Telemetry` object and never imports
+OpenTelemetry. The default, :class:`Telemetry` itself, does nothing; the
+OpenTelemetry-backed implementation (:mod:`voxproxy.telemetry.otel`) is
+imported only when :func:`make_telemetry` is asked for traces or metrics.
+
+What a call goes through::
+
+    CallContext.__init__      -> telemetry.call_opened()              (active calls + 1)
+    upstream_headers(request) -> telemetry.start_call(anchor, start_ns, carrier)
+                                 (continues the caller's traceparent, or starts a trace;
+                                  returns the headers to inject into our handshake)
+    on_end                    -> telemetry.call_closed()
+                                 telemetry.on_receipt(receipt, trace, times)
+                                 (spans written after the fact from measured times,
+                                  metrics recorded)
+
+Nothing here runs per message, and nothing here may raise into the proxy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from voxproxy.clock import EpochAnchor
+    from voxproxy.receipts.model import Receipt
+
+log = logging.getLogger("voxproxy.telemetry")
+
+TRACE_HEADERS = ("traceparent", "tracestate")
+"""The W3C trace-context headers read from the caller's handshake and written to ours."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlushTime:
+    """A flush on the proxy's monotonic clock, with the turn it fell in."""
+
+    turn: int
+    t_ns: int
+    cut_audible: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CallTimes:
+    """The absolute times of one call that the receipt holds only relative to its start.
+
+    Monotonic nanoseconds; ``anchor`` (the proxy's one epoch anchor) converts them to
+    wall-clock time for the spans.
+    """
+
+    anchor: EpochAnchor
+    start_ns: int  # the caller's connection was accepted (the receipt's time zero)
+    end_ns: int
+    flushes: Sequence[FlushTime] = ()
+
+
+class CallTrace:
+    """The trace of one call, opened at call start and written when the call ends.
+
+    ``headers`` go into the proxy's own handshake to the agent. Implementations
+    subclass it; the base carries no trace.
+    """
+
+    __slots__ = ("headers",)
+
+    def __init__(self, headers: Sequence[tuple[str, str]] = ()) -> None:
+        self.headers: list[tuple[str, str]] = list(headers)
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryConfig:
+    """What to turn on. Exporters read the standard ``OTEL_*`` environment variables."""
+
+    otlp: bool = False  # export traces and metrics over OTLP (voxproxy proxy --otel)
+    metrics_listen: tuple[str, int] | None = None  # serve Prometheus /metrics here
+    service_name: str = "voxproxy"  # unless OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES say
+    shutdown_timeout_s: float = 5.0  # longest wait for the last spans on shutdown
+
+
+class Telemetry:
+    """No telemetry: every hook is a no-op. The default."""
+
+    tracing = False
+    metrics_port: int | None = None
+
+    def call_opened(self) -> None:
+        """A call started (the caller's handshake arrived)."""
+
+    def call_closed(self) -> None:
+        """A call ended, receipt or not."""
+
+    def start_call(
+        self, anchor: EpochAnchor, start_ns: int, carrier: Mapping[str, str]
+    ) -> CallTrace | None:
+        """Open the trace of a call that started at ``start_ns`` (monotonic, converted
+        through ``anchor``); ``carrier`` holds the caller's ``traceparent`` and
+        ``tracestate`` (lower-case names) if its handshake carried them."""
+        del anchor, start_ns, carrier
+        return None
+
+    def on_receipt(self, receipt: Receipt, trace: CallTrace | None, times: CallTimes) -> None:
+        """The call's receipt: write its spans (after the fact) and record its metrics."""
+        del receipt, trace, times
+
+    def dropped_spans(self) -> int:
+        """Spans that could not be exported (collector down, queue full, shutdown)."""
+        return 0
+
+    async def start(self) -> None:
+        """Start what listens (the Prometheus endpoint)."""
+
+    async def aclose(self) -> None:
+        """Export what is pending (bounded by ``shutdown_timeout_s``) and stop."""
+
+
+NULL_TELEMETRY = Telemetry()
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def otlp_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """An OTLP endpoint is configured in the environment (which turns export on)."""
+    env = os.environ if environ is None else environ
+    return any(
+        env.get(name)
+        for name in (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        )
+    )
+
+
+def make_telemetry(
+    config: TelemetryConfig, judge: Callable[[Receipt], Receipt] | None = None
+) -> Telemetry:
+    """The telemetry ``config`` asks for, or :data:`NULL_TELEMETRY`.
+
+    ``judge`` gives a receipt its verdict when it has none yet (the proxy's sinks
+    judge their own copies), so spans and the calls counter carry the verdict.
+    ``OTEL_SDK_DISABLED=true`` turns everything off.
+    """
+    env = os.environ
+    if not config.otlp and config.metrics_listen is None:
+        return NULL_TELEMETRY
+    if _truthy(env.get("OTEL_SDK_DISABLED")):
+        log.warning("OTEL_SDK_DISABLED is set: no traces, no metrics, no /metrics endpoint")
+        return NULL_TELEMETRY
+    from voxproxy.telemetry.otel import OtelTelemetry
+
+    return OtelTelemetry(config, env, judge=judge)
+
+
+__all__ = [
+    "NULL_TELEMETRY",
+    "TRACE_HEADERS",
+    "CallTimes",
+    "CallTrace",
+    "FlushTime",
+    "Telemetry",
+    "TelemetryConfig",
+    "make_telemetry",
+    "otlp_requested",
+]

@@ -1,0 +1,392 @@
+"""The OpenTelemetry-backed :class:`~voxproxy.telemetry.Telemetry`.
+
+Configured the OpenTelemetry way: the exporters read the standard environment
+variables themselves (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``..._HEADERS``,
+``..._TIMEOUT``, ``..._COMPRESSION``, ``..._CERTIFICATE`` and the per-signal
+``..._TRACES_*`` / ``..._METRICS_*`` forms); this module honours
+``OTEL_EXPORTER_OTLP_PROTOCOL`` (``http/protobuf``, the default, or ``grpc``; also
+per signal), ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` (``otlp``,
+``console`` or ``none``), ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``
+(through :meth:`Resource.create`), ``OTEL_TRACES_SAMPLER`` (the SDK's default
+sampler reads it), ``OTEL_BSP_*`` and ``OTEL_METRIC_EXPORT_INTERVAL``.
+
+Nothing here touches the forwarding plane: spans are batched and exported by
+the SDK's worker thread, metrics by the periodic reader's thread. A collector
+that is down costs dropped spans, counted (``voxproxy.telemetry.spans.dropped``
+and a rate-limited log line), never a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    MetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from voxproxy import __version__
+from voxproxy.clock import EpochAnchor
+from voxproxy.receipts.model import Receipt
+from voxproxy.telemetry import CallTimes, CallTrace, Telemetry, TelemetryConfig
+from voxproxy.telemetry import attributes as A
+from voxproxy.telemetry.metrics import Instruments
+from voxproxy.telemetry.spans import write_call
+
+if TYPE_CHECKING:
+    from voxproxy.telemetry.prometheus import MetricsServer
+
+log = logging.getLogger("voxproxy.telemetry")
+
+DROP_LOG_INTERVAL_S = 60.0
+PROTOCOLS = ("http/protobuf", "grpc")
+
+
+def _protocol(env: Mapping[str, str], signal: str) -> str:
+    raw = (
+        env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
+    if raw not in PROTOCOLS:
+        log.warning("OTLP protocol %r is not supported for %s; using http/protobuf", raw, signal)
+        return "http/protobuf"
+    return raw
+
+
+def _exporter_name(env: Mapping[str, str], signal: str) -> str:
+    raw = (env.get(f"OTEL_{signal.upper()}_EXPORTER") or "otlp").strip().lower()
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    for name in names:
+        if name in ("otlp", "console", "none"):
+            return name
+        log.warning("OTEL_%s_EXPORTER=%s is not supported; ignored", signal.upper(), name)
+    return "otlp"
+
+
+def span_exporter(env: Mapping[str, str]) -> SpanExporter | None:
+    """The span exporter the environment asks for (None: traces off)."""
+    name = _exporter_name(env, "traces")
+    if name == "none":
+        return None
+    if name == "console":
+        return ConsoleSpanExporter()
+    if _protocol(env, "traces") == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcSpanExporter,
+        )
+
+        return GrpcSpanExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
+
+    return HttpSpanExporter()
+
+
+def metric_exporter(env: Mapping[str, str]) -> MetricExporter | None:
+    """The metric exporter the environment asks for (None: no OTLP metrics)."""
+    name = _exporter_name(env, "metrics")
+    if name == "none":
+        return None
+    if name == "console":
+        return ConsoleMetricExporter()
+    if _protocol(env, "metrics") == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+
+        return GrpcMetricExporter()
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+
+    return HttpMetricExporter()
+
+
+def make_resource(service_name: str) -> Resource:
+    """``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` win over voxproxy's defaults."""
+    base = Resource.create({})
+    extra: dict[str, str] = {}
+    if str(base.attributes.get("service.name", "")).startswith("unknown_service"):
+        extra["service.name"] = service_name
+    if "service.version" not in base.attributes:
+        extra["service.version"] = __version__
+    return base.merge(Resource(extra)) if extra else base
+
+
+class CountingExporter(SpanExporter):
+    """Wraps the real exporter: counts what it exported and what it dropped."""
+
+    def __init__(self, inner: SpanExporter, telemetry: OtelTelemetry) -> None:
+        self.inner = inner
+        self._telemetry = telemetry
+        self.exported = 0
+        self.failed = 0
+        self._aborted = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        n = len(spans)
+        if self._aborted:
+            self.failed += n
+            self._telemetry.note_dropped(n, "shutdown")
+            return SpanExportResult.FAILURE
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            log.exception("the span exporter raised")
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            self.exported += n
+        else:
+            self.failed += n
+            self._telemetry.note_dropped(n, "export_failed")
+        return result
+
+    def abort(self) -> None:
+        """Stop waiting on a collector: pending retries end, later batches are dropped."""
+        self._aborted = True
+        with contextlib.suppress(Exception):
+            self.inner.shutdown()
+
+    def shutdown(self) -> None:
+        if not self._aborted:
+            self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class CountingProcessor(BatchSpanProcessor):
+    """The SDK's batch processor, counting the spans handed to it."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        super().__init__(exporter)
+        self.submitted = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.context is not None and span.context.trace_flags.sampled:
+            self.submitted += 1
+        super().on_end(span)
+
+
+class OtelCallTrace(CallTrace):
+    __slots__ = ("span",)
+
+    def __init__(self, headers: Sequence[tuple[str, str]], span: Span) -> None:
+        super().__init__(headers)
+        self.span = span
+
+
+class OtelTelemetry(Telemetry):
+    """Traces over OTLP, metrics over OTLP and/or a Prometheus endpoint."""
+
+    def __init__(
+        self,
+        config: TelemetryConfig,
+        env: Mapping[str, str] | None = None,
+        *,
+        judge: Callable[[Receipt], Receipt] | None = None,
+    ) -> None:
+        self.config = config
+        self.judge = judge
+        env = os.environ if env is None else env
+        self._lock = threading.Lock()
+        self._dropped: Counter[str] = Counter()
+        self._last_drop_log = 0.0
+        self._closed = False
+        resource = make_resource(config.service_name)
+        readers: list[MetricReader] = []
+        self._registry = None
+        if config.metrics_listen is not None:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+            from prometheus_client import CollectorRegistry
+
+            self._registry = CollectorRegistry(auto_describe=True)
+            readers.append(
+                PrometheusMetricReader(registry=self._registry, scope_info_enabled=False)
+            )
+        if config.otlp:
+            exporter = metric_exporter(env)
+            if exporter is not None:
+                readers.append(PeriodicExportingMetricReader(exporter))
+        self.meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+        self.instruments = Instruments(self.meter_provider.get_meter("voxproxy", __version__))
+        self.tracer_provider: TracerProvider | None = None
+        self.exporter: CountingExporter | None = None
+        self.processor: CountingProcessor | None = None
+        inner = span_exporter(env) if config.otlp else None
+        if inner is not None:
+            self.exporter = CountingExporter(inner, self)
+            self.processor = CountingProcessor(self.exporter)
+            self.tracer_provider = TracerProvider(resource=resource)
+            self.tracer_provider.add_span_processor(self.processor)
+            self.tracer = self.tracer_provider.get_tracer("voxproxy", __version__)
+            self.tracing = True
+        self._propagator = TraceContextTextMapPropagator()
+        self._metrics_server: MetricsServer | None = None
+
+    # -- the hooks ---------------------------------------------------------------------------
+
+    def call_opened(self) -> None:
+        self.instruments.active.add(1)
+
+    def call_closed(self) -> None:
+        self.instruments.active.add(-1)
+
+    def start_call(
+        self, anchor: EpochAnchor, start_ns: int, carrier: Mapping[str, str]
+    ) -> CallTrace | None:
+        if not self.tracing or self._closed:
+            return None
+        parent = self._propagator.extract(carrier)  # an invalid traceparent: a new trace
+        span = self.tracer.start_span(
+            A.SPAN_CALL,
+            context=parent,
+            kind=SpanKind.SERVER,
+            start_time=anchor.wall_ns_at(start_ns),
+        )
+        headers: dict[str, str] = {}
+        self._propagator.inject(headers, context=trace.set_span_in_context(span))
+        return OtelCallTrace(list(headers.items()), span)
+
+    def on_receipt(self, receipt: Receipt, trace_: CallTrace | None, times: CallTimes) -> None:
+        if receipt.verdict is None and self.judge is not None:
+            try:
+                receipt = self.judge(receipt)
+            except Exception:
+                log.exception("could not judge a receipt for telemetry")
+        try:
+            self.instruments.record(receipt)
+        except Exception:
+            log.exception("could not record the call's metrics")
+        if not self.tracing or self._closed:
+            return
+        if isinstance(trace_, OtelCallTrace):
+            span = trace_.span
+        else:  # the call never reached the upstream handshake
+            span = self.tracer.start_span(
+                A.SPAN_CALL,
+                kind=SpanKind.SERVER,
+                start_time=times.anchor.wall_ns_at(times.start_ns),
+            )
+        write_call(self.tracer, span, receipt, times)
+
+    # -- drops -------------------------------------------------------------------------------
+
+    def note_dropped(self, n: int, reason: str) -> None:
+        """``n`` spans were lost (called from the exporter's thread)."""
+        if n <= 0:
+            return
+        with self._lock:
+            self._dropped[reason] += n
+            total = sum(self._dropped.values())
+            now = time.monotonic()
+            due = now - self._last_drop_log >= DROP_LOG_INTERVAL_S
+            if due:
+                self._last_drop_log = now
+        with contextlib.suppress(Exception):
+            self.instruments.spans_dropped.add(n, {A.LABEL_REASON: reason})
+        if due:
+            log.warning(
+                "telemetry: %d span(s) dropped so far (%s); calls are not affected",
+                total,
+                ", ".join(f"{k}: {v}" for k, v in sorted(self._dropped.items())),
+            )
+
+    def dropped_spans(self) -> int:
+        with self._lock:
+            return sum(self._dropped.values())
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        listen = self.config.metrics_listen
+        if listen is None or self._registry is None or self._metrics_server is not None:
+            return
+        from voxproxy.telemetry.prometheus import MetricsServer
+
+        server = MetricsServer(self._registry)
+        self.metrics_port = await server.start(*listen)
+        self._metrics_server = server
+
+    def flush(self, timeout_s: float = 5.0) -> None:
+        """Export pending spans and metrics now (blocking: call it off the event loop)."""
+        if self.processor is not None:
+            self.processor.force_flush(int(timeout_s * 1000))
+        self.meter_provider.force_flush(int(timeout_s * 1000))
+
+    def _shutdown_blocking(self) -> None:
+        timeout = self.config.shutdown_timeout_s
+        exporter = self.exporter
+        timer = None
+        if exporter is not None:
+            timer = threading.Timer(timeout, exporter.abort)
+            timer.daemon = True
+            timer.start()
+        try:
+            if self.tracer_provider is not None:
+                self.tracer_provider.shutdown()
+        except Exception:
+            log.exception("tracer provider shutdown failed")
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if self.processor is not None and exporter is not None:
+            lost = self.processor.submitted - exporter.exported - exporter.failed
+            self.note_dropped(lost, "queue_full")
+        dropped = self.dropped_spans()
+        if dropped:
+            log.warning("telemetry: %d span(s) could not be exported", dropped)
+        try:
+            self.meter_provider.shutdown(timeout_millis=timeout * 1000)
+        except Exception:
+            log.exception("meter provider shutdown failed")
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        server = self._metrics_server
+        if server is not None:
+            await server.stop()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def run() -> None:
+            try:
+                self._shutdown_blocking()
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop is gone
+                    loop.call_soon_threadsafe(
+                        lambda: done.done() or done.set_result(None)  # type: ignore[func-returns-value]
+                    )
+
+        # A daemon thread, not the default executor: a hung exporter must not hold up exit.
+        threading.Thread(target=run, name="voxproxy-telemetry-shutdown", daemon=True).start()
+        try:
+            await asyncio.wait_for(done, self.config.shutdown_timeout_s + 2.0)
+        except TimeoutError:
+            log.warning("telemetry did not shut down in time; pending data is dropped")

@@ -1,0 +1,54 @@
+"""The Prometheus ``/metrics`` endpoint: a small aiohttp server over a private registry.
+
+The OpenTelemetry Prometheus reader registers its collector in a
+:class:`prometheus_client.CollectorRegistry` of its own (not the process-wide
+default, so several proxies can live in one process); each scrape collects the
+meter provider through it. Served on the proxy's event loop: a scrape costs a
+collection of a handful of instruments.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+
+log = logging.getLogger("voxproxy.telemetry")
+
+
+class MetricsServer:
+    """``GET /metrics`` (Prometheus text or OpenMetrics, by ``Accept``) and ``GET /healthz``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = encoder(self.registry)
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        del request
+        return web.Response(text="ok\n")
+
+    async def start(self, host: str, port: int) -> int:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._health)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])  # the bound port (port 0 picks a free one)
+        log.info("Prometheus metrics on http://%s:%d/metrics", host, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
