@@ -59,6 +59,7 @@ class Received:
     spans: list[SpanRecord] = field(default_factory=list)
     metric_names: set[str] = field(default_factory=set)
     trace_requests: int = 0
+    headers: dict[str, str] = field(default_factory=dict)  # of the last OTLP/HTTP request
     metric_requests: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -128,6 +129,7 @@ class HttpReceiver:
 
     async def _traces(self, request: web.Request) -> web.Response:
         data = _body(await request.read(), request.headers.get("Content-Encoding"))
+        self.received.headers = {k.lower(): v for k, v in request.headers.items()}
         req = trace_service_pb2.ExportTraceServiceRequest()
         req.ParseFromString(data)
         self.received.add_traces(req)

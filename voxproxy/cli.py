@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -97,7 +98,7 @@ def _add_proxy(sub: Any) -> None:
     )
     p.add_env_argument(
         "--dialect",
-        choices=["raw", "twilio", "auto"],
+        choices=["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime", "auto"],
         default="auto",
         help="the wire spoken on the call; auto detects it from the first messages",
     )
@@ -324,6 +325,9 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
             events_api = EventApi(proxy.live, proxy.secret, args.events_token)
             await events_api.start(*events_listen)
         bound = await proxy.server.start(host, port, server_ssl)
+        # Everything built at startup lives as long as the process: keep it out of the
+        # cyclic garbage collector's full passes (they would rescan it under load).
+        gc.freeze()
         scheme = "wss" if server_ssl else "ws"
         log.info(
             "voxproxy %s listening on %s://%s:%d -> %s (dialect %s), receipts to %s",
@@ -373,7 +377,12 @@ def _add_mock_agent(sub: Any) -> None:
         description="A websocket voice agent that answers each caller turn with recorded speech.",
     )
     p.add_argument("--listen", type=host_port, default=("127.0.0.1", 8766), help="HOST:PORT")
-    p.add_argument("--dialect", choices=["raw", "twilio"], default="raw", help="wire to speak")
+    p.add_argument(
+        "--dialect",
+        choices=["raw", "twilio", "openai-realtime"],
+        default="raw",
+        help="wire to speak (openai-realtime: as an OpenAI Realtime server)",
+    )
     p.add_argument("--sample-rate", type=positive_int, default=16000, help="raw: audio rate in Hz")
     p.add_argument("--delay-ms", type=non_negative_float, default=600.0, help="response delay")
     p.add_argument("--jitter-ms", type=non_negative_float, default=0.0, help="± response jitter")

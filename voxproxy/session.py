@@ -87,6 +87,7 @@ _CHAIN_STAGES = (
 )
 _FILL_GAP_NS = 100 * NS_PER_MS  # playout gaps up to this long reach the detector as silence
 _MAX_ITEMS = 64  # agent audio items whose playout is remembered (for truncates)
+_MAX_ITEM_GAPS = 1024
 
 
 def _ms(ns: int | None) -> float | None:
@@ -119,7 +120,9 @@ class _ItemPlay:
 
     start_ns: int  # its first sample
     end_ns: int  # the end of its latest chunk
-    gaps_ns: int = 0  # playout time between its chunks when its audio came slower than real time
+    # (start, length) of the pauses between its chunks, when its audio came slower than
+    # real time; bounded (a stream with that many pauses is no longer worth modelling).
+    gaps: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,8 +313,8 @@ class CallSession:
                 del self._items[next(iter(self._items))]
             self._items[item_id] = _ItemPlay(start_ns, start_ns + dur_ns)
             return
-        if start_ns > item.end_ns:
-            item.gaps_ns += start_ns - item.end_ns  # the item's audio paused (it came slowly)
+        if start_ns > item.end_ns and len(item.gaps) < _MAX_ITEM_GAPS:
+            item.gaps.append((item.end_ns, start_ns - item.end_ns))  # its audio came slowly
         item.end_ns = start_ns + dur_ns
 
     def _note_truncate(self, ev: Flush) -> None:
@@ -319,16 +322,16 @@ class CallSession:
 
         The model's figure is how much of the item's audio had played by the
         truncate's arrival: its audible time up to then, less the pauses inside it.
-        All of an item's pauses lie before the truncate (a chunk only starts later
-        than the cursor when it arrives after it, and every chunk so far arrived
-        before the truncate).
         """
         assert ev.claimed_played_ms is not None
         item = self._items.get(ev.item_id) if ev.item_id is not None else None
         modelled = None
         if item is not None:
-            t = ev.t_ns + self._downstream_ns
-            modelled = max(0, min(t, item.end_ns) - item.start_ns - item.gaps_ns)
+            # The truncate is the client's own act, at its arrival; the item's audio is on
+            # the playout timeline, which the downstream offset already moved to the ear.
+            t = ev.t_ns
+            paused = sum(min(n, max(0, t - a)) for a, n in item.gaps)
+            modelled = max(0, min(t, item.end_ns) - item.start_ns - paused)
         if len(self._truncations) < MAX_STAGE_MARKS:
             self._truncations.append((ev.t_ns, ev.claimed_played_ms, modelled))
 

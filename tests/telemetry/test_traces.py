@@ -65,6 +65,7 @@ def _otel_env(monkeypatch: pytest.MonkeyPatch, endpoint: str, protocol: str = "h
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
     monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "300")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=voice-team")
 
 
 def _wall_ms(iso: str) -> float:
@@ -147,6 +148,7 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
     assert call.parent_span_id == "" and call.kind == SERVER
     assert call.resource["service.name"] == "voxproxy-under-test"
     assert call.resource["deployment.environment"] == "test"
+    assert got.headers["x-tenant"] == "voice-team"  # OTEL_EXPORTER_OTLP_HEADERS
     assert call.attributes[A.GEN_AI_CONVERSATION_ID] == receipt.call
     assert call.attributes[A.CALL_ID_SOURCE] == "wire"
     assert call.attributes[A.TERMINAL] == receipt.terminal

@@ -38,6 +38,7 @@ from voxproxy.fixtures import Clip
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
+TICK_NS = 10 * NS_PER_MS  # the caller's own playout and detector run at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +218,7 @@ class ScriptedCaller:
         self._done_sending = asyncio.Event()
         self._last_agent_audible_ns = 0
         self._rng = np.random.default_rng(config.seed)
+        self._last_tick_ns = 0
         self._bed: npt.NDArray[np.float64] | None = None
         self._bed_pos = 0
         self._prepare_bed()
@@ -315,10 +317,14 @@ class ScriptedCaller:
 
     # -- audio in ------------------------------------------------------------------------
 
-    def _tick(self, now: int) -> None:
+    def _tick(self, now: int, force: bool = False) -> None:
+        """Play out what is due, listen to it, and echo marks; at most every TICK_NS."""
         playout, vad = self._playout, self._agent_vad
         if playout is None or vad is None:
             return
+        if not force and now - self._last_tick_ns < TICK_NS:
+            return
+        self._last_tick_ns = now
         conv = self._agent_conv
         for piece in playout.release(now):
             pcm = piece.pcm if conv is None else conv.convert(piece.pcm)
@@ -377,7 +383,7 @@ class ScriptedCaller:
                 self._agent_conv = Converter(ev.sample_rate_hz)  # 24 kHz pcm16 -> 8 kHz
                 vad_rate = self._agent_conv.out_rate_hz
             if vad_rate is not None:
-                self._agent_vad = SpeechDetector(vad_rate, VadConfig())
+                self._agent_vad = SpeechDetector(vad_rate, VadConfig(), batch_ms=40.0)
         start = self._playout.add(ev.pcm, t)
         self.record.agent_chunks.append(
             AgentChunk(self._agent_pos, ev.pcm.size, start, t, ev.item_id)
@@ -430,7 +436,7 @@ class ScriptedCaller:
     def _agent_flush(self, t: int) -> None:
         self.record.flushes.append(t)
         if self._playout is not None:
-            self._tick(t)
+            self._tick(t, force=True)
             self._playout.flush(t)
             # Chunks that had not started are gone; a playing one is cut at t.
             kept: list[AgentChunk] = []
@@ -557,7 +563,7 @@ class ScriptedCaller:
                     task.cancel()
                 await asyncio.gather(*self._tasks, return_exceptions=True)
                 self.record.close_code = ws.close_code
-                self._tick(time.monotonic_ns())
+                self._tick(time.monotonic_ns(), force=True)
                 if self._agent_vad is not None:
                     self._agent_vad.finish(time.monotonic_ns())
                     while self._agent_vad.spurts:

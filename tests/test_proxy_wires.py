@@ -1,0 +1,166 @@
+"""End to end over loopback on Telnyx, Plivo, Vonage and Exotel: a scripted call through the proxy.
+
+Each call is rendered with its truth (:mod:`voxproxy.scripted_wires`) and played
+in real time by a small scripted telephony side (the caller) and a small
+scripted agent, both on one clock: every message is sent at its rendered time.
+The proxy runs with ``--dialect auto``; its receipt must name the wire, hold the
+right turns and barge-in, and no anomalies, within the live bounds of
+tests/test_proxy.py. Both sides must see each other's messages byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
+from voxproxy.fixtures import clip
+from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.receipts.model import Receipt
+from voxproxy.scripted import BargePlan, ScriptedCall, TurnPlan
+from voxproxy.scripted_wires import WireDialect, WirePlan, render_wire
+from voxproxy.transports.websocket import RelayConfig
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+START_DELAY_NS = 100 * NS_PER_MS  # from both legs up to the first scripted message
+
+
+def plan(dialect: WireDialect, mode: str, seed: int) -> WirePlan:
+    return WirePlan(
+        dialect=dialect,
+        send_mode=mode,  # type: ignore[arg-type]
+        turns=(
+            TurnPlan(
+                clip("caller_hello"),
+                clip("agent_order_status"),
+                700.0,
+                BargePlan(900.0 + 100 * seed, 150.0, "flush"),
+            ),
+            TurnPlan(clip("caller_yes"), clip("agent_confirm"), 800.0),
+            TurnPlan(clip("caller_thanks"), clip("agent_reprompt"), 600.0),
+        ),
+        caller_gap_ms=600.0,
+        lead_ms=400.0,
+        tail_ms=800.0,
+        seed=seed,
+    )
+
+
+@dataclass
+class Played:
+    receipt: Receipt
+    call: ScriptedCall
+    caller_got: list[bytes | str]
+    agent_got: list[bytes | str]
+
+
+async def _send_at(ws: object, t0: int, messages: list[tuple[int, bytes | str]]) -> None:
+    for t_ns, payload in messages:
+        delay = (t0 + t_ns - time.monotonic_ns()) / NS_PER_S
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await ws.send(payload)  # type: ignore[attr-defined]
+
+
+async def _collect(ws: object, into: list[bytes | str]) -> None:
+    try:
+        async for message in ws:  # type: ignore[attr-defined]
+            into.append(message)
+    except ConnectionClosed:
+        pass
+
+
+async def play(p: WirePlan) -> Played:
+    call = render_wire(p)
+    upstream = [(t, m) for t, d, m in call.messages if d is CALLER_TO_AGENT]
+    downstream = [(t, m) for t, d, m in call.messages if d is AGENT_TO_CALLER]
+    t0_future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    agent_got: list[bytes | str] = []
+    agent_done = asyncio.Event()
+
+    async def agent(ws: ServerConnection) -> None:
+        reader = asyncio.create_task(_collect(ws, agent_got))
+        t0 = await t0_future
+        await _send_at(ws, t0, downstream)
+        await reader
+        agent_done.set()
+
+    server = await serve(agent, "127.0.0.1", 0, ping_interval=None, compression=None)
+    agent_url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    receipts: list[Receipt] = []
+    proxy = Proxy(
+        ProxyConfig(RelayConfig(agent_url), dialect="auto", secret=b"wires"),
+        sinks=[receipts.append],
+    )
+    port = await proxy.start("127.0.0.1", 0)
+    caller_got: list[bytes | str] = []
+    async with connect(
+        f"ws://127.0.0.1:{port}/stream", max_size=None, compression=None, ping_interval=None
+    ) as ws:
+        t0 = time.monotonic_ns() + START_DELAY_NS
+        t0_future.set_result(t0)
+        reader = asyncio.create_task(_collect(ws, caller_got))
+        await _send_at(ws, t0, upstream)
+        await asyncio.sleep(max(0.0, (t0 + downstream[-1][0] - time.monotonic_ns()) / NS_PER_S))
+        await asyncio.sleep(0.2)
+    await reader
+    await asyncio.wait_for(agent_done.wait(), 5)
+    for _ in range(200):
+        if receipts:
+            break
+        await asyncio.sleep(0.02)
+    await proxy.stop()
+    server.close()
+    await server.wait_closed()
+    assert len(receipts) == 1
+    return Played(receipts[0], call, caller_got, agent_got)
+
+
+CALLS: list[tuple[WireDialect, str]] = [
+    ("telnyx", "burst"),
+    ("plivo", "paced"),
+    ("vonage", "burst"),
+    ("exotel", "paced"),
+]
+
+
+async def test_each_telephony_wire_end_to_end_through_the_proxy() -> None:
+    played = await asyncio.gather(
+        *(play(plan(dialect, mode, n)) for n, (dialect, mode) in enumerate(CALLS))
+    )
+    ttfs_err: list[float] = []
+    stop_err: list[float] = []
+    for (dialect, mode), pl in zip(CALLS, played, strict=True):
+        r, truth = pl.receipt, pl.call.truth
+        label = f"{dialect}/{mode}"
+        # Byte for byte, both ways.
+        assert pl.agent_got == [m for _t, d, m in pl.call.messages if d is CALLER_TO_AGENT]
+        assert pl.caller_got == [m for _t, d, m in pl.call.messages if d is AGENT_TO_CALLER]
+        assert r.dialect == dialect, (label, r.dialect)
+        assert r.anomalies == {}, (label, r.anomalies)
+        assert r.marks.checked >= 1, (label, r.marks)
+        responses = [t for t in r.turns if t.kind == "response"]
+        assert len(responses) == len(truth) == 3, (label, r.turns)
+        for i, (tt, turn) in enumerate(zip(truth, responses, strict=True)):
+            assert turn.ttfs_ms is not None, (label, turn)
+            ttfs_err.append(turn.ttfs_ms - tt.ttfs_ns / NS_PER_MS)
+            if tt.barge_onset_ns is not None:
+                barge = responses[i + 1].barge_in
+                assert barge is not None and barge.evidence == "flush", (label, responses[i + 1])
+                assert barge.stop_latency_ms is not None and tt.stop_ns is not None
+                stop_err.append(barge.stop_latency_ms - (tt.stop_ns - tt.barge_onset_ns) / 1e6)
+        assert sum(1 for t in responses if t.barge_in is not None) == 1, label
+    t, s = np.abs(np.array(ttfs_err)), np.abs(np.array(stop_err))
+    print(
+        f"live wires: ttfs |err| p95 {np.percentile(t, 95):.1f} max {t.max():.1f} ms "
+        f"(n={t.size}); stop |err| max {s.max():.1f} ms (n={s.size})"
+    )
+    assert np.percentile(t, 95) <= 30.0 and t.max() <= 60.0
+    assert s.max() <= 60.0
