@@ -29,14 +29,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from voxproxy.ids import keyed_hash  # noqa: E402
+from voxproxy.loadgen.bench import BenchAgent, run_bench  # noqa: E402
 from voxproxy.loadgen.results import CallOutcome, evaluate  # noqa: E402
-from voxproxy.loadgen.runner import LoadPlan, run_calls  # noqa: E402
 from voxproxy.loadgen.scenario import builtin_names, find_scenario  # noqa: E402
-from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig  # noqa: E402
-from voxproxy.proxy import Proxy, ProxyConfig  # noqa: E402
-from voxproxy.receipts.model import Receipt  # noqa: E402
-from voxproxy.transports.websocket import RelayConfig  # noqa: E402
+from voxproxy.mockagent import MockAgentConfig  # noqa: E402
 
 SECRET = b"accuracy-benchmark"
 NOISY = {"background_noise"}
@@ -62,61 +58,15 @@ def agent_configs() -> list[MockAgentConfig]:
 
 
 async def run(calls: int, concurrency: int) -> list[CallOutcome]:
-    names = builtin_names()
-    scenarios = tuple(find_scenario(n) for n in names)
+    scenarios = tuple(find_scenario(n) for n in builtin_names())
     configs = agent_configs()
-    per_agent = [
-        calls // len(configs) + (1 if i < calls % len(configs) else 0) for i in range(len(configs))
+    n = len(configs)
+    agents = [
+        BenchAgent(f"{c.dialect}/{c.send_mode}", c, calls // n + (1 if i < calls % n else 0))
+        for i, c in enumerate(configs)
     ]
-    receipts: dict[str, Receipt] = {}
-    agents, proxies, plans = [], [], []
-    for i, cfg in enumerate(configs):
-        agent = MockAgent(cfg)
-        await agent.start()
-        proxy = Proxy(
-            ProxyConfig(RelayConfig(agent.url), dialect=cfg.dialect, secret=SECRET),
-            sinks=[lambda r: receipts.__setitem__(r.call, r)],
-        )
-        port = await proxy.start("127.0.0.1", 0)
-        agents.append(agent)
-        proxies.append(proxy)
-        plans.append(
-            LoadPlan(
-                target=f"ws://127.0.0.1:{port}",
-                dialect=cfg.dialect,
-                scenarios=scenarios,
-                calls=per_agent[i],
-                concurrency=max(1, concurrency // len(configs)),
-                tag_path=True,
-                run_id=f"acc{i}{int(time.time()):x}"[:20],
-                seed=1000 * i,
-            )
-        )
-    runs = await asyncio.gather(*(run_calls(p, list(range(p.calls))) for p in plans))
-    await asyncio.sleep(0.5)
-    for p in proxies:
-        await p.stop(drain_s=1.0)
-    for a in agents:
-        await a.stop()
-    out: list[CallOutcome] = []
-    for plan, records, agent in zip(plans, runs, agents, strict=True):
-        logs: dict[str, CallLog] = {
-            log.path.rstrip("/").rsplit("/", 1)[-1]: log for log in agent.calls
-        }
-        for index, cid, record in records:
-            scenario, _ = plan.scenarios[index % len(plan.scenarios)]
-            out.append(
-                CallOutcome(
-                    scenario=scenario,
-                    index=len(out),
-                    call_id=cid,
-                    dialect=f"{plan.dialect}",
-                    record=record,
-                    receipt=receipts.get(keyed_hash(SECRET, cid, "c_")),
-                    agent_log=logs.get(cid),
-                )
-            )
-    return out
+    bench = await run_bench(agents, scenarios, secret=SECRET, concurrency=concurrency)
+    return [b.outcome for b in bench]
 
 
 def stats(values: list[float]) -> dict[str, float | None]:

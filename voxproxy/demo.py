@@ -10,7 +10,6 @@ caller's truth next to the proxy's figures and verdict.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,15 +17,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from voxproxy.ids import keyed_hash
-from voxproxy.loadgen.results import CallOutcome, evaluate
-from voxproxy.loadgen.runner import LoadPlan, call_id, print_summary, run_calls, write_results
+from voxproxy.loadgen.bench import BenchAgent, run_bench
+from voxproxy.loadgen.results import evaluate
+from voxproxy.loadgen.runner import LoadPlan, print_summary, write_results
 from voxproxy.loadgen.scenario import builtin_names, find_scenario
-from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
-from voxproxy.proxy import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
+from voxproxy.mockagent import MockAgentConfig
 from voxproxy.receipts.writer import ReceiptWriter
-from voxproxy.transports.websocket import RelayConfig
 
 SECRET = b"voxproxy-demo"
 
@@ -79,61 +75,15 @@ async def run_demo(out: str) -> int:
         "voxproxy (about 40 s)…"
     )
     started = time.monotonic()
-    receipts: dict[str, Receipt] = {}
-    agents: list[MockAgent] = []
-    proxies: list[Proxy] = []
-    plans: list[LoadPlan] = []
-    for i, demo_agent in enumerate(AGENTS):
-        agent = MockAgent(demo_agent.config)
-        await agent.start()
-        proxy = Proxy(
-            ProxyConfig(RelayConfig(agent.url), dialect="auto", secret=SECRET),
-            sinks=[lambda r: receipts.__setitem__(r.call, r), writer.write],
-        )
-        port = await proxy.start("127.0.0.1", 0)
-        agents.append(agent)
-        proxies.append(proxy)
-        plans.append(
-            LoadPlan(
-                target=f"ws://127.0.0.1:{port}",
-                dialect=demo_agent.config.dialect,
-                scenarios=scenarios,
-                calls=len(scenarios) * CALLS_PER_PAIR,
-                concurrency=64,
-                tag_path=True,
-                run_id=f"{i:02d}demo{int(time.time()):x}"[:20],
-                seed=100 * i,
-            )
-        )
-    runs = await asyncio.gather(*(run_calls(p, list(range(p.calls))) for p in plans))
-    await asyncio.sleep(0.3)
-    for proxy in proxies:
-        await proxy.stop(drain_s=1.0)
-    for agent in agents:
-        await agent.stop()
+    bench = await run_bench(
+        [BenchAgent(a.label, a.config, len(scenarios) * CALLS_PER_PAIR) for a in AGENTS],
+        scenarios,
+        secret=SECRET,
+        extra_sinks=[writer.write],
+    )
     writer.close()
-
-    calls: list[CallOutcome] = []
-    labels: list[str] = []
-    for plan, records, agent, demo_agent in zip(plans, runs, agents, AGENTS, strict=True):
-        logs: dict[str, CallLog] = {}
-        for log in agent.calls:
-            cid = log.path.rstrip("/").rsplit("/", 1)[-1]
-            logs[cid] = log
-        for index, cid, record in records:
-            scenario, _base = plan.scenarios[index % len(plan.scenarios)]
-            calls.append(
-                CallOutcome(
-                    scenario=scenario,
-                    index=len(calls),
-                    call_id=cid,
-                    dialect=plan.dialect,
-                    record=record,
-                    receipt=receipts.get(keyed_hash(SECRET, cid, "c_")),
-                    agent_log=logs.get(cid),
-                )
-            )
-            labels.append(demo_agent.label)
+    calls = [b.outcome for b in bench]
+    labels = [b.label for b in bench]
     merged = LoadPlan(
         target="in-process mock agents behind voxproxy",
         dialect="raw+twilio",
@@ -203,6 +153,3 @@ async def run_demo(out: str) -> int:
         f"results in {out_dir / 'results.json'} and {out_dir / 'summary.json'}."
     )
     return 1 if errors else 0
-
-
-__all__ = ["call_id", "run_demo"]

@@ -1,0 +1,111 @@
+"""Scenarios against in-process mock agents, each behind its own voxproxy.
+
+The demo, the accuracy benchmark and tests all need the same arrangement: a
+few mock agents with different behaviour, a proxy in front of each, scripted
+callers through every proxy at once, and then each call's record, receipt and
+agent log put side by side. :func:`run_bench` does that once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from voxproxy.ids import keyed_hash
+from voxproxy.loadgen.results import CallOutcome
+from voxproxy.loadgen.runner import LoadPlan, run_calls
+from voxproxy.loadgen.scenario import Scenario
+from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
+from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.receipts.model import Receipt
+from voxproxy.receipts.policy import Policy, load_policy
+from voxproxy.receipts.verdict import judging
+from voxproxy.transports.websocket import RelayConfig
+
+
+@dataclass(frozen=True, slots=True)
+class BenchAgent:
+    label: str
+    config: MockAgentConfig
+    calls: int  # calls placed against this agent (scenarios in rotation)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchCall:
+    label: str  # the agent's label
+    outcome: CallOutcome
+
+
+async def run_bench(
+    agents: Sequence[BenchAgent],
+    scenarios: tuple[tuple[Scenario, Path | None], ...],
+    *,
+    secret: bytes,
+    concurrency: int = 64,
+    extra_sinks: Sequence[Callable[[Receipt], None]] = (),
+    proxy_dialect: str = "auto",
+    policy: Policy | None = None,
+) -> list[BenchCall]:
+    """Run every agent's calls at once; returns each call with its receipt and agent log.
+
+    Receipts get their verdict under ``policy`` (default: the embedded policy)."""
+    policy = policy or load_policy()
+    receipts: dict[str, Receipt] = {}
+    mocks: list[MockAgent] = []
+    proxies: list[Proxy] = []
+    plans: list[LoadPlan] = []
+    stamp = f"{int(time.time()):x}"
+    try:
+        for i, spec in enumerate(agents):
+            mock = MockAgent(spec.config)
+            await mock.start()
+            mocks.append(mock)
+            proxy = Proxy(
+                ProxyConfig(RelayConfig(mock.url), dialect=proxy_dialect, secret=secret),
+                sinks=[
+                    judging(lambda r: receipts.__setitem__(r.call, r), policy),
+                    *(judging(sink, policy) for sink in extra_sinks),
+                ],
+            )
+            port = await proxy.start("127.0.0.1", 0)
+            proxies.append(proxy)
+            plans.append(
+                LoadPlan(
+                    target=f"ws://127.0.0.1:{port}",
+                    dialect=spec.config.dialect,
+                    scenarios=scenarios,
+                    calls=spec.calls,
+                    concurrency=max(1, concurrency // max(1, len(agents))),
+                    tag_path=True,  # the call id in the path names the agent's log
+                    run_id=f"b{i:02d}{stamp}"[:20],
+                    seed=1000 * i,
+                )
+            )
+        runs = await asyncio.gather(*(run_calls(p, list(range(p.calls))) for p in plans))
+        await asyncio.sleep(0.3)  # let the last receipts be written
+    finally:
+        for proxy in proxies:
+            await proxy.stop(drain_s=1.0)
+        for mock in mocks:
+            await mock.stop()
+    out: list[BenchCall] = []
+    for spec, plan, records, mock in zip(agents, plans, runs, mocks, strict=True):
+        logs: dict[str, CallLog] = {
+            log.path.rstrip("/").rsplit("/", 1)[-1]: log for log in mock.calls
+        }
+        for index, cid, record in records:
+            scenario, _base = plan.scenarios[index % len(plan.scenarios)]
+            outcome = CallOutcome(
+                scenario=scenario,
+                index=len(out),
+                call_id=cid,
+                dialect=plan.dialect,
+                record=record,
+                receipt=receipts.get(keyed_hash(secret, cid, "c_")),
+                agent_log=logs.get(cid),
+            )
+            out.append(BenchCall(spec.label, outcome))
+    return out
