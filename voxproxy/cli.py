@@ -64,10 +64,26 @@ def ws_url(value: str) -> str:
     return value
 
 
+def upstream_url(value: str) -> str:
+    """The agent's URL: ws:// or wss:// (websocket), http:// or https:// (webrtc signaling)."""
+    if not value.startswith(("ws://", "wss://", "http://", "https://")):
+        raise argparse.ArgumentTypeError(
+            f"expected a ws://, wss://, http:// or https:// URL, got {value!r}"
+        )
+    return value
+
+
 def positive_int(value: str) -> int:
     n = int(value)
     if n <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return n
+
+
+def non_negative_int(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
     return n
 
 
@@ -94,7 +110,11 @@ def _add_proxy(sub: Any) -> None:
         help="HOST:PORT to accept callers on",
     )
     p.add_env_argument(
-        "--upstream", type=ws_url, required=True, help="the agent's ws:// or wss:// URL"
+        "--upstream",
+        type=upstream_url,
+        required=True,
+        help="the agent's ws:// or wss:// URL; with --transport webrtc, its http(s):// "
+        "signaling URL (a WHIP endpoint, or Pipecat's .../api/offer)",
     )
     p.add_env_argument(
         "--dialect",
@@ -144,10 +164,24 @@ def _add_proxy(sub: Any) -> None:
         help="largest message accepted from either side; larger ones close the call with 1009",
     )
     p.add_env_argument(
+        "--max-calls",
+        type=non_negative_int,
+        default=0,
+        help="calls in progress at most (0: no limit); a caller over the limit is refused at "
+        "the handshake with HTTP 503 and Retry-After (no receipt; counted and logged)",
+    )
+    p.add_env_argument(
         "--idle-timeout",
         type=non_negative_float,
         default=0.0,
         help="close a call after this many seconds without any message (0: never)",
+    )
+    p.add_env_argument(
+        "--stall-timeout",
+        type=non_negative_float,
+        default=30.0,
+        help="drop a peer that reads nothing for this many seconds while the proxy has data "
+        "for it, as if it had vanished (0: never)",
     )
     p.add_env_argument(
         "--handshake-timeout",
@@ -189,8 +223,48 @@ def _add_proxy(sub: Any) -> None:
         "--upstream-ca", default=None, help="CA file to verify a wss:// agent (default: system CAs)"
     )
     p.add_env_argument("--log-level", default="info", help="debug, info, warning or error")
+    _add_webrtc(p)
     _add_observability(p)
     p.set_defaults(func=_cmd_proxy)
+
+
+def _add_webrtc(p: _EnvDefaults) -> None:
+    p.add_env_argument(
+        "--transport",
+        choices=["websocket", "webrtc"],
+        default="websocket",
+        help="websocket: relay websocket messages; webrtc: answer callers' WebRTC offers (WHIP "
+        "at /whip, Pipecat at /api/offer) and relay media and data channels to the agent",
+    )
+    p.add_env_argument(
+        "--signaling",
+        choices=["whip", "pipecat"],
+        default="whip",
+        help="webrtc: how the proxy offers to the agent (WHIP, RFC 9725, or Pipecat SmallWebRTC)",
+    )
+    p.add_env_argument(
+        "--ice-host",
+        default=None,
+        help="webrtc: comma-separated addresses to gather ICE host candidates on "
+        "(default: every interface address but loopback, as aioice does)",
+    )
+    p.add_env_argument(
+        "--ice-server",
+        default=None,
+        help="webrtc: comma-separated STUN/TURN URLs (default: none; nothing is contacted)",
+    )
+    p.add_env_argument(
+        "--ice-timeout",
+        type=non_negative_float,
+        default=15.0,
+        help="webrtc: seconds for both legs' media to connect after the answer",
+    )
+    p.add_env_argument(
+        "--agent-codecs",
+        default=None,
+        help="webrtc: comma-separated audio codecs to offer the agent, in order (opus, pcmu, "
+        "pcma, g722; default: all). Where the legs' codecs differ the proxy transcodes",
+    )
 
 
 def _add_observability(p: _EnvDefaults) -> None:
@@ -240,6 +314,8 @@ def _proxy_config(args: argparse.Namespace) -> Any:
         handshake_timeout_s=args.handshake_timeout,
         idle_timeout_s=args.idle_timeout or None,
         upstream_ssl=upstream_ssl,
+        max_calls=args.max_calls if args.max_calls > 0 else None,
+        stall_timeout_s=args.stall_timeout or None,
     )
     return ProxyConfig(
         relay=relay,
@@ -293,12 +369,135 @@ def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
     return listen
 
 
-def _cmd_proxy(args: argparse.Namespace) -> int:
+def _csv(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+def _webrtc_config(args: argparse.Namespace) -> Any:
+    from voxproxy.analysis.vad import VadConfig
+    from voxproxy.dialects.base import DialectOptions
+    from voxproxy.proxy_webrtc import WebRtcProxyConfig
+    from voxproxy.session import SessionConfig
+    from voxproxy.transports.webrtc import WebRtcRelayConfig
+    from voxproxy.turns import TurnConfig
+
+    if not args.upstream.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"--transport webrtc needs the agent's http(s):// signaling URL, got {args.upstream!r}"
+        )
+    if args.dialect not in ("auto", "openai-realtime"):
+        raise ConfigError(
+            "--transport webrtc measures data channels as auto (oai-events is OpenAI Realtime) "
+            f"or openai-realtime; got --dialect {args.dialect}"
+        )
+    relay = WebRtcRelayConfig(
+        upstream=args.upstream,
+        signaling=args.signaling,
+        signaling_timeout_s=args.handshake_timeout,
+        ice_timeout_s=args.ice_timeout,
+        idle_timeout_s=args.idle_timeout or None,
+        ice_servers=_csv(args.ice_server),
+        agent_codecs=_csv(args.agent_codecs) or None,
+    )
+    return WebRtcProxyConfig(
+        relay=relay,
+        dialect=args.dialect,
+        dialect_options=DialectOptions(),
+        session=SessionConfig(
+            vad=VadConfig(mode=args.vad_mode),
+            turns=TurnConfig(
+                response_timeout_ms=args.response_timeout_ms,
+                barge_in_window_ms=args.barge_in_window_ms,
+            ),
+            downstream_offset_ms=args.downstream_offset_ms,
+        ),
+        secret=args.secret.encode() if args.secret else None,
+    )
+
+
+def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
+    """``voxproxy proxy --transport webrtc``: the same receipts, sinks and telemetry."""
     from voxproxy.eventapi import EventApi
-    from voxproxy.proxy import Proxy
+    from voxproxy.proxy_webrtc import WebRtcProxy
+    from voxproxy.receipts.model import Receipt
     from voxproxy.receipts.policy import load_policy
     from voxproxy.receipts.store import ReceiptStore
-    from voxproxy.receipts.verdict import judged, judging
+    from voxproxy.receipts.verdict import judged
+    from voxproxy.receipts.writer import ReceiptWriter
+    from voxproxy.telemetry import TelemetryConfig, make_telemetry, otlp_requested
+    from voxproxy.transports.webrtc import use_host_addresses
+
+    config = _webrtc_config(args)
+    if args.tls_cert:
+        raise ConfigError("--tls-cert is not supported with --transport webrtc yet")
+    host, port = args.listen
+    policy = load_policy(args.policy)
+    events_listen = _events_listen(args)
+    if args.ice_host:
+        use_host_addresses(_csv(args.ice_host))
+
+    async def main() -> None:
+        writer = ReceiptWriter(args.receipts)
+        store = ReceiptStore(args.store) if args.store else None
+        sinks: list[Callable[[Receipt], None]] = [writer.write]
+        if store is not None:
+            sinks.append(store.write)
+        telemetry = make_telemetry(
+            TelemetryConfig(otlp=args.otel or otlp_requested(), metrics_listen=args.metrics_listen)
+        )
+        proxy = WebRtcProxy(
+            config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy)
+        )
+        await telemetry.start()
+        events_api = None
+        if events_listen is not None:
+            events_api = EventApi(proxy.live, proxy.secret, args.events_token)
+            await events_api.start(*events_listen)
+        bound = await proxy.start(host, port)
+        log.info(
+            "voxproxy %s (webrtc) answering offers on http://%s:%d/whip and /api/offer -> %s "
+            "(%s), receipts to %s",
+            __version__,
+            host,
+            bound,
+            config.relay.upstream,
+            config.relay.signaling,
+            args.receipts,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info(
+            "shutting down: draining %d call(s) for up to %.0f s", proxy.active, args.drain_timeout
+        )
+        if events_api is not None:
+            await events_api.stop()
+        try:
+            await proxy.stop(args.drain_timeout)
+            await telemetry.aclose()
+        finally:
+            writer.close()
+            log.info("%d receipt(s) written to %s", writer.written, args.receipts)
+            if store is not None:
+                store.close()
+
+    _run(main())
+    return 0
+
+
+def _cmd_proxy(args: argparse.Namespace) -> int:
+    if getattr(args, "transport", "websocket") == "webrtc":
+        return _cmd_proxy_webrtc(args)
+    if not args.upstream.startswith(("ws://", "wss://")):
+        raise ConfigError(f"--upstream must be a ws:// or wss:// URL, got {args.upstream!r}")
+    from voxproxy.eventapi import EventApi
+    from voxproxy.proxy import Proxy
+    from voxproxy.receipts.model import Receipt
+    from voxproxy.receipts.policy import load_policy
+    from voxproxy.receipts.store import ReceiptStore
+    from voxproxy.receipts.verdict import judged
     from voxproxy.receipts.writer import ReceiptWriter
     from voxproxy.telemetry import TelemetryConfig, make_telemetry, otlp_requested
 
@@ -311,14 +510,14 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
     async def main() -> None:
         writer = ReceiptWriter(args.receipts)
         store = ReceiptStore(args.store) if args.store else None
-        sinks = [judging(writer.write, policy)]
+        sinks: list[Callable[[Receipt], None]] = [writer.write]
         if store is not None:
-            sinks.append(judging(store.write, policy))
+            sinks.append(store.write)
         telemetry = make_telemetry(
-            TelemetryConfig(otlp=args.otel or otlp_requested(), metrics_listen=args.metrics_listen),
-            judge=lambda r: judged(r, policy),
+            TelemetryConfig(otlp=args.otel or otlp_requested(), metrics_listen=args.metrics_listen)
         )
-        proxy = Proxy(config, sinks=sinks, telemetry=telemetry)
+        # One verdict per receipt, given before the sinks and telemetry see it.
+        proxy = Proxy(config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy))
         await telemetry.start()
         events_api = None
         if events_listen is not None:
@@ -353,15 +552,20 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         log.info(
             "shutting down: draining %d call(s) for up to %.0f s", proxy.active, args.drain_timeout
         )
-        if events_api is not None:
-            await events_api.stop()
-        await proxy.stop(args.drain_timeout)
-        await telemetry.aclose()
-        writer.close()
-        log.info("%d receipt(s) written to %s", writer.written, args.receipts)
-        if store is not None:
-            store.close()
-            log.info("%d receipt(s) stored in %s", store.written, args.store)
+        try:
+            if events_api is not None:
+                await events_api.stop()
+            await proxy.stop(args.drain_timeout)
+            await telemetry.aclose()
+        finally:
+            # Whatever failed above, the receipts already handed to the writers reach the disk.
+            writer.close()
+            log.info("%d receipt(s) written to %s", writer.written, args.receipts)
+            if store is not None:
+                store.close()
+                log.info("%d receipt(s) stored in %s", store.written, args.store)
+            if proxy.refused_calls:
+                log.info("%d caller(s) refused at capacity", proxy.refused_calls)
 
     _run(main())
     return 0
@@ -416,11 +620,25 @@ def _add_mock_agent(sub: Any) -> None:
         default=300.0,
         help="simulated tool: tool.started -> tool.finished",
     )
+    p.add_argument(
+        "--transcripts",
+        action="store_true",
+        help="raw and openai-realtime: report what the agent heard in each caller turn "
+        "(it recognizes the fixture clip; built-in imperfect texts unless --hypotheses)",
+    )
+    p.add_argument(
+        "--hypotheses",
+        default=None,
+        metavar="FILE",
+        help="with --transcripts: YAML/JSON mapping caller clip name -> the text the agent "
+        "hears for it (clips not listed are heard perfectly)",
+    )
     p.set_defaults(func=_cmd_mock_agent)
 
 
 def _cmd_mock_agent(args: argparse.Namespace) -> int:
     from voxproxy.mockagent import MockAgentConfig, run_cli
+    from voxproxy.mockagent.hearing import load_hypotheses
 
     config = MockAgentConfig(
         dialect=args.dialect,
@@ -434,6 +652,8 @@ def _cmd_mock_agent(args: argparse.Namespace) -> int:
         post_events_url=args.post_events_url,
         events_token=args.events_token,
         tool_latency_ms=args.tool_latency_ms,
+        transcripts=args.transcripts,
+        transcript_hypotheses=load_hypotheses(args.hypotheses) if args.hypotheses else None,
     )
     host, port = args.listen
     _run(run_cli(config, host, port))

@@ -76,7 +76,10 @@ async def run_demo(out: str) -> int:
     )
     started = time.monotonic()
     bench = await run_bench(
-        [BenchAgent(a.label, a.config, len(scenarios) * CALLS_PER_PAIR) for a in AGENTS],
+        [
+            BenchAgent(a.label, a.config, len(scenarios) * CALLS_PER_PAIR, post_events=True)
+            for a in AGENTS
+        ],
         scenarios,
         secret=SECRET,
         extra_sinks=[writer.write],

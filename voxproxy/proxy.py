@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import ssl
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -10,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from websockets.http11 import Request
 
 from voxproxy.clock import EpochAnchor
-from voxproxy.dialects.base import DialectOptions, make_decoder
-from voxproxy.events import AnomalyKind, Direction, StageMark, ToolEvent
+from voxproxy.dialects.base import Decoder, DialectOptions, make_decoder
+from voxproxy.events import AnomalyKind, Direction, Event, StageMark, ToolEvent
 from voxproxy.ids import new_secret
 from voxproxy.livecalls import LiveCalls, wire_ids
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
@@ -43,6 +44,7 @@ _TERMINALS: dict[EndCause, Terminal] = {
     EndCause.PROXY_SHUTDOWN: "proxy_shutdown",
     EndCause.PROXY_ERROR: "proxy_error",
     EndCause.BAD_REQUEST: "proxy_error",
+    EndCause.OVER_CAPACITY: "proxy_error",  # refused before measuring: never a receipt
 }
 
 
@@ -58,16 +60,28 @@ class ProxyConfig:
 ReceiptSink = Callable[[Receipt], None]
 
 
+class _Unmeasured:
+    """The decoder of a call whose measurement could not be set up: it decodes nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
+        del direction, payload, t_ns
+        return []
+
+
 class CallContext:
     """Observer of one relayed call: feeds the session, emits the receipt at the end."""
 
     __slots__ = ("_proxy", "_wire_pending", "link_id", "session", "trace")
 
-    def __init__(self, proxy: Proxy, t_ns: int) -> None:
+    def __init__(self, proxy: Proxy, t_ns: int, decoder: Decoder | None = None) -> None:
         self._proxy = proxy
         self.link_id = uuid.uuid4().hex
         cfg = proxy.config
-        decoder = make_decoder(cfg.dialect, proxy.dialect_options)
+        if decoder is None:
+            decoder = make_decoder(cfg.dialect, proxy.dialect_options)
         self.session = CallSession(
             decoder,
             t_ns,
@@ -136,10 +150,15 @@ class CallContext:
         try:
             receipt = self.session.close(t_ns, terminal, close)
         except Exception:
-            log.exception("could not build a receipt; writing a minimal one")
+            log.exception("could not build a receipt for a call (counted in receipt_errors)")
             proxy.receipt_errors += 1
             return
         proxy.calls += 1
+        if proxy.judge is not None:
+            try:
+                receipt = proxy.judge(receipt)
+            except Exception:
+                log.exception("could not judge a receipt; it is written without a verdict")
         for sink in proxy.sinks:
             try:
                 sink(receipt)
@@ -171,8 +190,12 @@ class Proxy:
         config: ProxyConfig,
         sinks: list[ReceiptSink] | None = None,
         telemetry: Telemetry | None = None,
+        judge: Callable[[Receipt], Receipt] | None = None,
     ) -> None:
+        """``judge`` gives each receipt its verdict, once, before the sinks and
+        telemetry see it (see :func:`voxproxy.receipts.verdict.judged`)."""
         self.config = config
+        self.judge = judge
         if config.secret is None:
             log.warning(
                 "no secret configured (--secret / VOXPROXY_SECRET): call ids are keyed with a "
@@ -195,10 +218,23 @@ class Proxy:
         self.server = RelayServer(config.relay, self._observer)
 
     def _observer(self, t_ns: int) -> CallContext:
-        return CallContext(self, t_ns)
+        try:
+            return CallContext(self, t_ns)
+        except Exception:
+            # The call still gets its receipt (traffic, terminal), flagged unmeasured.
+            log.exception("could not set up measurement for a call; it is forwarded unmeasured")
+            ctx = CallContext(self, t_ns, decoder=_Unmeasured(self.config.dialect))
+            ctx.session.note_measurement_error()
+            ctx.session.measurement_disabled = True
+            return ctx
 
-    async def start(self, host: str, port: int) -> int:
-        return await self.server.start(host, port)
+    @property
+    def refused_calls(self) -> int:
+        """Callers refused with 503 because ``max_calls`` calls were in progress."""
+        return self.server.admission.refused
+
+    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
+        return await self.server.start(host, port, ssl_context)
 
     async def stop(self, drain_s: float = 0.0) -> None:
         await self.server.stop(drain_s)

@@ -42,6 +42,7 @@ from voxproxy.events import (
     Flush,
     MarkEcho,
     MarkSent,
+    Pcm,
     StageMark,
     StreamStart,
     StreamStop,
@@ -65,7 +66,7 @@ from voxproxy.receipts.model import (
     TurnRecord,
     TurnStages,
 )
-from voxproxy.tools import derive
+from voxproxy.tools import EffectSummary, derive
 from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnMachine, barge_outcome
 
 NS_PER_MS = 1_000_000
@@ -131,6 +132,9 @@ class SessionConfig:
     turns: TurnConfig = field(default_factory=TurnConfig)
     downstream_offset_ms: float = 0.0
     transport: str = "websocket"
+    # "model": agent audio is placed on the playout timeline (MEASUREMENT.md 3); "arrival":
+    # a paced transport (WebRTC) where audible time = arrival, the model's identity.
+    agent_playout: str = "model"
 
 
 class CallSession:
@@ -156,6 +160,8 @@ class CallSession:
         self._converters: list[Converter | None] = [None, None]
         self._detectors: list[SpeechDetector | None] = [None, None]
         self._playout: Playout | None = None
+        self._paced = cfg.agent_playout == "arrival"
+        self._agent_end_ns: int | None = None  # paced: end of the last agent chunk heard
         self._downstream_ns = int(cfg.downstream_offset_ms * NS_PER_MS)
         self.turns = TurnMachine(cfg.turns)
         self._flush_queue: deque[FlushMark] = deque()
@@ -203,6 +209,33 @@ class CallSession:
         except Exception:
             self.note_measurement_error()
             return []
+
+    def on_audio(
+        self,
+        direction: Direction,
+        pcm: Pcm,
+        sample_rate_hz: int,
+        t_ns: int,
+        *,
+        wire_bytes: int = 0,
+    ) -> None:
+        """Measure audio the shell decoded itself (a media transport such as WebRTC).
+
+        ``pcm`` is mono 16-bit at ``sample_rate_hz``, carried by one packet of
+        ``wire_bytes`` that arrived at ``t_ns``. Caller audio covers ``[t - d, t]``
+        as on any wire; agent audio goes on the playout timeline, or is audible on
+        arrival with ``SessionConfig(agent_playout="arrival")``. Never raises.
+        """
+        self._messages[direction] += 1
+        self._bytes[direction] += wire_bytes
+        if self.measurement_disabled or self._closed:
+            return
+        try:
+            self._handle(Audio(direction, pcm, sample_rate_hz, t_ns))
+            if t_ns - self._last_pump_ns >= self._pump_interval_ns:
+                self._pump(t_ns)
+        except Exception:
+            self.note_measurement_error()
 
     def on_event(self, ev: ToolEvent | StageMark) -> None:
         """An event from outside the media (the event API), stamped by the shell."""
@@ -280,7 +313,7 @@ class CallSession:
             self._detectors[direction] = SpeechDetector(
                 conv.out_rate_hz, self.config.vad, batch_ms=PUMP_INTERVAL_MS * 2
             )
-            if direction is AGENT_TO_CALLER:
+            if direction is AGENT_TO_CALLER and not self._paced:
                 self._playout = Playout(conv.out_rate_hz, self._downstream_ns)
         return conv
 
@@ -299,11 +332,30 @@ class CallSession:
                 # A captured frame of duration d that arrives at t covers [t - d, t].
                 out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
                 det.push(pcm, ev.t_ns - out_dur, continuous=True)
+        elif self._paced:
+            self._agent_on_arrival(pcm, conv.out_rate_hz, ev.t_ns)
         else:
             assert self._playout is not None
             start = self._playout.add(pcm, ev.t_ns)
             if ev.item_id is not None:
                 self._note_item(ev.item_id, start, pcm.size * 1_000_000_000 // conv.out_rate_hz)
+
+    def _agent_on_arrival(self, pcm: Pcm, rate: int, t_ns: int) -> None:
+        """Paced agent audio: audible from its arrival (MEASUREMENT.md 3, the identity).
+
+        Each chunk is anchored at its own arrival, so jitter never accumulates; a pause
+        in arrivals up to ``_FILL_GAP_NS`` is heard as that much silence, a longer one
+        starts a new stretch."""
+        det = self._detectors[AGENT_TO_CALLER]
+        if det is None or not pcm.size:
+            return
+        start = t_ns + self._downstream_ns
+        end = self._agent_end_ns
+        continuous = end is not None and start - end <= _FILL_GAP_NS
+        if end is not None and 0 < start - end <= _FILL_GAP_NS:
+            det.push(np.zeros((start - end) * rate // 1_000_000_000, dtype=np.int16), end)
+        det.push(pcm, start, continuous=continuous)
+        self._agent_end_ns = start + pcm.size * 1_000_000_000 // rate
 
     def _note_item(self, item_id: str, start_ns: int, dur_ns: int) -> None:
         """Keep where each agent audio item plays, so that a truncate can be checked."""
@@ -340,7 +392,9 @@ class CallSession:
             self._note_truncate(ev)
         self._flush_count += 1
         if self._playout is None:
-            self._flush_queue.append(FlushMark(ev.t_ns + self._downstream_ns, False))
+            t = ev.t_ns + self._downstream_ns
+            cut = self._paced and self._agent_end_ns is not None and self._agent_end_ns > t
+            self._flush_queue.append(FlushMark(t, cut))
             return
         # Audio up to the flush was audible; hand it to the detector first.
         self._release(ev.t_ns)
@@ -475,7 +529,19 @@ class CallSession:
             except Exception:
                 self.note_measurement_error()
                 turns = []
-        return self._receipt(end_ns, terminal, close, turns, dialect or self.decoder.name)
+        name = dialect or self.decoder.name
+        try:
+            return self._receipt(end_ns, terminal, close, turns, name)
+        except Exception:
+            # A bug in building the full receipt must not cost the call its receipt: it
+            # gets one without the measurements (counted, and flagged measurement_disabled).
+            self.note_measurement_error()
+            self.measurement_disabled = True
+            self.final_turns = []
+            self.tool_events = []
+            self.stages = []
+            self._truncations = []
+            return self._receipt(end_ns, terminal, close, [], name)
 
     def _receipt(
         self, end_ns: int, terminal: Terminal, close: CloseInfo, turns: list[Turn], dialect: str
@@ -488,7 +554,8 @@ class CallSession:
             return None if ns is None else _ms(ns - start)
 
         barge_onsets = [t.barge_in.onset_ns for t in turns if t.barge_in is not None]
-        effects = derive(self.tool_events, barge_onsets)
+        # (No tool events, nothing to derive: the common case, and the fallback receipt's.)
+        effects = derive(self.tool_events, barge_onsets) if self.tool_events else EffectSummary()
         starts = [(t.caller_onset_ns or t.agent_onset_ns or 0, t.index) for t in turns]
 
         def turn_of(t_ns: int) -> int | None:

@@ -50,6 +50,19 @@ def add_parser(sub: Any) -> None:
         help="the target voxproxy's --secret (to find each call's receipt)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--transcript-policy",
+        default=None,
+        metavar="YAML",
+        help="normalization policy for scoring the agent's transcripts (default: embedded)",
+    )
+    p.add_argument(
+        "--transcript-terms",
+        action="append",
+        default=[],
+        metavar="YAML",
+        help="meaning-bearing term list for transcript scores (repeatable; default: embedded)",
+    )
     p.set_defaults(func=_cmd)
 
 
@@ -64,6 +77,7 @@ def _cmd(args: argparse.Namespace) -> int:
         write_results,
     )
     from voxproxy.loadgen.scenario import find_scenario
+    from voxproxy.transcripts.score import Scoring
 
     if args.calls < 1 or args.concurrency < 1 or args.workers < 1:
         raise ConfigError("--calls, --concurrency and --workers must be at least 1")
@@ -78,6 +92,7 @@ def _cmd(args: argparse.Namespace) -> int:
             raise ConfigError(f"--header wants NAME:VALUE, got {h!r}")
         headers.append((name.strip(), value.strip()))
     scenarios = tuple(find_scenario(ref) for ref in args.scenarios)
+    scoring = Scoring.load(args.transcript_policy, args.transcript_terms)
     plan = LoadPlan(
         target=args.target,
         dialect=args.dialect,
@@ -113,8 +128,17 @@ def _cmd(args: argparse.Namespace) -> int:
         receipts = receipts_by_call(Path(args.proxy_receipts), secret)
     calls = outcomes(plan, records, receipts, secret)
     out = Path(args.out)
-    summary = write_results(out, plan, calls)
+    summary = write_results(out, plan, calls, scoring)
     print_summary(summary)
+    heard = summary["all"].get("transcripts") or {}
+    if heard.get("scorecard"):
+        wer, ter = heard["wer"], heard["term_error_rate"]
+        print(
+            f"what the agent heard: WER {'—' if wer is None else f'{100 * wer:.1f} %'}, "
+            f"term error rate {'—' if ter is None else f'{100 * ter:.1f} %'}, numbers "
+            f"{heard['numbers']['text']} right, scorecard {heard['scorecard']['total']} / 100 "
+            "(not-recognized list in report.html)"
+        )
     failed = summary["all"]["failed_calls"]
     print(
         f"{plan.calls} calls in {time.monotonic() - started:.0f} s; {failed} failed an "

@@ -804,6 +804,18 @@ class OpenAIRealtimeAgentWire:
             }
         )
 
+    def input_transcription_completed(self, item_id: str, transcript: str) -> str:
+        """What the server's transcription model heard in a user item."""
+        return dumps(
+            {
+                "type": "conversation.item.input_audio_transcription.completed",
+                "event_id": self._eid(),
+                "item_id": item_id,
+                "content_index": 0,
+                "transcript": transcript,
+            }
+        )
+
     def item_truncated(self, item_id: str, audio_end_ms: int) -> str:
         return dumps(
             {

@@ -9,11 +9,14 @@ agent log put side by side. :func:`run_bench` does that once.
 from __future__ import annotations
 
 import asyncio
+import secrets
+import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from voxproxy.eventapi import EventApi
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.runner import LoadPlan, run_calls
@@ -22,7 +25,7 @@ from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
-from voxproxy.receipts.verdict import judging
+from voxproxy.receipts.verdict import judged
 from voxproxy.transports.websocket import RelayConfig
 
 
@@ -31,12 +34,19 @@ class BenchAgent:
     label: str
     config: MockAgentConfig
     calls: int  # calls placed against this agent (scenarios in rotation)
+    post_events: bool = False  # the agent posts its tool and outcome events to the event API
 
 
 @dataclass(frozen=True, slots=True)
 class BenchCall:
     label: str  # the agent's label
     outcome: CallOutcome
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 async def run_bench(
@@ -56,20 +66,30 @@ async def run_bench(
     receipts: dict[str, Receipt] = {}
     mocks: list[MockAgent] = []
     proxies: list[Proxy] = []
+    apis: list[EventApi] = []
     plans: list[LoadPlan] = []
     stamp = f"{int(time.time()):x}"
     try:
         for i, spec in enumerate(agents):
-            mock = MockAgent(spec.config)
+            config = spec.config
+            token = secrets.token_hex(16)
+            api_port = _free_port() if spec.post_events else None
+            if api_port is not None:
+                config = replace(
+                    config, post_events_url=f"http://127.0.0.1:{api_port}", events_token=token
+                )
+            mock = MockAgent(config)
             await mock.start()
             mocks.append(mock)
             proxy = Proxy(
                 ProxyConfig(RelayConfig(mock.url), dialect=proxy_dialect, secret=secret),
-                sinks=[
-                    judging(lambda r: receipts.__setitem__(r.call, r), policy),
-                    *(judging(sink, policy) for sink in extra_sinks),
-                ],
+                sinks=[lambda r: receipts.__setitem__(r.call, r), *extra_sinks],
+                judge=lambda r: judged(r, policy),
             )
+            if api_port is not None:
+                api = EventApi(proxy.live, proxy.secret, token)
+                await api.start("127.0.0.1", api_port)
+                apis.append(api)
             port = await proxy.start("127.0.0.1", 0)
             proxies.append(proxy)
             plans.append(
@@ -89,6 +109,8 @@ async def run_bench(
     finally:
         for proxy in proxies:
             await proxy.stop(drain_s=1.0)
+        for api in apis:
+            await api.stop()
         for mock in mocks:
             await mock.stop()
     out: list[BenchCall] = []

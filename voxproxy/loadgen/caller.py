@@ -33,7 +33,7 @@ from voxproxy.dialects import make_decoder
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
 from voxproxy.dialects.raw import RawWire
 from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent
+from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent, Transcript
 from voxproxy.fixtures import Clip
 
 NS_PER_MS = 1_000_000
@@ -128,6 +128,7 @@ class SpeechTruth:
     onset_ns: int
     offset_ns: int
     barge_in: bool = False
+    text: str = ""  # the clip's reference text (what the caller truly said)
 
 
 @dataclass(slots=True)
@@ -167,6 +168,8 @@ class CallRecord:
     # (call id, function_call_arguments.done arrival, function_call_output sent) of each call.
     truncations: list[tuple[int, str, int]] = field(default_factory=list)
     tool_calls: list[tuple[str, int, int]] = field(default_factory=list)
+    # What the agent reported it heard (or said): (arrival, role, text, final), in order.
+    transcripts: list[tuple[int, str, str, bool]] = field(default_factory=list)
 
     def play_time(self, stream_pos: int) -> int | None:
         """When agent audio sample ``stream_pos`` played (None if it never did)."""
@@ -365,6 +368,8 @@ class ScriptedCaller:
                         and self.config.answer_tools
                     ):
                         self._spawn(self._answer_tool(ev.operation_id, t))
+                    elif isinstance(ev, Transcript):
+                        self.record.transcripts.append((t, ev.role, ev.text, ev.final))
                 self._tick(t)
         except ConnectionClosed:
             pass
@@ -479,7 +484,7 @@ class ScriptedCaller:
         if noise:
             self.record.noises.append(NoiseTruth(c.name, onset, offset))
         else:
-            self.record.speech.append(SpeechTruth(c.name, onset, offset, barge_in))
+            self.record.speech.append(SpeechTruth(c.name, onset, offset, barge_in, c.text))
         # Wait until the clip has been sent.
         end_pos = pos + pcm.size
         while self._sent_samples < end_pos and not self._done_sending.is_set():

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from voxproxy.loadgen.results import CallOutcome
+from voxproxy.transcripts.html import transcripts_section
 
 NS_PER_MS = 1_000_000
 MAX_TIMELINES = 24
@@ -174,6 +175,7 @@ def write_report(
             f"<td>{s['false_barge_ins']}</td><td>{errs}</td></tr>"
         )
     parts.append("</table>")
+    parts.append(transcripts_section(summary))
     by_scn: dict[str, list[float]] = {}
     stops: dict[str, list[float]] = {}
     err_t: list[float] = []

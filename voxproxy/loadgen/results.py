@@ -13,6 +13,8 @@ from voxproxy.loadgen.scenario import Scenario, StepSpec
 from voxproxy.loadgen.truth import TurnTruth, caller_view_truths, turn_truths
 from voxproxy.mockagent import CallLog
 from voxproxy.receipts.model import Receipt, TurnRecord
+from voxproxy.transcripts.loadrun import score_call, summarize_calls
+from voxproxy.transcripts.score import Scoring
 
 NS_PER_MS = 1_000_000
 MATCH_TOLERANCE_MS = 250.0  # a receipt turn belongs to a caller utterance within this
@@ -66,8 +68,9 @@ def _check(expect: Any, name: str, ok: bool, detail: str, failures: list[str]) -
         failures.append(f"{name}: {detail}")
 
 
-def evaluate(o: CallOutcome) -> dict[str, Any]:
-    """One call's entry of results.json."""
+def evaluate(o: CallOutcome, scoring: Scoring | None = None) -> dict[str, Any]:
+    """One call's entry of results.json. ``scoring``: how transcripts are scored
+    (None: the default normalization policy and term list)."""
     rec = o.record
     truths = turn_truths(rec, o.agent_log) if o.agent_log is not None else caller_view_truths(rec)
     truth_source = "agent_log" if o.agent_log is not None else "caller_vad"
@@ -78,6 +81,7 @@ def evaluate(o: CallOutcome) -> dict[str, Any]:
     failures: list[str] = []
     for i, (truth, step) in enumerate(zip(truths, speech_steps, strict=False)):
         turns_out.append(_turn_entry(i, truth, step, rec, o.receipt, shift, failures))
+    transcripts_unmatched = _transcripts(rec, turns_out, scoring)
     noises = [
         _noise_entry(i, n, step, rec, o.receipt, shift, o.agent_log, failures)
         for i, (n, step) in enumerate(zip(rec.noises, noise_steps, strict=False))
@@ -126,6 +130,7 @@ def evaluate(o: CallOutcome) -> dict[str, Any]:
         "noises": noises,
         "silences": silences,
         "no_response": no_response,
+        "transcripts_unmatched": transcripts_unmatched,
         "receipt": None
         if o.receipt is None
         else {
@@ -141,6 +146,17 @@ def evaluate(o: CallOutcome) -> dict[str, Any]:
         "failures": failures,
         "passed": not failures,
     }
+
+
+def _transcripts(rec: CallRecord, turns_out: list[dict[str, Any]], scoring: Scoring | None) -> int:
+    """Each turn's ``transcript``: what the agent reported it heard, scored against the
+    clip's text (voxproxy.transcripts.loadrun). Returns the user transcripts that
+    matched no turn."""
+    speech = [(s.offset_ns, s.text) for s in rec.speech[: len(turns_out)]]
+    entries, unmatched = score_call(speech, rec.transcripts, rec.t0_ns, scoring)
+    for turn, entry in zip(turns_out, entries, strict=True):
+        turn["transcript"] = entry
+    return unmatched
 
 
 def _turn_entry(
@@ -368,5 +384,6 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
                 1 for n in noises if n["proxy_judged_correctly"] is False
             ),
             "expectation_failures": sum(len(r["failures"]) for r in rs),
+            "transcripts": summarize_calls(rs),
         }
     return out

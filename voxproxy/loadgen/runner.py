@@ -27,6 +27,7 @@ from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import CallLog
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts
+from voxproxy.transcripts.score import Scoring
 
 
 @dataclass(frozen=True)
@@ -155,12 +156,17 @@ def outcomes(
     return out
 
 
-def write_results(out_dir: Path, plan: LoadPlan, calls: list[CallOutcome]) -> dict[str, Any]:
-    """Judge every call; write results.json, summary.json and report.html. Returns the summary."""
+def write_results(
+    out_dir: Path, plan: LoadPlan, calls: list[CallOutcome], scoring: Scoring | None = None
+) -> dict[str, Any]:
+    """Judge every call; write results.json, summary.json and report.html. Returns the summary.
+    ``scoring``: how the agent's transcripts are scored (None: the defaults)."""
     from voxproxy.loadgen.report import write_report
+    from voxproxy.transcripts.loadrun import default_scoring
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = [evaluate(c) for c in calls]
+    scoring = scoring or default_scoring()
+    results = [evaluate(c, scoring) for c in calls]
     summary = summarize(results)
     meta = {
         "target": plan.target,
@@ -169,6 +175,7 @@ def write_results(out_dir: Path, plan: LoadPlan, calls: list[CallOutcome]) -> di
         "concurrency": plan.concurrency,
         "scenarios": [s.name for s, _ in plan.scenarios],
         "run_id": plan.run_id,
+        "transcript_scoring": scoring.labels,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (out_dir / "results.json").write_text(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -49,8 +49,12 @@ class MockAgentConfig:
     responses: Sequence[str] | None = None  # None: default_responses(); stored as a tuple
     greeting: str | None = None
     marks: bool = True  # twilio only
-    transcripts: bool = False  # raw only
+    transcripts: bool = False  # raw and openai-realtime: report what the agent heard
     transcript_text: Callable[[int], str] | None = field(default=None, compare=False)
+    # Without transcript_text, the agent recognizes which caller clip each turn was
+    # (voxproxy.mockagent.hearing) and reports this text for it; clips not listed are
+    # heard perfectly. None: the built-in imperfect set (hearing.DEFAULT_HYPOTHESES).
+    transcript_hypotheses: Mapping[str, str] | None = field(default=None, compare=False)
     announce_rate: bool = False  # raw only: send {"type": "start", "sample_rate": ...} first
     subprotocols: Sequence[str] | None = None  # None: accept the first one the client offers
     compression: bool = False  # permessage-deflate

@@ -63,6 +63,8 @@ class CallLog:
     errors: list[str] = field(default_factory=list)  # internal errors caught on this call
     caller_messages: list[tuple[bool, bytes | str]] = field(default_factory=list)
     sent_messages: list[tuple[bool, bytes | str]] = field(default_factory=list)
+    # Transcripts: (caller turn, the clip the agent recognized or None, its match score).
+    heard: list[tuple[int, str | None, float]] = field(default_factory=list)
 
     @property
     def samples_sent(self) -> int:

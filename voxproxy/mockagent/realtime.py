@@ -32,7 +32,9 @@ the other dialects, so :mod:`voxproxy.loadgen.truth` works unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Coroutine
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
@@ -51,6 +53,7 @@ from voxproxy.mockagent.log import CallLog, ResponseLog
 from voxproxy.mockagent.server import NS_PER_MS, NS_PER_S, MockAgent, _Call, _Pending
 
 PREFIX_PADDING_MS = 300  # the server VAD's default prefix_padding_ms
+TRANSCRIPTION_DELAY_S = 0.05  # turn closed -> input audio transcription completed
 
 
 class RealtimeCall(_Call):
@@ -77,6 +80,7 @@ class RealtimeCall(_Call):
         self.stop_reason: str | None = None
         self.awaiting_tool: tuple[str, _Pending] | None = None  # call id, the answer after it
         self.tool_output: set[str] = set()
+        self.transcript_item: str | None = None  # the user item of the turn being closed
 
     # -- sending --------------------------------------------------------------------------
 
@@ -227,6 +231,16 @@ class RealtimeCall(_Call):
         self._emit(self.server.response_created(self.pending_ids[0]))
         self.wake.set()
 
+    def _send_transcript(self, text: str) -> Coroutine[Any, Any, None]:
+        # Called as the turn closes: bind the turn's item id now.
+        return self._transcription_completed(self.transcript_item or "", text)
+
+    async def _transcription_completed(self, item_id: str, text: str) -> None:
+        """``conversation.item.input_audio_transcription.completed``: transcription runs
+        beside the conversation, so it lands after the turn's ``committed``."""
+        await asyncio.sleep(TRANSCRIPTION_DELAY_S)
+        await self._send(self.server.input_transcription_completed(item_id, text))
+
     # -- the server VAD -------------------------------------------------------------------
 
     def _after_vad(self, now: int) -> None:
@@ -242,6 +256,7 @@ class RealtimeCall(_Call):
         self.speech_announced = False
         item = self.user_item or f"item_u{self.log.index}_{self.user_items + 1}"
         self.user_item = None
+        self.transcript_item = item
         messages = [
             self.server.speech_stopped(self.appended_ns // NS_PER_MS, item),
             self.server.committed(item),

@@ -39,6 +39,7 @@ from voxproxy.dialects.twilio import TwilioAgentWire
 from voxproxy.errors import UsageError
 from voxproxy.events import CALLER_TO_AGENT, Audio, StreamStart, StreamStop
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig, prepare_clips
+from voxproxy.mockagent.hearing import DEFAULT_HYPOTHESES, Hearing
 from voxproxy.mockagent.log import CallLog, ResponseLog
 
 logger = logging.getLogger("voxproxy.mockagent")
@@ -101,6 +102,10 @@ class _Call:
         self.background: set[asyncio.Task[None]] = set()
         self.agent = agent
         self.tool_stops: dict[int, asyncio.Event] = {}  # response index -> "stopped by a barge-in"
+        self.hearing: Hearing | None = None  # names the caller's clip of each turn (transcripts)
+        if cfg.transcripts and cfg.transcript_text is None:
+            hyps = cfg.transcript_hypotheses
+            self.hearing = Hearing(DEFAULT_HYPOTHESES if hyps is None else hyps)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -252,6 +257,8 @@ class _Call:
         t_start = t_ns - audio.pcm.size * NS_PER_S // rate  # the chunk covers [t - d, t]
         continuous = self.caller_end_ns is None or t_start - self.caller_end_ns <= _GAP_NS
         self.vad.push(pcm, t_start, continuous=continuous)
+        if self.hearing is not None:
+            self.hearing.push(pcm, t_start, self.converter.out_rate_hz)
         self.caller_end_ns = t_ns
 
     # -- turn taking ----------------------------------------------------------------------
@@ -301,9 +308,10 @@ class _Call:
             return
         turn = self.caller_turns
         self.caller_turns += 1
-        if cfg.dialect == "raw" and cfg.transcripts:
-            text = cfg.transcript_text(turn) if cfg.transcript_text is not None else ""
-            self._spawn(self._send_transcript(text), "transcript")
+        if cfg.transcripts and cfg.dialect != "twilio":
+            text = self._heard_text(turn, spurt)
+            if text is not None:
+                self._spawn(self._send_transcript(text), "transcript")
         if self.halted:
             return
         names = cfg.response_names
@@ -313,6 +321,15 @@ class _Call:
         start_ns = spurt.offset_ns + round(delay_ms * NS_PER_MS) - onset_ns
         self.pending = _Pending(clip, False, spurt.offset_ns, delay_ms, start_ns)
         self.wake.set()
+
+    def _heard_text(self, turn: int, spurt: Spurt) -> str | None:
+        """What the agent reports it heard in caller turn ``turn`` (None: nothing)."""
+        if self.cfg.transcript_text is not None:
+            return self.cfg.transcript_text(turn)
+        assert self.hearing is not None
+        heard = self.hearing.hear(spurt)
+        self.log.heard.append((turn, heard.clip, heard.score))
+        return heard.text
 
     async def _send_transcript(self, text: str) -> None:
         await self._send(RawWire.transcript(text))

@@ -26,6 +26,8 @@ Terminal = Literal[
     "idle_timeout",  # nothing moved for longer than the idle timeout
     "proxy_shutdown",  # the proxy shut down while the call was up
     "proxy_error",  # the proxy failed (a bug); the call was closed
+    "bad_offer",  # webrtc: the caller's SDP offer was malformed or unusable (answered 4xx)
+    "ice_failed",  # webrtc: the caller's media path (ICE/DTLS) never connected
 ]
 
 

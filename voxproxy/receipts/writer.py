@@ -3,12 +3,15 @@
 A background thread owns the file: each receipt is one ``write`` of one
 complete line, then ``flush`` and ``fsync``, so a process killed mid-write
 leaves only complete lines behind, except possibly a torn last one that
-readers skip (see :func:`read_receipts`).
+readers skip (see :func:`read_receipts`). A writer opening a file that ends in
+such a torn line cuts it off first, so that its own lines never get glued to
+the fragment and every complete line of the file stays a receipt.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import threading
@@ -17,13 +20,43 @@ from pathlib import Path
 
 from voxproxy.receipts.model import Receipt
 
+log = logging.getLogger("voxproxy.receipts")
+
 _STOP = object()
+
+
+def cut_torn_tail(path: Path) -> int:
+    """Truncate ``path`` after its last newline; returns the bytes cut (0 if none)."""
+    if not path.exists():
+        return 0
+    with open(path, "rb+") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            fh.seek(start)
+            block = fh.read(end - start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                keep = start + i + 1
+                break
+            end = start
+        else:
+            keep = 0
+        if keep < size:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return size - keep
 
 
 class ReceiptWriter:
     def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        cut = cut_torn_tail(self.path)
+        if cut:
+            log.warning("%s ended in a torn line (%d bytes, a killed writer): cut off", path, cut)
         self._fsync = fsync
         self._queue: queue.Queue[object] = queue.Queue()
         self.written = 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -139,14 +139,12 @@ def otlp_requested(environ: Mapping[str, str] | None = None) -> bool:
     )
 
 
-def make_telemetry(
-    config: TelemetryConfig, judge: Callable[[Receipt], Receipt] | None = None
-) -> Telemetry:
+def make_telemetry(config: TelemetryConfig) -> Telemetry:
     """The telemetry ``config`` asks for, or :data:`NULL_TELEMETRY`.
 
-    ``judge`` gives a receipt its verdict when it has none yet (the proxy's sinks
-    judge their own copies), so spans and the calls counter carry the verdict.
-    ``OTEL_SDK_DISABLED=true`` turns everything off.
+    Receipts arrive already judged (the proxy gives each its verdict once), so
+    spans and the calls counter carry the verdict. ``OTEL_SDK_DISABLED=true``
+    turns everything off.
     """
     env = os.environ
     if not config.otlp and config.metrics_listen is None:
@@ -156,7 +154,7 @@ def make_telemetry(
         return NULL_TELEMETRY
     from voxproxy.telemetry.otel import OtelTelemetry
 
-    return OtelTelemetry(config, env, judge=judge)
+    return OtelTelemetry(config, env)
 
 
 __all__ = [

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
@@ -207,11 +207,8 @@ class OtelTelemetry(Telemetry):
         self,
         config: TelemetryConfig,
         env: Mapping[str, str] | None = None,
-        *,
-        judge: Callable[[Receipt], Receipt] | None = None,
     ) -> None:
         self.config = config
-        self.judge = judge
         env = os.environ if env is None else env
         self._lock = threading.Lock()
         self._dropped: Counter[str] = Counter()
@@ -273,11 +270,6 @@ class OtelTelemetry(Telemetry):
         return OtelCallTrace(list(headers.items()), span)
 
     def on_receipt(self, receipt: Receipt, trace_: CallTrace | None, times: CallTimes) -> None:
-        if receipt.verdict is None and self.judge is not None:
-            try:
-                receipt = self.judge(receipt)
-            except Exception:
-                log.exception("could not judge a receipt for telemetry")
         try:
             self.instruments.record(receipt)
         except Exception:

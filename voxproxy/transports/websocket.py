@@ -18,6 +18,24 @@ The caller's handshake is answered only once the agent has answered ours, so
 the subprotocol the agent picked and its refusals pass through: a refusal is
 mirrored with the agent's own HTTP status, an unreachable agent is a 502 and a
 silent one a 504.
+
+Limits: ``RelayConfig.max_calls`` caps the calls in progress (from the caller's
+handshake request until both sockets are gone). A caller over the cap is
+refused at the handshake with HTTP 503 and ``Retry-After`` (no agent connection
+is made, no measurement starts, so no receipt is written) and counted in
+:attr:`Admission.refused`. Refusing at the handshake rather than accepting and
+closing with 1013 keeps an overloaded proxy from spending anything on the call,
+and every websocket client reports an HTTP status plainly. A caller that sends
+no handshake request within ``handshake_timeout_s`` is dropped.
+
+A peer that takes no bytes for ``stall_timeout_s`` while the relay has bytes for
+it (its leg's writes stay paused that long: it stopped reading) is treated as
+gone: its connection is aborted and the call ends as if it had vanished (a
+stalled agent: the caller is closed with 1014 and the receipt says
+``agent_vanished``; a stalled caller: the agent gets 1001, ``caller_vanished``).
+Without this a stalled agent would hold the call, and both sockets, forever:
+while its writes are paused the relay reads nothing from the other leg, so it
+would not even see that leg go away.
 """
 
 from __future__ import annotations
@@ -100,6 +118,7 @@ class EndCause(enum.StrEnum):
     PROXY_SHUTDOWN = "proxy_shutdown"
     PROXY_ERROR = "proxy_error"
     BAD_REQUEST = "bad_request"  # the caller's handshake was not a valid websocket request
+    OVER_CAPACITY = "over_capacity"  # refused with 503: max_calls calls were in progress
 
 
 @dataclass(slots=True)
@@ -137,6 +156,8 @@ class RelayConfig:
     close_timeout_s: float = 5.0
     idle_timeout_s: float | None = None
     upstream_ssl: ssl.SSLContext | None = None
+    max_calls: int | None = None  # calls in progress at most; more are refused with 503
+    stall_timeout_s: float | None = 30.0  # a peer that reads nothing this long is gone
     parsed: WebSocketURI = field(init=False)
 
     def __post_init__(self) -> None:
@@ -153,6 +174,27 @@ class RelayConfig:
         path = base_path.rstrip("/") + (parts.path or "/")
         query = "&".join(q for q in (base.query, parts.query) if q)
         return path + ("?" + query if query else "")
+
+
+class Admission:
+    """Calls in progress against ``RelayConfig.max_calls``, and the callers refused."""
+
+    __slots__ = ("active", "limit", "refused")
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.active = 0
+        self.refused = 0
+
+    def admit(self) -> bool:
+        if self.limit is not None and self.active >= self.limit:
+            self.refused += 1
+            return False
+        self.active += 1
+        return True
+
+    def release(self) -> None:
+        self.active -= 1
 
 
 class _Leg(asyncio.Protocol):
@@ -202,10 +244,13 @@ class Relay:
         config: RelayConfig,
         observer_factory: ObserverFactory,
         registry: set[Relay],
+        admission: Admission | None = None,
     ) -> None:
         self.config = config
         self._factory = observer_factory
         self._registry = registry
+        self._admission = admission
+        self._admitted = False
         self.loop = asyncio.get_running_loop()
         self.t_start_ns = time.monotonic_ns()
         self.observer: CallObserver | None = None
@@ -225,6 +270,7 @@ class Relay:
         self._connect_task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._idle_handle: asyncio.TimerHandle | None = None
+        self._stalls: list[asyncio.TimerHandle | None] = [None, None]  # caller leg, agent leg
         self._last_activity = time.monotonic()
         self._end: EndInfo | None = None
         self._ended = False
@@ -236,6 +282,8 @@ class Relay:
     def leg_made(self, leg: _Leg) -> None:
         if leg is self.caller:
             self._arm_idle()
+            timeout = self.config.handshake_timeout_s
+            self._timers.append(self.loop.call_later(timeout, self._request_deadline))
         else:
             self.agent = leg
 
@@ -261,6 +309,11 @@ class Relay:
 
     def lost(self, leg: _Leg) -> None:
         t_ns = time.monotonic_ns()
+        # Reading from the other leg may have been paused for this one: resume it, so that
+        # the close handshake on that leg can complete.
+        other = self.agent if leg is self.caller else self.caller
+        if other is not None and other.transport is not None and not other.transport.is_closing():
+            other.transport.resume_reading()
         if leg is self.caller:
             self._caller_gone = True
             if self.server.close_rcvd is None and self._end is None:
@@ -284,6 +337,14 @@ class Relay:
 
     def backpressure(self, leg: _Leg, paused: bool) -> None:
         # The leg we write to is full: stop reading from the other one until it drains.
+        side = 0 if leg is self.caller else 1
+        handle = self._stalls[side]
+        if handle is not None:
+            handle.cancel()
+            self._stalls[side] = None
+        timeout = self.config.stall_timeout_s
+        if paused and timeout is not None and not self._ended:
+            self._stalls[side] = self.loop.call_later(timeout, self._stalled, leg)
         other = self.agent if leg is self.caller else self.caller
         if other is None or other.transport is None or other.transport.is_closing():
             return
@@ -291,6 +352,18 @@ class Relay:
             other.transport.pause_reading()
         else:
             other.transport.resume_reading()
+
+    def _stalled(self, leg: _Leg) -> None:
+        """``leg``'s peer has read nothing for ``stall_timeout_s``: drop it as gone."""
+        if leg is self.caller:
+            self._stalls[0] = None
+            self._set_end(EndInfo(EndCause.CALLER_VANISHED, initiator="proxy"))
+        else:
+            self._stalls[1] = None
+            self._set_end(EndInfo(EndCause.AGENT_VANISHED, initiator="proxy"))
+        log.info("the %s stopped reading: its connection is dropped", leg.direction.short)
+        if leg.transport is not None:
+            leg.transport.abort()  # lost() then closes the other leg as for a vanished peer
 
     # -- caller side ---------------------------------------------------------------------
 
@@ -310,8 +383,20 @@ class Relay:
         if self.request is None and self.server.handshake_exc is not None:
             self._set_end(EndInfo(EndCause.BAD_REQUEST, initiator="caller"))
 
+    def _request_deadline(self) -> None:
+        # A caller that never completes its handshake request holds a socket: drop it.
+        if self.request is None and not self._caller_gone:
+            self._set_end(EndInfo(EndCause.BAD_REQUEST, initiator="caller"))
+            self._abort_caller()
+
     def _on_request(self, request: Request, t_ns: int) -> None:
         self.request = request
+        admission = self._admission
+        if admission is not None:
+            if not admission.admit():
+                self._over_capacity(admission)
+                return
+            self._admitted = True
         try:
             self.observer = self._factory(self.t_start_ns)
         except Exception:
@@ -319,6 +404,17 @@ class Relay:
             self.observer = None
         self._connect_task = self.loop.create_task(self._connect_upstream(request))
         self._connect_task.add_done_callback(lambda _t: self._maybe_finish(time.monotonic_ns()))
+
+    def _over_capacity(self, admission: Admission) -> None:
+        n = admission.refused
+        if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th ... refusal: a log line, not a flood
+            log.warning(
+                "at capacity (%d calls in progress): caller refused with 503 (%d refused so far)",
+                admission.active,
+                n,
+            )
+        text = f"voxproxy: at capacity ({admission.limit} calls in progress); try again later"
+        self._refuse(503, text, EndCause.OVER_CAPACITY, Headers([("Retry-After", "1")]))
 
     def _subprotocol_selector(
         self,
@@ -571,7 +667,14 @@ class Relay:
     def shutdown(self, code: int = CloseCode.GOING_AWAY, reason: str = "proxy shutdown") -> None:
         """Close both legs (graceful proxy shutdown)."""
         self._set_end(EndInfo(EndCause.PROXY_SHUTDOWN, initiator="proxy"))
-        self._close_caller(code, reason)
+        if self.server.state is State.CONNECTING and not self._caller_gone:
+            # Still in the handshake: there is no websocket to close with 1001 yet.
+            if self.request is None:
+                self._abort_caller()
+            else:
+                self._refuse(503, "voxproxy is shutting down", EndCause.PROXY_SHUTDOWN)
+        else:
+            self._close_caller(code, reason)
         self._close_agent(code, reason)
 
     def _flush_caller(self) -> None:
@@ -632,10 +735,15 @@ class Relay:
         if connecting or (self.agent is not None and not self._agent_gone):
             return
         self._ended = True
+        if self._admitted and self._admission is not None:
+            self._admission.release()
         for timer in self._timers:
             timer.cancel()
         if self._idle_handle is not None:
             self._idle_handle.cancel()
+        for stall in self._stalls:
+            if stall is not None:
+                stall.cancel()
         self._registry.discard(self)
         info = self._end or EndInfo(EndCause.PROXY_ERROR, initiator="none")
         if info.caller_code is None and self.server.close_rcvd is not None:
@@ -662,10 +770,11 @@ class RelayServer:
         self.config = config
         self.observer_factory = observer_factory
         self.relays: set[Relay] = set()
+        self.admission = Admission(config.max_calls)
         self.server: asyncio.Server | None = None
 
     def _protocol(self) -> _Leg:
-        relay = Relay(self.config, self.observer_factory, self.relays)
+        relay = Relay(self.config, self.observer_factory, self.relays, self.admission)
         return relay.caller
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:

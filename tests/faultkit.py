@@ -1,0 +1,191 @@
+"""Helpers for fault-injection tests: a routing agent, a proxy, healthy Twilio calls.
+
+The agent picks its behaviour by the first segment of the request path (the
+proxy passes the caller's path upstream), so one proxy and one agent serve a
+faulty call and healthy ones side by side: ``/echo/...`` echoes media,
+``/refuse/...`` answers the handshake 403, and tests add their own routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.ids import keyed_hash
+from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.receipts.model import Receipt
+from voxproxy.transports.websocket import RelayConfig
+
+SECRET = b"fault-secret"
+ULAW_SILENCE = b"\xff" * 160  # 20 ms of 8 kHz mu-law silence
+Handler = Callable[[ServerConnection], Awaitable[None]]
+
+
+def route_of(path: str) -> str:
+    return path.lstrip("/").split("/", 1)[0].split("?", 1)[0]
+
+
+def call_sid(name: str) -> str:
+    """A Twilio-shaped call id for a test call name."""
+    return "CA" + name.encode().hex().ljust(32, "0")[:32]
+
+
+def call_hash(sid: str) -> str:
+    """The receipt's ``call`` for a call whose wire id is ``sid``."""
+    return keyed_hash(SECRET, sid, "c_")
+
+
+@dataclass
+class Router:
+    routes: dict[str, Handler] = field(default_factory=dict)
+    refuse: dict[str, int] = field(default_factory=dict)
+    delay_handshake_s: dict[str, float] = field(default_factory=dict)
+    received: dict[str, list[bytes | str]] = field(default_factory=lambda: defaultdict(list))
+    close_codes: dict[str, int | None] = field(default_factory=dict)
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+
+async def echo_media(ws: ServerConnection) -> None:
+    """Echo every Twilio media message back (as the agent's audio)."""
+    async for m in ws:
+        if isinstance(m, str) and '"media"' in m:
+            await ws.send(m)
+
+
+@asynccontextmanager
+async def router_agent(**routes: Handler) -> AsyncIterator[Router]:
+    router = Router(routes={"echo": echo_media, **routes})
+
+    async def process_request(conn: ServerConnection, request: Request) -> Response | None:
+        route = route_of(request.path)
+        delay = router.delay_handshake_s.get(route)
+        if delay:
+            await asyncio.sleep(delay)
+        status = router.refuse.get(route)
+        if status is not None:
+            return conn.respond(status, f"refused by the test agent ({route})\n")
+        return None
+
+    async def handler(ws: ServerConnection) -> None:
+        assert ws.request is not None
+        path = ws.request.path
+        with suppress(ConnectionClosed):
+            await router.routes[route_of(path)](ws)
+        router.close_codes[path] = ws.close_code
+
+    async with serve(
+        handler,
+        "127.0.0.1",
+        0,
+        process_request=process_request,
+        compression=None,
+        max_size=None,
+        ping_interval=None,
+        close_timeout=1,
+    ) as server:
+        router.port = next(iter(server.sockets)).getsockname()[1]
+        yield router
+
+
+@asynccontextmanager
+async def running_proxy(
+    upstream: str, dialect: str = "twilio", **relay: Any
+) -> AsyncIterator[tuple[int, list[Receipt], Proxy]]:
+    receipts: list[Receipt] = []
+    proxy = Proxy(
+        ProxyConfig(RelayConfig(upstream, **relay), dialect=dialect, secret=SECRET),
+        sinks=[receipts.append],
+    )
+    port = await proxy.start("127.0.0.1", 0)
+    try:
+        yield port, receipts, proxy
+    finally:
+        await proxy.stop()
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
+
+
+@dataclass
+class Healthy:
+    sid: str
+    sent: list[str] = field(default_factory=list)
+    echoed: list[bytes | str] = field(default_factory=list)
+    rtt_s: list[float] = field(default_factory=list)
+    close_code: int | None = None
+
+
+async def healthy_call(
+    port: int, name: str, frames: int = 40, interval_s: float = 0.02, scheme: str = "ws", **kw: Any
+) -> Healthy:
+    """A well-behaved Twilio call through the proxy to ``/echo``: every media frame comes back."""
+    sid = call_sid(name)
+    wire = TwilioCallerWire("MZ" + sid[2:], sid)
+    out = Healthy(sid)
+    async with connect(
+        f"{scheme}://127.0.0.1:{port}/echo/{name}",
+        compression=None,
+        max_size=None,
+        open_timeout=10,
+        **kw,
+    ) as ws:
+        await ws.send(wire.connected())
+        await ws.send(wire.start())
+        for _ in range(frames):
+            m = wire.media(ULAW_SILENCE)
+            out.sent.append(m)
+            t0 = time.monotonic()
+            await ws.send(m)
+            out.echoed.append(await asyncio.wait_for(ws.recv(), 10))
+            out.rtt_s.append(time.monotonic() - t0)
+            await asyncio.sleep(interval_s)
+        await ws.send(wire.stop())
+    out.close_code = ws.close_code
+    return out
+
+
+def receipts_of(receipts: list[Receipt], sid: str) -> list[Receipt]:
+    h = call_hash(sid)
+    return [r for r in receipts if r.call == h]
+
+
+def assert_healthy(h: Healthy, receipts: list[Receipt]) -> None:
+    """The call went through untouched and has exactly one clean receipt."""
+    assert h.echoed == h.sent, "a healthy call lost or changed messages"
+    mine = receipts_of(receipts, h.sid)
+    assert len(mine) == 1, f"{len(mine)} receipts for one healthy call"
+    r = mine[0]
+    assert r.terminal == "completed"
+    assert r.close.caller_code == 1000
+    assert r.anomalies == {}
+    assert r.traffic.caller_to_agent_messages == len(h.sent) + 3  # connected, start, stop
+    assert r.traffic.agent_to_caller_messages == len(h.sent)
+
+
+def twilio_start(sid: str, custom: dict[str, str] | None = None) -> str:
+    return TwilioCallerWire("MZ" + sid[2:], sid).start(custom)
+
+
+def media(payload_b64: str, sid: str = "MZ1") -> str:
+    return json.dumps({"event": "media", "streamSid": sid, "media": {"payload": payload_b64}})

@@ -1,0 +1,254 @@
+"""Graceful shutdown and crash safety of ``voxproxy proxy``, run as a real process.
+
+(a) SIGTERM with calls in progress: the proxy stops accepting at once, lets calls
+    finish for ``--drain-timeout``, then closes the rest with 1001; every call has
+    exactly one receipt (``proxy_shutdown`` for those it closed) and the process
+    exits 0 soon after the drain timeout.
+(b) SIGKILL while receipts are being written under load: every complete line of
+    the file is a receipt; a proxy started again on the same file appends cleanly
+    even after a torn last line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.receipts.model import Receipt
+from voxproxy.receipts.writer import read_receipts
+
+SECRET = "fault-secret"  # the same as faultkit's, so call_hash() finds the receipts
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the proxy exited early"
+        try:
+            _, w = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        w.close()
+        return
+    raise AssertionError(f"nothing listening on {port}")
+
+
+def _start_proxy(port: int, upstream: str, receipts: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VOXPROXY_", "OTEL_"))}
+    cmd = [
+        sys.executable,
+        "-m",
+        "voxproxy.cli",
+        "proxy",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--upstream",
+        upstream,
+        "--dialect",
+        "twilio",
+        "--receipts",
+        str(receipts),
+        "--secret",
+        SECRET,
+        "--log-level",
+        "warning",
+        *extra,
+    ]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+async def _exit_code(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return proc.poll()
+
+
+class LiveCall:
+    """A Twilio call that streams 20 ms frames until it is closed (or told to hang up)."""
+
+    def __init__(self, port: int, name: str) -> None:
+        self.port = port
+        self.sid = call_sid(name)
+        self.name = name
+        self.hang_up = asyncio.Event()
+        self.connected = asyncio.Event()
+        self.close_code: int | None = None
+        self.closed_at: float | None = None
+        self.echoed = 0
+
+    async def run(self) -> None:
+        wire = TwilioCallerWire("MZ" + self.sid[2:], self.sid)
+        async with connect(f"ws://127.0.0.1:{self.port}/echo/{self.name}") as ws:
+            await ws.send(wire.connected())
+            await ws.send(wire.start())
+            self.connected.set()
+
+            async def receive() -> None:
+                async for _m in ws:
+                    self.echoed += 1
+
+            reader = asyncio.create_task(receive())
+            try:
+                while not self.hang_up.is_set():
+                    await ws.send(wire.media(ULAW_SILENCE))
+                    await asyncio.sleep(0.02)
+                await ws.send(wire.stop())
+            except ConnectionClosed:
+                pass
+            await ws.close()
+            await reader
+        self.close_code = ws.close_code
+        self.closed_at = time.monotonic()
+
+
+async def test_sigterm_drains_then_closes_live_calls_with_1001(tmp_path: Path) -> None:
+    drain_s = 1.5
+    receipts_path = tmp_path / "receipts.jsonl"
+    async with router_agent() as agent:
+        port = _free_port()
+        proc = _start_proxy(
+            port, agent.url, receipts_path, "--drain-timeout", str(drain_s), "--log-level", "info"
+        )
+        try:
+            await _wait_port(port, proc)
+            live = [LiveCall(port, f"live{i}") for i in range(4)]
+            leaver = LiveCall(port, "leaver")  # finishes by itself during the drain
+            calls = [*live, leaver]
+            tasks = [asyncio.create_task(c.run()) for c in calls]
+            await asyncio.wait_for(asyncio.gather(*(c.connected.wait() for c in calls)), 10)
+            await asyncio.sleep(0.3)
+            t_term = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.3)
+            # It stops accepting at once.
+            with pytest.raises(OSError):
+                async with connect(f"ws://127.0.0.1:{port}/echo/late", open_timeout=2):
+                    pass
+            leaver.hang_up.set()
+            code = await _exit_code(proc, drain_s + 6.0)
+            t_exit = time.monotonic()
+            await asyncio.wait_for(asyncio.gather(*tasks), 5)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            _, err = proc.communicate(timeout=10)
+    assert code == 0, err.decode(errors="replace")
+    assert t_exit - t_term < drain_s + 3.0  # the drain, then a bounded close
+    for c in live:
+        assert c.close_code == 1001
+        assert c.closed_at is not None and c.closed_at - t_term >= drain_s - 0.2
+        assert c.echoed > 10  # forwarding went on during the drain
+    assert leaver.close_code == 1000
+    receipts = list(read_receipts(receipts_path))
+    assert len(receipts) == len(calls)
+    for c in live:
+        [r] = [r for r in receipts if r.call == call_hash(c.sid)]
+        assert r.terminal == "proxy_shutdown"
+        assert r.close.initiator == "proxy" and r.close.caller_code == 1001
+    [r] = [r for r in receipts if r.call == call_hash(leaver.sid)]
+    assert r.terminal == "completed"
+    assert all(code == 1001 for path, code in agent.close_codes.items() if "live" in path)
+    log = err.decode(errors="replace")
+    assert "shutting down: draining 5 call(s)" in log and "5 receipt(s) written" in log
+
+
+async def _short_calls(port: int, stop: asyncio.Event, worker: int) -> int:
+    done = 0
+    while not stop.is_set():
+        sid = call_sid(f"w{worker}-{done}")
+        wire = TwilioCallerWire("MZ" + sid[2:], sid)
+        try:
+            async with connect(f"ws://127.0.0.1:{port}/echo/x", open_timeout=2) as ws:
+                await ws.send(wire.start())
+                for _ in range(3):
+                    await ws.send(wire.media(ULAW_SILENCE))
+                    await ws.recv()
+                await ws.send(wire.stop())
+            done += 1
+        except (OSError, ConnectionClosed, InvalidHandshake, TimeoutError):
+            await asyncio.sleep(0.01)
+    return done
+
+
+def _check_complete_lines(path: Path) -> tuple[int, bool]:
+    """Every newline-terminated line is a receipt; returns (receipts, torn last line)."""
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn = lines.pop() != b""  # the part after the last newline
+    for line in lines:
+        Receipt.model_validate(json.loads(line))
+    assert len(list(read_receipts(path))) == len(lines)
+    return len(lines), torn
+
+
+async def test_sigkill_under_load_leaves_only_complete_receipts(tmp_path: Path) -> None:
+    path = tmp_path / "receipts.jsonl"
+    async with router_agent() as agent:
+        port = _free_port()
+        proc = _start_proxy(port, agent.url, path)
+        try:
+            await _wait_port(port, proc)
+            stop = asyncio.Event()
+            workers = [asyncio.create_task(_short_calls(port, stop, w)) for w in range(12)]
+            # Kill it mid-stream, once receipts are flowing.
+            deadline = time.monotonic() + 15
+            while (not path.exists() or path.stat().st_size < 20_000) and (
+                time.monotonic() < deadline
+            ):
+                await asyncio.sleep(0.02)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+            stop.set()
+            made = sum(await asyncio.gather(*workers))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=10)
+        first, _torn = _check_complete_lines(path)
+        assert first >= 10 and made >= first - 12  # (calls cut by the kill have none)
+
+        # The worst case a kill can leave, whatever this run left: half a receipt.
+        with open(path, "ab") as fh:
+            fh.write(b'{"schema": "voxproxy.receipt/1", "call": "c_torn", "dial')
+        assert _check_complete_lines(path) == (first, True)
+
+        # Started again on the same file, the proxy cuts the torn tail and appends cleanly.
+        proc = _start_proxy(port, agent.url, path)
+        try:
+            await _wait_port(port, proc)
+            stop = asyncio.Event()
+            workers = [asyncio.create_task(_short_calls(port, stop, w)) for w in range(3)]
+            await asyncio.sleep(0.5)
+            stop.set()
+            more = sum(await asyncio.gather(*workers))
+            proc.send_signal(signal.SIGTERM)
+            code = await _exit_code(proc, 15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            _, err = proc.communicate(timeout=10)
+    assert code == 0
+    assert "torn line" in err.decode(errors="replace")
+    total, torn = _check_complete_lines(path)
+    assert not torn and more > 0 and total == first + more

@@ -1,0 +1,327 @@
+"""The WebRTC relay over loopback: payloads unchanged, channels by label, bad input.
+
+Every case ends with no peer connection left open, counted twice: by the
+transport's own registry and by a census of live ``RTCPeerConnection`` objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import aiohttp
+import pytest
+from webrtckit import open_counts, wait_for, webrtc_proxy
+
+from voxproxy.fixtures import clip
+from voxproxy.loadgen.caller import Say, Silence, WaitAgentEnd
+from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
+from voxproxy.mockagent import MockAgentConfig
+from voxproxy.mockagent.webrtc import WebRtcMockAgent, payload_key
+from voxproxy.receipts.model import Receipt
+from voxproxy.transports.webrtc import (
+    AudioPeer,
+    Channel,
+    Offer,
+    SignalingServer,
+    add_trickled,
+    post_offer,
+)
+
+pytestmark = pytest.mark.slow
+
+SHORT = [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=300, start_timeout_ms=4000)]
+
+
+async def _receipt(receipts: list[Receipt], n: int = 1) -> Receipt:
+    assert await wait_for(lambda: len(receipts) >= n, 10.0), "no receipt"
+    return receipts[n - 1]
+
+
+async def test_payloads_pass_unchanged_and_channels_are_relayed_by_label() -> None:
+    receipts: list[Receipt] = []
+    before = open_counts()
+    async with WebRtcMockAgent(MockAgentConfig(delay_ms=400)) as agent:
+        async with webrtc_proxy(agent.url(), receipts) as proxy:
+            caller = WebRtcCaller(
+                WebRtcCallerConfig(
+                    proxy.url(), channels=("oai-events", "rtvi"), channel_greeting="hello"
+                ),
+                SHORT,
+            )
+            rec = await caller.run_webrtc()
+            receipt = await _receipt(receipts)
+    assert rec.error is None, rec.error
+    log = agent.calls[0]
+    # Every payload of the answer reached the caller byte for byte (none re-encoded).
+    keys = {c.key for c in log.chunks}
+    assert keys and keys <= set(rec.arrivals)
+    stats = proxy.relay_stats[0]
+    assert stats.transcoded == (0, 0)
+    assert stats.passthrough[0] > 20 and stats.passthrough[1] > 20
+    # Both channels were opened towards the agent under their labels; the agent's echoes
+    # came back on the same channels.
+    assert sorted(log.channel_messages) == [("oai-events", "hello"), ("rtvi", "hello")]
+    assert sorted(rec.channel_messages) == [("oai-events", "echo:hello"), ("rtvi", "echo:hello")]
+    assert receipt.transport == "webrtc"
+    assert receipt.terminal == "caller_closed"
+    assert receipt.close.upstream_status == 201
+    assert receipt.upstream_connect_ms is not None
+    # The two channel messages on oai-events are not OpenAI events: counted as unknown.
+    assert receipt.traffic.caller_to_agent_messages > 20
+    assert [t.kind for t in receipt.turns] == ["response"]
+    assert open_counts() == before
+
+
+async def test_an_agent_channel_is_relayed_to_the_caller() -> None:
+    """A channel the agent opens reaches the caller under its label, both ways."""
+    peers: list[AudioPeer] = []
+    got: list[str | bytes] = []
+
+    class Session:
+        def __init__(self, peer: AudioPeer) -> None:
+            self.id = "s1"
+            self.peer = peer
+
+        async def hang_up(self) -> None:
+            await self.peer.close()
+
+        async def add_candidates(self, candidates: list[dict[str, object]]) -> None:
+            await add_trickled(self.peer.pc, candidates)  # type: ignore[arg-type]
+
+    async def open_session(offer: Offer) -> tuple[str, Session]:
+        peer = AudioPeer(name="agent")
+        peers.append(peer)
+        answer = await peer.answer(offer.sdp)
+
+        def connected(state: str) -> None:
+            if state == "connected":
+                ch = peer.open_channel("server-events")
+                ch.on_message = lambda m, t: got.append(m)
+                ch.send("from the agent")
+
+        peer.on_state = connected
+        return answer, Session(peer)
+
+    server = SignalingServer(open_session)  # type: ignore[arg-type]
+    await server.start()
+    receipts: list[Receipt] = []
+    try:
+        async with webrtc_proxy(server.url(), receipts) as proxy:
+            caller = AudioPeer(name="caller")
+            caller_got: list[tuple[str, str | bytes]] = []
+
+            def on_channel(ch: Channel) -> None:
+                ch.on_message = lambda m, t: (caller_got.append((ch.label, m)), ch.send("ack"))
+
+            caller.on_channel = on_channel
+            caller.open_channel("chat")  # the proxy only offers SCTP to the agent if we do
+            async with aiohttp.ClientSession() as http:
+                answer = await post_offer(http, proxy.url(), "whip", await caller.create_offer())
+                await caller.accept_answer(answer.sdp)
+                assert await wait_for(lambda: bool(got), 10.0)
+                assert answer.session_url is not None
+                async with http.delete(answer.session_url) as resp:
+                    assert resp.status == 200
+            await caller.close()
+            receipt = await _receipt(receipts)
+    finally:
+        for p in peers:
+            await p.close()
+        await server.stop()
+    assert caller_got == [("server-events", "from the agent")]
+    assert got == ["ack"]
+    assert receipt.terminal == "caller_closed"
+    assert receipt.close.initiator == "caller"
+
+
+async def test_codecs_that_differ_are_transcoded() -> None:
+    receipts: list[Receipt] = []
+    async with WebRtcMockAgent(MockAgentConfig(delay_ms=400), codecs=("pcmu",)) as agent:
+        async with webrtc_proxy(agent.url(), receipts) as proxy:
+            rec = await WebRtcCaller(WebRtcCallerConfig(proxy.url()), SHORT).run_webrtc()
+            receipt = await _receipt(receipts)
+    assert rec.error is None, rec.error
+    stats = proxy.relay_stats[0]
+    assert stats.passthrough == (0, 0)
+    assert stats.transcoded[0] > 20 and stats.transcoded[1] > 20
+    # The answer was heard through two codecs (Opus -> PCMU at the agent, back to Opus).
+    assert rec.agent_spurts
+    assert [t.kind for t in receipt.turns] == ["response"]
+    assert receipt.turns[0].ttfs_ms is not None
+
+
+async def test_pipecat_signaling_on_both_legs() -> None:
+    receipts: list[Receipt] = []
+    async with WebRtcMockAgent(MockAgentConfig(delay_ms=400)) as agent:
+        async with webrtc_proxy(agent.url("pipecat"), receipts, signaling="pipecat") as proxy:
+            caller = WebRtcCaller(
+                WebRtcCallerConfig(proxy.url("pipecat"), signaling="pipecat"), SHORT
+            )
+            rec = await caller.run_webrtc()
+            receipt = await _receipt(receipts)
+    assert rec.error is None, rec.error
+    assert agent.calls[0].signaling == "pipecat"
+    assert receipt.close.upstream_status == 200
+    # No DELETE in Pipecat's signaling: the hang-up is the caller's peer connection closing.
+    assert receipt.terminal == "caller_closed"
+    assert [t.kind for t in receipt.turns] == ["response"]
+
+
+# -- bad input ----------------------------------------------------------------------------
+
+
+async def _post_raw(url: str, body: str, content_type: str = "application/sdp") -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, data=body.encode(), headers={"Content-Type": content_type}) as r:
+            return r.status, await r.text()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("v=0\r\nthis is not sdp\r\n", "malformed SDP offer"),
+        ("", "empty SDP offer"),
+    ],
+)
+async def test_a_malformed_offer_is_a_400_with_a_receipt(body: str, reason: str) -> None:
+    receipts: list[Receipt] = []
+    before = open_counts()
+    async with WebRtcMockAgent() as agent:
+        async with webrtc_proxy(agent.url(), receipts) as proxy:
+            status, text = await _post_raw(proxy.url(), body)
+            receipt = await _receipt(receipts)
+    assert status == 400 and reason in text, text
+    assert receipt.terminal == "bad_offer"
+    assert receipt.close.initiator == "caller"
+    assert agent.calls == []  # the agent was never bothered
+    assert open_counts() == before
+
+
+async def test_an_offer_without_audio_is_a_400_with_a_receipt() -> None:
+    peer = AudioPeer(name="data-only")
+    peer.pc.createDataChannel("chat")
+    await peer.pc.setLocalDescription(await peer.pc.createOffer())
+    offer = peer.pc.localDescription.sdp
+    await peer.close()
+    receipts: list[Receipt] = []
+    before = open_counts()
+    async with WebRtcMockAgent() as agent:
+        async with webrtc_proxy(agent.url(), receipts) as proxy:
+            status, text = await _post_raw(proxy.url(), offer)
+            receipt = await _receipt(receipts)
+    assert status == 400 and "no audio m-line" in text, text
+    assert receipt.terminal == "bad_offer"
+    assert open_counts() == before
+
+
+async def test_wrong_content_type_and_unknown_session() -> None:
+    receipts: list[Receipt] = []
+    async with WebRtcMockAgent() as agent:
+        async with webrtc_proxy(agent.url(), receipts) as proxy:
+            status, text = await _post_raw(proxy.url(), "v=0", "text/plain")
+            assert status == 415 and "application/sdp" in text
+            status, _ = await _post_raw(proxy.url("pipecat"), "not json", "application/json")
+            assert status == 400
+            async with aiohttp.ClientSession() as http:
+                async with http.delete(proxy.url() + "/nope") as r:
+                    assert r.status == 404
+                async with http.patch(proxy.url() + "/nope") as r:
+                    assert r.status == 405
+    assert receipts == []  # nothing was offered, nothing to report
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "terminal"),
+    [
+        ("refuses", 503, "upstream_refused"),
+        ("unreachable", 502, "upstream_unreachable"),
+        ("silent", 504, "upstream_timeout"),
+    ],
+)
+async def test_an_agent_that_fails_is_an_http_error_with_a_receipt(
+    case: str, status: int, terminal: str
+) -> None:
+    receipts: list[Receipt] = []
+    before = open_counts()
+    config = MockAgentConfig(refuse_status=503 if case == "refuses" else None)
+    agent = WebRtcMockAgent(config, answer_delay_ms=3000 if case == "silent" else 0)
+    await agent.start()
+    url = agent.url() if case != "unreachable" else f"http://127.0.0.1:{_free_port()}/whip"
+    caller = AudioPeer(name="caller")
+    offer = await caller.create_offer()
+    try:
+        async with webrtc_proxy(url, receipts, signaling_timeout_s=1.0) as proxy:
+            got, text = await _post_raw(proxy.url(), offer)
+            receipt = await _receipt(receipts)
+    finally:
+        await caller.close()
+        await agent.stop()
+    assert got == status, text
+    expected = {
+        "refuses": "the agent refused the call: HTTP 503",
+        "unreachable": "the agent is unreachable",
+        "silent": "did not answer the offer in time",
+    }[case]
+    assert expected in text, text
+    assert receipt.terminal == terminal
+    if case == "refuses":
+        assert receipt.close.upstream_status == 503
+        assert receipt.close.initiator == "agent"
+    assert receipt.upstream_connect_ms is None
+    assert open_counts() == before
+
+
+async def test_ice_that_never_connects_ends_the_call_with_a_receipt() -> None:
+    """The caller takes its answer and vanishes before ICE: the proxy gives up in time."""
+    receipts: list[Receipt] = []
+    before = open_counts()
+    async with WebRtcMockAgent(MockAgentConfig(delay_ms=400)) as agent:
+        async with webrtc_proxy(agent.url(), receipts, ice_timeout_s=2.0) as proxy:
+            caller = AudioPeer(name="caller")
+            offer = await caller.create_offer()
+            await caller.close()  # its sockets are gone: no ICE check will ever be answered
+            async with aiohttp.ClientSession() as http:
+                answer = await post_offer(http, proxy.url(), "whip", offer)
+            assert answer.status == 201
+            receipt = await _receipt(receipts)
+            # The agent leg was closed too, and the agent told (WHIP DELETE).
+            assert await wait_for(lambda: not agent.active, 5.0)
+    assert receipt.terminal == "ice_failed"
+    assert receipt.close.initiator == "caller"
+    assert receipt.turns == []
+    assert open_counts() == before
+
+
+async def test_proxy_shutdown_ends_live_calls_with_receipts() -> None:
+    receipts: list[Receipt] = []
+    before = open_counts()
+    async with WebRtcMockAgent(MockAgentConfig(delay_ms=400)) as agent:
+        proxy_cm = webrtc_proxy(agent.url(), receipts)
+        proxy = await proxy_cm.__aenter__()
+        caller = WebRtcCaller(
+            WebRtcCallerConfig(proxy.url()), [Say(clip("caller_yes")), Silence(5000)]
+        )
+        task = asyncio.create_task(caller.run_webrtc())
+        assert await wait_for(lambda: proxy.active == 1 and bool(agent.active), 10.0)
+        await asyncio.sleep(0.5)
+        await proxy_cm.__aexit__(None, None, None)
+        receipt = await _receipt(receipts)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        if caller.peer is not None:
+            await caller.peer.close()
+    assert receipt.terminal == "proxy_shutdown"
+    assert receipt.close.initiator == "proxy"
+    assert open_counts() == before
+
+
+def test_payload_keys_tell_payloads_apart() -> None:
+    assert payload_key(b"a") != payload_key(b"b")
+    assert len(payload_key(b"x" * 100)) == 12

@@ -1,0 +1,60 @@
+"""Helpers for the WebRTC tests: loopback-only ICE, a proxy with a receipt list, counts."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+from aiortc import RTCPeerConnection
+
+from voxproxy.proxy_webrtc import WebRtcProxy, WebRtcProxyConfig
+from voxproxy.receipts.model import Receipt
+from voxproxy.transports.webrtc import (
+    WebRtcRelayConfig,
+    open_peer_connections,
+    use_host_addresses,
+)
+
+# Every WebRTC test gathers ICE candidates on 127.0.0.1 only: nothing leaves loopback.
+use_host_addresses(["127.0.0.1"])
+
+
+def unclosed_peer_connections() -> int:
+    """Every RTCPeerConnection object alive in the process that is not closed (gc census)."""
+    gc.collect()
+    return sum(
+        1
+        for o in gc.get_objects()
+        if isinstance(o, RTCPeerConnection) and o.connectionState != "closed"
+    )
+
+
+def open_counts() -> tuple[int, int]:
+    return open_peer_connections(), unclosed_peer_connections()
+
+
+async def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        if cond():
+            return True
+        await asyncio.sleep(0.02)
+    return cond()
+
+
+@asynccontextmanager
+async def webrtc_proxy(
+    upstream: str, receipts: list[Receipt], **relay: Any
+) -> AsyncIterator[WebRtcProxy]:
+    config = WebRtcProxyConfig(replace(WebRtcRelayConfig(upstream), **relay), secret=b"webrtc-test")
+    proxy = WebRtcProxy(config, sinks=[receipts.append])
+    await proxy.start("127.0.0.1", 0)
+    try:
+        yield proxy
+    finally:
+        await proxy.stop()

@@ -1,0 +1,306 @@
+"""A real-time scripted caller over WebRTC, and the ground truth of such a call.
+
+:class:`WebRtcCaller` is the load generator's :class:`~voxproxy.loadgen.caller.ScriptedCaller`
+with a peer connection instead of a websocket: it offers (WHIP or Pipecat
+signaling), then captures its script at 48 kHz and sends one 20 ms Opus packet
+at the *end* of each frame's interval, like a live microphone (so frame ``k``
+covers ``[t0 + k*20 ms, t0 + (k+1)*20 ms]`` and the proxy's figures and its own
+agree, MEASUREMENT.md section 1). It sends silence between utterances, as a
+browser does. The agent's audio is decoded and stamped on RTP arrival and, on a
+paced transport, heard on arrival: its own detector follows the agent's speech
+for the script (wait for the answer, barge in while it talks).
+
+Ground truth: the caller knows when its own speech truly started and ended
+(clip edges and capture instants). For the agent's speech it records the arrival
+of every payload it receives (keyed by content); the WebRTC mock agent logs
+which clip samples each payload it sent carries
+(:class:`~voxproxy.mockagent.webrtc.SentChunk`). A relay that forwards payloads
+unchanged keeps the keys, so :func:`webrtc_turn_truths` knows exactly when each
+agent speech sample reached the caller. Both sides encode with libopus, whose
+6.5 ms look-ahead delays every decoded edge alike: it cancels in
+time-to-first-sound and in stop latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from voxproxy.analysis.vad import SpeechDetector, VadConfig
+from voxproxy.events import AGENT_TO_CALLER, Audio, Pcm
+from voxproxy.fixtures import clip as load_clip
+from voxproxy.loadgen.caller import TICK_NS, CallerConfig, CallRecord, ScriptedCaller, Step
+from voxproxy.loadgen.truth import TurnTruth
+from voxproxy.mockagent.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
+from voxproxy.transports.webrtc import (
+    AudioDecoder,
+    AudioPeer,
+    Channel,
+    Decimator,
+    RtpIn,
+    Signaling,
+    SignalingError,
+    hang_up,
+    measurement_rate,
+    post_offer,
+)
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+_GAP_NS = 100 * NS_PER_MS  # agent audio arriving this late after the last is a new stretch
+
+
+@dataclass(slots=True)
+class WebRtcRecord(CallRecord):
+    """A :class:`CallRecord` plus what only a WebRTC call has."""
+
+    arrivals: dict[bytes, int] = field(default_factory=dict)  # payload key -> first arrival
+    packets_received: int = 0
+    http_status: int | None = None
+    http_reason: str | None = None
+    connected_ns: int | None = None
+    channel_messages: list[tuple[str, str | bytes]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class WebRtcCallerConfig:
+    url: str  # the signaling URL (a WHIP endpoint, or Pipecat's .../api/offer)
+    signaling: Signaling = "whip"
+    channels: tuple[str, ...] = ()  # data channels to open (e.g. "oai-events")
+    channel_greeting: str | None = None  # sent on each channel once it opens
+    headers: dict[str, str] = field(default_factory=dict)
+    connect_timeout_s: float = 10.0
+    tail_ms: float = 800.0
+    noise_dbfs: float | None = None
+    seed: int = 0
+    keep_arrivals: bool = True
+
+
+class WebRtcCaller(ScriptedCaller):
+    """One WebRTC call following a script. Use :meth:`run_webrtc`."""
+
+    def __init__(self, config: WebRtcCallerConfig, script: list[Step]) -> None:
+        super().__init__(
+            CallerConfig(
+                url=config.url,
+                dialect="raw",
+                sample_rate_hz=CLIP_RATE_HZ,
+                tail_ms=config.tail_ms,
+                noise_dbfs=config.noise_dbfs,
+                keep_messages=False,
+                seed=config.seed,
+            ),
+            script,
+        )
+        self.wconfig = config
+        self.record: WebRtcRecord = WebRtcRecord()
+        self.peer: AudioPeer | None = None
+        self._rtp_decoder: AudioDecoder | None = None
+        self._decimator: Decimator | None = None
+        self._meas_rate = 16000
+        self._silence: bytes | None = None
+        self._agent_end_ns: int | None = None
+
+    # -- audio out ------------------------------------------------------------------------
+
+    def _encode(self, frame: Pcm) -> bytes | str:
+        peer = self.peer
+        assert peer is not None
+        if not frame.any():
+            if self._silence is None:
+                enc = peer.encoder()
+                assert enc is not None
+                self._silence = b"".join(enc.encode(frame, self.rate)[:1])
+            if self._silence:
+                return self._silence
+        enc = peer.encoder()
+        assert enc is not None
+        payloads = enc.encode(frame, self.rate)
+        return payloads[0] if payloads else b""
+
+    async def _send(self, payload: bytes | str) -> None:
+        assert self.peer is not None and isinstance(payload, bytes)
+        if payload:
+            self.peer.send_encoded(payload)
+
+    # -- audio in -------------------------------------------------------------------------
+
+    def _rtp(self, p: RtpIn) -> None:
+        rec = self.record
+        rec.packets_received += 1
+        if self.wconfig.keep_arrivals:
+            rec.arrivals.setdefault(payload_key(p.payload), p.t_ns)
+        dec = self._rtp_decoder
+        if dec is None or not dec.codec.same_as(p.codec):
+            dec = self._rtp_decoder = AudioDecoder(p.codec)
+            self._meas_rate, factor = measurement_rate(dec.sample_rate_hz)
+            self._decimator = Decimator(factor)
+        assert self._decimator is not None
+        pcm = self._decimator(dec.decode(p.payload, p.timestamp))
+        if pcm.size:
+            self._agent_audio(Audio(AGENT_TO_CALLER, pcm, self._meas_rate, p.t_ns), p.t_ns)
+            self._tick(p.t_ns)
+
+    def _agent_audio(self, ev: Audio, t: int) -> None:
+        """Agent audio is heard on arrival (a paced transport: no playout queue)."""
+        vad = self._agent_vad
+        if vad is None:
+            vad = self._agent_vad = SpeechDetector(ev.sample_rate_hz, VadConfig(), batch_ms=40.0)
+            self.record.agent_rate_hz = ev.sample_rate_hz
+        end = self._agent_end_ns
+        vad.push(ev.pcm, t, continuous=end is not None and t - end <= _GAP_NS)
+        self._agent_end_ns = t + ev.pcm.size * NS_PER_S // ev.sample_rate_hz
+
+    def _tick(self, now: int, force: bool = False) -> None:
+        vad = self._agent_vad
+        if vad is None or (not force and now - self._last_tick_ns < TICK_NS):
+            return
+        self._last_tick_ns = now
+        vad.advance(now)
+        while vad.spurts:
+            s = vad.spurts.popleft()
+            self.record.agent_spurts.append((s.onset_ns, s.offset_ns))
+        if vad.speaking:
+            self._last_agent_audible_ns = now
+
+    def _channel_opened(self, ch: Channel) -> None:
+        def on_message(message: str | bytes, t_ns: int) -> None:
+            del t_ns
+            self.record.channel_messages.append((ch.label, message))
+
+        ch.on_message = on_message
+        if self.wconfig.channel_greeting is not None:
+            ch.send(self.wconfig.channel_greeting)
+
+    # -- the call -------------------------------------------------------------------------
+
+    async def run(self) -> CallRecord:
+        return await self.run_webrtc()
+
+    async def run_webrtc(self) -> WebRtcRecord:
+        cfg = self.wconfig
+        rec = self.record
+        peer = self.peer = AudioPeer(name="caller")
+        peer.on_rtp = self._rtp
+        connected = asyncio.Event()
+
+        def state(s: str) -> None:
+            if s in ("connected", "failed", "closed"):
+                connected.set()
+
+        peer.on_state = state
+        session_url: str | None = None
+        async with aiohttp.ClientSession() as http:
+            try:
+                channels = [peer.open_channel(label) for label in cfg.channels]
+                for ch in channels:
+                    ch.on_open = lambda ch=ch: self._channel_opened(ch)
+                offer = await peer.create_offer()
+                try:
+                    answer = await post_offer(
+                        http, cfg.url, cfg.signaling, offer, headers=cfg.headers
+                    )
+                except SignalingError as exc:
+                    rec.http_status = exc.upstream_status or exc.status
+                    rec.http_reason = exc.reason
+                    rec.error = f"signaling: {exc.reason}"
+                    return rec
+                rec.http_status = answer.status
+                session_url = answer.session_url
+                await peer.accept_answer(answer.sdp)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(cfg.connect_timeout_s):
+                        await connected.wait()
+                if peer.state != "connected":
+                    rec.error = f"the peer connection did not connect ({peer.state})"
+                    return rec
+                rec.connected_ns = peer.connected_ns
+                await self._converse()
+            except Exception as exc:
+                rec.error = f"{type(exc).__name__}: {exc}"
+            finally:
+                if session_url is not None and cfg.signaling == "whip":
+                    await hang_up(http, session_url)
+                await peer.close()
+        return rec
+
+    async def _converse(self) -> None:
+        rec = self.record
+        rec.t0_ns = time.monotonic_ns()
+        sender = asyncio.create_task(self._sender())
+        try:
+            await self._run_script()
+        finally:
+            self._done_sending.set()
+            await sender
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        now = time.monotonic_ns()
+        self._tick(now, force=True)
+        if self._agent_vad is not None:
+            self._agent_vad.finish(now)
+            while self._agent_vad.spurts:
+                s = self._agent_vad.spurts.popleft()
+                rec.agent_spurts.append((s.onset_ns, s.offset_ns))
+
+
+# -- ground truth -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpeechTruth:
+    response: int
+    clip: str
+    onset_ns: int  # the clip's speech onset, as it reached the caller
+    end_ns: int  # the end of the last speech sample that reached the caller
+
+
+def webrtc_agent_speech(record: WebRtcRecord, log: WebRtcCallLog) -> list[AgentSpeechTruth]:
+    """When each answer's speech reached the caller, from payload arrivals."""
+    rate = CLIP_RATE_HZ
+    out: list[AgentSpeechTruth] = []
+    for r in log.responses:
+        chunks = [c for c in log.chunks if c.response == r.index]
+        if not chunks:
+            continue
+        c = load_clip(r.clip)
+        onset_pos = round(c.onset_ms * rate / 1000)
+        # Speech segments, in clip samples.
+        segs = [(round(a * rate / 1000), round(b * rate / 1000)) for a, b in c.segments_ms]
+        onset_ns: int | None = None
+        end_ns: int | None = None
+        for ch in chunks:
+            arrived = record.arrivals.get(ch.key)
+            if arrived is None:
+                continue
+            lo, hi = ch.clip_pos, ch.clip_pos + ch.n
+            if onset_ns is None and lo <= onset_pos < hi:
+                onset_ns = arrived + (onset_pos - lo) * NS_PER_S // rate
+            for a, b in segs:
+                top = min(b, hi)
+                if max(a, lo) < top:
+                    end_ns = arrived + (top - lo) * NS_PER_S // rate
+        if onset_ns is not None and end_ns is not None:
+            out.append(AgentSpeechTruth(r.index, r.clip, onset_ns, end_ns))
+    return out
+
+
+def webrtc_turn_truths(record: WebRtcRecord, log: WebRtcCallLog) -> list[TurnTruth]:
+    """The truth of every caller turn: its edges, the answer's onset and any stop latency."""
+    speech = webrtc_agent_speech(record, log)
+    out: list[TurnTruth] = []
+    for s in record.speech:
+        nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)
+        ttfs = None if nxt is None else nxt.onset_ns - s.offset_ns
+        stop = None
+        if s.barge_in:
+            over = next((a for a in speech if a.onset_ns <= s.onset_ns < a.end_ns), None)
+            if over is not None:
+                stop = over.end_ns - s.onset_ns
+        out.append(TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop))
+    return out

@@ -1,0 +1,258 @@
+"""The WebRTC proxy: the media relay (forwarding) joined to one CallSession per call (measuring).
+
+The relay (:mod:`voxproxy.transports.webrtc`) decodes a copy of every audio
+packet and stamps it on arrival; this module hands it to the call's
+:class:`~voxproxy.session.CallSession` with ``on_audio``. WebRTC media is paced
+in real time, so the session is told that agent audio is audible on arrival
+(MEASUREMENT.md section 3: the playout model degenerates to the identity).
+Data channel messages go to ``on_message``: those on OpenAI's ``oai-events``
+channel (or every channel, with ``dialect="openai-realtime"``) are decoded as
+OpenAI Realtime events (stage marks, tool calls, ``output_audio_buffer.clear``
+flushes); the others are only counted. Receipts, sinks, telemetry and the
+event API work as for the websocket proxy; receipts say ``transport: webrtc``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from voxproxy.clock import EpochAnchor
+from voxproxy.dialects.base import DialectOptions, make_decoder
+from voxproxy.errors import ConfigError
+from voxproxy.events import Direction, Event, Pcm, StageMark, ToolEvent
+from voxproxy.ids import new_secret
+from voxproxy.livecalls import LiveCalls
+from voxproxy.proxy import CALL_ID_HEADER, ReceiptSink
+from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
+from voxproxy.session import CallSession, SessionConfig
+from voxproxy.telemetry import (
+    NULL_TELEMETRY,
+    TRACE_HEADERS,
+    CallTimes,
+    CallTrace,
+    FlushTime,
+    Telemetry,
+)
+from voxproxy.transports.webrtc import (
+    EndCause,
+    EndInfo,
+    Offer,
+    RelayStats,
+    WebRtcRelayConfig,
+    WebRtcRelayServer,
+)
+
+log = logging.getLogger("voxproxy.proxy.webrtc")
+
+OAI_EVENTS = "oai-events"
+CHANNEL_DIALECTS = ("auto", "openai-realtime", "none")
+
+_TERMINALS: dict[EndCause, Terminal] = {
+    EndCause.CALLER_CLOSED: "caller_closed",
+    EndCause.AGENT_CLOSED: "agent_closed",
+    EndCause.CALLER_VANISHED: "caller_vanished",
+    EndCause.AGENT_VANISHED: "agent_vanished",
+    EndCause.BAD_OFFER: "bad_offer",
+    EndCause.ICE_FAILED: "ice_failed",
+    EndCause.UPSTREAM_REFUSED: "upstream_refused",
+    EndCause.UPSTREAM_UNREACHABLE: "upstream_unreachable",
+    EndCause.UPSTREAM_TIMEOUT: "upstream_timeout",
+    EndCause.IDLE_TIMEOUT: "idle_timeout",
+    EndCause.PROXY_SHUTDOWN: "proxy_shutdown",
+    EndCause.PROXY_ERROR: "proxy_error",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WebRtcProxyConfig:
+    relay: WebRtcRelayConfig
+    # How data channel messages are measured: "auto" decodes the oai-events channel as
+    # OpenAI Realtime events, "openai-realtime" every channel, "none" no channel.
+    dialect: str = "auto"
+    dialect_options: DialectOptions = field(default_factory=DialectOptions)
+    session: SessionConfig = field(default_factory=SessionConfig)
+    secret: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if self.dialect not in CHANNEL_DIALECTS:
+            raise ConfigError(
+                f"a WebRTC call's data channels are measured as {', '.join(CHANNEL_DIALECTS)}; "
+                f"got dialect {self.dialect!r}"
+            )
+        # The session of a WebRTC call: its media is paced, audible on arrival.
+        object.__setattr__(
+            self,
+            "session",
+            replace(self.session, transport="webrtc", agent_playout="arrival"),
+        )
+
+
+class ChannelDecoder:
+    """The session's decoder for data channel messages (set :attr:`label` before each)."""
+
+    def __init__(self, dialect: str, options: DialectOptions) -> None:
+        self._all = dialect == "openai-realtime"
+        self._inner = make_decoder("openai-realtime", options) if dialect != "none" else None
+        self.label = ""
+        self.name = "webrtc"  # "openai-realtime" once a message was decoded as such
+
+    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
+        if self._inner is None or not (self._all or self.label == OAI_EVENTS):
+            return []
+        self.name = "openai-realtime"
+        return self._inner.decode(direction, payload, t_ns)
+
+
+class WebRtcCallContext:
+    """Observer of one relayed WebRTC call: feeds the session, emits the receipt."""
+
+    __slots__ = ("_proxy", "carrier", "decoder", "link_id", "session", "trace")
+
+    def __init__(self, proxy: WebRtcProxy, t_ns: int, offer: Offer) -> None:
+        self._proxy = proxy
+        self.link_id = uuid.uuid4().hex
+        cfg = proxy.config
+        self.decoder = ChannelDecoder(cfg.dialect, proxy.dialect_options)
+        self.session = CallSession(
+            self.decoder,
+            t_ns,
+            secret=proxy.secret,
+            link_id=self.link_id,
+            config=cfg.session,
+            anchor=proxy.anchor,
+        )
+        self.carrier = {k: v for k, v in offer.headers.items() if k in TRACE_HEADERS}
+        self.trace: CallTrace | None = None
+        proxy.active += 1
+        proxy.live.add_link(self, self.link_id)
+        proxy.telemetry.call_opened()
+
+    def upstream_headers(self) -> dict[str, str]:
+        headers = {CALL_ID_HEADER: self.link_id}
+        telemetry = self._proxy.telemetry
+        if telemetry.tracing:
+            # Continue the caller's trace if its offer carried one; start one otherwise.
+            self.trace = telemetry.start_call(
+                self._proxy.anchor, self.session.start_ns, self.carrier
+            )
+            if self.trace is not None:
+                headers.update(dict(self.trace.headers))
+        return headers
+
+    def on_upstream_open(self, t_ns: int, status: int) -> None:
+        del status
+        self.session.on_upstream_connected(t_ns)
+
+    def on_audio(
+        self, direction: Direction, pcm: Pcm, sample_rate_hz: int, t_ns: int, wire_bytes: int
+    ) -> None:
+        self.session.on_audio(direction, pcm, sample_rate_hz, t_ns, wire_bytes=wire_bytes)
+
+    def on_data(self, direction: Direction, label: str, message: str | bytes, t_ns: int) -> None:
+        self.decoder.label = label
+        self.session.on_message(direction, message, t_ns)
+
+    def on_event(self, ev: ToolEvent | StageMark) -> None:
+        """An event from outside the media (the event API), stamped on arrival."""
+        self.session.on_event(ev)
+
+    def on_end(self, t_ns: int, info: EndInfo, stats: RelayStats) -> None:
+        proxy = self._proxy
+        proxy.active -= 1
+        proxy.live.remove(self)
+        proxy.telemetry.call_closed()
+        proxy.relay_stats.append(stats)
+        answered = self.session.upstream_connected_ns is not None
+        upstream_status = info.upstream_status
+        if upstream_status is None and answered:
+            upstream_status = 201 if proxy.config.relay.signaling == "whip" else 200
+        close = CloseInfo(
+            initiator=info.initiator,  # type: ignore[arg-type]
+            upstream_status=upstream_status,
+        )
+        try:
+            receipt = self.session.close(
+                t_ns, _TERMINALS[info.cause], close, dialect=self.decoder.name
+            )
+        except Exception:
+            log.exception("could not build a receipt")
+            proxy.receipt_errors += 1
+            return
+        proxy.calls += 1
+        if proxy.judge is not None:
+            try:
+                receipt = proxy.judge(receipt)
+            except Exception:
+                log.exception("could not judge a receipt; it is written without a verdict")
+        for sink in proxy.sinks:
+            try:
+                sink(receipt)
+            except Exception:
+                proxy.receipt_errors += 1
+                log.exception("a receipt sink failed")
+        self._telemetry(receipt, t_ns)
+
+    def _telemetry(self, receipt: Receipt, t_ns: int) -> None:
+        telemetry = self._proxy.telemetry
+        if telemetry is NULL_TELEMETRY:
+            return
+        flushes: list[FlushTime] = []
+        if telemetry.tracing:
+            for turn in self.session.final_turns:
+                flushes.extend(FlushTime(turn.index, f.t_ns, f.cut_audible) for f in turn.flushes)
+        try:
+            times = CallTimes(self._proxy.anchor, self.session.start_ns, t_ns, flushes)
+            telemetry.on_receipt(receipt, self.trace, times)
+        except Exception:
+            log.exception("telemetry failed for a call; the receipt is written all the same")
+
+
+class WebRtcProxy:
+    """Serves WebRTC callers, relays each to the agent, writes one receipt per call."""
+
+    def __init__(
+        self,
+        config: WebRtcProxyConfig,
+        sinks: list[ReceiptSink] | None = None,
+        telemetry: Telemetry | None = None,
+        judge: Callable[[Receipt], Receipt] | None = None,
+    ) -> None:
+        """``judge`` gives each receipt its verdict, once, before the sinks and telemetry
+        see it (as :class:`voxproxy.proxy.Proxy` does)."""
+        self.config = config
+        self.judge = judge
+        if config.secret is None:
+            log.warning(
+                "no secret configured (--secret / VOXPROXY_SECRET): call ids are keyed with a "
+                "random per-process secret and will not match across restarts"
+            )
+        self.secret = config.secret or new_secret()
+        self.dialect_options = (
+            config.dialect_options
+            if config.dialect_options.secret is not None
+            else replace(config.dialect_options, secret=self.secret)
+        )
+        self.anchor = EpochAnchor.now()
+        self.sinks: list[ReceiptSink] = list(sinks or [])
+        self.active = 0
+        self.calls = 0
+        self.receipt_errors = 0
+        self.relay_stats: list[RelayStats] = []
+        self.telemetry = telemetry or NULL_TELEMETRY
+        self.live: LiveCalls[WebRtcCallContext] = LiveCalls(self.secret)
+        self.server = WebRtcRelayServer(config.relay, self._observer)
+
+    def _observer(self, t_ns: int, offer: Offer) -> WebRtcCallContext:
+        return WebRtcCallContext(self, t_ns, offer)
+
+    async def start(self, host: str, port: int) -> int:
+        return await self.server.start(host, port)
+
+    def url(self, signaling: str = "whip") -> str:
+        return self.server.signaling.url("pipecat" if signaling == "pipecat" else "whip")
+
+    async def stop(self, drain_s: float = 0.0) -> None:
+        await self.server.stop(drain_s)
