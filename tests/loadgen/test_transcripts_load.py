@@ -55,7 +55,7 @@ async def _load(
     scenarios = []
     for name in names:
         path = tmp_path / f"{name}.yaml"
-        path.write_text(f"name: {name}\nsteps:\n{SCENARIOS[name]}")
+        path.write_text(f"name: '{name}'\nsteps:\n{SCENARIOS[name]}")
         scenarios.append((load_scenario(path), tmp_path))
     plan = LoadPlan(
         target=f"ws://127.0.0.1:{port}",

@@ -167,9 +167,13 @@ class Normalizer:
                 return k
             # An everyday word is a number only inside a spelled number.
             before, after = near(i - 1), near(i + 1)
-            if before == "" and nw.connector is not None and i >= 1:
-                if words[i - 1].lower() == nw.connector:
-                    before = near(i - 2)  # "treinta y un"
+            if (
+                before == ""
+                and nw.connector is not None
+                and i >= 1
+                and words[i - 1].lower() == nw.connector
+            ):
+                before = near(i - 2)  # "treinta y un"
             if after in ("hundred", "scale") or before in ("tens", "hundreds", "hundred", "scale"):
                 return k  # "one hundred", "un millón", "twenty one", "treinta y una"
             if w in ambiguous and ("unit" in (before, after) or "zero" in (before, after)):
