@@ -73,6 +73,20 @@ def upstream_url(value: str) -> str:
     return value
 
 
+def redact_url(url: str) -> str:
+    """``url`` fit for a log line: no credentials, no query (either may carry a token)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port is not None else ""
+    auth = "***@" if parts.username is not None or parts.password is not None else ""
+    query = "?***" if parts.query else ""
+    return f"{parts.scheme}://{auth}{host}{port}{parts.path}{query}"
+
+
 def positive_int(value: str) -> int:
     n = int(value)
     if n <= 0:
@@ -534,7 +548,7 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
             scheme,
             host,
             bound,
-            config.relay.upstream,
+            redact_url(config.relay.upstream),
             config.dialect,
             args.receipts,
         )

@@ -87,3 +87,14 @@ def test_hypotheses_files(tmp_path: Path) -> None:
     bad.write_text("caller_nope: hi\n")
     with pytest.raises(ConfigError, match="no fixture clip named 'caller_nope'"):
         load_hypotheses(bad)
+
+
+def test_a_clip_cut_at_its_pause_is_heard_sentence_by_sentence(clips: dict[str, Clip]) -> None:
+    c = clips["caller_topic_change"]
+    assert len(c.segments_ms) == 2  # "Actually, never mind that." / "What are your ..."
+    texts = []
+    for a, b in [*c.segments_ms, (c.onset_ms, c.offset_ms)]:
+        h = Hearing({})
+        h.push(c.pcm, 0, c.sample_rate_hz)
+        texts.append(h.hear(Spurt(round(a * 1e6), round(b * 1e6))).text)
+    assert texts == ["Actually, never mind that.", "What are your opening hours?", c.text]

@@ -8,9 +8,9 @@ MS = 1_000_000
 
 
 def test_first_final_user_transcript_after_the_offset_and_before_the_next_turn() -> None:
-    offsets = [1000 * MS, 5000 * MS, 9000 * MS]
+    turns = [(0, 1000 * MS), (4000 * MS, 5000 * MS), (8000 * MS, 9000 * MS)]
     transcripts = [
-        (900 * MS, "user", "too early", True),  # before the first turn ended
+        (-100 * MS, "user", "too early", True),  # before the first turn began
         (1200 * MS, "user", "where is my or", False),  # not final
         (1300 * MS, "assistant", "sure", True),  # the agent's own words
         (1400 * MS, "user", "where is my order", True),  # turn 0
@@ -18,19 +18,42 @@ def test_first_final_user_transcript_after_the_offset_and_before_the_next_turn()
         (5100 * MS, "user", "late for turn 1?", True),  # turn 1
         (9500 * MS, "user", "turn 2", True),  # turn 2
     ]
-    matched, unmatched = match_transcripts(offsets, transcripts)
-    assert matched == [3, 5, 6]
+    matched, unmatched = match_transcripts(turns, transcripts)
+    assert matched == [[3], [5], [6]]
     assert unmatched == 2  # "too early" and "a second one"
 
 
 def test_a_transcript_that_comes_after_the_next_turn_started_still_counts() -> None:
     # Turn 1 starts at 1500 ms and ends at 3000 ms; turn 0's transcript arrives at 2000 ms.
-    matched, _ = match_transcripts([1000 * MS, 3000 * MS], [(2000 * MS, "user", "x", True)])
-    assert matched == [0, None]
+    turns = [(0, 1000 * MS), (1500 * MS, 3000 * MS)]
+    matched, _ = match_transcripts(turns, [(2000 * MS, "user", "x", True)])
+    assert matched == [[0], []]
+
+
+def test_a_turn_the_agent_cut_in_two_is_put_back_together() -> None:
+    # The agent reported the first half while the caller was still speaking.
+    turns = [(0, 3000 * MS), (5000 * MS, 6000 * MS)]
+    transcripts = [
+        (2000 * MS, "user", "Actually, never mind that.", True),
+        (3400 * MS, "user", "What are your opening hours?", True),
+        (6300 * MS, "user", "Yes, please.", True),
+    ]
+    matched, unmatched = match_transcripts(turns, transcripts)
+    assert (matched, unmatched) == ([[0, 1], [2]], 0)
+    entries, _ = score_call(
+        [(0, 3000 * MS, "Actually, never mind that. What are your opening hours?")],
+        transcripts[:2],
+        0,
+    )
+    assert entries[0]["pieces"] == 2 and entries[0]["errors"] == 0
 
 
 def test_statuses() -> None:
-    speech = [(1000 * MS, "No, wait, don't send it."), (4000 * MS, ""), (8000 * MS, "Yes, please.")]
+    speech = [
+        (0, 1000 * MS, "No, wait, don't send it."),
+        (3000 * MS, 4000 * MS, ""),
+        (7000 * MS, 8000 * MS, "Yes, please."),
+    ]
     heard = [(1500 * MS, "user", "No wait, do send it.", True)]
     entries, unmatched = score_call(speech, heard, 0)
     assert unmatched == 0

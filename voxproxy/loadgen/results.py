@@ -152,7 +152,7 @@ def _transcripts(rec: CallRecord, turns_out: list[dict[str, Any]], scoring: Scor
     """Each turn's ``transcript``: what the agent reported it heard, scored against the
     clip's text (voxproxy.transcripts.loadrun). Returns the user transcripts that
     matched no turn."""
-    speech = [(s.offset_ns, s.text) for s in rec.speech[: len(turns_out)]]
+    speech = [(s.onset_ns, s.offset_ns, s.text) for s in rec.speech[: len(turns_out)]]
     entries, unmatched = score_call(speech, rec.transcripts, rec.t0_ns, scoring)
     for turn, entry in zip(turns_out, entries, strict=True):
         turn["transcript"] = entry

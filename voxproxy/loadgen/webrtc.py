@@ -37,15 +37,13 @@ from voxproxy.loadgen.caller import TICK_NS, CallerConfig, CallRecord, ScriptedC
 from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
 from voxproxy.transports.webrtc import (
-    AudioDecoder,
     AudioPeer,
     Channel,
-    Decimator,
+    MeasuredStream,
     RtpIn,
     Signaling,
     SignalingError,
     hang_up,
-    measurement_rate,
     post_offer,
 )
 
@@ -99,9 +97,7 @@ class WebRtcCaller(ScriptedCaller):
         self.wconfig = config
         self.record: WebRtcRecord = WebRtcRecord()
         self.peer: AudioPeer | None = None
-        self._rtp_decoder: AudioDecoder | None = None
-        self._decimator: Decimator | None = None
-        self._meas_rate = 16000
+        self._heard = MeasuredStream()
         self._silence: bytes | None = None
         self._agent_end_ns: int | None = None
 
@@ -134,15 +130,9 @@ class WebRtcCaller(ScriptedCaller):
         rec.packets_received += 1
         if self.wconfig.keep_arrivals:
             rec.arrivals.setdefault(payload_key(p.payload), p.t_ns)
-        dec = self._rtp_decoder
-        if dec is None or not dec.codec.same_as(p.codec):
-            dec = self._rtp_decoder = AudioDecoder(p.codec)
-            self._meas_rate, factor = measurement_rate(dec.sample_rate_hz)
-            self._decimator = Decimator(factor)
-        assert self._decimator is not None
-        pcm = self._decimator(dec.decode(p.payload, p.timestamp))
+        pcm = self._heard(p)
         if pcm.size:
-            self._agent_audio(Audio(AGENT_TO_CALLER, pcm, self._meas_rate, p.t_ns), p.t_ns)
+            self._agent_audio(Audio(AGENT_TO_CALLER, pcm, self._heard.rate_hz, p.t_ns), p.t_ns)
             self._tick(p.t_ns)
 
     def _agent_audio(self, ev: Audio, t: int) -> None:

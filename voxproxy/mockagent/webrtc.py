@@ -43,17 +43,15 @@ from voxproxy.mockagent.config import AgentClip, MockAgentConfig
 from voxproxy.mockagent.log import CallLog
 from voxproxy.mockagent.server import MockAgent, _Call
 from voxproxy.transports.webrtc import (
-    AudioDecoder,
     AudioPeer,
     Channel,
-    Decimator,
     HttpError,
+    MeasuredStream,
     Offer,
     RtpIn,
     Session,
     SignalingServer,
     add_trickled,
-    measurement_rate,
 )
 
 logger = logging.getLogger("voxproxy.mockagent.webrtc")
@@ -102,9 +100,7 @@ class WebRtcCall(_Call):
         self.peer = peer
         self.clips = agent.clips48
         self.idle: Idle = agent.idle
-        self._rtp_decoder: AudioDecoder | None = None
-        self._decimator: Decimator | None = None
-        self._meas_rate = 16000
+        self._heard = MeasuredStream()
         self.ended = asyncio.Event()
         self.id = f"mock{log.index:04d}"
         self._silence: bytes | None = None
@@ -160,17 +156,11 @@ class WebRtcCall(_Call):
 
     def _rtp(self, p: RtpIn) -> None:
         self.wlog.caller_packets += 1
-        dec = self._rtp_decoder
-        if dec is None or not dec.codec.same_as(p.codec):
-            dec = self._rtp_decoder = AudioDecoder(p.codec)
-            self._meas_rate, factor = measurement_rate(dec.sample_rate_hz)
-            self._decimator = Decimator(factor)
-        assert self._decimator is not None
-        pcm = self._decimator(dec.decode(p.payload, p.timestamp))
+        pcm = self._heard(p)
         if not pcm.size:
             return
         try:
-            self._push_audio(Audio(CALLER_TO_AGENT, pcm, self._meas_rate, p.t_ns), p.t_ns)
+            self._push_audio(Audio(CALLER_TO_AGENT, pcm, self._heard.rate_hz, p.t_ns), p.t_ns)
             self._after_vad(p.t_ns)
         except Exception as exc:  # odd input must never end the call
             self._error("caller audio", exc)

@@ -6,8 +6,12 @@ The scripted caller records every transcript the agent reports on the wire (raw
 A turn's hypothesis is the first *final* transcript with role ``user`` that arrives
 after the turn's true speech offset and before the next turn's speech offset (the
 next turn's own transcript cannot come before that turn has ended, and an agent may
-still be finishing this turn's transcript while the caller starts the next one);
-each transcript serves one turn at most.
+still be finishing this turn's transcript while the caller starts the next one).
+An agent that cut the caller's utterance in two reports its first part while the
+caller is still speaking: final user transcripts that arrive during the turn's own
+speech (after its onset, up to its offset) and that no earlier turn took are put in
+front, and the entry says how many ``pieces`` the hypothesis was made of. Each
+transcript serves one turn at most.
 
 * a turn whose clip has no reference text is ``no_reference`` (not scored);
 * in a call where the agent reported no user transcript at all, every turn is
@@ -22,7 +26,7 @@ Scores go into ``results.json`` and ``summary.json``: never into receipts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from voxproxy.transcripts.score import Scoring, Tally
 from voxproxy.transcripts.scorecard import HumanScores, scorecard
@@ -43,57 +47,59 @@ def default_scoring() -> Scoring:
     return _DEFAULT[0]
 
 
-class _Speech(Protocol):
-    @property
-    def offset_ns(self) -> int: ...
-
-
 def match_transcripts(
-    offsets_ns: Sequence[int], transcripts: Sequence[tuple[int, str, str, bool]]
-) -> tuple[list[int | None], int]:
-    """For each turn (by its speech offset), the index of its transcript or None; and
-    how many final user transcripts matched no turn."""
+    turns_ns: Sequence[tuple[int, int]], transcripts: Sequence[tuple[int, str, str, bool]]
+) -> tuple[list[list[int]], int]:
+    """For each turn (its true speech onset and offset), the indices of the transcripts
+    that make its hypothesis, in order (empty: none); and how many final user
+    transcripts matched no turn."""
     candidates = [
         i for i, (_t, role, _text, final) in enumerate(transcripts) if final and role == "user"
     ]
     used: set[int] = set()
-    out: list[int | None] = []
-    for k, offset in enumerate(offsets_ns):
-        end = offsets_ns[k + 1] if k + 1 < len(offsets_ns) else None
-        found = None
-        for i in candidates:
-            t = transcripts[i][0]
-            if i not in used and t > offset and (end is None or t < end):
-                found = i
-                break
-        if found is not None:
-            used.add(found)
+    out: list[list[int]] = []
+    for k, (onset, offset) in enumerate(turns_ns):
+        end = turns_ns[k + 1][1] if k + 1 < len(turns_ns) else None
+        pieces = [i for i in candidates if i not in used and onset < transcripts[i][0] <= offset]
+        after = next(
+            (
+                i
+                for i in candidates
+                if i not in used
+                and transcripts[i][0] > offset
+                and (end is None or transcripts[i][0] < end)
+            ),
+            None,
+        )
+        found = pieces + ([after] if after is not None else [])
+        used.update(found)
         out.append(found)
     return out, len(candidates) - len(used)
 
 
 def score_call(
-    speech: Sequence[tuple[int, str]],
+    speech: Sequence[tuple[int, int, str]],
     transcripts: Sequence[tuple[int, str, str, bool]],
     t0_ns: int,
     scoring: Scoring | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Per turn (``speech``: (true offset, reference text)), its transcript entry; and the
-    number of user transcripts that matched no turn."""
+    """Per turn (``speech``: its true onset, offset and reference text), its transcript
+    entry; and the number of user transcripts that matched no turn."""
     sc = scoring or default_scoring()
     reported = any(final and role == "user" for _t, role, _x, final in transcripts)
-    matched, unmatched = match_transcripts([o for o, _ in speech], transcripts)
+    matched, unmatched = match_transcripts([(a, b) for a, b, _ in speech], transcripts)
     out: list[dict[str, Any]] = []
-    for (offset, reference), idx in zip(speech, matched, strict=True):
+    for (_onset, offset, reference), found in zip(speech, matched, strict=True):
         entry: dict[str, Any] = {
             "reference": reference,
             "hypothesis": None,
-            "arrived_ms": None,
+            "pieces": len(found),
+            "arrived_ms": None,  # the last piece's arrival, ms from the caller's first frame
             "after_offset_ms": None,
         }
-        if idx is not None:
-            t, _role, text, _final = transcripts[idx]
-            entry["hypothesis"] = text
+        if found:
+            t = transcripts[found[-1]][0]
+            entry["hypothesis"] = " ".join(transcripts[i][2] for i in found)
             entry["arrived_ms"] = round((t - t0_ns) / NS_PER_MS, 1)
             entry["after_offset_ms"] = round((t - offset) / NS_PER_MS, 1)
         if not reference.strip():
@@ -101,7 +107,7 @@ def score_call(
         elif not reported:
             entry["status"] = "not_reported"
         else:
-            entry["status"] = "scored" if idx is not None else "no_hypothesis"
+            entry["status"] = "scored" if found else "no_hypothesis"
             entry.update(sc.score(reference, entry["hypothesis"] or "").to_dict())
             entry.update(sc.labels)
         out.append(entry)

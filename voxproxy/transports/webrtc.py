@@ -73,6 +73,7 @@ from typing import Any, Literal, NoReturn, Protocol
 import aiohttp
 import aioice.ice
 import numpy as np
+import numpy.typing as npt
 from aiohttp import web
 from aiortc import (
     MediaStreamTrack,
@@ -89,7 +90,7 @@ from aiortc.jitterbuffer import JitterFrame
 from aiortc.rtcconfiguration import RTCBundlePolicy
 from aiortc.rtp import RtpPacket
 from aiortc.sdp import SessionDescription, candidate_from_sdp
-from av import AudioFrame, CodecContext
+from av import AudioFrame, AudioResampler, CodecContext
 from av.packet import Packet
 from yarl import URL
 
@@ -248,24 +249,51 @@ class AudioDecoder:
         return out.astype(np.int16, copy=False)
 
 
-class Decimator:
-    """Integer-factor downsampling by averaging each group (enough for a speech detector)."""
+def _lowpass(factor: int, taps_per_phase: int = 24) -> npt.NDArray[np.float64]:
+    """A windowed-sinc low-pass for decimating by ``factor`` (-6 dB at 0.47 of the new rate)."""
+    n = factor * taps_per_phase + 1
+    cutoff = 0.94 / (2 * factor)  # cycles per input sample
+    k = np.arange(n) - (n - 1) / 2
+    h = 2 * cutoff * np.sinc(2 * cutoff * k) * np.blackman(n)
+    out: npt.NDArray[np.float64] = h / h.sum()
+    return out
 
-    __slots__ = ("_carry", "factor")
+
+class Decimator:
+    """Integer-factor downsampling with a low-pass filter, chunk by chunk.
+
+    A plain average of each group would let a 48 kHz microphone's noise above
+    8 kHz fold into the detector's band and dull the top of the speech band by
+    3 dB; a 73-tap windowed sinc (for 48 -> 16 kHz) does neither, for about 20 µs
+    per 20 ms. Its delay, (taps - 1) / 2 input samples (0.75 ms at 48 kHz), is
+    not taken back: output sample ``i`` is centred on input sample ``i * factor``.
+    """
+
+    __slots__ = ("_buf", "_h", "_half", "factor")
 
     def __init__(self, factor: int) -> None:
         self.factor = factor
-        self._carry = np.zeros(0, dtype=np.int16)
+        self._h = _lowpass(factor) if factor > 1 else np.ones(1)
+        self._half = (self._h.size - 1) // 2
+        # Input not yet used up; the next output is centred on its sample ``_half``
+        # (silence is assumed before the stream's first sample).
+        self._buf = np.zeros(self._half, dtype=np.float64)
 
     def __call__(self, pcm: Pcm) -> Pcm:
         f = self.factor
         if f == 1:
             return pcm
-        x = np.concatenate((self._carry, pcm)) if self._carry.size else pcm
-        n = (x.size // f) * f
-        self._carry = x[n:].copy()
-        out: Pcm = x[:n].reshape(-1, f).astype(np.int32).sum(axis=1) // f
-        return out.astype(np.int16)
+        half = self._half
+        x = np.concatenate((self._buf, pcm.astype(np.float64)))
+        last_centre = x.size - 1 - half
+        if last_centre < half:
+            self._buf = x
+            return np.zeros(0, dtype=np.int16)
+        count = (last_centre - half) // f + 1
+        full = np.convolve(x[: 2 * half + (count - 1) * f + 1], self._h, mode="valid")
+        self._buf = x[count * f :]
+        out: Pcm = np.clip(np.rint(full[::f]), -32768, 32767).astype(np.int16)
+        return out
 
 
 def measurement_rate(decoded_rate_hz: int) -> tuple[int, int]:
@@ -275,17 +303,88 @@ def measurement_rate(decoded_rate_hz: int) -> tuple[int, int]:
     return decoded_rate_hz, 1
 
 
-class AudioEncoder:
-    """Encodes mono 16-bit PCM for one codec with aiortc's encoder, inline.
+PAUSE_NS = 60 * NS_PER_MS  # no packet for this long: the sender paused
+OPUS_CARRY_NS = 20 * NS_PER_MS  # one packet: what a libopus encoder carries over a pause
 
-    ``encode`` returns the payloads completed so far (one per 20 ms); aiortc's
-    encoders resample to the codec's rate and frame size themselves.
+
+class MeasuredStream:
+    """One direction's received audio as the speech detector gets it.
+
+    Decodes each payload once (:meth:`decode`, also what a transcoding relay
+    re-encodes), and :meth:`for_vad` brings it to a detector rate (48 kHz ->
+    16 kHz, :class:`Decimator`). After a pause in an Opus stream the first
+    20 ms are not heard: a libopus encoder that was not reset sends, in the
+    first packet after it stops and resumes sending, its 6.5 ms look-ahead and
+    the decaying synthesis of the audio from *before* the pause (measured here:
+    about 8 ms at speech level, then -50 dBFS to the end of the packet). For a
+    sender that stops mid-word (a barge-in) and answers later without sending
+    silence in between, that is a burst of old speech just ahead of the new
+    answer's leading silence, which the detector would merge into the answer
+    and date its onset too early by that silence. The cost: an answer that
+    starts speaking in its very first packet is dated up to 13.5 ms late.
+    Senders that send silence while idle (browsers, Pipecat) never pause.
     """
 
-    def __init__(self, codec: CodecInfo) -> None:
+    def __init__(self) -> None:
+        self.decoder: AudioDecoder | None = None
+        self._decimator = Decimator(1)
+        self.rate_hz = 0
+        self._last_arrival: int | None = None
+        self.pauses = 0
+
+    def decode(self, p: RtpIn) -> Pcm:
+        dec = self.decoder
+        if dec is None or not dec.codec.same_as(p.codec):
+            dec = self.decoder = AudioDecoder(p.codec)
+            self.rate_hz, factor = measurement_rate(dec.sample_rate_hz)
+            self._decimator = Decimator(factor)
+        return dec.decode(p.payload, p.timestamp)
+
+    def for_vad(self, p: RtpIn, decoded: Pcm) -> Pcm:
+        pcm = self._decimator(decoded)
+        last = self._last_arrival
+        self._last_arrival = p.t_ns
+        if last is not None and p.t_ns - last > PAUSE_NS and p.codec.name == "opus":
+            self.pauses += 1
+            n = min(pcm.size, OPUS_CARRY_NS * self.rate_hz // NS_PER_S)
+            if n:
+                pcm = pcm.copy()
+                pcm[:n] = 0
+        return pcm
+
+    def __call__(self, p: RtpIn) -> Pcm:
+        """Decode and prepare for the detector in one step."""
+        return self.for_vad(p, self.decode(p))
+
+
+class AudioEncoder:
+    """Encodes mono 16-bit PCM for one codec, inline; one payload per 20 ms.
+
+    Opus is encoded by libopus (through PyAV) as a mono stream at 48 kHz
+    (``application=voip``): aiortc's own Opus encoder upmixes to stereo, which
+    a mono decoder hears 3 dB quieter. Other codecs use aiortc's encoders.
+    Input at another rate is resampled by libswresample.
+    """
+
+    def __init__(self, codec: CodecInfo, bitrate: int = 48000) -> None:
         self.codec = codec
-        self._enc = get_encoder(codec.params)
         self._pts: dict[int, int] = {}
+        self._opus: Any = None
+        self._enc: Any = None
+        if codec.name == "opus":
+            ctx = CodecContext.create("libopus", "w")
+            ctx.bit_rate = bitrate
+            ctx.format = "s16"
+            ctx.layout = "mono"
+            ctx.sample_rate = 48000
+            ctx.time_base = fractions.Fraction(1, 48000)
+            ctx.options = {"application": "voip"}
+            self._opus = ctx
+            self._resampler = AudioResampler(
+                format="s16", layout="mono", rate=48000, frame_size=960
+            )
+        else:
+            self._enc = get_encoder(codec.params)
 
     def encode(self, pcm: Pcm, sample_rate_hz: int) -> list[bytes]:
         if pcm.size == 0:
@@ -296,8 +395,13 @@ class AudioEncoder:
         frame.pts = pts
         frame.time_base = fractions.Fraction(1, sample_rate_hz)
         self._pts[sample_rate_hz] = pts + pcm.size
-        payloads, _ = self._enc.encode(frame)
-        return payloads
+        if self._opus is None:
+            payloads, _ = self._enc.encode(frame)
+            return list(payloads)
+        out: list[bytes] = []
+        for f in self._resampler.resample(frame):
+            out.extend(bytes(p) for p in self._opus.encode(f))
+        return out
 
 
 def encode_clip(codec_name: str, pcm: Pcm, sample_rate_hz: int) -> list[bytes]:
@@ -603,18 +707,16 @@ class AudioPeer:
         """First half of answering: check and apply the offer (raises :class:`BadSdp`)."""
         parsed = check_offer(offer_sdp)
         self.offered_data = any(m.kind == "application" for m in parsed.media)
+        # Our transceiver exists first, with its codec preferences: aiortc's
+        # setRemoteDescription takes an unassociated transceiver of the same kind for the
+        # offer's audio and filters the common codecs by its preferences there and then.
+        transceiver = self._ensure_transceiver()
         try:
             await self.pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
         except Exception as exc:
             raise BadSdp(f"unusable SDP offer: {exc or type(exc).__name__}") from None
-        audio = [t for t in self.pc.getTransceivers() if t.kind == "audio"]
-        if not audio:
-            raise BadSdp("the offer has no usable audio m-line")
-        self._prefer(audio[0])
-        self._attach(audio[0])
-        # aiortc made the transceiver recvonly; adding our track makes it sendrecv, and
-        # createAnswer() intersects that with the offer's own direction.
-        self.pc.addTrack(self.track)
+        if transceiver.mid is None or not transceiver._codecs:
+            raise BadSdp("the offer has no audio codec in common with this peer")
 
     async def finish_answer(self) -> str:
         """Second half: create and apply our answer (raises :class:`BadSdp`)."""
@@ -1121,13 +1223,11 @@ class _Direction:
     """Forwarding state of one direction: source leg -> destination leg."""
 
     __slots__ = (
-        "decimator",
-        "decoder",
         "dropped",
         "dst",
         "encoder",
         "forward_ns",
-        "meas_rate",
+        "measured",
         "packets",
         "passthrough",
         "transcoded",
@@ -1136,9 +1236,7 @@ class _Direction:
 
     def __init__(self, dst: AudioPeer) -> None:
         self.dst = dst
-        self.decoder: AudioDecoder | None = None
-        self.decimator: Decimator | None = None
-        self.meas_rate = 0
+        self.measured = MeasuredStream()
         self.encoder: AudioEncoder | None = None
         self.tx_pts: int | None = None
         self.packets = 0
@@ -1274,29 +1372,22 @@ class WebRtcRelay:
             d.passthrough += 1
             d.forward_ns += time.monotonic_ns() - p.t_ns
         else:
-            pcm = self._decode(d, p)
+            pcm = d.measured.decode(p)
             self._transcode(d, p, pcm, out_codec)
             d.forward_ns += time.monotonic_ns() - p.t_ns
-        if self.observer is None or not self.config.measure:
+        observer = self.observer
+        if observer is None or not self.config.measure:
             return
         try:
             if pcm is None:
-                pcm = self._decode(d, p)
-            self._measure(d, direction, p, pcm)
+                pcm = d.measured.decode(p)
+            vad_pcm = d.measured.for_vad(p, pcm)
+            observer.on_audio(direction, vad_pcm, d.measured.rate_hz, p.t_ns, len(p.payload))
         except Exception:
             self._observer_failed()
 
-    def _decode(self, d: _Direction, p: RtpIn) -> Pcm:
-        dec = d.decoder
-        if dec is None or not dec.codec.same_as(p.codec):
-            dec = d.decoder = AudioDecoder(p.codec)
-            rate, factor = measurement_rate(dec.sample_rate_hz)
-            d.decimator = Decimator(factor)
-            d.meas_rate = rate
-        return dec.decode(p.payload, p.timestamp)
-
     def _transcode(self, d: _Direction, p: RtpIn, pcm: Pcm, out_codec: CodecInfo) -> None:
-        dec = d.decoder
+        dec = d.measured.decoder
         assert dec is not None
         if d.encoder is None or d.encoder.codec != out_codec:
             d.encoder = AudioEncoder(out_codec)
@@ -1310,12 +1401,6 @@ class WebRtcRelay:
             pts += ticks
             d.transcoded += 1
         d.tx_pts = pts
-
-    def _measure(self, d: _Direction, direction: Direction, p: RtpIn, pcm: Pcm) -> None:
-        assert self.observer is not None and d.decimator is not None
-        if d.decimator.factor != 1 and d.decoder is not None:
-            pcm = d.decimator(pcm)
-        self.observer.on_audio(direction, pcm, d.meas_rate, p.t_ns, len(p.payload))
 
     # -- data channels --------------------------------------------------------------------
 

@@ -45,7 +45,9 @@ import contextlib
 import enum
 import logging
 import ssl
+import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
@@ -101,6 +103,20 @@ _HOP_RESPONSE_HEADERS = frozenset(
 )
 _UNSENDABLE_CODES = frozenset({1005, 1006, 1015})
 WRITE_HIGH_WATER = 512 * 1024
+
+
+def log_failure(message: str) -> None:
+    """Log the exception being handled with its traceback but without its text.
+
+    A bug in measurement may quote what it choked on (audio, a transcript, a header)
+    in its message; the log keeps the type and where it was raised, never that.
+    """
+    exc = sys.exc_info()[1]
+    if exc is None:
+        log.error("%s", message)
+        return
+    where = "".join(traceback.format_tb(exc.__traceback__))
+    log.error("%s: %s (message withheld)\n%s", message, type(exc).__name__, where.rstrip())
 
 
 class EndCause(enum.StrEnum):
@@ -275,12 +291,14 @@ class Relay:
         self._end: EndInfo | None = None
         self._ended = False
         self.observer_errors = 0
-        registry.add(self)
 
     # -- leg callbacks -------------------------------------------------------------------
 
     def leg_made(self, leg: _Leg) -> None:
         if leg is self.caller:
+            # Registered only now: over TLS the protocol exists from the accept, but a
+            # failed TLS handshake never calls connection_made (nor connection_lost).
+            self._registry.add(self)
             self._arm_idle()
             timeout = self.config.handshake_timeout_s
             self._timers.append(self.loop.call_later(timeout, self._request_deadline))
@@ -400,7 +418,7 @@ class Relay:
         try:
             self.observer = self._factory(self.t_start_ns)
         except Exception:
-            log.exception("observer factory failed; the call is forwarded unmeasured")
+            log_failure("observer factory failed; the call is forwarded unmeasured")
             self.observer = None
         self._connect_task = self.loop.create_task(self._connect_upstream(request))
         self._connect_task.add_done_callback(lambda _t: self._maybe_finish(time.monotonic_ns()))
@@ -620,7 +638,7 @@ class Relay:
     def _observer_failed(self) -> None:
         self.observer_errors += 1
         if self.observer_errors == 1:
-            log.exception("measurement failed; the call goes on")
+            log_failure("measurement failed; the call goes on")
 
     # -- closing -------------------------------------------------------------------------
 

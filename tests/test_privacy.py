@@ -1,0 +1,231 @@
+"""Privacy under load: no caller id, phone number or transcript word leaves the wire.
+
+A load (the load generator's scripted callers against the mock agent, through one
+proxy per dialect, with OTLP export on and logging at DEBUG) uses:
+
+* Twilio: ``callSid``/``streamSid`` per call and ``customParameters`` carrying a
+  phone number and a caller name;
+* raw: the ``start`` message's ``call_id``;
+* OpenAI Realtime and raw: transcripts (the agent reports what it heard).
+
+What is searched, and for what:
+
+* every receipt (the JSON-lines files, byte for byte, and the SQLite store file),
+  every exported span (names, attributes, events, resource) and every log record
+  of the run: no call id, stream id, phone number, caller name or transcript word;
+* the load generator's results files (``results.json``, ``summary.json``,
+  ``report.html``): no call id, stream id, phone number or caller name. Transcript
+  words may appear there: scoring what the agent heard is the user's own output.
+
+Positive controls make sure each marker really was on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from otlp_receiver import HttpReceiver
+
+from voxproxy.dialects import twilio as twilio_dialect
+from voxproxy.loadgen import caller as caller_module
+from voxproxy.loadgen.runner import (
+    LoadPlan,
+    call_id,
+    outcomes,
+    play,
+    receipts_by_call,
+    write_results,
+)
+from voxproxy.loadgen.scenario import load_scenario
+from voxproxy.mockagent import MockAgent, MockAgentConfig
+from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.receipts.policy import load_policy
+from voxproxy.receipts.store import ReceiptStore
+from voxproxy.receipts.verdict import judged
+from voxproxy.receipts.writer import ReceiptWriter
+from voxproxy.telemetry import TelemetryConfig, make_telemetry
+from voxproxy.telemetry.otel import OtelTelemetry
+from voxproxy.transports.websocket import RelayConfig
+
+SECRET = b"privacy-secret"
+PHONE = "+14155550123"
+PHONE_DIGITS = "4155550123"
+CALLER_NAME = "Zebulon Quixote"
+WORDS = ["xylophone", "quagmire", "marzipan"]
+CALLS_PER_DIALECT = 2
+
+SCENARIO = """
+name: one_question
+steps:
+  - say: caller_where_is_order
+  - wait: agent_end
+"""
+
+
+class _WireWithCustomParameters(twilio_dialect.TwilioCallerWire):
+    """The Twilio wire of the load generator, with customParameters as real calls carry."""
+
+    def start(self, custom: dict[str, str] | None = None) -> str:
+        return super().start({"From": PHONE, "callerName": CALLER_NAME, **(custom or {})})
+
+
+def _heard(turn: int) -> str:
+    return f"please send the {WORDS[0]} to {WORDS[1]} street with {WORDS[2]} turn {turn}"
+
+
+def _otel_env(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
+    for name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "300")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2")
+
+
+def _spans_text(receiver: HttpReceiver) -> str:
+    out = []
+    for s in receiver.received.spans:
+        out.append(
+            json.dumps(
+                {
+                    "name": s.name,
+                    "attributes": s.attributes,
+                    "events": [(e.name, e.attributes) for e in s.events],
+                    "resource": s.resource,
+                    "scope": s.scope,
+                },
+                default=str,
+            )
+        )
+    return "\n".join(out)
+
+
+async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(caller_module, "TwilioCallerWire", _WireWithCustomParameters)
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("websockets").setLevel(logging.WARNING)  # as `voxproxy proxy` sets it
+    receiver = await HttpReceiver().start()
+    _otel_env(monkeypatch, receiver.endpoint)
+    telemetry = make_telemetry(TelemetryConfig(otlp=True))
+    assert isinstance(telemetry, OtelTelemetry) and telemetry.tracing
+    policy = load_policy(None)
+    scenario_file = tmp_path / "one_question.yaml"
+    scenario_file.write_text(SCENARIO)
+    scenario = load_scenario(scenario_file)
+    store = ReceiptStore(tmp_path / "receipts.db")
+    runs: dict[str, Any] = {}
+    agents: dict[str, MockAgent] = {}
+    proxies: list[Proxy] = []
+    writers: list[ReceiptWriter] = []
+    try:
+        for dialect in ("twilio", "raw", "openai-realtime"):
+            agent = MockAgent(
+                MockAgentConfig(
+                    dialect=dialect,  # type: ignore[arg-type]
+                    delay_ms=300.0,
+                    responses=("agent_confirm",),
+                    transcripts=dialect != "twilio",
+                    transcript_text=_heard,
+                )
+            )
+            await agent.start()
+            agents[dialect] = agent
+            writer = ReceiptWriter(tmp_path / f"receipts-{dialect}.jsonl", fsync=False)
+            writers.append(writer)
+            proxy = Proxy(
+                ProxyConfig(RelayConfig(agent.url), dialect=dialect, secret=SECRET),
+                sinks=[writer.write, store.write],
+                telemetry=telemetry,
+                judge=lambda r: judged(r, policy),
+            )
+            port = await proxy.start("127.0.0.1", 0)
+            proxies.append(proxy)
+            plan = LoadPlan(
+                target=f"ws://127.0.0.1:{port}/",
+                dialect=dialect,
+                scenarios=((scenario, scenario_file.parent),),
+                calls=CALLS_PER_DIALECT,
+                concurrency=CALLS_PER_DIALECT,
+            )
+            runs[dialect] = plan
+        records = await asyncio.gather(*(play(plan) for plan in runs.values()))
+        await asyncio.sleep(0.3)
+    finally:
+        for proxy in proxies:
+            await proxy.stop()
+        for agent in agents.values():
+            await agent.stop()
+    for w in writers:
+        w.close()
+    store.close()
+    await asyncio.to_thread(telemetry.flush)
+    await receiver.wait_for(lambda r: sum(1 for s in r.spans if s.name == "call") >= 6)
+    await telemetry.aclose()
+    await receiver.stop()
+
+    ids: list[str] = []
+    for dialect, plan in runs.items():
+        receipts = receipts_by_call(tmp_path / f"receipts-{dialect}.jsonl", SECRET)
+        calls = outcomes(plan, dict(zip(runs, records, strict=True))[dialect], receipts, SECRET)
+        write_results(tmp_path / f"results-{dialect}", plan, calls)
+        for i in range(plan.calls):
+            cid = call_id(plan, i)
+            ids += [cid, "MZ" + cid[2:]]
+    # Positive controls: every marker was on the wire, and the proxy saw the ids.
+    heard = [
+        m
+        for a in agents.values()
+        for c in a.calls
+        for _, m in c.caller_messages
+        if isinstance(m, str)
+    ]
+    assert any(PHONE in m and CALLER_NAME in m for m in heard)
+    assert sum(1 for cid in ids if any(cid in m for m in heard)) >= 2 * CALLS_PER_DIALECT
+    said = [
+        m
+        for a in agents.values()
+        for c in a.calls
+        for _, m in c.sent_messages
+        if isinstance(m, str)
+    ]
+    assert sum(1 for m in said if WORDS[0] in m) >= 2 * CALLS_PER_DIALECT  # raw and realtime
+    receipt_files = sorted(tmp_path.glob("receipts-*.jsonl"))
+    all_receipts = [json.loads(line) for f in receipt_files for line in f.read_text().splitlines()]
+    assert len(all_receipts) == 3 * CALLS_PER_DIALECT
+    assert sum(1 for r in all_receipts if r["call_id_source"] == "wire") >= 2 * CALLS_PER_DIALECT
+    with sqlite3.connect(tmp_path / "receipts.db") as db:
+        assert db.execute("select count(*) from receipts").fetchone()[0] == len(all_receipts)
+
+    ids_and_numbers = [*ids, PHONE, PHONE_DIGITS, CALLER_NAME, "Zebulon"]
+    everything = [*ids_and_numbers, *WORDS]
+
+    def leaks(text: str, needles: list[str]) -> list[str]:
+        low = text.lower()
+        return [n for n in needles if n.lower() in low]
+
+    for f in receipt_files:
+        assert not leaks(f.read_text(), everything), f
+    db_bytes = (tmp_path / "receipts.db").read_bytes().decode("latin-1")
+    assert not leaks(db_bytes, everything)
+    spans = _spans_text(receiver)
+    assert spans.count('"name": "call"') >= 6
+    assert not leaks(spans, everything)
+    logs = "\n".join(
+        f"{r.name} {caplog.handler.format(r)}"
+        for r in caplog.records
+        if not r.name.startswith("voxproxy.mockagent")  # the stand-in agent, not under test
+    )
+    assert not leaks(logs, everything)
+    for d in runs:
+        for name in ("results.json", "summary.json", "report.html"):
+            text = (tmp_path / f"results-{d}" / name).read_text()
+            assert not leaks(text, ids_and_numbers), (d, name)
