@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.table import Table
 
 from voxproxy.loadgen.bench import BenchAgent, run_bench
-from voxproxy.loadgen.results import evaluate
 from voxproxy.loadgen.runner import LoadPlan, print_summary, write_results
 from voxproxy.loadgen.scenario import builtin_names, find_scenario
 from voxproxy.mockagent import MockAgentConfig
@@ -94,8 +93,7 @@ async def run_demo(out: str) -> int:
         calls=len(calls),
         concurrency=len(calls),
     )
-    summary = write_results(out_dir, merged, calls)
-    results = [evaluate(c) for c in calls]
+    results, summary = write_results(out_dir, merged, calls)
     for scenario, _base in scenarios:
         table = Table(
             title=f"{scenario.name}: {scenario.description.strip()}", title_justify="left"

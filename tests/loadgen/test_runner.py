@@ -46,7 +46,7 @@ async def _run(
     await agent.stop()
     calls_out = outcomes(plan, records, receipts, SECRET)
     out = tmp_path / "out"
-    summary = write_results(out, plan, calls_out)
+    _results, summary = write_results(out, plan, calls_out)
     return calls_out, summary, out
 
 

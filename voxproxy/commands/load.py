@@ -24,7 +24,21 @@ def add_parser(sub: Any) -> None:
         metavar="SCENARIO",
         help="scenario YAML files, or names of built-in scenarios (e.g. normal_question)",
     )
-    p.add_argument("--target", required=True, help="ws:// URL of the agent or of a voxproxy")
+    p.add_argument(
+        "--target",
+        required=True,
+        help="ws:// URL of the agent or of a voxproxy; with --transport webrtc, the http(s):// "
+        "signaling URL (a WHIP endpoint, or Pipecat's .../api/offer)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=["websocket", "webrtc"],
+        default="websocket",
+        help="webrtc: each call is a WebRTC peer (aiortc) sending 20 ms Opus packets",
+    )
+    p.add_argument(
+        "--signaling", choices=["whip", "pipecat"], default="whip", help="webrtc: how to offer"
+    )
     p.add_argument(
         "--dialect",
         choices=["raw", "twilio", "openai-realtime"],
@@ -81,7 +95,14 @@ def _cmd(args: argparse.Namespace) -> int:
 
     if args.calls < 1 or args.concurrency < 1 or args.workers < 1:
         raise ConfigError("--calls, --concurrency and --workers must be at least 1")
-    if not args.target.startswith(("ws://", "wss://")):
+    if args.transport == "webrtc":
+        if not args.target.startswith(("http://", "https://")):
+            raise ConfigError(f"--transport webrtc needs an http(s):// target, got {args.target!r}")
+        if args.proxy_receipts:
+            raise ConfigError(
+                "--proxy-receipts cannot be matched to WebRTC calls (they carry no wire call id)"
+            )
+    elif not args.target.startswith(("ws://", "wss://")):
         raise ConfigError(f"--target must be a ws:// or wss:// URL, got {args.target!r}")
     if bool(args.proxy_receipts) != bool(args.proxy_secret):
         raise ConfigError("--proxy-receipts and --proxy-secret go together")
@@ -102,6 +123,8 @@ def _cmd(args: argparse.Namespace) -> int:
         sample_rate_hz=args.sample_rate,
         headers=tuple(headers),
         seed=args.seed,
+        transport=args.transport,
+        signaling=args.signaling,
     )
 
     async def main() -> list[Any]:
@@ -128,7 +151,7 @@ def _cmd(args: argparse.Namespace) -> int:
         receipts = receipts_by_call(Path(args.proxy_receipts), secret)
     calls = outcomes(plan, records, receipts, secret)
     out = Path(args.out)
-    summary = write_results(out, plan, calls, scoring)
+    _results, summary = write_results(out, plan, calls, scoring)
     print_summary(summary)
     heard = summary["all"].get("transcripts") or {}
     if heard.get("scorecard"):

@@ -40,9 +40,16 @@ class LoadPlan:
     sample_rate_hz: int = 16000
     headers: tuple[tuple[str, str], ...] = ()
     tag_path: bool = False  # append /<call id> to the target URL (in-process runs)
+    # With tag_path, put the scenario's name before the call id (/<scenario>/<call id>): the
+    # outcome testbench's mock agent picks its task script by it (voxproxy.mockagent.task).
+    tag_scenario: bool = False
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:20])
     seed: int = 0
     ramp_ms: float = 20.0  # stagger call starts by this much
+    # "webrtc": each call is a WebRTC caller (voxproxy.loadgen.webrtc) offering to ``target``
+    # (an http(s) signaling URL) with ``signaling`` ("whip" or "pipecat").
+    transport: str = "websocket"
+    signaling: str = "whip"
 
 
 def call_id(plan: LoadPlan, index: int) -> str:
@@ -50,11 +57,12 @@ def call_id(plan: LoadPlan, index: int) -> str:
     return f"CA{plan.run_id[:20]}{index:012x}"
 
 
-def _url(plan: LoadPlan, cid: str) -> str:
+def _url(plan: LoadPlan, cid: str, scenario: str | None = None) -> str:
     if not plan.tag_path:
         return plan.target
     base, sep, query = plan.target.partition("?")
-    return f"{base.rstrip('/')}/{cid}" + (sep + query if sep else "")
+    name = f"{scenario}/" if plan.tag_scenario and scenario else ""
+    return f"{base.rstrip('/')}/{name}{cid}" + (sep + query if sep else "")
 
 
 async def run_calls(
@@ -72,7 +80,7 @@ async def run_calls(
             scenario, base = plan.scenarios[index % len(plan.scenarios)]
             cid = call_id(plan, index)
             config = CallerConfig(
-                url=_url(plan, cid),
+                url=_url(plan, cid, scenario.name),
                 dialect=plan.dialect,  # type: ignore[arg-type]
                 sample_rate_hz=plan.sample_rate_hz,
                 headers=dict(plan.headers),
@@ -81,7 +89,20 @@ async def run_calls(
                 keep_messages=False,
                 seed=plan.seed + index,
             )
-            record = await ScriptedCaller(config, scenario.caller_steps(base)).run()
+            if plan.transport == "webrtc":
+                from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
+
+                wconfig = WebRtcCallerConfig(
+                    url=plan.target,
+                    signaling=plan.signaling,  # type: ignore[arg-type]
+                    headers=dict(plan.headers),
+                    noise_bed=config.noise_bed,
+                    seed=config.seed,
+                    keep_arrivals=False,
+                )
+                record = await WebRtcCaller(wconfig, scenario.caller_steps(base)).run()
+            else:
+                record = await ScriptedCaller(config, scenario.caller_steps(base)).run()
             out.append((index, cid, record))
             if progress is not None:
                 progress(1)
@@ -158,9 +179,11 @@ def outcomes(
 
 def write_results(
     out_dir: Path, plan: LoadPlan, calls: list[CallOutcome], scoring: Scoring | None = None
-) -> dict[str, Any]:
-    """Judge every call; write results.json, summary.json and report.html. Returns the summary.
-    ``scoring``: how the agent's transcripts are scored (None: the defaults)."""
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Judge every call; write results.json, summary.json and report.html.
+
+    Returns the per-call results and the summary. ``scoring``: how the agent's
+    transcripts are scored (None: the defaults)."""
     from voxproxy.loadgen.report import write_report
     from voxproxy.transcripts.loadrun import default_scoring
 
@@ -183,7 +206,7 @@ def write_results(
     )
     (out_dir / "summary.json").write_text(json.dumps({"run": meta, **summary}, indent=1) + "\n")
     write_report(out_dir / "report.html", meta, results, summary, calls)
-    return summary
+    return results, summary
 
 
 def print_summary(summary: dict[str, Any], file: Any = None) -> None:
