@@ -455,7 +455,7 @@ def _retime(ev: Event, t_ns: int) -> Event:
     return dataclasses.replace(ev, t_ns=t_ns)
 
 
-_RATES = st.sampled_from([8000, 16000, 24000, 32000, 48000, 44100, 11025, 4000, 192000, 7919, 1])
+_RATES = st.sampled_from([8000, 16000, 24000, 32000, 48000, 44100, 11025, 4000, 192000, 7919])
 _OPS = st.sampled_from(["op1", "op2", "op3"])
 
 

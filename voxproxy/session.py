@@ -443,7 +443,13 @@ class CallSession:
         if t_ns > self._now_ns:
             self._now_ns = t_ns
         now = self._now_ns
-        self._last_pump_ns = now
+        # Pumps stay on this call's own 100 ms grid (from its start). Setting the mark to
+        # "now" instead lets one stall of the event loop, which hands many calls' messages
+        # over at the same instant, align all their pumps; every later pump then comes as
+        # one burst (measured through the proxy: p99 latency 20 ms at 100 calls, ~60% CPU).
+        interval = self._pump_interval_ns
+        if now - self._last_pump_ns >= interval:
+            self._last_pump_ns += (now - self._last_pump_ns) // interval * interval
         self._release(now)
         caller = self._detectors[CALLER_TO_AGENT]
         agent = self._detectors[AGENT_TO_CALLER]

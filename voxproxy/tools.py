@@ -21,7 +21,9 @@ derives, per call:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from voxproxy.events import RESPONSE_CANCELLED_WITH_TOOL, ToolEvent
 
@@ -73,8 +75,7 @@ def derive(events: list[ToolEvent], barge_onsets_ns: list[int]) -> EffectSummary
     """Pair and check a call's tool events (in any order; sorted here by time)."""
     out = EffectSummary()
     by_op: dict[str, ToolCall] = {}
-    backend: dict[str, str | None] = {}  # field -> latest verified value hash
-    pending_confirmations: list[ToolEvent] = []
+    latest_version: int | None = None  # the newest state version announced so far
     ordered = sorted(events, key=lambda e: e.t_ns)
     for ev in ordered:
         kind = ev.kind
@@ -89,6 +90,12 @@ def derive(events: list[ToolEvent], barge_onsets_ns: list[int]) -> EffectSummary
                 idempotency_key=ev.idempotency_key,
                 source=ev.source,
             )
+            if (
+                ev.state_version is not None
+                and latest_version is not None
+                and latest_version > ev.state_version
+            ):
+                call.stale_cause = "outdated_state"  # built from state already corrected
             _check_retry(call, out.calls)
             by_op[ev.operation_id] = call
             out.calls.append(call)
@@ -106,6 +113,8 @@ def derive(events: list[ToolEvent], barge_onsets_ns: list[int]) -> EffectSummary
             if call.response_cancelled_ns is None and call.in_flight_at(ev.t_ns):
                 call.response_cancelled_ns = ev.t_ns
         elif kind == "state.updated":
+            if ev.version is not None:
+                latest_version = max(ev.version, latest_version or ev.version)
             for call in out.calls:
                 if (
                     call.in_flight_at(ev.t_ns)
@@ -116,13 +125,10 @@ def derive(events: list[ToolEvent], barge_onsets_ns: list[int]) -> EffectSummary
                     call.stale_cause = call.stale_cause or "correction"
         elif kind == "backend.verified":
             out.backend_verified += 1
-            if ev.field is not None:
-                backend[ev.field] = ev.value_hash
         elif kind == "confirmation":
             out.confirmations += 1
             if any(c.in_flight_at(ev.t_ns) for c in out.calls):
                 out.confirmations_before_finish += 1
-            pending_confirmations.append(ev)
         elif kind == "outcome.verified":
             out.outcome_verified = bool(ev.verified)
     for onset in barge_onsets_ns:
@@ -141,15 +147,43 @@ def derive(events: list[ToolEvent], barge_onsets_ns: list[int]) -> EffectSummary
     out.responses_cancelled_with_tool_in_flight = sum(
         1 for c in out.calls if c.response_cancelled_ns is not None
     )
-    # A confirmation is compared with what the backend finally holds for its field.
-    for conf in pending_confirmations:
-        if (
-            conf.field is not None
-            and conf.field in backend
-            and backend[conf.field] != (conf.value_hash)
-        ):
-            out.confirmation_mismatches += 1
+    out.confirmation_mismatches = len(mismatched_confirmations(ordered))
     return out
+
+
+class FieldEvent(Protocol):
+    """What :func:`mismatched_confirmations` reads of an event (wire or receipt form)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def field(self) -> str | None: ...
+
+    @property
+    def value_hash(self) -> str | None: ...
+
+
+E = TypeVar("E", bound=FieldEvent)
+
+
+def mismatched_confirmations(events: Iterable[E]) -> list[E]:
+    """The last confirmation of each field whose value differs from what the backend
+    finally holds for it. ``events`` in time order.
+
+    Only the last confirmation of a field counts: an agent that confirmed a value,
+    heard a correction, wrote and confirmed the new one, told the caller the truth.
+    """
+    backend: dict[str, str | None] = {}
+    last: dict[str, E] = {}
+    for e in events:
+        if e.field is None:
+            continue
+        if e.kind == "backend.verified":
+            backend[e.field] = e.value_hash
+        elif e.kind == "confirmation":
+            last[e.field] = e
+    return [c for f, c in last.items() if f in backend and backend[f] != c.value_hash]
 
 
 def _check_retry(call: ToolCall, earlier: list[ToolCall]) -> None:

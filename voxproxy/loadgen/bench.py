@@ -58,10 +58,13 @@ async def run_bench(
     extra_sinks: Sequence[Callable[[Receipt], None]] = (),
     proxy_dialect: str = "auto",
     policy: Policy | None = None,
+    tag_scenario: bool = False,
 ) -> list[BenchCall]:
     """Run every agent's calls at once; returns each call with its receipt and agent log.
 
-    Receipts get their verdict under ``policy`` (default: the embedded policy)."""
+    Receipts get their verdict under ``policy`` (default: the embedded policy). With
+    ``tag_scenario`` each call's path names its scenario (``/<scenario>/<call id>``): the
+    outcome testbench's channel to the mock agent's task scripts."""
     policy = policy or load_policy()
     receipts: dict[str, Receipt] = {}
     mocks: list[MockAgent] = []
@@ -100,6 +103,7 @@ async def run_bench(
                     calls=spec.calls,
                     concurrency=max(1, concurrency // max(1, len(agents))),
                     tag_path=True,  # the call id in the path names the agent's log
+                    tag_scenario=tag_scenario,  # and the scenario before it (the testbench)
                     run_id=f"b{i:02d}{stamp}"[:20],
                     seed=1000 * i,
                 )

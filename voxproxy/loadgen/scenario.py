@@ -21,20 +21,51 @@ Each step is a mapping with exactly one action key (``say``, ``wait``,
 ``barge_in``, ``interject``, ``silence``) and an optional ``expect``. Files are
 validated with pydantic; an invalid file gets an error naming the file, the step
 and what is wrong.
+
+An outcome testbench scenario (``fixtures/testbench/``) adds a ``category``, a
+``setup`` (what each caller turn means and what the tool backend does with each
+attempt; the mock agent gets it as a task script, :mod:`voxproxy.mockagent.task`)
+and an ``expected`` block (what a correct agent must end with, scored by
+:mod:`voxproxy.loadgen.outcome`)::
+
+    category: correction
+    setup:
+      stage: during_tool_prep
+      tool: update_order
+      args: [order_number]
+      backend: {order_number: "0000"}
+      turns:
+        - {set: {order_number: "4821"}, act: true}
+        - {set: {order_number: "4281"}}
+      prep_ms: 3000
+      attempts: [ok]                         # or {kind: timeout, latency_ms: 600}, ...
+    expected:
+      should_execute: true
+      state: {order_number: "4281"}
+      args: {order_number: "4281"}
+      backend: {order_number: "4281"}
 """
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from voxproxy.analysis.truth import speech_edges
 from voxproxy.audio.pcm import read_wav
-from voxproxy.errors import FixtureError
+from voxproxy.errors import ConfigError, FixtureError
 from voxproxy.fixtures import Clip, fixtures_dir, load_clips
 from voxproxy.loadgen.caller import (
     BargeIn,
@@ -46,6 +77,8 @@ from voxproxy.loadgen.caller import (
     WaitAgentEnd,
     WaitAgentStart,
 )
+from voxproxy.loadgen.outcome import ExpectedOutcome
+from voxproxy.mockagent.task import Attempt, AttemptKind, Effect, TaskScript, Turn
 
 ACTIONS = ("say", "wait", "barge_in", "interject", "silence")
 
@@ -121,12 +154,100 @@ class StepSpec(_Strict):
         return next(k for k in ACTIONS if getattr(self, k) is not None)
 
 
+FieldName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
+]
+"""A state, backend or tool name: kept verbatim in receipts, so identifier-like."""
+Category = Literal["correction", "interruption", "tool_failure"]
+
+
+class AttemptSpec(_Strict):
+    """What the tool backend does with one attempt (voxproxy.mockagent.task.Attempt)."""
+
+    kind: AttemptKind = "ok"
+    latency_ms: float = Field(default=400.0, ge=0, le=60_000)
+    commit: bool | None = None
+    answer_ms: float | None = Field(default=None, ge=0, le=60_000)
+    ack_ms: float = Field(default=100.0, ge=0, le=60_000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_alone(cls, data: Any) -> Any:
+        return {"kind": data} if isinstance(data, str) else data
+
+
+class TurnSpec(_Strict):
+    """What one caller turn means: state updates (a mapping, or a list of them applied in
+    order), and whether the caller asks for the action or withdraws it."""
+
+    updates: dict[FieldName, JsonValue] | list[dict[FieldName, JsonValue]] = Field(
+        default_factory=dict, alias="set"
+    )
+    act: bool = False
+    negate: bool = False
+
+
+class SetupSpec(_Strict):
+    """The testbench's input: what the turns mean, the tool and what its backend does.
+
+    This reaches the mock agent only as a task script in its configuration (a test and
+    benchmark channel); nothing of it travels on the call."""
+
+    stage: str | None = None  # a label: when the change or failure happens
+    tool: FieldName
+    args: list[FieldName] = Field(min_length=1)
+    effect: Effect = "set"
+    record: FieldName | None = None
+    backend: dict[FieldName, JsonValue] = Field(default_factory=dict)
+    turns: list[TurnSpec] = Field(min_length=1)
+    prep_ms: float = Field(default=300.0, ge=0, le=60_000)
+    attempts: list[AttemptSpec] = Field(default_factory=lambda: [AttemptSpec()], min_length=1)
+
+    @model_validator(mode="after")
+    def _valid_script(self) -> SetupSpec:
+        try:
+            self.task_script()
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def task_script(self) -> TaskScript:
+        turns = []
+        for t in self.turns:
+            sets = t.updates if isinstance(t.updates, list) else [t.updates]
+            updates = tuple((k, v) for mapping in sets for k, v in mapping.items())
+            turns.append(Turn(updates, t.act, t.negate))
+        return TaskScript(
+            tool=self.tool,
+            args=tuple(self.args),
+            turns=tuple(turns),
+            effect=self.effect,
+            record=self.record,
+            backend=dict(self.backend),
+            prep_ms=self.prep_ms,
+            attempts=tuple(
+                Attempt(a.kind, a.latency_ms, a.commit, a.answer_ms, a.ack_ms)
+                for a in self.attempts
+            ),
+        )
+
+
 class Scenario(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     noise: NoiseSpec | None = None
     steps: list[StepSpec] = Field(min_length=1)
     expect: CallExpect | None = None
+    # The outcome testbench: the failure category, the setup and the expected outcome.
+    category: Category | None = None
+    setup: SetupSpec | None = None
+    expected: ExpectedOutcome | None = None
+
+    @model_validator(mode="after")
+    def _setup_with_expected(self) -> Scenario:
+        if (self.setup is None) != (self.expected is None):
+            raise ValueError("a testbench scenario needs both setup and expected")
+        return self
 
     def caller_steps(self, base: Path | None = None) -> list[Step]:
         """The caller's script, with every clip resolved."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -33,7 +34,14 @@ import aiohttp
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
 from voxproxy.events import AGENT_TO_CALLER, Audio, Pcm
 from voxproxy.fixtures import clip as load_clip
-from voxproxy.loadgen.caller import TICK_NS, CallerConfig, CallRecord, ScriptedCaller, Step
+from voxproxy.loadgen.caller import (
+    TICK_NS,
+    CallerConfig,
+    CallRecord,
+    NoiseBed,
+    ScriptedCaller,
+    Step,
+)
 from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
 from voxproxy.transports.webrtc import (
@@ -56,7 +64,8 @@ _GAP_NS = 100 * NS_PER_MS  # agent audio arriving this late after the last is a 
 class WebRtcRecord(CallRecord):
     """A :class:`CallRecord` plus what only a WebRTC call has."""
 
-    arrivals: dict[bytes, int] = field(default_factory=dict)  # payload key -> first arrival
+    # payload key -> arrival times (silent payloads repeat, so a key may arrive many times)
+    arrivals: dict[bytes, list[int]] = field(default_factory=dict)
     packets_received: int = 0
     http_status: int | None = None
     http_reason: str | None = None
@@ -74,6 +83,7 @@ class WebRtcCallerConfig:
     connect_timeout_s: float = 10.0
     tail_ms: float = 800.0
     noise_dbfs: float | None = None
+    noise_bed: NoiseBed | None = None
     seed: int = 0
     keep_arrivals: bool = True
 
@@ -89,6 +99,7 @@ class WebRtcCaller(ScriptedCaller):
                 sample_rate_hz=CLIP_RATE_HZ,
                 tail_ms=config.tail_ms,
                 noise_dbfs=config.noise_dbfs,
+                noise_bed=config.noise_bed,
                 keep_messages=False,
                 seed=config.seed,
             ),
@@ -129,7 +140,7 @@ class WebRtcCaller(ScriptedCaller):
         rec = self.record
         rec.packets_received += 1
         if self.wconfig.keep_arrivals:
-            rec.arrivals.setdefault(payload_key(p.payload), p.t_ns)
+            rec.arrivals.setdefault(payload_key(p.payload), []).append(p.t_ns)
         pcm = self._heard(p)
         if pcm.size:
             self._agent_audio(Audio(AGENT_TO_CALLER, pcm, self._heard.rate_hz, p.t_ns), p.t_ns)
@@ -250,6 +261,23 @@ class AgentSpeechTruth:
     end_ns: int  # the end of the last speech sample that reached the caller
 
 
+MAX_TRANSIT_NS = 500 * NS_PER_MS
+
+
+def _arrival_after(times: list[int] | None, sent_ns: int) -> int | None:
+    """The first arrival of a payload after it was sent (same host, same clock).
+
+    ``sent_ns`` is taken just after the payload was queued for aiortc's sender,
+    which sends it later, so it arrives after ``sent_ns``; a payload that repeats
+    (silence) arrives many times, and the first after the send is the one sent."""
+    if not times:
+        return None
+    i = bisect_left(times, sent_ns)
+    if i < len(times) and times[i] - sent_ns <= MAX_TRANSIT_NS:
+        return times[i]
+    return None
+
+
 def webrtc_agent_speech(record: WebRtcRecord, log: WebRtcCallLog) -> list[AgentSpeechTruth]:
     """When each answer's speech reached the caller, from payload arrivals."""
     rate = CLIP_RATE_HZ
@@ -265,7 +293,7 @@ def webrtc_agent_speech(record: WebRtcRecord, log: WebRtcCallLog) -> list[AgentS
         onset_ns: int | None = None
         end_ns: int | None = None
         for ch in chunks:
-            arrived = record.arrivals.get(ch.key)
+            arrived = _arrival_after(record.arrivals.get(ch.key), ch.sent_ns)
             if arrived is None:
                 continue
             lo, hi = ch.clip_pos, ch.clip_pos + ch.n

@@ -14,6 +14,7 @@ from voxproxy.dialects.openai_realtime import parse_format
 from voxproxy.errors import ConfigError, FixtureError
 from voxproxy.events import Pcm
 from voxproxy.fixtures import Clip, load_clips
+from voxproxy.mockagent.task import TaskScript
 
 Dialect = Literal["raw", "twilio", "openai-realtime"]
 SendMode = Literal["paced", "burst"]
@@ -79,6 +80,18 @@ class MockAgentConfig:
     realtime_beta: bool = False  # beta event names (response.audio.delta, ...)
     realtime_tool_turns: Sequence[int] = ()  # caller turns (0-based) answered by a function call
     realtime_followup_ms: float = 300.0  # the client's response.create -> the answer's onset
+    # The outcome testbench (voxproxy.mockagent.task): task scripts by name, a test/bench-only
+    # channel; a call whose request path has a segment naming one runs it instead of the
+    # per-answer tool above (its events are posted the same way, to post_events_url).
+    scripts: Mapping[str, TaskScript] | None = field(default=None, compare=False)
+    tool_timeout_ms: float = 2500.0  # no answer this long after tool.started: a timeout
+    tool_max_attempts: int = 3
+    # Task faults, each breaking one thing the correct agent does (see voxproxy.mockagent.task):
+    fault_stale_args: bool = False  # build arguments from the state as the build began
+    fault_no_cancel: bool = False  # never cancel a call in flight (barge-in, correction, "don't")
+    fault_unchecked_result: bool = False  # take any answer as success; never read back
+    fault_unsafe_retry: bool = False  # no idempotency keys; a new operation id on each retry
+    fault_confirm_before_result: bool = False  # confirm on an async tool's "pending" ack
 
     def __post_init__(self) -> None:
         if self.dialect not in ("raw", "twilio", "openai-realtime"):
@@ -121,6 +134,8 @@ class MockAgentConfig:
             raise ConfigError("post_events_url needs events_token")
         if self.tool_latency_ms < 0:
             raise ConfigError("tool_latency_ms must not be negative")
+        if self.tool_timeout_ms <= 0 or self.tool_max_attempts < 1:
+            raise ConfigError("tool_timeout_ms must be positive and tool_max_attempts at least 1")
 
     @property
     def agent_rate_hz(self) -> int:

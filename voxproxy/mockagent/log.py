@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from voxproxy.analysis.vad import Spurt
 
@@ -39,6 +40,18 @@ class ResponseLog:
 
 
 @dataclass(slots=True)
+class TaskLog:
+    """The testbench task of one call (:mod:`voxproxy.mockagent.task`)."""
+
+    script: str  # the name of the task script the request path chose
+    turns: int = 0  # voiced caller turns the task was told of
+    faults: list[str] = field(default_factory=list)  # fault switches that changed what it did
+    events: list[dict[str, Any]] = field(default_factory=list)  # every event, raw, in order
+    backend: dict[str, Any] = field(default_factory=dict)  # the record when the call ended
+    errors: list[str] = field(default_factory=list)  # internal errors of its timers
+
+
+@dataclass(slots=True)
 class CallLog:
     """One websocket connection (or refused handshake) and everything on it."""
 
@@ -65,6 +78,7 @@ class CallLog:
     sent_messages: list[tuple[bool, bytes | str]] = field(default_factory=list)
     # Transcripts: (caller turn, the clip the agent recognized or None, its match score).
     heard: list[tuple[int, str | None, float]] = field(default_factory=list)
+    task: TaskLog | None = None  # the testbench task, when a script ran on this call
 
     @property
     def samples_sent(self) -> int:

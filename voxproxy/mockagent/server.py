@@ -11,6 +11,7 @@ one connection lives in :class:`_Call`; what happened is kept in
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -40,7 +41,8 @@ from voxproxy.errors import UsageError
 from voxproxy.events import CALLER_TO_AGENT, Audio, StreamStart, StreamStop
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig, prepare_clips
 from voxproxy.mockagent.hearing import DEFAULT_HYPOTHESES, Hearing
-from voxproxy.mockagent.log import CallLog, ResponseLog
+from voxproxy.mockagent.log import CallLog, ResponseLog, TaskLog
+from voxproxy.mockagent.task import SimBackend, Task, script_for
 
 logger = logging.getLogger("voxproxy.mockagent")
 
@@ -106,6 +108,16 @@ class _Call:
         if cfg.transcripts and cfg.transcript_text is None:
             hyps = cfg.transcript_hypotheses
             self.hearing = Hearing(DEFAULT_HYPOTHESES if hyps is None else hyps)
+        self.task: Task | None = None  # the testbench task, when the path names a script
+        found = script_for(log.path, cfg.scripts)
+        if found is not None:
+            log.task = TaskLog(found[0])
+            call_id = log.headers.get("x-voxproxy-call")
+            send = None
+            if call_id and cfg.post_events_url is not None:
+                send = functools.partial(agent.post_events, call_id)
+            backend = getattr(agent, "backend", None) or SimBackend()
+            self.task = Task(found[1], cfg, backend, f"r{log.index}", log.task, send)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -135,6 +147,8 @@ class _Call:
             for task in every:
                 task.cancel()
             await asyncio.gather(*every, return_exceptions=True)
+            if self.task is not None:
+                await self.task.aclose()
             self._finish_log()
 
     def _finish_log(self) -> None:
@@ -277,6 +291,8 @@ class _Call:
             if self.was_speaking and not closed and self.pending is not None:
                 self.pending.held = False  # the speech was too short to be a turn
                 self.wake.set()
+            if self.was_speaking and not closed and self.task is not None:
+                self.task.on_caller_quiet()
         elif not self.was_speaking or closed:
             if self.pending is not None:
                 self.pending.held = True
@@ -294,6 +310,8 @@ class _Call:
         if self.cfg.barge_in != "never":
             self.stop_at_ns = now + round(self.cfg.reaction_ms * NS_PER_MS)
             self.wake.set()
+            if self.task is not None:
+                self.task.on_barge_in()
 
     def _on_turn_end(self, spurt: Spurt) -> None:
         cfg = self.cfg
@@ -308,6 +326,8 @@ class _Call:
             return
         turn = self.caller_turns
         self.caller_turns += 1
+        if self.task is not None:
+            self.task.on_caller_turn(spurt.voiced)
         if cfg.transcripts and cfg.dialect != "twilio":
             text = self._heard_text(turn, spurt)
             if text is not None:
@@ -471,7 +491,7 @@ class _Call:
             total_samples=total,
         )
         self.log.responses.append(r)
-        if not p.greeting and cfg.post_events_url is not None:
+        if not p.greeting and cfg.post_events_url is not None and self.task is None:
             self._start_tool(r)
         self.playing = r
         self.playing_end_ns = t0 + total * NS_PER_S // rate
@@ -617,6 +637,7 @@ class MockAgent:
         self._http: aiohttp.ClientSession | None = None
         self.events_posted = 0  # events the event API accepted
         self.events_failed = 0  # events it refused, or that could not be posted
+        self.backend = SimBackend()  # the testbench's tool backend (voxproxy.mockagent.task)
 
     async def post_events(self, call_id: str, events: list[dict[str, Any]]) -> bool:
         """POST ``events`` for ``call_id`` to the configured event API. Never raises."""

@@ -183,8 +183,12 @@ class WebRtcCall(_Call):
         if self.halted or self.closed:
             return False
         pcm = clip.pcm[start:stop]
-        if pcm.size < stop - start or pcm.size == 0:
-            pcm = np.concatenate((pcm, np.zeros(stop - start - pcm.size, dtype=np.int16)))
+        frame = CLIP_RATE_HZ // 50
+        if pcm.size % frame:
+            # Whole 20 ms frames only (a clip's last piece is shorter): the encoder would
+            # hold a partial frame back, and every later packet would lag by it.
+            pad = frame - pcm.size % frame
+            pcm = np.concatenate((pcm, np.zeros(pad, dtype=np.int16)))
         payloads = self.peer.send_pcm(pcm, clip.sample_rate_hz)
         now = time.monotonic_ns()
         r = self.playing

@@ -123,7 +123,7 @@ class ToolCallRecord(_Model):
     cancelled: bool
     idempotent: bool = Field(description="The call carried an idempotency key.")
     stale_write: bool
-    stale_cause: Literal["barge_in", "correction"] | None = None
+    stale_cause: Literal["barge_in", "correction", "outdated_state"] | None = None
     unsafe_retry: bool
     source: Literal["api", "wire"] = "api"
     response_cancelled_in_flight: bool = Field(

@@ -27,6 +27,7 @@ from typing import Literal, get_args
 
 from voxproxy.receipts.model import EventRecord, Receipt, ToolCallRecord
 from voxproxy.receipts.policy import Policy
+from voxproxy.tools import mismatched_confirmations
 
 ReleaseCheck = Literal[
     "stale_write", "confirmation_mismatch", "unsafe_retry", "unverified_critical"
@@ -94,24 +95,19 @@ def _stale_writes(receipt: Receipt) -> list[Finding]:
 
 
 def _mismatches(receipt: Receipt) -> list[Finding]:
-    backend: dict[str, str | None] = {}
-    for e in receipt.events:
-        if e.kind == "backend.verified" and e.field is not None:
-            backend[e.field] = e.value_hash  # what the backend finally holds
     out = []
-    for e in receipt.events:
-        if e.kind == "confirmation" and e.field in backend and backend[e.field] != e.value_hash:
-            out.append(
-                Finding(
-                    "confirmation_mismatch",
-                    receipt.call,
-                    turn_at(receipt, e.t_ms),
-                    None,
-                    None,
-                    f"confirmed {e.field} differs from the backend's value",
-                    e.t_ms,
-                )
+    for e in mismatched_confirmations(receipt.events):
+        out.append(
+            Finding(
+                "confirmation_mismatch",
+                receipt.call,
+                turn_at(receipt, e.t_ms),
+                None,
+                None,
+                f"confirmed {e.field} differs from the backend's value",
+                e.t_ms,
             )
+        )
     return out
 
 

@@ -60,6 +60,7 @@ import asyncio
 import contextlib
 import enum
 import fractions
+import functools
 import json
 import logging
 import time
@@ -184,8 +185,13 @@ class CodecInfo:
         )
 
     @property
-    def rtp_ticks_per_s(self) -> int:
-        return self.clock_rate
+    def time_base(self) -> fractions.Fraction:
+        return _time_base(self.clock_rate)
+
+
+@functools.lru_cache(maxsize=16)
+def _time_base(clock_rate: int) -> fractions.Fraction:
+    return fractions.Fraction(1, clock_rate)
 
 
 def _frame_ticks(codec: CodecInfo) -> int:
@@ -193,19 +199,105 @@ def _frame_ticks(codec: CodecInfo) -> int:
     return codec.clock_rate // 50
 
 
+_LIBOPUS: Any = None  # ctypes handle, False when not found
+
+
+def _libopus() -> Any:
+    """libopus, for decoding at a detector rate: the copy PyAV ships, else the system's."""
+    global _LIBOPUS
+    if _LIBOPUS is None:
+        import ctypes
+        import ctypes.util
+        from pathlib import Path
+
+        import av
+
+        candidates = sorted((Path(av.__file__).parent.parent / "av.libs").glob("libopus*.so*"))
+        found = ctypes.util.find_library("opus")
+        names = [str(c) for c in candidates] + ([found] if found else [])
+        _LIBOPUS = False
+        for name in names:
+            try:
+                lib = ctypes.CDLL(name)
+                lib.opus_decoder_create.restype = ctypes.c_void_p
+                lib.opus_decoder_create.argtypes = [
+                    ctypes.c_int32,
+                    ctypes.c_int,
+                    ctypes.POINTER(ctypes.c_int),
+                ]
+                lib.opus_decode.restype = ctypes.c_int
+                lib.opus_decode.argtypes = [
+                    ctypes.c_void_p,
+                    ctypes.c_char_p,
+                    ctypes.c_int32,
+                    ctypes.c_void_p,
+                    ctypes.c_int,
+                    ctypes.c_int,
+                ]
+                lib.opus_decoder_destroy.argtypes = [ctypes.c_void_p]
+                _LIBOPUS = lib
+                break
+            except (OSError, AttributeError):
+                continue
+    return _LIBOPUS if _LIBOPUS is not False else None
+
+
+class _OpusDecoder16k:
+    """libopus called directly (ctypes), decoding to mono 16 kHz.
+
+    libopus decodes to any of 8/12/16/24/48 kHz itself (RFC 6716 section 4); at
+    16 kHz it skips its own upsampling, and the 48 -> 16 kHz filter that a
+    48 kHz decode would need here: about 27 µs per 20 ms packet against 62 µs
+    through PyAV plus :class:`Decimator`. (PyAV's ``libopus`` decoder ignores the
+    requested rate and always gives 48 kHz.)
+    """
+
+    RATE = 16000
+
+    def __init__(self, lib: Any) -> None:
+        import ctypes
+
+        err = ctypes.c_int()
+        self._lib = lib
+        self._dec = lib.opus_decoder_create(self.RATE, 1, ctypes.byref(err))
+        if not self._dec or err.value != 0:
+            raise OSError(f"opus_decoder_create failed ({err.value})")
+        self._buf = np.zeros(self.RATE * 120 // 1000, dtype=np.int16)  # 120 ms: Opus's longest
+        self._ptr = self._buf.ctypes.data
+
+    def decode(self, payload: bytes) -> Pcm:
+        n = self._lib.opus_decode(self._dec, payload, len(payload), self._ptr, self._buf.size, 0)
+        if n < 0:
+            raise ValueError(f"opus_decode: error {n}")
+        out: Pcm = self._buf[:n].copy()
+        return out
+
+    def __del__(self) -> None:
+        dec = getattr(self, "_dec", None)
+        if dec:
+            self._lib.opus_decoder_destroy(dec)
+            self._dec = None
+
+
 class AudioDecoder:
     """Decodes one stream's RTP payloads to mono 16-bit PCM (for measurement and transcoding).
 
-    Opus is decoded by libopus (through PyAV) straight to mono at 48 kHz,
-    which costs less than aiortc's stereo decoder; G.711 is decoded by
+    Opus is decoded by libopus straight to mono at 16 kHz (:class:`_OpusDecoder16k`)
+    or, where libopus cannot be loaded directly, through PyAV at 48 kHz (which
+    still costs less than aiortc's stereo decoder); G.711 is decoded by
     voxproxy's own tables; anything else by aiortc's decoder, downmixed.
     """
 
-    def __init__(self, codec: CodecInfo) -> None:
+    def __init__(self, codec: CodecInfo, *, direct: bool = True) -> None:
         self.codec = codec
         self._opus: Any = None
+        self._opus16: _OpusDecoder16k | None = None
         self._other: Any = None
-        if codec.name == "opus":
+        lib = _libopus() if codec.name == "opus" and direct else None
+        if lib is not None:
+            self._opus16 = _OpusDecoder16k(lib)
+            self.sample_rate_hz = _OpusDecoder16k.RATE
+        elif codec.name == "opus":
             ctx = CodecContext.create("libopus", "r")
             ctx.format = "s16"
             ctx.layout = "mono"
@@ -222,6 +314,8 @@ class AudioDecoder:
     def decode(self, payload: bytes, timestamp: int) -> Pcm:
         """The samples of one payload (empty when it could not be decoded)."""
         try:
+            if self._opus16 is not None:
+                return self._opus16.decode(payload)
             if self._opus is not None:
                 frames = self._opus.decode(Packet(payload))
                 parts = [f.to_ndarray().reshape(-1) for f in frames]
@@ -304,7 +398,14 @@ def measurement_rate(decoded_rate_hz: int) -> tuple[int, int]:
 
 
 PAUSE_NS = 60 * NS_PER_MS  # no packet for this long: the sender paused
-OPUS_CARRY_NS = 20 * NS_PER_MS  # one packet: what a libopus encoder carries over a pause
+CARRY_MAX_NS = 60 * NS_PER_MS  # how long what a libopus encoder carries over a pause may last
+
+
+def _level_db(pcm: Pcm) -> float:
+    if not pcm.size:
+        return -120.0
+    x = pcm.astype(np.float64)
+    return float(10 * np.log10(np.mean(x * x) / (32768.0 * 32768.0) + 1e-12))
 
 
 class MeasuredStream:
@@ -312,17 +413,21 @@ class MeasuredStream:
 
     Decodes each payload once (:meth:`decode`, also what a transcoding relay
     re-encodes), and :meth:`for_vad` brings it to a detector rate (48 kHz ->
-    16 kHz, :class:`Decimator`). After a pause in an Opus stream the first
-    20 ms are not heard: a libopus encoder that was not reset sends, in the
-    first packet after it stops and resumes sending, its 6.5 ms look-ahead and
-    the decaying synthesis of the audio from *before* the pause (measured here:
-    about 8 ms at speech level, then -50 dBFS to the end of the packet). For a
-    sender that stops mid-word (a barge-in) and answers later without sending
-    silence in between, that is a burst of old speech just ahead of the new
-    answer's leading silence, which the detector would merge into the answer
-    and date its onset too early by that silence. The cost: an answer that
-    starts speaking in its very first packet is dated up to 13.5 ms late.
-    Senders that send silence while idle (browsers, Pipecat) never pause.
+    16 kHz, :class:`Decimator`).
+
+    After a pause in an Opus stream, what the sender's encoder carried over the
+    pause is not heard. A libopus encoder that stops and later resumes sending
+    (without being reset) puts its 6.5 ms look-ahead and the decay of the audio
+    from *before* the pause into the first packets after it: measured here,
+    after a barge-in cut an answer mid-word, -16 dBFS in the first packet,
+    -47 dBFS in the second, -83 dBFS in the third. The detector would merge that
+    burst of old speech into the next answer, 250 ms of leading silence later,
+    and date its onset 250 ms early. So after a pause the first packet is
+    blanked, and each following packet too while the level keeps falling, for
+    at most 60 ms; the first packet that is louder than the one before is new
+    audio and ends it. The cost: an answer whose first 60 ms are speech getting
+    quieter is dated late by that much. Senders that send silence while idle
+    (browsers, Pipecat) never pause.
     """
 
     def __init__(self) -> None:
@@ -330,7 +435,10 @@ class MeasuredStream:
         self._decimator = Decimator(1)
         self.rate_hz = 0
         self._last_arrival: int | None = None
+        self._carry_until: int | None = None
+        self._carry_db = 0.0
         self.pauses = 0
+        self.blanked = 0
 
     def decode(self, p: RtpIn) -> Pcm:
         dec = self.decoder
@@ -346,10 +454,15 @@ class MeasuredStream:
         self._last_arrival = p.t_ns
         if last is not None and p.t_ns - last > PAUSE_NS and p.codec.name == "opus":
             self.pauses += 1
-            n = min(pcm.size, OPUS_CARRY_NS * self.rate_hz // NS_PER_S)
-            if n:
-                pcm = pcm.copy()
-                pcm[:n] = 0
+            self._carry_until = p.t_ns + CARRY_MAX_NS
+            self._carry_db = float("inf")
+        if self._carry_until is not None:
+            level = _level_db(decoded)
+            if p.t_ns < self._carry_until and level < self._carry_db:
+                self._carry_db = level
+                self.blanked += 1
+                return np.zeros(pcm.size, dtype=np.int16)
+            self._carry_until = None
         return pcm
 
     def __call__(self, p: RtpIn) -> Pcm:
@@ -439,6 +552,10 @@ def default_codec(name: str) -> CodecInfo:
 # -- media plumbing -----------------------------------------------------------------------
 
 
+LATENCY_BIN_NS = 50_000  # the relay's forwarding latency histogram: 50 µs bins ...
+LATENCY_BINS = 2000  # ... up to 100 ms (the last bin holds everything above)
+
+
 class OutboundTrack(MediaStreamTrack):
     """The audio a peer sends: pre-encoded packets, returned as they are pushed.
 
@@ -447,17 +564,26 @@ class OutboundTrack(MediaStreamTrack):
     RTP timestamp). Nothing is paced here: whoever pushes does the pacing (the
     remote sender, for a relay). The queue is short and drops its oldest
     packet when full, so a stalled leg never builds up delay.
+
+    A relay passes each packet's arrival time (``t_in_ns``); the time from
+    there until aiortc's sender takes the packet (after which it only packs,
+    encrypts and writes it) goes into :attr:`latency_hist`.
     """
 
     kind = "audio"
 
     def __init__(self) -> None:
         super().__init__()
-        self._queue: asyncio.Queue[Packet[Any] | None] = asyncio.Queue(OUT_QUEUE_PACKETS)
+        self._queue: asyncio.Queue[tuple[Packet[Any], int] | None] = asyncio.Queue(
+            OUT_QUEUE_PACKETS
+        )
         self.dropped = 0
         self.sent = 0
+        self.latency_hist = [0] * LATENCY_BINS
 
-    def push(self, payload: bytes, pts: int, time_base: fractions.Fraction) -> None:
+    def push(
+        self, payload: bytes, pts: int, time_base: fractions.Fraction, t_in_ns: int = 0
+    ) -> None:
         packet = Packet(payload)
         packet.pts = pts
         packet.time_base = time_base
@@ -466,12 +592,16 @@ class OutboundTrack(MediaStreamTrack):
             with contextlib.suppress(asyncio.QueueEmpty):
                 q.get_nowait()
                 self.dropped += 1
-        q.put_nowait(packet)
+        q.put_nowait((packet, t_in_ns))
 
     async def recv(self) -> Packet[Any]:
-        packet = await self._queue.get()
-        if packet is None:
+        item = await self._queue.get()
+        if item is None:
             raise asyncio.CancelledError
+        packet, t_in_ns = item
+        if t_in_ns:
+            b = (time.monotonic_ns() - t_in_ns) // LATENCY_BIN_NS
+            self.latency_hist[min(b, LATENCY_BINS - 1)] += 1
         self.sent += 1
         return packet
 
@@ -750,8 +880,8 @@ class AudioPeer:
             return None
         return CodecInfo.of(t._codecs[0])
 
-    def send_payload(self, payload: bytes, pts: int, codec: CodecInfo) -> None:
-        self.track.push(payload, pts, fractions.Fraction(1, codec.clock_rate))
+    def send_payload(self, payload: bytes, pts: int, codec: CodecInfo, t_in_ns: int = 0) -> None:
+        self.track.push(payload, pts, codec.time_base, t_in_ns)
 
     def _next_pts(self, codec: CodecInfo) -> int:
         """The RTP timestamp of the next 20 ms we send: contiguous while we send without
@@ -785,7 +915,10 @@ class AudioPeer:
         return self._encoder
 
     def send_pcm(self, pcm: Pcm, sample_rate_hz: int) -> list[bytes]:
-        """Encode and send; returns the payloads sent (none before negotiation)."""
+        """Encode and send; returns the payloads sent (none before negotiation).
+
+        Send whole 20 ms frames: the encoder keeps a partial frame until the next
+        call, and every later packet would then lag by it."""
         enc = self.encoder()
         if enc is None:
             return []
@@ -944,7 +1077,7 @@ async def hang_up(
         async with asyncio.timeout(timeout_s):
             async with http.delete(session_url) as resp:
                 return resp.status
-    except (TimeoutError, aiohttp.ClientError):
+    except Exception:  # unreachable, refused, or our client session already closed
         return None
 
 
@@ -997,20 +1130,49 @@ class SignalingServer:
     returns the answer SDP and the session, or raises :class:`HttpError`.
     """
 
-    def __init__(self, open_session: OpenSession, *, whip_path: str = WHIP_PATH) -> None:
+    def __init__(
+        self,
+        open_session: OpenSession,
+        *,
+        whip_path: str = WHIP_PATH,
+        cors_origins: Sequence[str] = ("*",),
+    ) -> None:
         self.open_session = open_session
         self.whip_path = "/" + whip_path.strip("/")
         self.sessions: dict[str, Session] = {}
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.host: str | None = None
-        app = web.Application(client_max_size=MAX_OFFER_BYTES)
+        self.cors_origins = tuple(cors_origins)
+        app = web.Application(client_max_size=MAX_OFFER_BYTES, middlewares=[self._cors])
         app.router.add_post(self.whip_path, self._whip_post)
         app.router.add_delete(self.whip_path + "/{id}", self._whip_delete)
         app.router.add_patch(self.whip_path + "/{id}", self._whip_patch)
         app.router.add_post(PIPECAT_PATH, self._pipecat_post)
         app.router.add_patch(PIPECAT_PATH, self._pipecat_patch)
         self.app = app
+
+    @web.middleware
+    async def _cors(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """CORS for pages that offer from another origin (a browser's WHIP client): the
+        preflight of an ``application/sdp`` POST, and ``Location`` exposed to scripts."""
+        origin = request.headers.get("Origin")
+        allowed = origin is not None and ("*" in self.cors_origins or origin in self.cors_origins)
+        if request.method == "OPTIONS" and allowed:
+            response: web.StreamResponse = web.Response(status=204)
+            response.headers["Access-Control-Allow-Methods"] = "POST, PATCH, DELETE, OPTIONS"
+            response.headers["Access-Control-Allow-Headers"] = "Content-Type, Authorization"
+            response.headers["Access-Control-Max-Age"] = "600"
+        else:
+            response = await handler(request)
+        if allowed:
+            assert origin is not None
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Expose-Headers"] = "Location"
+            response.headers["Vary"] = "Origin"
+        return response
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
@@ -1255,6 +1417,7 @@ class WebRtcRelay:
         self.offer = offer
         self.id = uuid.uuid4().hex
         self.t_start_ns = time.monotonic_ns()
+        self._loop = asyncio.get_running_loop()
         self.observer: RelayObserver | None = None
         try:
             self.observer = server.observer_factory(self.t_start_ns, offer)
@@ -1368,15 +1531,21 @@ class WebRtcRelay:
             d.dropped += 1
         elif out_codec.same_as(p.codec):
             # The payload as it came, its RTP timestamp carried over.
-            dst.send_payload(p.payload, p.timestamp, out_codec)
+            dst.send_payload(p.payload, p.timestamp, out_codec, p.t_ns)
             d.passthrough += 1
             d.forward_ns += time.monotonic_ns() - p.t_ns
         else:
             pcm = d.measured.decode(p)
             self._transcode(d, p, pcm, out_codec)
             d.forward_ns += time.monotonic_ns() - p.t_ns
+        if self.observer is not None and self.config.measure:
+            # After the sender's turn: aiortc's sender task was woken by the push above and
+            # runs first (the loop's ready queue is FIFO), so measuring never delays the send.
+            self._loop.call_soon(self._measure, d, direction, p, pcm)
+
+    def _measure(self, d: _Direction, direction: Direction, p: RtpIn, pcm: Pcm | None) -> None:
         observer = self.observer
-        if observer is None or not self.config.measure:
+        if observer is None or self._end is not None:
             return
         try:
             if pcm is None:
@@ -1397,7 +1566,7 @@ class WebRtcRelay:
         src_pts = p.timestamp * out_codec.clock_rate // p.codec.clock_rate
         pts = src_pts if d.tx_pts is None else max(d.tx_pts, src_pts - ticks * len(payloads))
         for payload in payloads:
-            d.dst.send_payload(payload, pts, out_codec)
+            d.dst.send_payload(payload, pts, out_codec, p.t_ns)
             pts += ticks
             d.transcoded += 1
         d.tx_pts = pts
@@ -1504,6 +1673,8 @@ class WebRtcRelay:
     def _spawn_end(self, info: EndInfo) -> None:
         if self._ending is None:
             self._ending = asyncio.get_running_loop().create_task(self.end(info))
+            self.server.ending.add(self._ending)
+            self._ending.add_done_callback(self.server.ending.discard)
 
     async def hang_up(self) -> None:
         """The caller's WHIP DELETE."""
@@ -1560,6 +1731,7 @@ class WebRtcRelayServer:
         self.relays: set[WebRtcRelay] = set()
         self.signaling = SignalingServer(self._open_session, whip_path=config.whip_path)
         self.finished: deque[RelayStats] = deque(maxlen=4096)
+        self.ending: set[asyncio.Task[None]] = set()  # calls ending on their own
         self._http: aiohttp.ClientSession | None = None
 
     @property
@@ -1588,6 +1760,7 @@ class WebRtcRelayServer:
                 r.end(EndInfo(EndCause.PROXY_SHUTDOWN, initiator="proxy"))
                 for r in list(self.relays)
             ),
+            *list(self.ending),
             return_exceptions=True,
         )
         if self._http is not None:

@@ -1,0 +1,97 @@
+"""`voxproxy proxy --transport webrtc` as a process: flags, env defaults, a call, receipts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from webrtckit import wait_for
+
+from voxproxy.cli import build_parser, main
+from voxproxy.fixtures import clip
+from voxproxy.loadgen.caller import Say, WaitAgentEnd
+from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
+from voxproxy.mockagent import MockAgentConfig
+from voxproxy.mockagent.webrtc import WebRtcMockAgent
+
+pytestmark = pytest.mark.slow
+
+
+def test_transport_flags_and_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = build_parser().parse_args(["proxy", "--upstream", "ws://a"])
+    assert args.transport == "websocket" and args.signaling == "whip"
+    monkeypatch.setenv("VOXPROXY_TRANSPORT", "webrtc")
+    monkeypatch.setenv("VOXPROXY_SIGNALING", "pipecat")
+    args = build_parser().parse_args(["proxy", "--upstream", "http://a/api/offer"])
+    assert args.transport == "webrtc" and args.signaling == "pipecat"
+
+
+def test_mismatched_upstream_urls_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["proxy", "--transport", "webrtc", "--upstream", "ws://agent"]) == 2
+    assert "http(s):// signaling URL" in capsys.readouterr().err
+    assert main(["proxy", "--upstream", "http://agent/whip"]) == 2
+    assert "ws:// or wss://" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_the_webrtc_proxy_process_relays_a_call_and_writes_its_receipt(
+    tmp_path: Path,
+) -> None:
+    receipts = tmp_path / "receipts.jsonl"
+    port = _free_port()
+    async with WebRtcMockAgent(MockAgentConfig(delay_ms=400)) as agent:
+        env = dict(os.environ, VOXPROXY_TRANSPORT="webrtc")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "voxproxy.cli",
+            "proxy",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--upstream",
+            agent.url(),
+            "--ice-host",
+            "127.0.0.1",
+            "--receipts",
+            str(receipts),
+            "--secret",
+            "cli-test",
+            env=env,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert proc.stderr is not None
+            line = b""
+            async with asyncio.timeout(20):
+                while b"answering offers" not in line:
+                    line = await proc.stderr.readline()
+                    assert line, "the proxy exited before listening"
+            caller = WebRtcCaller(
+                WebRtcCallerConfig(f"http://127.0.0.1:{port}/whip"),
+                [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=300, start_timeout_ms=4000)],
+            )
+            record = await caller.run_webrtc()
+            assert record.error is None, record.error
+            assert await wait_for(lambda: receipts.exists() and receipts.read_text() != "", 10)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(20):
+                await proc.wait()
+    assert proc.returncode == 0
+    (line,) = receipts.read_text().splitlines()
+    r = json.loads(line)
+    assert r["transport"] == "webrtc"
+    assert r["terminal"] == "caller_closed"
+    assert r["verdict"] is not None  # judged under the policy, as the websocket proxy does
+    assert [t["kind"] for t in r["turns"]] == ["response"]
