@@ -29,7 +29,11 @@ Figures per path:
 * ``added_latency_ms``: relay = e2e added p50 (worst direction); transcoding =
   forward p50 + codec delay (worst direction).
 
-The last line is one JSON object with both paths' figures.
+The last line is one JSON object with both paths' figures. The machine is
+shared, so tails move from run to run: run it twice. Diagnostics for the proxy
+process: ``VOXPROXY_BENCH_PROFILE=FILE`` (cProfile), ``VOXPROXY_BENCH_HIST=1``
+(forwarding latency histogram), ``VOXPROXY_BENCH_DEBUG=1`` (asyncio debug,
+callbacks over 20 ms logged), ``VOXPROXY_BENCH_GC=off``.
 """
 
 from __future__ import annotations

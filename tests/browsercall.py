@@ -124,18 +124,26 @@ window.runCall = async (whipUrl, holdMs, threshold) => {
   const ctx = new AudioContext({sampleRate: 48000});
   await ctx.audioWorklet.addModule(
     URL.createObjectURL(new Blob([WORKLET], {type: 'application/javascript'})));
-  // Context time -> page time: the context time being processed now, against the page
-  // clock now (getOutputTimestamp() would give the time it will reach the speaker, later
-  // by the output latency). Refreshed now and then; good to a render quantum or so.
-  const ctxToPage = () => { const c = ctx.currentTime, p = now();
-    return (t) => p + (t - c) * 1000; };
-  let map = ctxToPage();
+  // Context time -> page time: ctx.currentTime (the context time being processed now; it
+  // moves in steps, one per audio callback) against the page clock, taken right after it
+  // steps, the smallest difference over 80 ms of polling. (getOutputTimestamp() would give
+  // the time the sample reaches the speaker, later by the output latency.)
+  const ctxOffset = () => {
+    let best = Infinity, last = ctx.currentTime;
+    const end = performance.now() + 80;
+    while (performance.now() < end) {
+      const c = ctx.currentTime, p = now();
+      if (c !== last) { best = Math.min(best, p - c * 1000); last = c; }
+    }
+    return best;
+  };
+  const raw = {first: {}, levels: {mic: [], remote: []}};
   const watch = (stream, name) => {
     const node = new AudioWorkletNode(ctx, 'edges', {processorOptions: {name, threshold}});
     node.port.onmessage = (ev) => {
       const m = ev.data;
-      if (m.kind === 'first') out.first[name] = map(m.t);
-      else out.levels[name].push([map(m.t), m.db]);
+      if (m.kind === 'first') raw.first[name] = m.t;
+      else raw.levels[name].push([m.t, m.db]);
     };
     ctx.createMediaStreamSource(stream).connect(node);
     node.connect(ctx.destination);  // keep it pulled (it outputs silence)
@@ -164,6 +172,7 @@ window.runCall = async (whipUrl, holdMs, threshold) => {
   for (let i = 0; i < 1000 && pc.connectionState !== 'connected'; i++) await sleep(10);
   out.events.connected = now();
   out.latency = {base: ctx.baseLatency, output: ctx.outputLatency};
+  const offsetBefore = ctxOffset();
   out.connectionState = pc.connectionState;
   out.events.gum_called = now();
   const mic = await navigator.mediaDevices.getUserMedia({audio: {
@@ -173,7 +182,14 @@ window.runCall = async (whipUrl, holdMs, threshold) => {
   await tr.sender.replaceTrack(mic.getAudioTracks()[0]);
   out.events.track_swapped = now();
   const until = now() + holdMs;
-  while (now() < until) { await sleep(250); map = ctxToPage(); }
+  while (now() < until) await sleep(100);
+  const offsetAfter = ctxOffset();
+  out.ctx_offset_ms = {before: offsetBefore, after: offsetAfter};
+  const map = (t) => t * 1000 + (offsetBefore + offsetAfter) / 2;
+  for (const name of ['mic', 'remote']) {
+    if (raw.first[name] !== undefined) out.first[name] = map(raw.first[name]);
+    out.levels[name] = raw.levels[name].map(([t, db]) => [map(t), db]);
+  }
   const stats = await pc.getStats();
   stats.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'audio') out.inbound = {
     packetsReceived: s.packetsReceived, jitterBufferDelay: s.jitterBufferDelay,

@@ -44,6 +44,8 @@ FAILED_TERMINALS = frozenset(
         "agent_vanished",
         "message_too_big",
         "proxy_error",
+        "bad_offer",
+        "ice_failed",
     }
 )
 TOOL_ERRORS = frozenset({"error", "timeout", "malformed"})

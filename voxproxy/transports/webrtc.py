@@ -21,6 +21,12 @@ Signaling, as served to callers and spoken to agents:
   JSON ``{sdp, type, pc_id?, restart_pc?, request_data?}``, answered with
   ``{sdp, type, pc_id}``; ``PATCH /api/offer`` with ``{pc_id, candidates}``
   trickles remote candidates. A hang-up is the peer connection closing.
+  Reusing a live ``pc_id`` (renegotiation) is answered ``501``.
+- The caller's offer is checked and applied first, but answered only once the
+  agent has answered ours, so a refusal reaches the caller as an HTTP error
+  (the agent's own 4xx/5xx, ``502`` unreachable, ``504`` silent) and a bad
+  offer as ``400``/``415``; either way a receipt says what happened and both
+  peer connections are closed. CORS is answered for pages on other origins.
 
 Media (audio only; video m-lines are rejected by aiortc's answerer as any other
 unsupported kind would be):
@@ -37,10 +43,12 @@ unsupported kind would be):
 - Where both legs send with the same codec, the payloads are forwarded as they
   came: the sending leg's track returns pre-encoded ``av.Packet`` objects, which
   aiortc's ``RTCRtpSender`` packs without re-encoding (``Encoder.pack``), with
-  the RTP timestamps carried over. A copy is decoded for measurement only.
-  Where the codecs differ, the payload is decoded once and re-encoded with
-  aiortc's own encoder for the other leg's codec, inline (aiortc's sender would
-  run it in a thread pool).
+  the RTP timestamps carried over. A copy is decoded for measurement only
+  (:class:`MeasuredStream`; Opus straight to 16 kHz by libopus), scheduled after
+  the send so that it never delays it. Where the codecs differ, the payload is
+  decoded once and re-encoded for the other leg's codec, inline (aiortc's
+  sender would run its encoder in a thread pool). ``benchmarks/webrtc.py``
+  measures both paths.
 - aiortc falls back to Google's public STUN server when ``iceServers`` is None
   (``RTCIceGatherer.getDefaultIceServers``), so :func:`rtc_configuration` always
   passes an explicit list (empty by default). aioice gathers host candidates
