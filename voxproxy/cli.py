@@ -474,7 +474,7 @@ def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
             __version__,
             host,
             bound,
-            config.relay.upstream,
+            redact_url(config.relay.upstream),
             config.relay.signaling,
             args.receipts,
         )

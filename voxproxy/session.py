@@ -71,6 +71,7 @@ from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnMachine, barge_outco
 
 NS_PER_MS = 1_000_000
 MAX_MEASUREMENT_ERRORS = 50
+MIN_RATE_HZ, MAX_RATE_HZ = 4000, 192_000  # audio rates the core accepts
 MAX_TOOL_EVENTS = 10_000
 MAX_STAGE_MARKS = 10_000
 PUMP_INTERVAL_MS = 100  # how often time-driven work (playout release, VAD, turns) runs
@@ -318,6 +319,9 @@ class CallSession:
         return conv
 
     def _audio(self, ev: Audio) -> None:
+        if not MIN_RATE_HZ <= ev.sample_rate_hz <= MAX_RATE_HZ:
+            self.anomalies[AnomalyKind.BAD_AUDIO.value] += 1  # no wire carries such a rate
+            return
         conv = self._converter(ev.direction, ev.sample_rate_hz)
         pcm = conv.convert(ev.pcm)
         dur = ev.pcm.size * 1_000_000_000 // ev.sample_rate_hz
