@@ -7,6 +7,7 @@ import ssl
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from websockets.http11 import Request
 
@@ -153,33 +154,52 @@ class CallContext:
             log.exception("could not build a receipt for a call (counted in receipt_errors)")
             proxy.receipt_errors += 1
             return
-        proxy.calls += 1
-        if proxy.judge is not None:
-            try:
-                receipt = proxy.judge(receipt)
-            except Exception:
-                log.exception("could not judge a receipt; it is written without a verdict")
-        for sink in proxy.sinks:
-            try:
-                sink(receipt)
-            except Exception:
-                proxy.receipt_errors += 1
-                log.exception("a receipt sink failed")
-        self._telemetry(receipt, t_ns)
+        publish(proxy, receipt, self.session, self.trace, t_ns)
 
-    def _telemetry(self, receipt: Receipt, t_ns: int) -> None:
-        telemetry = self._proxy.telemetry
-        if telemetry is NULL_TELEMETRY:
-            return
-        flushes: list[FlushTime] = []
-        if telemetry.tracing:
-            for turn in self.session.final_turns:
-                flushes.extend(FlushTime(turn.index, f.t_ns, f.cut_audible) for f in turn.flushes)
+
+class ReceiptOutlet(Protocol):
+    """What a proxy (websocket or WebRTC) does with a finished call's receipt."""
+
+    calls: int
+    receipt_errors: int
+    sinks: list[ReceiptSink]
+    judge: Callable[[Receipt], Receipt] | None
+    telemetry: Telemetry
+    anchor: EpochAnchor
+
+
+def publish(
+    outlet: ReceiptOutlet,
+    receipt: Receipt,
+    session: CallSession,
+    trace: CallTrace | None,
+    t_ns: int,
+) -> None:
+    """Judge a receipt once, hand it to every sink, then to telemetry. Never raises."""
+    outlet.calls += 1
+    if outlet.judge is not None:
         try:
-            times = CallTimes(self._proxy.anchor, self.session.start_ns, t_ns, flushes)
-            telemetry.on_receipt(receipt, self.trace, times)
+            receipt = outlet.judge(receipt)
         except Exception:
-            log.exception("telemetry failed for a call; the receipt is written all the same")
+            log.exception("could not judge a receipt; it is written without a verdict")
+    for sink in outlet.sinks:
+        try:
+            sink(receipt)
+        except Exception:
+            outlet.receipt_errors += 1
+            log.exception("a receipt sink failed")
+    telemetry = outlet.telemetry
+    if telemetry is NULL_TELEMETRY:
+        return
+    flushes: list[FlushTime] = []
+    if telemetry.tracing:
+        for turn in session.final_turns:
+            flushes.extend(FlushTime(turn.index, f.t_ns, f.cut_audible) for f in turn.flushes)
+    try:
+        times = CallTimes(outlet.anchor, session.start_ns, t_ns, flushes)
+        telemetry.on_receipt(receipt, trace, times)
+    except Exception:
+        log.exception("telemetry failed for a call; the receipt is written all the same")
 
 
 class Proxy:

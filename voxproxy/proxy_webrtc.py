@@ -25,15 +25,13 @@ from voxproxy.errors import ConfigError
 from voxproxy.events import Direction, Event, Pcm, StageMark, ToolEvent
 from voxproxy.ids import new_secret
 from voxproxy.livecalls import LiveCalls
-from voxproxy.proxy import CALL_ID_HEADER, ReceiptSink
+from voxproxy.proxy import CALL_ID_HEADER, ReceiptSink, publish
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
     NULL_TELEMETRY,
     TRACE_HEADERS,
-    CallTimes,
     CallTrace,
-    FlushTime,
     Telemetry,
 )
 from voxproxy.transports.webrtc import (
@@ -181,33 +179,7 @@ class WebRtcCallContext:
             log.exception("could not build a receipt")
             proxy.receipt_errors += 1
             return
-        proxy.calls += 1
-        if proxy.judge is not None:
-            try:
-                receipt = proxy.judge(receipt)
-            except Exception:
-                log.exception("could not judge a receipt; it is written without a verdict")
-        for sink in proxy.sinks:
-            try:
-                sink(receipt)
-            except Exception:
-                proxy.receipt_errors += 1
-                log.exception("a receipt sink failed")
-        self._telemetry(receipt, t_ns)
-
-    def _telemetry(self, receipt: Receipt, t_ns: int) -> None:
-        telemetry = self._proxy.telemetry
-        if telemetry is NULL_TELEMETRY:
-            return
-        flushes: list[FlushTime] = []
-        if telemetry.tracing:
-            for turn in self.session.final_turns:
-                flushes.extend(FlushTime(turn.index, f.t_ns, f.cut_audible) for f in turn.flushes)
-        try:
-            times = CallTimes(self._proxy.anchor, self.session.start_ns, t_ns, flushes)
-            telemetry.on_receipt(receipt, self.trace, times)
-        except Exception:
-            log.exception("telemetry failed for a call; the receipt is written all the same")
+        publish(proxy, receipt, self.session, self.trace, t_ns)
 
 
 class WebRtcProxy:
