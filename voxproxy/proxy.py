@@ -7,7 +7,6 @@ import ssl
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from websockets.http11 import Request
 
@@ -157,15 +156,37 @@ class CallContext:
         publish(proxy, receipt, self.session, self.trace, t_ns)
 
 
-class ReceiptOutlet(Protocol):
-    """What a proxy (websocket or WebRTC) does with a finished call's receipt."""
+class ReceiptOutlet:
+    """What the websocket and WebRTC proxies share: the call-id secret, the dialect
+    options keyed with it, the clock anchor, and where finished receipts go."""
 
-    calls: int
-    receipt_errors: int
-    sinks: list[ReceiptSink]
-    judge: Callable[[Receipt], Receipt] | None
-    telemetry: Telemetry
-    anchor: EpochAnchor
+    def __init__(
+        self,
+        secret: bytes | None,
+        dialect_options: DialectOptions,
+        sinks: list[ReceiptSink] | None,
+        telemetry: Telemetry | None,
+        judge: Callable[[Receipt], Receipt] | None,
+    ) -> None:
+        if secret is None:
+            log.warning(
+                "no secret configured (--secret / VOXPROXY_SECRET): call ids are keyed with a "
+                "random per-process secret and will not match across restarts"
+            )
+        self.secret = secret or new_secret()
+        # Dialects that hash what the wire carries (tool arguments) use the same secret.
+        self.dialect_options = (
+            dialect_options
+            if dialect_options.secret is not None
+            else replace(dialect_options, secret=self.secret)
+        )
+        self.anchor = EpochAnchor.now()
+        self.sinks: list[ReceiptSink] = list(sinks or [])
+        self.judge = judge
+        self.telemetry = telemetry or NULL_TELEMETRY  # spans and metrics; off by default
+        self.active = 0
+        self.calls = 0
+        self.receipt_errors = 0
 
 
 def publish(
@@ -202,7 +223,7 @@ def publish(
         log.exception("telemetry failed for a call; the receipt is written all the same")
 
 
-class Proxy:
+class Proxy(ReceiptOutlet):
     """Serves callers, relays each to the agent, writes one receipt per call."""
 
     def __init__(
@@ -214,26 +235,8 @@ class Proxy:
     ) -> None:
         """``judge`` gives each receipt its verdict, once, before the sinks and
         telemetry see it (see :func:`voxproxy.receipts.verdict.judged`)."""
+        super().__init__(config.secret, config.dialect_options, sinks, telemetry, judge)
         self.config = config
-        self.judge = judge
-        if config.secret is None:
-            log.warning(
-                "no secret configured (--secret / VOXPROXY_SECRET): call ids are keyed with a "
-                "random per-process secret and will not match across restarts"
-            )
-        self.secret = config.secret or new_secret()
-        # Dialects that hash what the wire carries (tool arguments) use the same secret.
-        self.dialect_options = (
-            config.dialect_options
-            if config.dialect_options.secret is not None
-            else replace(config.dialect_options, secret=self.secret)
-        )
-        self.anchor = EpochAnchor.now()
-        self.sinks: list[ReceiptSink] = list(sinks or [])
-        self.active = 0
-        self.calls = 0
-        self.receipt_errors = 0
-        self.telemetry = telemetry or NULL_TELEMETRY  # spans and metrics; off by default
         self.live: LiveCalls[CallContext] = LiveCalls(self.secret)  # for the event API
         self.server = RelayServer(config.relay, self._observer)
 

@@ -19,17 +19,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from voxproxy.clock import EpochAnchor
 from voxproxy.dialects.base import DialectOptions, make_decoder
 from voxproxy.errors import ConfigError
 from voxproxy.events import Direction, Event, Pcm, StageMark, ToolEvent
-from voxproxy.ids import new_secret
 from voxproxy.livecalls import LiveCalls
-from voxproxy.proxy import CALL_ID_HEADER, ReceiptSink, publish
+from voxproxy.proxy import CALL_ID_HEADER, ReceiptOutlet, ReceiptSink, publish
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
-    NULL_TELEMETRY,
     TRACE_HEADERS,
     CallTrace,
     Telemetry,
@@ -182,7 +179,7 @@ class WebRtcCallContext:
         publish(proxy, receipt, self.session, self.trace, t_ns)
 
 
-class WebRtcProxy:
+class WebRtcProxy(ReceiptOutlet):
     """Serves WebRTC callers, relays each to the agent, writes one receipt per call."""
 
     def __init__(
@@ -194,26 +191,9 @@ class WebRtcProxy:
     ) -> None:
         """``judge`` gives each receipt its verdict, once, before the sinks and telemetry
         see it (as :class:`voxproxy.proxy.Proxy` does)."""
+        super().__init__(config.secret, config.dialect_options, sinks, telemetry, judge)
         self.config = config
-        self.judge = judge
-        if config.secret is None:
-            log.warning(
-                "no secret configured (--secret / VOXPROXY_SECRET): call ids are keyed with a "
-                "random per-process secret and will not match across restarts"
-            )
-        self.secret = config.secret or new_secret()
-        self.dialect_options = (
-            config.dialect_options
-            if config.dialect_options.secret is not None
-            else replace(config.dialect_options, secret=self.secret)
-        )
-        self.anchor = EpochAnchor.now()
-        self.sinks: list[ReceiptSink] = list(sinks or [])
-        self.active = 0
-        self.calls = 0
-        self.receipt_errors = 0
         self.relay_stats: list[RelayStats] = []
-        self.telemetry = telemetry or NULL_TELEMETRY
         self.live: LiveCalls[WebRtcCallContext] = LiveCalls(self.secret)
         self.server = WebRtcRelayServer(config.relay, self._observer)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.audio.pcm import pcm_to_bytes
+from voxproxy.audio.resample import resample_linear
 from voxproxy.dialects.raw import RawWire
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
@@ -83,19 +84,37 @@ class ScriptedCall:
     meta: dict[str, object] = field(default_factory=dict)
 
 
-def _to_rate(pcm: Pcm, rate: int, target: int) -> Pcm:
+def to_rate(pcm: Pcm, rate: int, target: int) -> Pcm:
+    """A clip at ``target`` Hz: decimation by averaging, else linear interpolation."""
     if rate == target:
         return pcm
-    if rate % target:
-        raise ValueError(f"cannot take {rate} Hz to {target} Hz by decimation")
-    f = rate // target
-    n = (pcm.size // f) * f
-    out: Pcm = pcm[:n].reshape(-1, f).astype(np.int32).mean(axis=1).astype(np.int16)
-    return out
+    if rate % target == 0:
+        f = rate // target
+        n = (pcm.size // f) * f
+        out: Pcm = pcm[:n].reshape(-1, f).astype(np.int32).mean(axis=1).astype(np.int16)
+        return out
+    return resample_linear(pcm, rate, target)
 
 
-def _ms_to_ns(ms: float) -> int:
+def ms_to_ns(ms: float) -> int:
     return round(ms * NS_PER_MS)
+
+
+def mix_caller_track(
+    pieces: list[tuple[int, Pcm]], total: int, noise_dbfs: float | None = None, seed: int = 0
+) -> Pcm:
+    """The caller's whole stream: each ``(start sample, pcm)`` placed over silence (and
+    white noise at ``noise_dbfs``, if given), ``total`` samples long."""
+    track = np.zeros(total, dtype=np.float64)
+    for start, pcm in pieces:
+        n = min(pcm.size, total - start)
+        if n > 0:
+            track[start : start + n] += pcm[:n]
+    if noise_dbfs is not None:
+        nrng = np.random.default_rng(seed)
+        track += nrng.standard_normal(total) * 32768.0 * 10 ** (noise_dbfs / 20)
+    mixed: Pcm = np.clip(track, -32768, 32767).astype(np.int16)
+    return mixed
 
 
 class _Link:
@@ -107,7 +126,7 @@ class _Link:
         self._last = -1
 
     def arrival(self, send_ms: float) -> int:
-        t = _ms_to_ns(send_ms) + _ms_to_ns(self._rng.uniform(0.0, self._jitter_ms))
+        t = ms_to_ns(send_ms) + ms_to_ns(self._rng.uniform(0.0, self._jitter_ms))
         t = max(t, self._last + 1)
         self._last = t
         return t
@@ -137,10 +156,10 @@ def render(plan: CallPlan) -> ScriptedCall:
     end_ms = 0.0
     for i, turn in enumerate(plan.turns):
         c, a, barge = turn.caller, turn.agent, turn.barge
-        caller_track.append((round(caller_start_ms * spm), _to_rate(c.pcm, c.sample_rate_hz, rate)))
+        caller_track.append((round(caller_start_ms * spm), to_rate(c.pcm, c.sample_rate_hz, rate)))
         c_on = caller_start_ms + c.onset_ms
         c_off = caller_start_ms + c.offset_ms
-        agent_pcm = _to_rate(a.pcm, a.sample_rate_hz, rate)
+        agent_pcm = to_rate(a.pcm, a.sample_rate_hz, rate)
         # The agent starts sending so that its speech onset lands `delay_ms` after the
         # caller's offset, but never before its previous audio has played out.
         audio_start_ms = max(c_off + turn.delay_ms - a.onset_ms, cursor / NS_PER_MS + 50.0)
@@ -154,7 +173,7 @@ def render(plan: CallPlan) -> ScriptedCall:
         starts: list[tuple[int, int, Pcm, int]] = []  # (arrival, play start, pcm, position)
         sim_cursor, sim_last, pos = cursor, to_caller._last, 0
         for t_send, piece in sends:
-            arrival = max(_ms_to_ns(t_send), sim_last + 1)
+            arrival = max(ms_to_ns(t_send), sim_last + 1)
             sim_last = arrival
             play = max(arrival, sim_cursor)
             starts.append((arrival, play, piece, pos))
@@ -205,11 +224,11 @@ def render(plan: CallPlan) -> ScriptedCall:
             echoes.append((echo_at, mark_name))
         truth.append(
             TurnTruth(
-                caller_onset_ns=_ms_to_ns(c_on),
-                caller_offset_ns=_ms_to_ns(c_off),
+                caller_onset_ns=ms_to_ns(c_on),
+                caller_offset_ns=ms_to_ns(c_off),
                 agent_onset_ns=agent_onset_ns,
-                ttfs_ns=agent_onset_ns - _ms_to_ns(c_off),
-                barge_onset_ns=None if barge_onset_ms is None else _ms_to_ns(barge_onset_ms),
+                ttfs_ns=agent_onset_ns - ms_to_ns(c_off),
+                barge_onset_ns=None if barge_onset_ms is None else ms_to_ns(barge_onset_ms),
                 stop_ns=stop_ns,
                 reaction=barge.reaction if barge is not None else None,
             )
@@ -223,15 +242,7 @@ def render(plan: CallPlan) -> ScriptedCall:
     # The caller's audio: continuous frames from t=0, each sent when its interval ends.
     total = round(end_ms * spm)
     total -= total % frame
-    track = np.zeros(total, dtype=np.float64)
-    for start, pcm in caller_track:
-        n = min(pcm.size, total - start)
-        if n > 0:
-            track[start : start + n] += pcm[:n]
-    if plan.caller_noise_dbfs is not None:
-        nrng = np.random.default_rng(plan.seed)
-        track += nrng.standard_normal(total) * 32768.0 * 10 ** (plan.caller_noise_dbfs / 20)
-    caller_all = np.clip(track, -32768, 32767).astype(np.int16)
+    caller_all = mix_caller_track(caller_track, total, plan.caller_noise_dbfs, plan.seed)
     to_agent = _Link(rng, plan.jitter_ms)
     upstream: list[tuple[float, bytes | str | tuple[str]]] = []
     if plan.dialect == "twilio":
@@ -243,7 +254,7 @@ def render(plan: CallPlan) -> ScriptedCall:
     echo_iter = iter(sorted(echoes))
     next_echo = next(echo_iter, None)
     for k, t_ms in zip(range(0, total, frame), frames, strict=True):
-        while next_echo is not None and next_echo[0] <= _ms_to_ns(t_ms):
+        while next_echo is not None and next_echo[0] <= ms_to_ns(t_ms):
             upstream.append((next_echo[0] / NS_PER_MS, caller_wire.mark(next_echo[1])))
             next_echo = next(echo_iter, None)
         piece = caller_all[k : k + frame]
@@ -260,7 +271,7 @@ def render(plan: CallPlan) -> ScriptedCall:
     return ScriptedCall(
         messages=msgs,
         truth=truth,
-        end_ns=max(msgs[-1][0], _ms_to_ns(end_ms)) + 1,
+        end_ns=max(msgs[-1][0], ms_to_ns(end_ms)) + 1,
         sample_rate_hz=rate,
         wire_call_id=caller_wire.call_sid if plan.dialect == "twilio" else None,
     )

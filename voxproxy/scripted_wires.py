@@ -33,10 +33,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
 from voxproxy.audio.g711 import pcm_to_ulaw
-from voxproxy.audio.resample import resample_linear
 from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire
 from voxproxy.dialects.openai_realtime import (
     AudioFormat,
@@ -56,6 +53,9 @@ from voxproxy.scripted import (
     _last_speech_before,
     _Link,
     _play_time,
+    mix_caller_track,
+    ms_to_ns,
+    to_rate,
 )
 
 NS_PER_MS = 1_000_000
@@ -87,22 +87,6 @@ class WirePlan:
     claim_offset_ms: float = 0.0
     tool_every: int = 0  # every n-th turn (0: none) starts its answer with a function call
     tool_latency_ms: float = 250.0
-
-
-def to_rate(pcm: Pcm, rate: int, target: int) -> Pcm:
-    """A clip at ``target`` Hz: decimation by averaging, else linear interpolation."""
-    if rate == target:
-        return pcm
-    if rate % target == 0:
-        f = rate // target
-        n = (pcm.size // f) * f
-        out: Pcm = pcm[:n].reshape(-1, f).astype(np.int32).mean(axis=1).astype(np.int16)
-        return out
-    return resample_linear(pcm, rate, target)
-
-
-def _ms_to_ns(ms: float) -> int:
-    return round(ms * NS_PER_MS)
 
 
 def played_ns(starts: list[tuple[int, int, Pcm, int]], t_ns: int, rate: int) -> int:
@@ -386,7 +370,7 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
         starts: list[tuple[int, int, Pcm, int]] = []
         sim_cursor, sim_last, pos = cursor, to_caller._last, 0
         for t_send, piece in sends:
-            arrival = max(_ms_to_ns(t_send), sim_last + 1)
+            arrival = max(ms_to_ns(t_send), sim_last + 1)
             sim_last = arrival
             play = max(arrival, sim_cursor)
             starts.append((arrival, play, piece, pos))
@@ -429,8 +413,8 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
             assert stop_send_ms is not None
             if realtime is not None:
                 # The client flushes its own playout and tells the server what it played.
-                t_sent = _ms_to_ns(stop_send_ms)
-                flush_arrival = t_sent + _ms_to_ns(rng.uniform(0.0, plan.jitter_ms))
+                t_sent = ms_to_ns(stop_send_ms)
+                flush_arrival = t_sent + ms_to_ns(rng.uniform(0.0, plan.jitter_ms))
                 claimed = played_ns(starts, t_sent, arate) / NS_PER_MS + plan.claim_offset_ms
                 claimed_ms = max(0, round(claimed))
                 truncate = realtime.client.truncate(f"item_{i}", claimed_ms)
@@ -476,11 +460,11 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
         stages.append(stage)
         truth.append(
             TurnTruth(
-                caller_onset_ns=_ms_to_ns(c_on),
-                caller_offset_ns=_ms_to_ns(c_off),
+                caller_onset_ns=ms_to_ns(c_on),
+                caller_offset_ns=ms_to_ns(c_off),
                 agent_onset_ns=agent_onset_ns,
-                ttfs_ns=agent_onset_ns - _ms_to_ns(c_off),
-                barge_onset_ns=None if barge_onset_ms is None else _ms_to_ns(barge_onset_ms),
+                ttfs_ns=agent_onset_ns - ms_to_ns(c_off),
+                barge_onset_ns=None if barge_onset_ms is None else ms_to_ns(barge_onset_ms),
                 stop_ns=stop_ns,
                 reaction=barge.reaction if barge is not None else None,
             )
@@ -503,12 +487,7 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
     # The caller's audio: continuous frames from t=0, each sent when its interval ends.
     total = round(end_ms * cspm)
     total -= total % frame
-    track = np.zeros(total, dtype=np.float64)
-    for start, pcm in caller_track:
-        n = min(pcm.size, total - start)
-        if n > 0:
-            track[start : start + n] += pcm[:n]
-    caller_all = np.clip(track, -32768, 32767).astype(np.int16)
+    caller_all = mix_caller_track(caller_track, total)
     to_agent = _Link(rng, plan.jitter_ms)
     upstream: list[tuple[float, bytes | str, tuple[str, int] | None]] = [
         (1.0 if realtime is not None else 0.0, m, None) for m in kit.setup()
@@ -517,7 +496,7 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
     echo_iter = iter(sorted(echoes))
     next_echo = next(echo_iter, None)
     for k, t_ms in frames:
-        while next_echo is not None and next_echo[0] <= _ms_to_ns(t_ms):
+        while next_echo is not None and next_echo[0] <= ms_to_ns(t_ms):
             upstream.append((next_echo[0] / NS_PER_MS, kit.echo(next_echo[1]), None))
             next_echo = next(echo_iter, None)
         upstream.append((t_ms, kit.caller_audio(caller_all[k : k + frame]), None))
@@ -532,7 +511,7 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
     return ScriptedCall(
         messages=msgs,
         truth=truth,
-        end_ns=max(msgs[-1][0], _ms_to_ns(end_ms)) + 1,
+        end_ns=max(msgs[-1][0], ms_to_ns(end_ms)) + 1,
         sample_rate_hz=crate,
         meta={
             "stages": stages,
