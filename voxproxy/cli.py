@@ -310,12 +310,9 @@ def _add_observability(p: _EnvDefaults) -> None:
 
 
 def _proxy_config(args: argparse.Namespace) -> Any:
-    from voxproxy.analysis.vad import VadConfig
     from voxproxy.dialects.base import DialectOptions
     from voxproxy.proxy import ProxyConfig
-    from voxproxy.session import SessionConfig
     from voxproxy.transports.websocket import RelayConfig
-    from voxproxy.turns import TurnConfig
 
     upstream_ssl = None
     if args.upstream_ca:
@@ -337,15 +334,24 @@ def _proxy_config(args: argparse.Namespace) -> Any:
         dialect_options=DialectOptions(
             sample_rate_hz=args.sample_rate, agent_sample_rate_hz=args.agent_sample_rate
         ),
-        session=SessionConfig(
-            vad=VadConfig(mode=args.vad_mode),
-            turns=TurnConfig(
-                response_timeout_ms=args.response_timeout_ms,
-                barge_in_window_ms=args.barge_in_window_ms,
-            ),
-            downstream_offset_ms=args.downstream_offset_ms,
-        ),
+        session=_session_config(args),
         secret=args.secret.encode() if args.secret else None,
+    )
+
+
+def _session_config(args: argparse.Namespace) -> Any:
+    """The measurement settings both transports take from the command line."""
+    from voxproxy.analysis.vad import VadConfig
+    from voxproxy.session import SessionConfig
+    from voxproxy.turns import TurnConfig
+
+    return SessionConfig(
+        vad=VadConfig(mode=args.vad_mode),
+        turns=TurnConfig(
+            response_timeout_ms=args.response_timeout_ms,
+            barge_in_window_ms=args.barge_in_window_ms,
+        ),
+        downstream_offset_ms=args.downstream_offset_ms,
     )
 
 
@@ -388,12 +394,9 @@ def _csv(value: str | None) -> tuple[str, ...]:
 
 
 def _webrtc_config(args: argparse.Namespace) -> Any:
-    from voxproxy.analysis.vad import VadConfig
     from voxproxy.dialects.base import DialectOptions
     from voxproxy.proxy_webrtc import WebRtcProxyConfig
-    from voxproxy.session import SessionConfig
     from voxproxy.transports.webrtc import WebRtcRelayConfig
-    from voxproxy.turns import TurnConfig
 
     if not args.upstream.startswith(("http://", "https://")):
         raise ConfigError(
@@ -417,14 +420,7 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
         relay=relay,
         dialect=args.dialect,
         dialect_options=DialectOptions(),
-        session=SessionConfig(
-            vad=VadConfig(mode=args.vad_mode),
-            turns=TurnConfig(
-                response_timeout_ms=args.response_timeout_ms,
-                barge_in_window_ms=args.barge_in_window_ms,
-            ),
-            downstream_offset_ms=args.downstream_offset_ms,
-        ),
+        session=_session_config(args),
         secret=args.secret.encode() if args.secret else None,
     )
 
