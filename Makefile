@@ -1,13 +1,14 @@
 # voxproxy: the two commands of the README, and a few helpers.
 #   make demo   install into .venv and run the main job (mock agent + proxy + scripted calls)
-#   make test   install into .venv and run the whole suite (pytest, ruff, mypy --strict)
+#   make test   install into .venv (and the Debian packages a few tests drive: prometheus,
+#               chromium, iproute2, util-linux) and run the whole suite (pytest, ruff, mypy --strict)
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean fixtures
+.PHONY: demo test system-deps lint typecheck pytest bench clean fixtures
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +19,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/voxproxy demo
 
-test: $(STAMP) lint typecheck pytest
+test: $(STAMP) system-deps lint typecheck pytest
+
+# Installs the missing Debian packages when root or password-less sudo may; otherwise
+# stops at once and prints the one command to run.
+system-deps:
+	@tools/system-deps
 
 lint: $(STAMP)
 	$(BIN)/ruff check voxproxy tests benchmarks tools
@@ -27,7 +33,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict voxproxy
 
-pytest: $(STAMP)
+pytest: $(STAMP) system-deps
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

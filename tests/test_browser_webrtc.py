@@ -47,8 +47,10 @@ def _run_in_namespace(out: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path) -> None:
-    # Missing tools are a broken setup, not a reason to skip: .ci/run installs chromium.
-    assert CHROMIUM is not None, "Debian's chromium is not installed (.ci/run installs it)"
+    # Missing tools are a broken setup, not a reason to skip: `make test` installs chromium.
+    assert CHROMIUM is not None, (
+        "Debian's chromium is not installed (`make test` installs it: tools/system-deps)"
+    )
     assert shutil.which("unshare") is not None and shutil.which("ip") is not None, (
         "needs unshare and ip (util-linux, iproute2) for a private network namespace"
     )

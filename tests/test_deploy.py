@@ -47,7 +47,10 @@ def test_every_config_file_parses() -> None:
 def test_promtool_accepts_the_prometheus_config() -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
-        pytest.fail("promtool is not installed: `apt-get install -y prometheus` (.ci/run does it)")
+        pytest.fail(
+            "promtool is not installed: `apt-get install -y prometheus` "
+            "(`make test` does it: tools/system-deps)"
+        )
     result = subprocess.run(
         [promtool, "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
         capture_output=True,

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from otlp_receiver import HttpReceiver
+from privacy import content_leaks
 
 from voxproxy.dialects import twilio as twilio_dialect
 from voxproxy.loadgen import caller as caller_module
@@ -229,3 +230,25 @@ async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
         for name in ("results.json", "summary.json", "report.html"):
             text = (tmp_path / f"results-{d}" / name).read_text()
             assert not leaks(text, ids_and_numbers), (d, name)
+
+
+def test_the_structural_check_finds_leaks_and_ignores_chance_in_hashes() -> None:
+    # The check the receipt tests rely on must be able to fail.
+    clean = {
+        "call": "c_4281abcdef012345",  # a hash that happens to hold "4281"
+        "started_at": "2031-07-04T12:00:00.000Z",
+        "events": [{"kind": "confirmation", "field": "order", "value_hash": "v_00428100aa"}],
+        "verdict": {"reason": "passed 5 gate(s): reachability, turn_timing"},
+    }
+    assert content_leaks(clean, ["4281", "12 High Street"]) == []
+    leaky = {**clean, "events": [{"kind": "confirmation", "field": "order", "value": "4281"}]}
+    assert content_leaks(leaky, ["4281"]) == [
+        ".events[0].value: holds a value of the caller's: '4281'"
+    ]
+    prose = {**clean, "note": "the caller lives at 12 High Street"}
+    assert len(content_leaks(prose, ["High Street"])) == 2  # free text, and it holds the value
+    assert content_leaks({**clean, "started_at": "yesterday"}) == [
+        ".started_at: not an ISO-8601 time: 'yesterday'"
+    ]
+    token = {**clean, "events": [{"kind": "confirmation", "operation_id": "op-4281-x"}]}
+    assert content_leaks(token, ["4281"]) == [".events[0].operation_id: contains '4281'"]

@@ -371,6 +371,14 @@ def _server_ssl(args: argparse.Namespace) -> ssl.SSLContext | None:
 EVENTS_DEFAULT = ("127.0.0.1", 8767)
 
 
+def _log_metrics_listener(telemetry: object) -> None:
+    """Say where /metrics is served (the port actually bound, also when asked for 0)."""
+    listen = getattr(getattr(telemetry, "config", None), "metrics_listen", None)
+    port = getattr(telemetry, "metrics_port", None)
+    if listen is not None and port is not None:
+        log.info("metrics on http://%s:%d/metrics", listen[0], port)
+
+
 def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
     """Where the event API listens, or None; refuses to run it without a token."""
     from voxproxy.eventapi import MIN_TOKEN_CHARS
@@ -459,6 +467,7 @@ def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
             config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy)
         )
         await telemetry.start()
+        _log_metrics_listener(telemetry)
         events_api = None
         if events_listen is not None:
             events_api = EventApi(proxy.live, proxy.secret, args.events_token)
@@ -529,6 +538,7 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         # One verdict per receipt, given before the sinks and telemetry see it.
         proxy = Proxy(config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy))
         await telemetry.start()
+        _log_metrics_listener(telemetry)
         events_api = None
         if events_listen is not None:
             events_api = EventApi(proxy.live, proxy.secret, args.events_token)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from privacy import assert_content_free
 from pydantic import ValidationError
 
 from voxproxy.dialects import make_decoder
@@ -101,8 +102,7 @@ def test_a_receipt_carries_no_phone_number_and_no_call_sid() -> None:
     line = receipt.to_json_line()
     assert json.loads(line)["schema"] == SCHEMA
     assert receipt.summary.responses == 2  # the call was really measured
-    for secret_value in (PHONE, PHONE[1:], "4155550123", "Jane", call_sid, "MZsim11"):
-        assert secret_value not in line, secret_value
+    assert_content_free(line, [PHONE, PHONE[1:], "Jane Doe", call_sid, "MZsim11"])
     assert receipt.call == keyed_hash(SECRET, call_sid, "c_")
     assert receipt.call != call_sid
     assert receipt.call_id_source == "wire"
@@ -138,5 +138,4 @@ def test_transcripts_never_reach_the_receipt() -> None:
     )
     line = session.close(3_000_000, "completed", CloseInfo(initiator="caller")).to_json_line()
     assert session.transcripts == 2
-    for fragment in ("4111", "card", "señor", "se\\u00f1or"):
-        assert fragment not in line
+    assert_content_free(line, [said, "4111 1111", "card number", "señor", "se\\u00f1or"])

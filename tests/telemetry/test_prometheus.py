@@ -1,18 +1,21 @@
 """The real Prometheus server scrapes a running ``voxproxy proxy --metrics-listen``.
 
-Prometheus comes from Debian (``apt-get install -y prometheus``, done by
-``.ci/run``); this test does not skip when it is missing, it fails and says so.
+Prometheus comes from Debian (``apt-get install -y prometheus``, done by ``make test``
+through ``tools/system-deps``); this test does not skip when it is missing, it fails
+and says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,10 +31,34 @@ PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+async def _bound_port(stream: Any, pattern: str, timeout_s: float = 20.0) -> int:
+    """Read a child's log until ``pattern`` names the port it bound (it was asked for 0,
+    so no port has to be guessed free)."""
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + timeout_s
+    regex = re.compile(pattern)
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        line = await asyncio.wait_for(loop.run_in_executor(None, stream.readline), timeout_s)
+        if not line:
+            break
+        text = line.decode(errors="replace") if isinstance(line, bytes) else line
+        seen.append(text)
+        found = regex.search(text)
+        if found:
+            return int(found.group(1))
+    raise AssertionError(f"no line matched {pattern!r}; the child said: {''.join(seen)[-2000:]}")
+
+
+def _drain(stream: Any) -> None:
+    """Keep reading a child's log in the background so that it never blocks on a pipe."""
+
+    def read() -> None:
+        with contextlib.suppress(ValueError, OSError):  # closed by _stop
+            for _ in iter(stream.readline, b""):
+                pass
+
+    threading.Thread(target=read, daemon=True).start()
 
 
 async def _get(http: aiohttp.ClientSession, url: str, **params: str) -> Any:
@@ -70,19 +97,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()
 
 
 async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path) -> None:
     if not os.access(PROMETHEUS, os.X_OK):
         pytest.fail(
             "the prometheus server is not installed: run `apt-get install -y prometheus` "
-            "(.ci/run does this before `make test`)"
+            "(`make test` does this: tools/system-deps)"
         )
     agent = MockAgent(
         MockAgentConfig(dialect="twilio", delay_ms=300.0, responses=("agent_confirm",))
     )
     await agent.start()
-    proxy_port, metrics_port, prom_port = _free_port(), _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.pop("VOXPROXY_OTEL", None)
     proxy = subprocess.Popen(
@@ -92,7 +120,7 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
             "voxproxy.cli",
             "proxy",
             "--listen",
-            f"127.0.0.1:{proxy_port}",
+            "127.0.0.1:0",
             "--upstream",
             agent.url,
             "--dialect",
@@ -102,15 +130,20 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
             "--secret",
             "prometheus-test",
             "--metrics-listen",
-            f"127.0.0.1:{metrics_port}",
+            "127.0.0.1:0",
             "--log-level",
-            "warning",
+            "info",
             "--drain-timeout",
             "0",
         ],
         cwd=ROOT,
         env=env,
+        stderr=subprocess.PIPE,
     )
+    assert proxy.stderr is not None
+    metrics_port = await _bound_port(proxy.stderr, r"metrics on http://127\.0\.0\.1:(\d+)/")
+    proxy_port = await _bound_port(proxy.stderr, r"listening on ws://127\.0\.0\.1:(\d+)")
+    _drain(proxy.stderr)
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n"
@@ -126,13 +159,18 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
             PROMETHEUS,
             f"--config.file={config}",
             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            "--log.level=warn",
+            "--web.listen-address=127.0.0.1:0",
+            "--log.level=info",
         ],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
+    assert prometheus.stderr is not None
+    prom_port = await _bound_port(
+        prometheus.stderr, r'msg="Listening on" address=127\.0\.0\.1:(\d+)'
+    )
+    _drain(prometheus.stderr)
     base = f"http://127.0.0.1:{prom_port}"
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:

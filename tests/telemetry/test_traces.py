@@ -10,9 +10,9 @@ under the call span; a dead collector costs dropped spans and nothing else.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from otlp_receiver import GrpcReceiver, HttpReceiver, Received, SpanRecord
+from ports import refusing_port
 from receipt_samples import sample_receipt
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
@@ -72,12 +73,6 @@ def _wall_ms(iso: str) -> float:
     return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _wait(predicate: Any, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -95,7 +90,6 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
     telemetry = make_telemetry(TelemetryConfig(otlp=True))
     assert isinstance(telemetry, OtelTelemetry) and telemetry.tracing
     receipts: list[Receipt] = []
-    api_port = _free_port()
     agent = MockAgent(
         MockAgentConfig(
             dialect="twilio",
@@ -103,7 +97,6 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
             reaction_ms=150.0,
             barge_in="flush",
             responses=("agent_confirm", "agent_hours", "agent_confirm"),
-            post_events_url=f"http://127.0.0.1:{api_port}",
             events_token=TOKEN,
             tool_latency_ms=2000.0,
         )
@@ -115,7 +108,9 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
         telemetry=telemetry,
     )
     api = EventApi(proxy.live, proxy.secret, TOKEN)
-    await api.start("127.0.0.1", api_port)
+    # The agent posts to the port the event API really bound (no port guessed free).
+    api_port = await api.start("127.0.0.1", 0)
+    agent.config = dataclasses.replace(agent.config, post_events_url=f"http://127.0.0.1:{api_port}")
     port = await proxy.start("127.0.0.1", 0)
     call_sid = "CA" + "7" * 32
     try:
@@ -348,7 +343,13 @@ async def test_the_agent_s_spans_land_under_the_call_span(monkeypatch: pytest.Mo
 async def test_a_dead_collector_costs_dropped_spans_not_calls(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    dead = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    with refusing_port() as port:  # nothing listens there, and nothing can start to
+        await _dead_collector(monkeypatch, caplog, f"http://127.0.0.1:{port}")
+
+
+async def _dead_collector(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, dead: str
+) -> None:
     _otel_env(monkeypatch, dead)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
     telemetry = make_telemetry(TelemetryConfig(otlp=True, shutdown_timeout_s=2.0))

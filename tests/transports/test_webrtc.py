@@ -7,10 +7,10 @@ transport's own registry and by a census of live ``RTCPeerConnection`` objects.
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import aiohttp
 import pytest
+from ports import refusing_port
 from webrtckit import open_counts, wait_for, webrtc_proxy
 
 from voxproxy.fixtures import clip
@@ -177,12 +177,6 @@ async def _post_raw(url: str, body: str, content_type: str = "application/sdp") 
             return r.status, await r.text()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -253,13 +247,14 @@ async def test_an_agent_that_fails_is_an_http_error_with_a_receipt(
     config = MockAgentConfig(refuse_status=503 if case == "refuses" else None)
     agent = WebRtcMockAgent(config, answer_delay_ms=3000 if case == "silent" else 0)
     await agent.start()
-    url = agent.url() if case != "unreachable" else f"http://127.0.0.1:{_free_port()}/whip"
     caller = AudioPeer(name="caller")
     offer = await caller.create_offer()
     try:
-        async with webrtc_proxy(url, receipts, signaling_timeout_s=1.0) as proxy:
-            got, text = await _post_raw(proxy.url(), offer)
-            receipt = await _receipt(receipts)
+        with refusing_port() as dead:  # nothing listens there, and nothing can start to
+            url = agent.url() if case != "unreachable" else f"http://127.0.0.1:{dead}/whip"
+            async with webrtc_proxy(url, receipts, signaling_timeout_s=1.0) as proxy:
+                got, text = await _post_raw(proxy.url(), offer)
+                receipt = await _receipt(receipts)
     finally:
         await caller.close()
         await agent.stop()
