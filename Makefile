@@ -42,5 +42,11 @@ bench: $(STAMP)
 fixtures: $(STAMP)
 	$(BIN)/python tools/make_fixtures.py
 
+# Regenerates fixtures/corpus (needs espeak-ng, flite, festival and its voices, sox:
+# see fixtures/corpus/README.md). The output is committed; tests never run this.
+.PHONY: corpus
+corpus: $(STAMP)
+	$(BIN)/python tools/make_corpus.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,7 @@
-"""The committed speech and noise clips under ``fixtures/audio`` and their truth.
+"""The committed clips and their truth: the speech and noise clips under
+``fixtures/audio`` (:func:`load_clips`) and the generalization corpus under
+``fixtures/corpus`` (:func:`load_corpus`: other synthesizers, voices, languages
+and levels, and synthetic signals, made by ``tools/make_corpus.py``).
 
 The directory is found from ``$VOXPROXY_FIXTURES`` or next to the package (an
 editable install or a checkout).
@@ -35,6 +38,13 @@ class Clip:
     pcm: Pcm
     sample_rate_hz: int
     segments_ms: tuple[tuple[float, float], ...]
+    # Set for the corpus (load_corpus); the defaults stand for "not recorded".
+    synthesizer: str = ""
+    voice: str = ""
+    language: str = ""
+    sex: str = ""
+    level_dbfs: float | None = None  # ITU-T P.56 active level of the stored clip
+    trimmed: bool = False  # starts and ends on speech, no silence around it
 
     @property
     def duration_ms(self) -> float:
@@ -71,6 +81,50 @@ def load_clips(directory: str | None = None) -> dict[str, Clip]:
             segments_ms=segments,
         )
     return clips
+
+
+@functools.cache
+def load_corpus(directory: str | None = None) -> dict[str, Clip]:
+    """The generalization corpus (``fixtures/corpus``), by clip name, in manifest order."""
+    base = Path(directory) if directory else fixtures_dir() / "corpus"
+    manifest_path = base / "manifest.json"
+    if not manifest_path.is_file():
+        raise FixtureError(
+            f"{manifest_path}: the corpus is missing; it is committed under fixtures/corpus "
+            "(set VOXPROXY_FIXTURES to a fixtures directory that has it, or regenerate it "
+            "with `make corpus`)"
+        )
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        rate = int(manifest["sample_rate_hz"])
+        entries = manifest["clips"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FixtureError(f"{manifest_path}: cannot read the corpus manifest: {exc}") from exc
+    corpus: dict[str, Clip] = {}
+    for name, entry in entries.items():
+        try:
+            pcm, file_rate = read_wav(base / entry["file"])
+            if file_rate != rate:
+                raise FixtureError(f"{entry['file']}: {file_rate} Hz, the manifest says {rate}")
+            level = entry.get("level_dbfs")
+            corpus[name] = Clip(
+                name=name,
+                role=entry.get("role", ""),
+                kind=entry["kind"],
+                text=entry.get("text") or "",
+                pcm=pcm,
+                sample_rate_hz=file_rate,
+                segments_ms=tuple((float(a), float(b)) for a, b in entry["segments_ms"]),
+                synthesizer=entry.get("synthesizer") or "",
+                voice=entry.get("voice") or "",
+                language=entry.get("language") or "",
+                sex=entry.get("sex") or "",
+                level_dbfs=None if level is None else float(level),
+                trimmed=bool(entry.get("trimmed", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FixtureError(f"{manifest_path}: clip {name!r}: bad entry: {exc!r}") from exc
+    return corpus
 
 
 def clip(name: str) -> Clip:
