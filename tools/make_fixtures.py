@@ -7,6 +7,7 @@ true speech edges, computed once here on the clean clip by
 :func:`voxproxy.analysis.truth.speech_edges`.
 
 Run:  .venv/bin/python tools/make_fixtures.py
+      .venv/bin/python tools/make_fixtures.py --edges-only   (new truth rule, same audio)
 """
 
 from __future__ import annotations
@@ -240,5 +241,24 @@ def main() -> None:
     print(f"wrote {len(clips)} clips to {OUT}")
 
 
+def rederive_edges() -> None:
+    """Recompute every clip's true edges from the committed WAVs under the current truth
+    rule (no synthesizer needed): ``make_fixtures.py --edges-only``."""
+    path = OUT / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["truth_rule"] = TRUTH_RULE
+    for entry in manifest["clips"].values():
+        if "segments_ms" not in entry:
+            continue
+        pcm, rate = read_wav(str(OUT / entry["file"]))
+        edges = speech_edges(pcm, rate)
+        entry.update(onset_ms=edges[0][0], offset_ms=edges[-1][1], segments_ms=edges)
+    path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    print(f"re-derived the edges of {len(manifest['clips'])} clips in {path}")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--edges-only"]:
+        rederive_edges()
+    else:
+        main()

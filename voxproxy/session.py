@@ -358,6 +358,8 @@ class CallSession:
         continuous = end is not None and start - end <= _FILL_GAP_NS
         if end is not None and 0 < start - end <= _FILL_GAP_NS:
             det.push(np.zeros((start - end) * rate // 1_000_000_000, dtype=np.int16), end)
+        elif not continuous:
+            self._heard_silence(det, end, start)
         det.push(pcm, start, continuous=continuous)
         self._agent_end_ns = start + pcm.size * 1_000_000_000 // rate
 
@@ -440,8 +442,17 @@ class CallSession:
                 gap = np.zeros((piece.start_ns - end) * rate // 1_000_000_000, dtype=np.int16)
                 det.push(gap, end, continuous=True)
                 continuous = True
+            elif not continuous:
+                self._heard_silence(det, end, piece.start_ns)
             det.push(piece.pcm, piece.start_ns, continuous=continuous)
             end = piece.start_ns + piece.pcm.size * 1_000_000_000 // rate
+
+    def _heard_silence(self, det: SpeechDetector, end_ns: int | None, start_ns: int) -> None:
+        """Nothing played from ``end_ns`` (the call's start, before any agent audio) to
+        ``start_ns``: the caller heard silence, and so does the detector (MEASUREMENT.md 2:
+        what the detector hears is what the listener hears), without a frame of work."""
+        since = self.start_ns + self._downstream_ns if end_ns is None else end_ns
+        det.note_silence(start_ns - since)
 
     def _pump(self, t_ns: int) -> None:
         if t_ns > self._now_ns:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxproxy.analysis.truth import TRUTH_THRESHOLD_DBFS, speech_edges
+from voxproxy.analysis.truth import TRUTH_RANGE_DB, speech_edges, truth_threshold_dbfs
 
 RATE = 16000
 SPM = RATE // 1000
@@ -86,12 +86,31 @@ def test_a_short_run_close_to_a_long_one_is_merged_not_dropped() -> None:
     assert edges == [[100.0, 730.0]]
 
 
-def test_threshold_decides_what_counts() -> None:
-    x = bursts(1000, [(100.0, 300.0)], dbfs=-40.0) + bursts(1000, [(700.0, 900.0)], dbfs=-60.0)
+def test_the_threshold_is_relative_to_the_speech_level() -> None:
+    # A -20 dBFS burst sets the level; a burst 40 dB below it is not speech, 30 dB below is.
+    x = bursts(1000, [(100.0, 300.0)], dbfs=-20.0) + bursts(1000, [(700.0, 900.0)], dbfs=-60.0)
     assert speech_edges(x, RATE) == [[100.0, 300.0]]
-    assert TRUTH_THRESHOLD_DBFS == -50.0
+    y = bursts(1000, [(100.0, 300.0)], dbfs=-20.0) + bursts(1000, [(700.0, 900.0)], dbfs=-50.0)
+    assert speech_edges(y, RATE) == [[100.0, 300.0], [700.0, 900.0]]
+    level = truth_threshold_dbfs(x, RATE)
+    # P.56's 200 ms hangover counts up to 200 ms of silence after a short burst as active.
+    assert level is not None and -20.0 - TRUTH_RANGE_DB - 4.5 < level < -20.0 - TRUTH_RANGE_DB
     assert speech_edges(x, RATE, threshold_dbfs=-70.0) == [[100.0, 300.0], [700.0, 900.0]]
-    assert speech_edges(x, RATE, threshold_dbfs=-30.0) == []
+    assert speech_edges(x, RATE, threshold_dbfs=-10.0) == []
+
+
+@pytest.mark.parametrize("gain_db", [-20.0, -10.0, 0.0, 10.0])
+def test_a_quiet_talker_keeps_the_edges_of_a_loud_one(gain_db: float) -> None:
+    # A decaying tail: the edge sits where the tail falls 35 dB below the level.
+    n = 1200 * SPM
+    t = np.arange(n) / RATE
+    env = np.where(t < 0.2, 0.0, np.where(t < 0.6, 1.0, np.exp(-(t - 0.6) * 30)))
+    base = 0.1 * np.sin(2 * np.pi * 300 * t) * env * 10 ** (gain_db / 20)
+    x = np.round(base * 32767).astype(np.int16)
+    ref = 0.1 * np.sin(2 * np.pi * 300 * t) * env
+    edges = speech_edges(x, RATE)
+    assert edges == speech_edges(np.round(ref * 32767).astype(np.int16), RATE)
+    assert edges[0][0] == 200.0 and 600.0 < edges[0][1] < 1000.0
 
 
 def test_silence_and_custom_rules() -> None:

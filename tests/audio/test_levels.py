@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxproxy.audio.levels import FLOOR_DB, rms_dbfs, window_energy_db
+from voxproxy.audio.levels import FLOOR_DB, active_speech_level, rms_dbfs, window_energy_db
 
 
 def square(n: int, amplitude: int = 32767, period: int = 16) -> np.ndarray:
@@ -59,3 +59,32 @@ def test_windows_only_count_complete_windows_in_order() -> None:
 def test_half_power_window_is_minus_three_db() -> None:
     x = np.concatenate([square(8), np.zeros(8, np.int16)])
     assert float(window_energy_db(x, 16)[0]) == pytest.approx(-3.01, abs=0.01)
+
+
+def _sine(seconds: float, dbfs: float, rate: int = 16000) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return np.round(32768 * 10 ** (dbfs / 20) * np.sqrt(2) * np.sin(2 * np.pi * 440 * t)).astype(
+        np.int16
+    )
+
+
+@pytest.mark.parametrize("dbfs", [-40.0, -20.0, -6.0])
+@pytest.mark.parametrize("rate", [8000, 16000, 48000])
+def test_active_speech_level_of_a_steady_tone_is_its_power(dbfs: float, rate: int) -> None:
+    level = active_speech_level(_sine(2.0, dbfs, rate), rate)
+    assert level is not None and abs(level - dbfs) < 0.3
+
+
+def test_pauses_do_not_lower_the_active_speech_level() -> None:
+    # Four 1 s tones separated by 2 s of silence: the long-term level is 4.8 dB lower,
+    # the active level within a dB of the tone (the 200 ms hangover counts a little silence).
+    x = _sine(1.0, -20.0)
+    track = np.concatenate([np.concatenate([x, np.zeros(32000, np.int16)]) for _ in range(4)])
+    level = active_speech_level(track, 16000)
+    assert level is not None and -21.3 < level < -19.7
+    assert rms_dbfs(track) < -24.0
+
+
+def test_silence_has_no_active_speech_level() -> None:
+    assert active_speech_level(np.zeros(16000, np.int16), 16000) is None
+    assert active_speech_level(np.zeros(0, np.int16), 16000) is None

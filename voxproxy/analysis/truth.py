@@ -1,36 +1,55 @@
-"""Ground-truth speech edges of a clean recording.
+"""Ground-truth speech edges of a clean recording (MEASUREMENT.md section 2).
 
 Used once per fixture, on the clean clip before any noise is mixed in, and by
-tests that build scripted timelines. The rule is deliberately simple, so that
-anyone can recompute it: 1 ms windows; a window is active when its mean power
-is above ``TRUTH_THRESHOLD_DBFS``; active runs closer than ``merge_gap_ms`` are
-merged (the detector's own rule); runs shorter than ``min_speech_ms`` are
-dropped.
+tests that build scripted timelines. The rule is relative to the speech's own
+level, so that anyone can recompute it and a quiet talker keeps the same edges
+as a loud one:
+
+1. L = the recording's active speech level (ITU-T P.56 method B,
+   :func:`voxproxy.audio.levels.active_speech_level`);
+2. a 1 ms window is speech when its mean power is within ``TRUTH_RANGE_DB`` (35 dB)
+   of L, i.e. above ``L - 35`` dBFS (for speech at -20 dBFS: above -55 dBFS);
+3. runs closer than ``merge_gap_ms`` (300) are merged, the detector's own rule;
+   runs shorter than ``min_speech_ms`` (60) are dropped.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from voxproxy.audio.levels import window_energy_db
+from voxproxy.audio.levels import active_speech_level, window_energy_db
 from voxproxy.events import Pcm
 
-TRUTH_THRESHOLD_DBFS = -50.0
+TRUTH_RANGE_DB = 35.0
 TRUTH_RULE = (
-    f"1 ms windows with mean power above {TRUTH_THRESHOLD_DBFS:g} dBFS on the clean clip; "
-    "runs closer than 300 ms merged; runs shorter than 60 ms dropped"
+    f"1 ms windows with mean power within {TRUTH_RANGE_DB:g} dB of the clip's active speech "
+    "level (ITU-T P.56 method B) on the clean clip; runs closer than 300 ms merged; runs "
+    "shorter than 60 ms dropped"
 )
+
+
+def truth_threshold_dbfs(pcm: Pcm, sample_rate_hz: int) -> float | None:
+    """The level above which a 1 ms window of ``pcm`` is speech, or ``None`` if silent."""
+    level = active_speech_level(pcm, sample_rate_hz)
+    return None if level is None else level - TRUTH_RANGE_DB
 
 
 def speech_edges(
     pcm: Pcm,
     sample_rate_hz: int,
     *,
-    threshold_dbfs: float = TRUTH_THRESHOLD_DBFS,
+    threshold_dbfs: float | None = None,
     merge_gap_ms: float = 300.0,
     min_speech_ms: float = 60.0,
 ) -> list[list[float]]:
-    """``[[onset_ms, offset_ms], ...]`` of the speech in a clean clip."""
+    """``[[onset_ms, offset_ms], ...]`` of the speech in a clean clip.
+
+    ``threshold_dbfs`` overrides the level-relative threshold (for tests of the
+    run logic itself)."""
+    if threshold_dbfs is None:
+        threshold_dbfs = truth_threshold_dbfs(pcm, sample_rate_hz)
+        if threshold_dbfs is None:
+            return []
     window = sample_rate_hz // 1000
     active = window_energy_db(pcm, window) > threshold_dbfs
     idx = np.nonzero(active)[0]

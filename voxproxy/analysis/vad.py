@@ -48,6 +48,13 @@ SPECTRAL_HOP_MS = 5  # spectral edge refinement (noisy conditions only): hop bet
 SPECTRAL_MARGIN_DB = 8.0  # a bin counts when this far above the learned noise spectrum
 SPECTRAL_PRESENCE = 0.06  # ... and a frame is speech when this share of bins does
 SPECTRAL_TOLERANCE_MS = 30  # pauses bridged by a spectral walk
+# The mean power of active frames reads about 1 dB above the P.56 active level of the
+# same speech (P.56 counts 200 ms of hangover after each burst as active).
+LEVEL_BIAS_DB = 1.0
+UTTERANCE_GAP_MS = 1000.0  # a spurt after this much silence starts a new utterance
+MIN_LEVEL_FRAMES = 5  # an utterance's own level is used from this many active frames
+NOMINAL_LEVEL_DBFS = -26.0  # assumed before a talker is heard: a usual telephone speech level
+SINGLE_WINDOW_MARGIN_DB = 10.0  # 1 ms windows of steady noise stay within this of its floor
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +67,9 @@ class VadConfig:
     min_speech_ms: float = 60.0
     start_margin_db: float = 12.0
     edge_margin_db: float = 6.0
-    floor_clamp_dbfs: float = -56.0
+    floor_clamp_dbfs: float = -56.0  # the start threshold never drops below this + margin
+    level_range_db: float = 35.0  # in quiet, edges walk down to the talker's level - this
+    edge_floor_dbfs: float = -90.0  # ... but never below this
     floor_window_s: float = 2.0
     edge_tolerance_ms: int = 120  # pause bridged by an edge walk in quiet conditions
     noisy_edge_tolerance_ms: int = 12  # ... and above a noise floor
@@ -200,12 +209,22 @@ class SpeechDetector:
         self._hist_mask = self._hist.size - 1
         # Noise floor: minimum statistics over blocks of frames.
         self._block_frames = max(1, int(cfg.floor_window_s * 1000 / cfg.frame_ms / 4))
-        self._block_min = 0.0
+        # Only frames that are not active speech count, so the floor never learns from
+        # the speech it detects; until one is heard the direction is taken to be quiet.
+        self._block_min = float("inf")  # min of the current block's quiet frames
         self._block_count = 0
+        self._block_quiet = 0  # quiet frames in the current block
         self._block_mins: deque[float] = deque(maxlen=4)
         self._blocks_min = float("inf")  # min of the finished blocks
         self._clamp = cfg.floor_clamp_dbfs
-        self._floor_db = cfg.floor_clamp_dbfs
+        self._floor_db = cfg.floor_clamp_dbfs  # for the start threshold (clamped)
+        self._raw_floor_db = -100.0  # unclamped: for edges in quiet conditions
+        # The talker's level: mean power of the active frames (running; about 10 s).
+        self._level_pow = 0.0
+        self._level_frames = 0
+        self._utt_pow = 0.0  # the same over the current utterance (spurts < 1 s apart)
+        self._utt_frames = 0
+        self.silence_ns = 0  # digital silence the caller heard (note_silence)
         # Spurt state, in 1 ms window numbers.
         self._in_spurt = False
         self._onset_win = 0
@@ -246,6 +265,17 @@ class SpeechDetector:
         if self._npending >= self._batch:
             self._gather()
             self._analyse()
+
+    def note_silence(self, duration_ns: int) -> None:
+        """``duration_ns`` of digital silence was heard (nothing played): the floor
+        learns it without a frame being analysed. The next push should follow with
+        ``continuous=False``."""
+        if duration_ns <= 0:
+            return
+        self.silence_ns += duration_ns
+        frames = min(duration_ns // (self.config.frame_ms * NS_PER_MS), self._block_frames * 5)
+        for _ in range(int(frames)):
+            self._update_floor(-100.0)
 
     def _pad_partial(self) -> None:
         """Complete the last partial frame with the silence that followed it, and analyse."""
@@ -363,12 +393,18 @@ class SpeechDetector:
         is_speech = self._vad.is_speech
         for f in range(n_frames):
             fdb = frame_db[f]
-            self._update_floor(fdb)
-            floor = self._floor_db
-            start_thr = floor + cfg.start_margin_db
+            start_thr = self._floor_db + cfg.start_margin_db
             win0 = first_win + f * fm
             self.frames += 1
-            if not (fdb > start_thr and is_speech(raw[f * nbytes : (f + 1) * nbytes], rate)):
+            loud = fdb > start_thr
+            voiced = None
+            if loud and not is_speech(raw[f * nbytes : (f + 1) * nbytes], rate):
+                # webrtcvad rejects the first frames of a stream that starts on speech: a
+                # loud frame with pitch is speech all the same, never noise to learn.
+                voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
+                loud = voiced
+            if not loud:
+                self._update_floor(fdb)
                 if self._in_spurt:
                     self._maybe_finish(self._t_of_win(win0), merge_ns)
                 elif fdb > self._clamp + 1.0:
@@ -377,6 +413,7 @@ class SpeechDetector:
                         self._learn_noise(usable[f * frame : (f + 1) * frame])
                 continue
             self.active_frames += 1
+            self._block_tick()
             if win_db is None:
                 win_db = energies.tolist()
             row = win_db[f * fm : (f + 1) * fm]
@@ -386,7 +423,7 @@ class SpeechDetector:
             if self._in_spurt and self._t_of_win(win0) - self._last_active_t > merge_ns:
                 # A long pause: does the new onset, walked back, fall within the merge
                 # gap of the refined offset of the open spurt?
-                onset = self._walk_back(first_above, floor + cfg.edge_margin_db)
+                onset = self._walk_back(first_above, self._edge_threshold())
                 end_win = self._refined_end()
                 if self._t_of_win(onset) - self._t_of_end(end_win) > merge_ns:
                     self._close(end_win)
@@ -395,16 +432,16 @@ class SpeechDetector:
                     self._onset_t = self._t_of_win(onset)
             elif not self._in_spurt:
                 self._in_spurt = True
-                self._onset_win = self._walk_back(first_above, floor + cfg.edge_margin_db)
+                if first_above - self._prev_offset_win >= UTTERANCE_GAP_MS:
+                    self._utt_pow, self._utt_frames = 0.0, 0
+                self._onset_win = self._walk_back(first_above, self._edge_threshold())
                 self._onset_t = self._t_of_win(self._onset_win)
                 self._voiced_ms = 0.0
+            self._count_frame_level(fdb)
             if self._voiced_ms < VOICED_ENOUGH_MS:
-                lo = max(0, f * frame - self._voicing_extra)
-                if f * frame >= self._voicing_extra or self._prev_tail.size == 0:
-                    window = usable[lo : (f + 1) * frame]
-                else:
-                    window = np.concatenate((self._prev_tail, usable[: (f + 1) * frame]))
-                if voicing(window, self._lag_lo, self._lag_hi) > VOICING_THRESHOLD:
+                if voiced is None:
+                    voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
+                if voiced:
                     self._voiced_ms += fm
             self._last_active_win = last_above
             self._last_active_t = self._t_of_win(last_above + 1)
@@ -415,21 +452,89 @@ class SpeechDetector:
             self._framed - (cfg.onset_lookback_ms + cfg.offset_lookahead_ms + 1000) * self._win
         )
 
+    def _voicing_of(self, usable: Pcm, f: int) -> float:
+        """Voicing of frame ``f`` of ``usable`` with the 10 ms before it."""
+        frame = self._frame
+        lo = max(0, f * frame - self._voicing_extra)
+        if f * frame >= self._voicing_extra or self._prev_tail.size == 0:
+            window = usable[lo : (f + 1) * frame]
+        else:
+            window = np.concatenate((self._prev_tail, usable[: (f + 1) * frame]))
+        return voicing(window, self._lag_lo, self._lag_hi)
+
     def _update_floor(self, frame_db: float) -> None:
-        if self._block_count == 0 or frame_db < self._block_min:
+        """A frame that is not active speech: minimum statistics over blocks of frames."""
+        if frame_db < self._block_min:
             self._block_min = frame_db
+        self._block_quiet += 1
+        self._block_tick()
+
+    def _block_tick(self) -> None:
+        """Blocks are time: active frames count too. A block whose quiet frames are too
+        few (a stream that starts on speech, whose first frames webrtcvad rejects) says
+        nothing about the floor and leaves the earlier blocks in force. Until a block
+        has counted, the floor only learns levels that are plainly quiet (below the clamp).
+        """
         self._block_count += 1
         if self._block_count >= self._block_frames:
-            self._block_mins.append(self._block_min)
-            self._blocks_min = min(self._block_mins)
+            if self._block_quiet * 4 >= self._block_frames:
+                self._block_mins.append(self._block_min)
+                self._blocks_min = min(self._block_mins)
+            self._block_min = float("inf")
             self._block_count = 0
-        floor = self._block_min if self._block_min < self._blocks_min else self._blocks_min
+            self._block_quiet = 0
+        known = self._blocks_min
+        current = self._block_min
+        if known != float("inf"):
+            floor = current if current < known else known
+        elif current < self._clamp:
+            floor = current
+        else:
+            return  # nothing known yet: quiet is assumed
+        self._raw_floor_db = floor
         self._floor_db = floor if floor > self._clamp else self._clamp
+
+    def _count_frame_level(self, frame_db: float) -> None:
+        power = 10.0 ** (frame_db / 10.0)
+        n = self._level_frames = min(self._level_frames + 1, 500)
+        self._level_pow += (power - self._level_pow) / n
+        self._utt_frames += 1
+        self._utt_pow += (power - self._utt_pow) / self._utt_frames
+
+    @property
+    def level_dbfs(self) -> float | None:
+        """The talker's level: the mean power of the active frames of the current
+        utterance (spurts less than a second apart), or of the last ~10 s of speech
+        before it has a few frames. The truth rule takes the level of one recording; a
+        level is a property of what is being said now, not of a louder earlier sentence."""
+        if self._utt_frames >= MIN_LEVEL_FRAMES:
+            return 10.0 * float(np.log10(max(self._utt_pow, 1e-10)))
+        if self._level_frames >= MIN_LEVEL_FRAMES:
+            return 10.0 * float(np.log10(max(self._level_pow, 1e-10)))
+        # Too little speech heard to know the talker: the first frames of an onset are
+        # weaker than the speech, so assume at least the nominal level of speech.
+        if self._level_frames == 0:
+            return NOMINAL_LEVEL_DBFS
+        level = 10.0 * float(np.log10(max(self._level_pow, 1e-10)))
+        return level if level > NOMINAL_LEVEL_DBFS else NOMINAL_LEVEL_DBFS
+
+    def _edge_threshold(self) -> float:
+        """Where an edge walk stops: ``edge_margin_db`` above the noise floor, and in
+        quiet conditions ``level_range_db`` below the talker's level (the truth rule of
+        MEASUREMENT.md 2), never below ``edge_floor_dbfs``."""
+        cfg = self.config
+        thr = self._raw_floor_db + cfg.edge_margin_db
+        level = self.level_dbfs
+        if level is not None and level - LEVEL_BIAS_DB - cfg.level_range_db > thr:
+            thr = level - LEVEL_BIAS_DB - cfg.level_range_db
+        return thr if thr > cfg.edge_floor_dbfs else cfg.edge_floor_dbfs
+
+    def _quiet(self) -> bool:
+        return self._floor_db <= self.config.floor_clamp_dbfs + 1.0
 
     def _tolerance(self) -> int:
         cfg = self.config
-        quiet = self._floor_db <= cfg.floor_clamp_dbfs + 1.0
-        return cfg.edge_tolerance_ms if quiet else cfg.noisy_edge_tolerance_ms
+        return cfg.edge_tolerance_ms if self._quiet() else cfg.noisy_edge_tolerance_ms
 
     def _above(self, lo: int, hi: int, threshold: float) -> npt.NDArray[np.bool_]:
         """Which 1 ms windows in ``[lo, hi)`` are above ``threshold``.
@@ -438,7 +543,10 @@ class SpeechDetector:
         ``edge_smooth_ms`` windows around it are above, so that neither a single
         noisy window nor a single dip decides an edge.
         """
-        n = self.config.edge_smooth_ms
+        # Far above the floor (digital silence, a codec's idle) single windows decide, as
+        # in the truth rule; nearer to noise, a window and its neighbours' mean must be.
+        far = threshold - self._raw_floor_db >= SINGLE_WINDOW_MARGIN_DB
+        n = 1 if far else self.config.edge_smooth_ms
         half = n // 2
         idx = np.arange(lo - half, hi + (n - 1 - half)) & self._hist_mask
         db = self._hist[idx]
@@ -594,7 +702,7 @@ class SpeechDetector:
         cached = self._end_cache
         if cached is not None and cached[0] == win:
             return cached[1]
-        end = self._walk_forward(win, self._floor_db + self.config.edge_margin_db)
+        end = self._walk_forward(win, self._edge_threshold())
         if self._framed // self._win >= win + 1 + self.config.offset_lookahead_ms:
             self._end_cache = (win, end)
         return end
