@@ -61,6 +61,7 @@ class CallPlan:
     jitter_ms: float = 2.0  # network jitter on every message, uniform in [0, jitter]
     caller_noise_dbfs: float | None = None
     seed: int = 0
+    sample_rate_hz: int = 16000  # raw only (twilio is 8 kHz)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +136,7 @@ class _Link:
 def render(plan: CallPlan) -> ScriptedCall:
     """The wire messages of ``plan`` with their arrival times, and the truth of each turn."""
     rng = random.Random(plan.seed)
-    rate = 16000 if plan.dialect == "raw" else 8000
+    rate = plan.sample_rate_hz if plan.dialect == "raw" else 8000
     spm = rate // 1000  # samples per ms
     frame = plan.frame_ms * spm
     to_caller = _Link(rng, plan.jitter_ms)

@@ -33,7 +33,6 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire
 from voxproxy.dialects.openai_realtime import (
     AudioFormat,
@@ -43,6 +42,7 @@ from voxproxy.dialects.openai_realtime import (
 )
 from voxproxy.dialects.plivo import PlivoAgentWire, PlivoCallerWire
 from voxproxy.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire
+from voxproxy.dialects.telnyx import encode as telnyx_encode
 from voxproxy.dialects.vonage import VonageAgentWire, VonageCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
 from voxproxy.scripted import (
@@ -87,6 +87,7 @@ class WirePlan:
     claim_offset_ms: float = 0.0
     tool_every: int = 0  # every n-th turn (0: none) starts its answer with a function call
     tool_latency_ms: float = 250.0
+    telnyx_encoding: str = "PCMU"  # Telnyx only: PCMU or PCMA, both directions
 
 
 def played_ns(starts: list[tuple[int, int, Pcm, int]], t_ns: int, rate: int) -> int:
@@ -130,18 +131,19 @@ class _Kit:
 
 
 class _Telnyx(_Kit):
-    def __init__(self, seed: int) -> None:
-        self.caller = TelnyxCallerWire(f"st-{seed}", f"v3:call-{seed}")
+    def __init__(self, seed: int, encoding: str = "PCMU") -> None:
+        self.caller = TelnyxCallerWire(f"st-{seed}", f"v3:call-{seed}", encoding=encoding)
         self.agent = TelnyxAgentWire()
+        self.encoding = encoding
 
     def setup(self) -> list[bytes | str]:
         return [self.caller.connected(), self.caller.start()]
 
     def caller_audio(self, pcm: Pcm) -> bytes | str:
-        return self.caller.media(pcm_to_ulaw(pcm))
+        return self.caller.media(telnyx_encode(pcm, self.encoding))
 
     def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        return self.agent.media(pcm_to_ulaw(pcm))
+        return self.agent.media(telnyx_encode(pcm, self.encoding))
 
     def mark(self, name: str) -> str:
         return self.agent.mark(name)
@@ -264,7 +266,7 @@ class _Realtime(_Kit):
 
 def _kit(plan: WirePlan) -> _Kit:
     if plan.dialect == "telnyx":
-        return _Telnyx(plan.seed)
+        return _Telnyx(plan.seed, plan.telnyx_encoding)
     if plan.dialect == "plivo":
         return _Plivo(plan.seed)
     if plan.dialect == "vonage":

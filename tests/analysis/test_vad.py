@@ -290,7 +290,7 @@ def test_settled_never_exceeds_a_later_onset(seed: int, batch_ms: float) -> None
             assert s.onset_ns >= settled, (emitted, s, settled)
 
 
-def test_settled_is_none_before_any_audio_and_the_open_onset_while_speaking() -> None:
+def test_settled_is_none_before_any_audio_and_bounds_the_open_onset_while_speaking() -> None:
     det = SpeechDetector(16000)
     assert det.settled_ns() is None
     clip = load_clips()["caller_yes"]
@@ -299,7 +299,10 @@ def test_settled_is_none_before_any_audio_and_the_open_onset_while_speaking() ->
     settled = det.settled_ns()
     det.finish(800 * MS)
     (s,) = det.spurts
-    assert settled == s.onset_ns
+    # The open onset, less the look-back by which walking it again at the utterance's
+    # own level may still move it: a promise, never later than the onset.
+    assert settled is not None
+    assert s.onset_ns - det.config.onset_lookback_ms * MS <= settled <= s.onset_ns
 
 
 @pytest.mark.parametrize(

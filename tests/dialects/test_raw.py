@@ -185,6 +185,26 @@ def test_start_sets_the_rate_per_direction() -> None:
     assert isinstance(a, Audio) and a.sample_rate_hz == 24000
 
 
+@pytest.mark.parametrize("rate", [8000, 24000, 48000])
+def test_the_agent_follows_the_rate_the_caller_declares(rate: int) -> None:
+    # Without a rate of its own (configured or declared), the agent's audio is at the
+    # caller's declared rate: a 48 kHz agent read as 16 kHz played 3x too long.
+    dec = RawDecoder(DialectOptions(sample_rate_hz=16000))
+    dec.decode(CALLER, RawWire.start(rate), 1)
+    (a,) = dec.decode(AGENT, le(1), 2)
+    assert isinstance(a, Audio) and a.sample_rate_hz == rate
+    # A configured agent rate, or the agent's own start, wins over the caller's.
+    fixed = RawDecoder(DialectOptions(sample_rate_hz=16000, agent_sample_rate_hz=16000))
+    fixed.decode(CALLER, RawWire.start(rate), 1)
+    (b,) = fixed.decode(AGENT, le(1), 2)
+    assert isinstance(b, Audio) and b.sample_rate_hz == 16000
+    own = RawDecoder(DialectOptions(sample_rate_hz=16000))
+    own.decode(AGENT, RawWire.start(24000), 1)
+    own.decode(CALLER, RawWire.start(rate), 2)
+    (c,) = own.decode(AGENT, le(1), 3)
+    assert isinstance(c, Audio) and c.sample_rate_hz == 24000
+
+
 def test_options_set_both_rates() -> None:
     dec = make_decoder("raw", DialectOptions(sample_rate_hz=8000, agent_sample_rate_hz=24000))
     assert dec.name == "raw"

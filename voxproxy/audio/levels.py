@@ -58,6 +58,7 @@ def active_speech_level(pcm: Pcm, sample_rate_hz: int) -> float | None:
     if energy <= 0.0:
         return None
     hang = round(P56_HANGOVER_S * sample_rate_hz)
+    positions = np.arange(x.size)
     levels: list[float] = []  # active level (dB) per threshold
     thresholds: list[float] = []  # threshold (dB)
     for j in range(16):
@@ -66,11 +67,8 @@ def active_speech_level(pcm: Pcm, sample_rate_hz: int) -> float | None:
         if not above.any():
             break
         # Hangover: a sample counts while within `hang` samples after one above c.
-        idx = np.nonzero(above)[0]
-        active = np.zeros(x.size + hang + 1, dtype=np.int32)
-        np.add.at(active, idx, 1)
-        np.add.at(active, idx + hang + 1, -1)
-        count = int(np.count_nonzero(np.cumsum(active)[: x.size]))
+        last = np.maximum.accumulate(np.where(above, positions, -(hang + 1)))
+        count = int(np.count_nonzero(positions - last <= hang))
         levels.append(10.0 * float(np.log10(energy / count)))
         thresholds.append(20.0 * float(np.log10(c)))
     for j, (a, c) in enumerate(zip(levels, thresholds, strict=True)):

@@ -4,9 +4,10 @@
   may hold any number of bytes, and an odd trailing byte is carried over to
   the next message of the same direction.
 * An optional first text message from the caller, ``{"type": "start",
-  "sample_rate": 16000}``, declares the caller's rate (an agent may send the
-  same to declare its own); an optional ``"call_id"`` in it names the call (it is
-  only ever kept as a keyed hash).
+  "sample_rate": 16000}``, declares the caller's rate, and the agent's too unless the
+  agent's rate was configured (``--agent-sample-rate``) or the agent declares its own
+  with the same message; an optional ``"call_id"`` in it names the call (it is only
+  ever kept as a keyed hash).
 * Agent text messages: ``{"type": "clear"}`` is a flush;
   ``{"type": "transcript", "role", "text", "final"}`` reports what the agent
   heard. Other text is forwarded and counted as unknown.
@@ -42,6 +43,9 @@ class RawDecoder:
             options.sample_rate_hz,
             options.agent_sample_rate_hz or options.sample_rate_hz,
         ]
+        # Without a rate of its own (configured or declared), the agent's audio is taken
+        # to be at the rate the caller declares.
+        self._agent_rate_follows = options.agent_sample_rate_hz is None
         self._odd: list[bytes] = [b"", b""]
 
     def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
@@ -78,7 +82,10 @@ class RawDecoder:
                 return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
             self.rates[direction] = rate
             if direction is AGENT_TO_CALLER:
+                self._agent_rate_follows = False
                 return []
+            if self._agent_rate_follows:
+                self.rates[AGENT_TO_CALLER] = rate
             return [StreamStart(wire_id, rate, "pcm_s16le", t_ns)]
         if direction is AGENT_TO_CALLER:
             if kind == "clear":
