@@ -62,6 +62,8 @@ class CallPlan:
     caller_noise_dbfs: float | None = None
     seed: int = 0
     sample_rate_hz: int = 16000  # raw only (twilio is 8 kHz)
+    caller_bed: Pcm | None = None  # a noise bed (babble, street) under the whole caller track
+    caller_bed_dbfs: float = -30.0  # ... at this RMS level
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,16 @@ def mix_caller_track(
         nrng = np.random.default_rng(seed)
         track += nrng.standard_normal(total) * 32768.0 * 10 ** (noise_dbfs / 20)
     mixed: Pcm = np.clip(track, -32768, 32767).astype(np.int16)
+    return mixed
+
+
+def add_bed(track: Pcm, bed: Pcm, dbfs: float) -> Pcm:
+    """``track`` with ``bed`` (looped) under it at an RMS of ``dbfs``."""
+    reps = -(-track.size // max(bed.size, 1))
+    loop = np.tile(bed.astype(np.float64), reps)[: track.size]
+    rms = float(np.sqrt(np.mean(loop**2))) or 1.0
+    loop *= 32768.0 * 10 ** (dbfs / 20) / rms
+    mixed: Pcm = np.clip(track.astype(np.float64) + loop, -32768, 32767).astype(np.int16)
     return mixed
 
 
@@ -244,6 +256,8 @@ def render(plan: CallPlan) -> ScriptedCall:
     total = round(end_ms * spm)
     total -= total % frame
     caller_all = mix_caller_track(caller_track, total, plan.caller_noise_dbfs, plan.seed)
+    if plan.caller_bed is not None:
+        caller_all = add_bed(caller_all, to_rate(plan.caller_bed, 16000, rate), plan.caller_bed_dbfs)
     to_agent = _Link(rng, plan.jitter_ms)
     upstream: list[tuple[float, bytes | str | tuple[str]]] = []
     if plan.dialect == "twilio":
