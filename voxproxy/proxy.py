@@ -12,7 +12,7 @@ from websockets.http11 import Request
 
 from voxproxy.clock import EpochAnchor
 from voxproxy.dialects.base import Decoder, DialectOptions, make_decoder
-from voxproxy.events import AnomalyKind, Direction, Event, StageMark, ToolEvent
+from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, ToolEvent
 from voxproxy.ids import new_secret
 from voxproxy.livecalls import LiveCalls, wire_ids
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
@@ -45,6 +45,7 @@ _TERMINALS: dict[EndCause, Terminal] = {
     EndCause.PROXY_ERROR: "proxy_error",
     EndCause.BAD_REQUEST: "proxy_error",
     EndCause.OVER_CAPACITY: "proxy_error",  # refused before measuring: never a receipt
+    EndCause.HEALTH_CHECK: "proxy_error",  # not a call: never a receipt
 }
 
 
@@ -74,7 +75,7 @@ class _Unmeasured:
 class CallContext:
     """Observer of one relayed call: feeds the session, emits the receipt at the end."""
 
-    __slots__ = ("_proxy", "_wire_pending", "link_id", "session", "trace")
+    __slots__ = ("_media", "_proxy", "_wire_pending", "link_id", "session", "trace")
 
     def __init__(self, proxy: Proxy, t_ns: int, decoder: Decoder | None = None) -> None:
         self._proxy = proxy
@@ -93,6 +94,7 @@ class CallContext:
         proxy.active += 1
         self.trace: CallTrace | None = None
         self._wire_pending = True  # the wire's own call ids are not known yet
+        self._media = False  # a message of this call has carried audio
         proxy.live.add_link(self, self.link_id)
         proxy.telemetry.call_opened()
 
@@ -116,14 +118,27 @@ class CallContext:
         del status
         self.session.on_upstream_connected(t_ns)
 
-    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> None:
+    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
+        """Measure one message; says whether it carried audio (for the idle timeout):
+        None until the call's wire has carried any, since until then it cannot tell."""
         session = self.session
-        session.on_message(direction, payload, t_ns)
+        events = session.on_message(direction, payload, t_ns)
         if self._wire_pending and session.wire_call_id_hash is not None:
             # The wire just named the call: the event API may now be told about it by those
-            # ids too (kept only as keyed hashes).
+            # ids too (kept only as keyed hashes). Registered under the call's id even if
+            # the message's other ids cannot be read.
             self._wire_pending = False
-            self._proxy.live.add_wire(self, session.wire_call_id_hash, wire_ids(payload))
+            try:
+                ids = wire_ids(payload)
+            except Exception:
+                ids = []
+                session.note_measurement_error()
+            self._proxy.live.add_wire(self, session.wire_call_id_hash, ids)
+        for ev in events:
+            if type(ev) is Audio:
+                self._media = True
+                return True
+        return False if self._media and not session.measurement_disabled else None
 
     def on_event(self, ev: ToolEvent | StageMark) -> None:
         """An event from outside the media (the event API), stamped on arrival."""

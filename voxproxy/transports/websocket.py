@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import errno
 import logging
 import ssl
 import sys
@@ -103,6 +104,35 @@ _HOP_RESPONSE_HEADERS = frozenset(
 )
 _UNSENDABLE_CODES = frozenset({1005, 1006, 1015})
 WRITE_HIGH_WATER = 512 * 1024
+HEALTH_PATH = "/healthz"  # a plain GET (no Upgrade) here is answered 200 by the proxy itself
+MAX_FRAGMENTS = 4096  # frames of one message; more close the call with 1009 (message too big)
+_FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+class _FdAlarm:
+    """Logs running out of file descriptors, at most once per ``every_s`` seconds."""
+
+    __slots__ = ("_next", "count", "every_s")
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        self.every_s = every_s
+        self._next = 0.0
+        self.count = 0
+
+    def hit(self, where: str) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + self.every_s
+            log.error(
+                "out of file descriptors (%s; %d time(s) so far): raise the limit "
+                "(ulimit -n) or lower --max-calls",
+                where,
+                self.count,
+            )
+
+
+FD_ALARM = _FdAlarm()
 
 
 def log_failure(message: str) -> None:
@@ -117,6 +147,23 @@ def log_failure(message: str) -> None:
         return
     where = "".join(traceback.format_tb(exc.__traceback__))
     log.error("%s: %s (message withheld)\n%s", message, type(exc).__name__, where.rstrip())
+
+
+def _no_subprotocol(protocol: ServerProtocol, offered: Sequence[Subprotocol]) -> None:
+    del protocol, offered
+
+
+def _handshake_rejection(request: Request) -> Response | None:
+    """The HTTP error answer to a caller's request that is not a valid websocket
+    handshake (RFC 6455 4.2.1: method, HTTP/1.1, Upgrade, Connection, key, version 13),
+    or None when it is valid.
+
+    websockets' own checks run on a scratch protocol, so that the call's protocol still
+    answers a valid request later, with the subprotocol the agent picks.
+    """
+    probe = ServerProtocol(select_subprotocol=_no_subprotocol)
+    response = probe.accept(request)
+    return None if response.status_code == 101 else response
 
 
 class EndCause(enum.StrEnum):
@@ -135,6 +182,7 @@ class EndCause(enum.StrEnum):
     PROXY_ERROR = "proxy_error"
     BAD_REQUEST = "bad_request"  # the caller's handshake was not a valid websocket request
     OVER_CAPACITY = "over_capacity"  # refused with 503: max_calls calls were in progress
+    HEALTH_CHECK = "health_check"  # a plain GET of HEALTH_PATH, answered 200: not a call
 
 
 @dataclass(slots=True)
@@ -155,7 +203,10 @@ class CallObserver(Protocol):
 
     def on_upstream_open(self, t_ns: int, status: int) -> None: ...
 
-    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> None: ...
+    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
+        """Measure one message. True: it carried media; False: it did not (the call is
+        idle if nothing else does); None: cannot tell (the relay counts it as media)."""
+        ...
 
     def on_end(self, t_ns: int, info: EndInfo) -> None: ...
 
@@ -281,6 +332,7 @@ class Relay:
         self._agent_subprotocol: Subprotocol | None = None
         self._frags: list[list[bytes]] = [[], []]
         self._frag_text = [False, False]
+        self._frag_count = [0, 0]  # frames of the message in progress, per direction
         self._caller_gone = False
         self._agent_gone = False
         self._connect_task: asyncio.Task[None] | None = None
@@ -306,8 +358,8 @@ class Relay:
             self.agent = leg
 
     def data(self, leg: _Leg, data: bytes) -> None:
+        # (Bytes are not activity: only a whole message with media is, see _measure.)
         t_ns = time.monotonic_ns()
-        self._last_activity = time.monotonic()
         if leg is self.caller:
             self.server.receive_data(data)
             self._caller_events(self.server.events_received(), t_ns)
@@ -409,6 +461,17 @@ class Relay:
 
     def _on_request(self, request: Request, t_ns: int) -> None:
         self.request = request
+        # Everything about the caller's request is checked before anything is spent on it:
+        # no admission slot, no measurement, no connection to the agent, no receipt.
+        if request.path == HEALTH_PATH and "Upgrade" not in request.headers:
+            self._answer_health()
+            return
+        rejection = _handshake_rejection(request)
+        if rejection is not None:
+            self._set_end(EndInfo(EndCause.BAD_REQUEST, initiator="caller"))
+            self.server.send_response(rejection)
+            self._flush_caller()
+            return
         admission = self._admission
         if admission is not None:
             if not admission.admit():
@@ -422,6 +485,20 @@ class Relay:
             self.observer = None
         self._connect_task = self.loop.create_task(self._connect_upstream(request))
         self._connect_task.add_done_callback(lambda _t: self._maybe_finish(time.monotonic_ns()))
+
+    def _answer_health(self) -> None:
+        self._set_end(EndInfo(EndCause.HEALTH_CHECK, initiator="caller"))
+        body = b"ok\n"
+        headers = Headers(
+            [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(body))),
+                ("Connection", "close"),
+                ("Cache-Control", "no-store"),
+            ]
+        )
+        self.server.send_response(Response(200, "OK", headers, body))
+        self._flush_caller()
 
     def _over_capacity(self, admission: Admission) -> None:
         n = admission.refused
@@ -494,6 +571,8 @@ class Relay:
         except asyncio.CancelledError:
             return
         except OSError as exc:
+            if exc.errno in _FD_ERRNOS:
+                FD_ALARM.hit("connecting to the agent")
             reason = f"agent unreachable: {exc.strerror or exc}"
             self._refuse(502, reason, EndCause.UPSTREAM_UNREACHABLE)
             return
@@ -583,23 +662,33 @@ class Relay:
         opcode = frame.opcode
         if direction is CALLER_TO_AGENT:
             dst = self.client
-            dst_ok = dst is not None and dst.state is State.OPEN
+            dst_ok = dst is not None and dst.state is State.OPEN and not self._agent_gone
         else:
             dst = self.server  # type: ignore[assignment]
-            dst_ok = self.server.state is State.OPEN
+            dst_ok = self.server.state is State.OPEN and not self._caller_gone
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY or opcode is Opcode.CONT:
-            if dst_ok:
-                assert dst is not None
-                if opcode is Opcode.TEXT:
-                    dst.send_text(frame.data, fin=frame.fin)
-                elif opcode is Opcode.BINARY:
-                    dst.send_binary(frame.data, fin=frame.fin)
-                else:
-                    dst.send_continuation(frame.data, fin=frame.fin)
-                if direction is CALLER_TO_AGENT:
-                    self._flush_agent()
-                else:
-                    self._flush_caller()
+            count = self._frag_count[direction] + 1
+            self._frag_count[direction] = 0 if frame.fin else count
+            if count > MAX_FRAGMENTS:
+                self._too_many_fragments(direction)
+                return
+            if not dst_ok:
+                # The other side is gone or closing: nothing is forwarded, so nothing is
+                # measured either (a flooding peer must not be read into memory for the
+                # close timeout, see _stalled).
+                self._frags[direction].clear()
+                return
+            assert dst is not None
+            if opcode is Opcode.TEXT:
+                dst.send_text(frame.data, fin=frame.fin)
+            elif opcode is Opcode.BINARY:
+                dst.send_binary(frame.data, fin=frame.fin)
+            else:
+                dst.send_continuation(frame.data, fin=frame.fin)
+            if direction is CALLER_TO_AGENT:
+                self._flush_agent()
+            else:
+                self._flush_caller()
             self._measure(frame, direction, t_ns)
         elif opcode is Opcode.CLOSE:
             close = Close.parse(frame.data) if frame.data else Close(CloseCode.NO_STATUS_RCVD, "")
@@ -612,9 +701,24 @@ class Relay:
                 self._close_caller(close.code, close.reason)
         # Pings and pongs are answered per hop by the sans-I/O protocol.
 
+    def _too_many_fragments(self, direction: Direction) -> None:
+        """A message in more than MAX_FRAGMENTS frames: closed as too big (1009) both ways."""
+        self._frags[direction].clear()
+        self._frag_count[direction] = 0
+        log.info("the %s sent a message in too many fragments: call closed", direction.short)
+        if direction is CALLER_TO_AGENT:
+            if self.server.state is State.OPEN:
+                self.server.fail(CloseCode.MESSAGE_TOO_BIG, "too many fragments")
+                self._flush_caller()
+        elif self.client is not None and self.client.state is State.OPEN:
+            self.client.fail(CloseCode.MESSAGE_TOO_BIG, "too many fragments")
+            self._flush_agent()
+
     def _measure(self, frame: Frame, direction: Direction, t_ns: int) -> None:
         observer = self.observer
         if observer is None:
+            if frame.fin:
+                self._last_activity = time.monotonic()
             return
         frags = self._frags[direction]
         if frame.opcode is not Opcode.CONT:
@@ -631,9 +735,12 @@ class Relay:
         if self._frag_text[direction]:
             payload = data.decode("utf-8", "replace")
         try:
-            observer.on_message(direction, payload, t_ns)
+            media = observer.on_message(direction, payload, t_ns)
         except Exception:
+            media = None
             self._observer_failed()
+        if media is not False:
+            self._last_activity = time.monotonic()
 
     def _observer_failed(self) -> None:
         self.observer_errors += 1
