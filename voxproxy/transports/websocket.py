@@ -14,10 +14,15 @@ Only after a message has been forwarded does the relay hand a copy to its
 :class:`CallObserver`, which measures; an observer that raises is counted and
 ignored, never allowed to touch the call.
 
-The caller's handshake is answered only once the agent has answered ours, so
-the subprotocol the agent picked and its refusals pass through: a refusal is
-mirrored with the agent's own HTTP status, an unreachable agent is a 502 and a
-silent one a 504.
+The caller's handshake request is checked completely first (RFC 6455 4.2.1:
+``GET``, HTTP/1.1, ``Upgrade``/``Connection``, a 16-byte key, version 13): a
+request that is not a valid websocket handshake is answered at once with
+websockets' own 4xx/505, with no admission, no agent connection and no receipt.
+A plain ``GET /healthz`` (no ``Upgrade``) is answered ``200 ok``: the health
+check of a load balancer. A valid handshake is answered only once the agent has
+answered ours, so the subprotocol the agent picked and its refusals pass
+through: a refusal is mirrored with the agent's own HTTP status, an unreachable
+agent is a 502 and a silent one a 504.
 
 Limits: ``RelayConfig.max_calls`` caps the calls in progress (from the caller's
 handshake request until both sockets are gone). A caller over the cap is
@@ -35,7 +40,17 @@ stalled agent: the caller is closed with 1014 and the receipt says
 ``agent_vanished``; a stalled caller: the agent gets 1001, ``caller_vanished``).
 Without this a stalled agent would hold the call, and both sockets, forever:
 while its writes are paused the relay reads nothing from the other leg, so it
-would not even see that leg go away.
+would not even see that leg go away. Once a leg is gone (or closing), what the
+other peer still sends is read only to find its close frame: it is neither
+forwarded nor measured, so a flooding agent behind a dropped caller costs no
+memory during the close timeout.
+
+``idle_timeout_s`` closes a call (1001 both ways) after that long without
+media: only a complete message counts, and once the call's wire has carried
+audio, only a message with audio (the observer says which). Pings, pongs and a
+frame that never ends keep nothing alive. A message may come in at most
+:data:`MAX_FRAGMENTS` frames; more close the call with 1009, as a message over
+``max_message_bytes`` does.
 """
 
 from __future__ import annotations
@@ -43,7 +58,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import errno
 import logging
 import ssl
 import sys
@@ -65,6 +79,7 @@ from websockets.typing import Subprotocol
 from websockets.uri import WebSocketURI, parse_uri
 
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
+from voxproxy.fdwatch import FD_ALARM, FD_ERRNOS
 
 log = logging.getLogger("voxproxy.transport")
 
@@ -106,33 +121,6 @@ _UNSENDABLE_CODES = frozenset({1005, 1006, 1015})
 WRITE_HIGH_WATER = 512 * 1024
 HEALTH_PATH = "/healthz"  # a plain GET (no Upgrade) here is answered 200 by the proxy itself
 MAX_FRAGMENTS = 4096  # frames of one message; more close the call with 1009 (message too big)
-_FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
-
-
-class _FdAlarm:
-    """Logs running out of file descriptors, at most once per ``every_s`` seconds."""
-
-    __slots__ = ("_next", "count", "every_s")
-
-    def __init__(self, every_s: float = 10.0) -> None:
-        self.every_s = every_s
-        self._next = 0.0
-        self.count = 0
-
-    def hit(self, where: str) -> None:
-        self.count += 1
-        now = time.monotonic()
-        if now >= self._next:
-            self._next = now + self.every_s
-            log.error(
-                "out of file descriptors (%s; %d time(s) so far): raise the limit "
-                "(ulimit -n) or lower --max-calls",
-                where,
-                self.count,
-            )
-
-
-FD_ALARM = _FdAlarm()
 
 
 def log_failure(message: str) -> None:
@@ -571,7 +559,7 @@ class Relay:
         except asyncio.CancelledError:
             return
         except OSError as exc:
-            if exc.errno in _FD_ERRNOS:
+            if exc.errno in FD_ERRNOS:
                 FD_ALARM.hit("connecting to the agent")
             reason = f"agent unreachable: {exc.strerror or exc}"
             self._refuse(502, reason, EndCause.UPSTREAM_UNREACHABLE)
