@@ -60,11 +60,13 @@ def proc_status(pid: int) -> dict[str, int]:
 def start_proxy(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
     cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--listen", "127.0.0.1:0", *args]
     cmd += ["--receipts", str(log.with_suffix(".jsonl")), "--secret", "bench"]
-    out = open(log, "wb")  # noqa: SIM115 (closed with the process)
-    proc = subprocess.Popen(cmd, stdout=out, stderr=out)
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(cmd, stdout=out, stderr=out)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        found = re.search(r"(?:listening on ws|offers on http)://127\.0\.0\.1:(\d+)", log.read_text())
+        found = re.search(
+            r"(?:listening on ws|offers on http)://127\.0\.0\.1:(\d+)", log.read_text()
+        )
         if found:
             return proc, int(found.group(1))
         time.sleep(0.05)

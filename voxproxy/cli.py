@@ -142,7 +142,11 @@ def _add_proxy(sub: Any) -> None:
         help="the wire spoken on the call; auto detects it from the first messages",
     )
     p.add_env_argument(
-        "--receipts", default="receipts.jsonl", help="JSON-lines file the receipts are appended to"
+        "--receipts",
+        default="receipts.jsonl",
+        help="JSON-lines file the receipts are appended to; a journal of the calls in progress "
+        "is kept beside it (FILE.open-calls), so that after a crash the next start writes "
+        "their receipts (terminal proxy_crashed)",
     )
     p.add_env_argument(
         "--store",
