@@ -16,7 +16,14 @@ from privacy import assert_content_free
 
 from voxproxy.cli import _events_listen, build_parser
 from voxproxy.errors import ConfigError
-from voxproxy.eventapi import API_EVENT_TYPES, EventApi, value_digest
+from voxproxy.eventapi import (
+    API_EVENT_TYPES,
+    EventApi,
+    name_digest,
+    operation_digest,
+    plain_name,
+    value_digest,
+)
 from voxproxy.events import TOOL_EVENT_KINDS, ToolEvent
 from voxproxy.fixtures import clip
 from voxproxy.ids import keyed_hash
@@ -197,7 +204,7 @@ async def test_raw_values_are_hashed_on_arrival_and_events_stamped() -> None:
     assert finished.result_hash == value_digest(SECRET, "result", [1, 2])
     assert finished.status == "ok"
     assert state.value_hash == confirmation.value_hash == value_digest(SECRET, "value", 5)
-    assert backend.value_hash == "h_abc"
+    assert backend.value_hash == value_digest(SECRET, "posted-hash", "h_abc")  # not hash-like
     assert cancelled.kind == "tool.cancelled"
     text = repr(target.events)
     assert "Lovelace" not in text and "order-555-1234" not in text
@@ -365,7 +372,7 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
     ]
     assert all(e.source == "api" for e in r.events)
     tools = {c.operation_id: c for c in r.tools}
-    book, pay1, pay2 = tools["book-1"], tools["pay-1"], tools["pay-2"]
+    book, pay1, pay2 = (tools[operation_digest(SECRET, op)] for op in ("book-1", "pay-1", "pay-2"))
     barged = [t for t in r.turns if t.barge_in is not None]
     assert len(barged) == 1
     # Placed in the turn they fell in.
@@ -386,3 +393,56 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
     assert_content_free(r.to_json_line(), ["9am", "10am", "k-book-1", call_sid, stream_sid])
     confirm = next(ev for ev in r.events if ev.kind == "confirmation")
     assert confirm.value_hash == value_digest(SECRET, "value", "9am")
+
+
+async def test_names_and_ids_from_outside_never_reach_a_receipt_verbatim() -> None:
+    """An operation_id, a tool and a field that are really a phone number and an SSN:
+    hashed. Name-shaped names stay; a declared vocabulary decides when there is one."""
+    phone, ssn = "15558675309", "123-45-6789"
+    target = Target()
+    calls: LiveCalls[Target] = LiveCalls(SECRET)
+    calls.add_link(target, "link-1")
+    body = [
+        {"type": "tool.started", "operation_id": f"+{phone}", "tool": f"call_{phone}"},
+        {"type": "tool.finished", "operation_id": f"+{phone}", "status": "ok"},
+        {"type": "confirmation", "field": f"ssn_{ssn}", "value_hash": f"+{phone}"},
+        {"type": "state.updated", "field": "party_size", "version": 1, "value_hash": "ab" * 8},
+        {"type": "tool.started", "operation_id": "op-2", "tool": "book_table"},
+    ]
+    async with api_with(calls) as (base, http, _):
+        assert (await post(http, f"{base}/v1/calls/link-1/events", body))[0] == 202
+    started, finished, confirmation, state, book = target.events
+    assert started.operation_id == finished.operation_id == operation_digest(SECRET, f"+{phone}")
+    assert started.tool == name_digest(SECRET, f"call_{phone}")
+    assert confirmation.field == name_digest(SECRET, f"ssn_{ssn}")
+    assert confirmation.value_hash is not None and phone not in confirmation.value_hash
+    assert (state.field, state.value_hash) == ("party_size", "ab" * 8)  # kept as they are
+    assert book.tool == "book_table" and book.operation_id == operation_digest(SECRET, "op-2")
+    text = repr(target.events)
+    assert phone not in text and ssn not in text
+    # With a declared vocabulary, only its names are kept.
+    assert plain_name("book_table", frozenset({"book_table"}))
+    assert not plain_name("party_size", frozenset({"book_table"}))
+
+
+async def test_events_per_call_are_bounded_and_the_excess_counted() -> None:
+    from voxproxy.dialects import make_decoder
+    from voxproxy.receipts.model import CloseInfo
+    from voxproxy.session import MAX_TOOL_EVENTS, CallSession
+
+    session = CallSession(make_decoder("twilio"), 0, secret=SECRET, link_id="link-1")
+    calls: LiveCalls[CallSession] = LiveCalls(SECRET)
+    calls.add_link(session, "link-1")
+    sent = MAX_TOOL_EVENTS + 280
+    async with api_with(calls) as (base, http, _):
+        url = f"{base}/v1/calls/link-1/events"
+        for i in range(0, sent, 256):
+            batch = [
+                {"type": "tool.cancelled", "operation_id": f"op-{j}"}
+                for j in range(i, min(sent, i + 256))
+            ]
+            assert (await post(http, url, batch))[0] == 202
+    r = session.close(1_000_000_000, "caller_closed", CloseInfo(initiator="caller"))
+    assert len(r.events) == MAX_TOOL_EVENTS
+    assert r.anomalies == {"events_over_limit": 280}
+    assert len(r.to_json_line()) < 400_000  # (10,000 events made a 2.9 MB line)

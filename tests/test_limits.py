@@ -88,7 +88,11 @@ async def test_calls_over_max_calls_are_refused_with_503_and_counted(
 def test_limit_flags_and_their_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     base = ["proxy", "--upstream", "ws://127.0.0.1:1"]
     cfg = _proxy_config(build_parser().parse_args(base)).relay
-    assert (cfg.max_calls, cfg.stall_timeout_s, cfg.idle_timeout_s) == (None, 30.0, None)
+    # Safe defaults: a cap on calls, and idle calls are not held forever.
+    assert (cfg.max_calls, cfg.stall_timeout_s, cfg.idle_timeout_s) == (200, 30.0, 120.0)
+    off = [*base, "--max-calls", "0", "--idle-timeout", "0"]
+    cfg = _proxy_config(build_parser().parse_args(off)).relay
+    assert (cfg.max_calls, cfg.idle_timeout_s) == (None, None)
     assert cfg.max_message_bytes == 1 << 20
     args = [*base, "--max-calls", "300", "--stall-timeout", "0", "--idle-timeout", "20"]
     cfg = _proxy_config(build_parser().parse_args([*args, "--max-message-bytes", "4096"])).relay

@@ -110,6 +110,11 @@ def non_negative_float(value: str) -> float:
 
 # -- proxy --------------------------------------------------------------------------------
 
+# Defaults a staging deployment can live with: idle calls (and the agent sessions behind
+# them) are not held forever, and one process does not take more calls than a core carries.
+DEFAULT_MAX_CALLS = 200
+DEFAULT_IDLE_TIMEOUT_S = 120.0
+
 
 def _add_proxy(sub: Any) -> None:
     p: _EnvDefaults = sub.add_parser(
@@ -137,7 +142,11 @@ def _add_proxy(sub: Any) -> None:
         help="the wire spoken on the call; auto detects it from the first messages",
     )
     p.add_env_argument(
-        "--receipts", default="receipts.jsonl", help="JSON-lines file the receipts are appended to"
+        "--receipts",
+        default="receipts.jsonl",
+        help="JSON-lines file the receipts are appended to; a journal of the calls in progress "
+        "is kept beside it (FILE.open-calls), so that after a crash the next start writes "
+        "their receipts (terminal proxy_crashed)",
     )
     p.add_env_argument(
         "--store",
@@ -180,15 +189,18 @@ def _add_proxy(sub: Any) -> None:
     p.add_env_argument(
         "--max-calls",
         type=non_negative_int,
-        default=0,
+        default=DEFAULT_MAX_CALLS,
         help="calls in progress at most (0: no limit); a caller over the limit is refused at "
-        "the handshake with HTTP 503 and Retry-After (no receipt; counted and logged)",
+        "the handshake (webrtc: its offer) with HTTP 503 and Retry-After (no agent session, no "
+        "receipt; counted and logged). The default is about what one proxy core carries in "
+        "real time",
     )
     p.add_env_argument(
         "--idle-timeout",
         type=non_negative_float,
-        default=0.0,
-        help="close a call after this many seconds without any message (0: never)",
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        help="close a call (1001, receipt idle_timeout) after this many seconds without media "
+        "either way; pings, pongs and unfinished frames do not count (0: never)",
     )
     p.add_env_argument(
         "--stall-timeout",
@@ -201,7 +213,9 @@ def _add_proxy(sub: Any) -> None:
         "--handshake-timeout",
         type=non_negative_float,
         default=10.0,
-        help="seconds to wait for the agent's handshake before answering the caller 504",
+        help="seconds to wait for the agent's handshake before answering the caller 504; also "
+        "how long a caller's handshake request, and the headers of any request to the HTTP "
+        "listeners (WHIP, event API, /metrics), may take to arrive",
     )
     p.add_env_argument(
         "--drain-timeout",
@@ -303,6 +317,13 @@ def _add_observability(p: _EnvDefaults) -> None:
         f"(needs --events-token; with a token alone: {EVENTS_DEFAULT[0]}:{EVENTS_DEFAULT[1]})",
     )
     p.add_env_argument(
+        "--event-names",
+        default=None,
+        help="comma-separated tool and field names the event API writes into receipts as they "
+        "are; any other name is replaced by its keyed hash (default: names of letters and "
+        "_ . : / - without digits, up to 48 characters, are kept). operation_id is always hashed",
+    )
+    p.add_env_argument(
         "--events-token",
         default=None,
         help="bearer token the event API requires (at least 16 characters); enables the API",
@@ -397,12 +418,34 @@ def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
     return listen
 
 
+async def _keep_alive(journal: Any) -> None:
+    """Tell the call journal the process is alive, so that a crash is placed in time."""
+    import time
+
+    from voxproxy.receipts.journal import ALIVE_INTERVAL_S
+
+    while True:
+        journal.alive(time.time_ns())
+        await asyncio.sleep(ALIVE_INTERVAL_S)
+
+
+def _watch_fds() -> asyncio.Task[None]:
+    """Raise the open-files limit as far as allowed, log it, and watch it (see fdwatch)."""
+    from voxproxy.fdwatch import raise_fd_limit, watch_fds
+
+    limit = raise_fd_limit()
+    if limit is not None:
+        log.info("open files: up to %d", limit)
+    return asyncio.get_running_loop().create_task(watch_fds())
+
+
 def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in (value or "").split(",") if v.strip())
 
 
 def _webrtc_config(args: argparse.Namespace) -> Any:
     from voxproxy.dialects.base import DialectOptions
+    from voxproxy.httpserve import HEADER_TIMEOUT_S
     from voxproxy.proxy_webrtc import WebRtcProxyConfig
     from voxproxy.transports.webrtc import WebRtcRelayConfig
 
@@ -423,6 +466,8 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
         idle_timeout_s=args.idle_timeout or None,
         ice_servers=_csv(args.ice_server),
         agent_codecs=_csv(args.agent_codecs) or None,
+        max_calls=args.max_calls if args.max_calls > 0 else None,
+        header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
     )
     return WebRtcProxyConfig(
         relay=relay,
@@ -436,7 +481,10 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
 def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
     """``voxproxy proxy --transport webrtc``: the same receipts, sinks and telemetry."""
     from voxproxy.eventapi import EventApi
+    from voxproxy.httpserve import HEADER_TIMEOUT_S
+    from voxproxy.proxy import recover_crashed
     from voxproxy.proxy_webrtc import WebRtcProxy
+    from voxproxy.receipts.journal import CallJournal
     from voxproxy.receipts.model import Receipt
     from voxproxy.receipts.policy import load_policy
     from voxproxy.receipts.store import ReceiptStore
@@ -455,7 +503,9 @@ def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
         use_host_addresses(_csv(args.ice_host))
 
     async def main() -> None:
-        writer = ReceiptWriter(args.receipts)
+        journal = CallJournal.beside(args.receipts)
+        left = journal.open()  # calls a killed proxy left open
+        writer = ReceiptWriter(args.receipts, on_written=journal.written)
         store = ReceiptStore(args.store) if args.store else None
         sinks: list[Callable[[Receipt], None]] = [writer.write]
         if store is not None:
@@ -468,9 +518,18 @@ def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
         )
         await telemetry.start()
         _log_metrics_listener(telemetry)
+        proxy.journal = journal
+        if left:
+            recover_crashed(proxy, left, config.session)
         events_api = None
         if events_listen is not None:
-            events_api = EventApi(proxy.live, proxy.secret, args.events_token)
+            events_api = EventApi(
+                proxy.live,
+                proxy.secret,
+                args.events_token,
+                header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
+                names=frozenset(_csv(args.event_names)) if args.event_names else None,
+            )
             await events_api.start(*events_listen)
         bound = await proxy.start(host, port)
         log.info(
@@ -487,7 +546,11 @@ def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        fds = _watch_fds()
+        alive = loop.create_task(_keep_alive(journal))
         await stop.wait()
+        fds.cancel()
+        alive.cancel()
         log.info(
             "shutting down: draining %d call(s) for up to %.0f s", proxy.active, args.drain_timeout
         )
@@ -498,9 +561,13 @@ def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
             await telemetry.aclose()
         finally:
             writer.close()
+            journal.close()
             log.info("%d receipt(s) written to %s", writer.written, args.receipts)
             if store is not None:
                 store.close()
+            refused = proxy.server.admission.refused
+            if refused:
+                log.info("%d offer(s) refused at capacity", refused)
 
     _run(main())
     return 0
@@ -512,7 +579,9 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
     if not args.upstream.startswith(("ws://", "wss://")):
         raise ConfigError(f"--upstream must be a ws:// or wss:// URL, got {args.upstream!r}")
     from voxproxy.eventapi import EventApi
-    from voxproxy.proxy import Proxy
+    from voxproxy.httpserve import HEADER_TIMEOUT_S
+    from voxproxy.proxy import Proxy, recover_crashed
+    from voxproxy.receipts.journal import CallJournal
     from voxproxy.receipts.model import Receipt
     from voxproxy.receipts.policy import load_policy
     from voxproxy.receipts.store import ReceiptStore
@@ -527,7 +596,9 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
     events_listen = _events_listen(args)
 
     async def main() -> None:
-        writer = ReceiptWriter(args.receipts)
+        journal = CallJournal.beside(args.receipts)
+        left = journal.open()  # calls a killed proxy left open
+        writer = ReceiptWriter(args.receipts, on_written=journal.written)
         store = ReceiptStore(args.store) if args.store else None
         sinks: list[Callable[[Receipt], None]] = [writer.write]
         if store is not None:
@@ -539,9 +610,18 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         proxy = Proxy(config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy))
         await telemetry.start()
         _log_metrics_listener(telemetry)
+        proxy.journal = journal
+        if left:
+            recover_crashed(proxy, left, config.session)
         events_api = None
         if events_listen is not None:
-            events_api = EventApi(proxy.live, proxy.secret, args.events_token)
+            events_api = EventApi(
+                proxy.live,
+                proxy.secret,
+                args.events_token,
+                header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
+                names=frozenset(_csv(args.event_names)) if args.event_names else None,
+            )
             await events_api.start(*events_listen)
         bound = await proxy.server.start(host, port, server_ssl)
         # Everything built at startup lives as long as the process: keep it out of the
@@ -568,7 +648,11 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        fds = _watch_fds()
+        alive = loop.create_task(_keep_alive(journal))
         await stop.wait()
+        fds.cancel()
+        alive.cancel()
         log.info(
             "shutting down: draining %d call(s) for up to %.0f s", proxy.active, args.drain_timeout
         )
@@ -580,6 +664,7 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         finally:
             # Whatever failed above, the receipts already handed to the writers reach the disk.
             writer.close()
+            journal.close()
             log.info("%d receipt(s) written to %s", writer.written, args.receipts)
             if store is not None:
                 store.close()

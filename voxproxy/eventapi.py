@@ -16,10 +16,28 @@ The events are those of MEASUREMENT.md section 5, by ``type``::
     confirmation      field, value_hash | value
     outcome.verified  verified (bool)
 
-Values arrive as keyed hashes (``*_hash``, kept as they are) or raw (``args``,
-``result``, ``value``: any JSON), which are hashed here with the proxy's keyed
-hash before anything is stored; idempotency keys are always hashed. The raw
-value goes no further than this module. Each event is stamped with the
+Values arrive as keyed hashes (``*_hash``) or raw (``args``, ``result``,
+``value``: any JSON), which are hashed here with the proxy's keyed hash before
+anything is stored; idempotency keys are always hashed. The raw value goes no
+further than this module.
+
+Nothing a poster names reaches a receipt verbatim unless it is known to be a
+name and not content (a phone number in a ``tool``, an SSN in a ``field``):
+
+- ``operation_id`` is always replaced by its keyed hash (``op_`` + 16 hex
+  digits): matching ``tool.started`` to ``tool.finished`` needs equality, not the
+  id. (An operation the wire started, e.g. an OpenAI ``call_id``, keeps its own
+  id; finish it on the wire too.)
+- ``tool`` and ``field`` are kept when they are in the declared vocabulary
+  (``EventApi(names=...)``, ``--event-names``); without one, when they have the
+  shape of a name: letters and ``_ . : / -``, no digits, at most
+  :data:`MAX_PLAIN_NAME_CHARS` characters. Anything else becomes ``n_`` + its
+  keyed hash.
+- a posted ``*_hash`` is kept when it looks like a hash (hex digits, 8 to 128, with
+  an optional short prefix); anything else is hashed again.
+
+Per call, the session keeps at most ``MAX_TOOL_EVENTS`` events; the rest are
+counted in the receipt's anomalies (``events_over_limit``). Each event is stamped with the
 proxy's monotonic clock on arrival and handed to the call's session, so it
 lands in the receipt (``events``, ``tools``, ``effects``, placed in the turn it
 falls in) and becomes a tool span.
@@ -34,6 +52,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Protocol
@@ -52,6 +71,14 @@ from pydantic import (
 )
 
 from voxproxy.events import TOOL_EVENT_KINDS, ToolEvent
+from voxproxy.httpserve import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    BodyTimeout,
+    app_runner,
+    body_timeout_response,
+    read_body,
+)
 from voxproxy.ids import keyed_hash
 from voxproxy.livecalls import LiveCalls
 
@@ -61,6 +88,11 @@ MAX_BODY_BYTES = 256 * 1024
 MAX_EVENTS_PER_REQUEST = 256
 MIN_TOKEN_CHARS = 16
 HASH_PREFIX = "h_"
+OPERATION_PREFIX = "op_"
+NAME_PREFIX = "n_"
+MAX_PLAIN_NAME_CHARS = 48
+_PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z_.:/-]*")
+_HASH_SHAPE = re.compile(r"(?:[A-Za-z]{1,8}[_:])?[0-9A-Fa-f]{8,128}")
 
 Name = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
@@ -195,59 +227,99 @@ def value_digest(secret: bytes, domain: str, value: Any) -> str:
     return keyed_hash(secret, f"{domain}\x00{text}", HASH_PREFIX)
 
 
-def _hashed(secret: bytes, e: _In, raw: str, hashed: str, domain: str) -> str | None:
-    if raw in e.model_fields_set:
-        return value_digest(secret, domain, getattr(e, raw))
-    value = getattr(e, hashed)
-    return value if isinstance(value, str) else None
+def operation_digest(secret: bytes, operation_id: str) -> str:
+    """What a posted ``operation_id`` becomes in the receipt."""
+    return keyed_hash(secret, f"operation\x00{operation_id}", OPERATION_PREFIX)
 
 
-def to_tool_event(e: _In, t_ns: int, secret: bytes) -> ToolEvent:
-    """The content-free core event for a validated API event (raw values hashed here)."""
+def name_digest(secret: bytes, name: str) -> str:
+    """What a ``tool`` or ``field`` name outside the vocabulary becomes in the receipt."""
+    return keyed_hash(secret, f"name\x00{name}", NAME_PREFIX)
+
+
+def plain_name(name: str, names: frozenset[str] | None) -> bool:
+    """Whether ``name`` may be kept verbatim: declared, or (with no vocabulary) name-shaped."""
+    if names is not None:
+        return name in names
+    return len(name) <= MAX_PLAIN_NAME_CHARS and _PLAIN_NAME.fullmatch(name) is not None
+
+
+class _Scrub:
+    """Turns the names and ids of one request's events into receipt-safe ones."""
+
+    __slots__ = ("names", "secret")
+
+    def __init__(self, secret: bytes, names: frozenset[str] | None) -> None:
+        self.secret = secret
+        self.names = names
+
+    def op(self, operation_id: str | None) -> str | None:
+        return None if operation_id is None else operation_digest(self.secret, operation_id)
+
+    def name(self, name: str) -> str:
+        return name if plain_name(name, self.names) else name_digest(self.secret, name)
+
+    def hashed(self, e: _In, raw: str, hashed: str, domain: str) -> str | None:
+        if raw in e.model_fields_set:
+            return value_digest(self.secret, domain, getattr(e, raw))
+        value = getattr(e, hashed)
+        if not isinstance(value, str):
+            return None
+        if _HASH_SHAPE.fullmatch(value) is not None:
+            return value
+        return value_digest(self.secret, "posted-hash", value)
+
+
+def to_tool_event(
+    e: _In, t_ns: int, secret: bytes, names: frozenset[str] | None = None
+) -> ToolEvent:
+    """The content-free core event for a validated API event: raw values hashed, ids
+    hashed, names kept only when declared or name-shaped (see the module's docstring)."""
+    scrub = _Scrub(secret, names)
     if isinstance(e, StateUpdatedIn):
         return ToolEvent(
             e.type,
             t_ns,
-            field=e.field,
+            field=scrub.name(e.field),
             version=e.version,
-            value_hash=_hashed(secret, e, "value", "value_hash", "value"),
+            value_hash=scrub.hashed(e, "value", "value_hash", "value"),
         )
     if isinstance(e, ToolStartedIn):
         key = e.idempotency_key
         return ToolEvent(
             e.type,
             t_ns,
-            operation_id=e.operation_id,
-            tool=e.tool,
+            operation_id=scrub.op(e.operation_id),
+            tool=scrub.name(e.tool),
             attempt=e.attempt,
             state_version=e.state_version,
-            args_hash=_hashed(secret, e, "args", "args_hash", "args"),
+            args_hash=scrub.hashed(e, "args", "args_hash", "args"),
             idempotency_key=None if key is None else value_digest(secret, "idempotency", key),
         )
     if isinstance(e, ToolFinishedIn):
         return ToolEvent(
             e.type,
             t_ns,
-            operation_id=e.operation_id,
+            operation_id=scrub.op(e.operation_id),
             status=e.status,
-            result_hash=_hashed(secret, e, "result", "result_hash", "result"),
+            result_hash=scrub.hashed(e, "result", "result_hash", "result"),
         )
     if isinstance(e, ToolCancelledIn):
-        return ToolEvent(e.type, t_ns, operation_id=e.operation_id)
+        return ToolEvent(e.type, t_ns, operation_id=scrub.op(e.operation_id))
     if isinstance(e, BackendVerifiedIn):
         return ToolEvent(
             e.type,
             t_ns,
-            operation_id=e.operation_id,
-            field=e.field,
-            value_hash=_hashed(secret, e, "value", "value_hash", "value"),
+            operation_id=scrub.op(e.operation_id),
+            field=scrub.name(e.field),
+            value_hash=scrub.hashed(e, "value", "value_hash", "value"),
         )
     if isinstance(e, ConfirmationIn):
         return ToolEvent(
             e.type,
             t_ns,
-            field=e.field,
-            value_hash=_hashed(secret, e, "value", "value_hash", "value"),
+            field=scrub.name(e.field),
+            value_hash=scrub.hashed(e, "value", "value_hash", "value"),
         )
     if isinstance(e, OutcomeVerifiedIn):
         return ToolEvent(e.type, t_ns, verified=e.verified)
@@ -296,13 +368,22 @@ class EventApi:
         secret: bytes,
         token: str,
         clock: Callable[[], int] = time.monotonic_ns,
+        *,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        body_timeout_s: float = BODY_TIMEOUT_S,
+        names: frozenset[str] | None = None,
     ) -> None:
+        """``names``: the tool and field names kept verbatim in receipts (any other is
+        hashed); None keeps name-shaped ones (see the module's docstring)."""
         if len(token) < MIN_TOKEN_CHARS:
             raise ValueError(f"the event API token must be at least {MIN_TOKEN_CHARS} characters")
         self._calls = calls
         self._secret = secret
         self._token = token.encode("utf-8")
         self._clock = clock
+        self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
+        self.names = names
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.accepted = 0
@@ -315,7 +396,7 @@ class EventApi:
         return app
 
     async def start(self, host: str, port: int) -> int:
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        runner = app_runner(self.app(), header_timeout_s=self.header_timeout_s)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         self._runner = runner
@@ -352,7 +433,10 @@ class EventApi:
                 **{"WWW-Authenticate": 'Bearer realm="voxproxy-events"'},
             )
         try:
-            body = await request.read()
+            body = await read_body(request, self.body_timeout_s)
+        except BodyTimeout:
+            self.rejected += 1
+            return body_timeout_response()
         except web.HTTPRequestEntityTooLarge:
             return self._reject(
                 413, {"error": "too large", "reason": f"the body exceeds {MAX_BODY_BYTES} bytes"}
@@ -386,7 +470,7 @@ class EventApi:
             return self._reject(
                 404, {"error": "unknown call", "reason": "no live call has this id (or it ended)"}
             )
-        events = [to_tool_event(e, t_ns, self._secret) for e in items]
+        events = [to_tool_event(e, t_ns, self._secret, self.names) for e in items]
         del items, data, body  # the raw values go no further
         for ev in events:
             call.on_event(ev)

@@ -45,6 +45,11 @@ class AnomalyKind(enum.StrEnum):
     DIALECT_UNDETECTED = "dialect_undetected"
     OVERSIZED = "oversized"
     MEASUREMENT_ERROR = "measurement_error"  # a bug in the measurement plane, caught
+    # Bounds on what a peer can make the proxy keep for a call (README, "Limits"):
+    REPEATED_START = "repeated_start"  # a later stream start named another call: ignored
+    MARK_NAME_TOO_LONG = "mark_name_too_long"  # a mark name over MAX_MARK_NAME_CHARS
+    MARKS_OVER_LIMIT = "marks_over_limit"  # over MAX_PENDING_MARKS unanswered: oldest dropped
+    EVENTS_OVER_LIMIT = "events_over_limit"  # tool/state events past MAX_TOOL_EVENTS: dropped
 
 
 @dataclass(frozen=True, slots=True)

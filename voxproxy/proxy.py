@@ -7,14 +7,15 @@ import ssl
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from websockets.http11 import Request
 
 from voxproxy.clock import EpochAnchor
 from voxproxy.dialects.base import Decoder, DialectOptions, make_decoder
-from voxproxy.events import AnomalyKind, Direction, Event, StageMark, ToolEvent
-from voxproxy.ids import new_secret
-from voxproxy.livecalls import LiveCalls, wire_ids
+from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, ToolEvent
+from voxproxy.ids import keyed_hash, new_secret
+from voxproxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
@@ -27,7 +28,12 @@ from voxproxy.telemetry import (
 )
 from voxproxy.transports.websocket import EndCause, EndInfo, RelayConfig, RelayServer
 
+if TYPE_CHECKING:
+    from voxproxy.receipts.journal import CallJournal
+
 log = logging.getLogger("voxproxy.proxy")
+
+NS_PER_MS = 1_000_000
 
 CALL_ID_HEADER = "X-Voxproxy-Call"
 
@@ -45,6 +51,7 @@ _TERMINALS: dict[EndCause, Terminal] = {
     EndCause.PROXY_ERROR: "proxy_error",
     EndCause.BAD_REQUEST: "proxy_error",
     EndCause.OVER_CAPACITY: "proxy_error",  # refused before measuring: never a receipt
+    EndCause.HEALTH_CHECK: "proxy_error",  # not a call: never a receipt
 }
 
 
@@ -74,7 +81,7 @@ class _Unmeasured:
 class CallContext:
     """Observer of one relayed call: feeds the session, emits the receipt at the end."""
 
-    __slots__ = ("_proxy", "_wire_pending", "link_id", "session", "trace")
+    __slots__ = ("_media", "_proxy", "_wire_pending", "link_id", "session", "trace")
 
     def __init__(self, proxy: Proxy, t_ns: int, decoder: Decoder | None = None) -> None:
         self._proxy = proxy
@@ -93,8 +100,10 @@ class CallContext:
         proxy.active += 1
         self.trace: CallTrace | None = None
         self._wire_pending = True  # the wire's own call ids are not known yet
+        self._media = False  # a message of this call has carried audio
         proxy.live.add_link(self, self.link_id)
         proxy.telemetry.call_opened()
+        proxy.journal_opened(self.link_id, t_ns, "websocket", cfg.dialect)
 
     def upstream_headers(self, request: Request) -> Iterable[tuple[str, str]]:
         headers = [(CALL_ID_HEADER, self.link_id)]
@@ -113,17 +122,41 @@ class CallContext:
         return headers
 
     def on_upstream_open(self, t_ns: int, status: int) -> None:
-        del status
-        self.session.on_upstream_connected(t_ns)
-
-    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> None:
         session = self.session
-        session.on_message(direction, payload, t_ns)
+        session.on_upstream_connected(t_ns)
+        self._proxy.journal_update(
+            self.link_id,
+            upstream_connect_ms=round((t_ns - session.start_ns) / NS_PER_MS, 1),
+            upstream_status=status,
+        )
+
+    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
+        """Measure one message; says whether it carried audio (for the idle timeout):
+        None until the call's wire has carried any, since until then it cannot tell."""
+        session = self.session
+        events = session.on_message(direction, payload, t_ns)
         if self._wire_pending and session.wire_call_id_hash is not None:
             # The wire just named the call: the event API may now be told about it by those
-            # ids too (kept only as keyed hashes).
+            # ids too (kept only as keyed hashes). Registered under the call's id even if
+            # the message's other ids cannot be read.
             self._wire_pending = False
-            self._proxy.live.add_wire(self, session.wire_call_id_hash, wire_ids(payload))
+            try:
+                ids = wire_ids(payload)
+            except Exception:
+                ids = []
+                session.note_measurement_error()
+            self._proxy.live.add_wire(self, session.wire_call_id_hash, ids)
+            self._proxy.journal_update(
+                self.link_id,
+                call=session.wire_call_id_hash,
+                call_id_source="wire",
+                dialect=session.decoder.name,
+            )
+        for ev in events:
+            if type(ev) is Audio:
+                self._media = True
+                return True
+        return False if self._media and not session.measurement_disabled else None
 
     def on_event(self, ev: ToolEvent | StageMark) -> None:
         """An event from outside the media (the event API), stamped on arrival."""
@@ -152,6 +185,7 @@ class CallContext:
         except Exception:
             log.exception("could not build a receipt for a call (counted in receipt_errors)")
             proxy.receipt_errors += 1
+            proxy.journal_closed(self.link_id)
             return
         publish(proxy, receipt, self.session, self.trace, t_ns)
 
@@ -187,6 +221,74 @@ class ReceiptOutlet:
         self.active = 0
         self.calls = 0
         self.receipt_errors = 0
+        # The calls in progress on disk, so that a crash loses no receipt (set by the CLI).
+        self.journal: CallJournal | None = None
+
+    # -- the call journal (see voxproxy.receipts.journal) --------------------------------------
+
+    def journal_opened(self, key: str, t_ns: int, transport: str, dialect: str) -> None:
+        if self.journal is not None:
+            self.journal.opened(
+                key,
+                started_at=self.anchor.iso_at(t_ns),
+                start_wall_ns=self.anchor.wall_ns_at(t_ns),
+                transport=transport,
+                dialect=dialect,
+                call=keyed_hash(self.secret, key, CALL_PREFIX),
+                call_id_source="proxy",
+            )
+
+    def journal_update(self, key: str, **fields: object) -> None:
+        if self.journal is not None:
+            self.journal.update(key, **fields)
+
+    def journal_closed(self, key: str) -> None:
+        if self.journal is not None:
+            self.journal.closed(key)
+
+
+def recover_crashed(
+    outlet: ReceiptOutlet, entries: list[dict[str, Any]], config: SessionConfig
+) -> int:
+    """Publish a ``proxy_crashed`` receipt for each call a killed proxy left open in its
+    journal, with what the journal knew: start, transport, dialect, call id, whether the
+    agent answered, and the duration up to the last sign of life. Returns how many."""
+    done = 0
+    for e in entries:
+        try:
+            start_wall = int(e["start_wall_ns"])
+            anchor = EpochAnchor(mono_ns=0, wall_ns=start_wall)
+            dialect = str(e.get("dialect") or "auto")
+            transport = str(e.get("transport") or "websocket")
+            session = CallSession(
+                _Unmeasured(dialect),
+                0,
+                secret=outlet.secret,
+                link_id=str(e["key"]),
+                config=replace(config, transport=transport),
+                anchor=anchor,
+            )
+            connected = e.get("upstream_connect_ms")
+            if isinstance(connected, (int, float)):
+                session.upstream_connected_ns = int(connected * NS_PER_MS)
+            end_ns = max(0, int(e.get("alive_ns", start_wall)) - start_wall)
+            close = CloseInfo(initiator="none", upstream_status=e.get("upstream_status"))
+            receipt = session.close(end_ns, "proxy_crashed", close, dialect=dialect)
+            receipt = receipt.model_copy(
+                update={
+                    "call": str(e["call"]),
+                    "call_id_source": "wire" if e.get("call_id_source") == "wire" else "proxy",
+                }
+            )
+        except Exception:
+            log.exception("could not rebuild the receipt of a crashed call from the journal")
+            outlet.receipt_errors += 1
+            if outlet.journal is not None and "key" in e:
+                outlet.journal.closed(str(e["key"]))
+            continue
+        publish(outlet, receipt, session, None, end_ns, anchor=anchor)
+        done += 1
+    return done
 
 
 def publish(
@@ -195,6 +297,8 @@ def publish(
     session: CallSession,
     trace: CallTrace | None,
     t_ns: int,
+    *,
+    anchor: EpochAnchor | None = None,
 ) -> None:
     """Judge a receipt once, hand it to every sink, then to telemetry. Never raises."""
     outlet.calls += 1
@@ -217,7 +321,7 @@ def publish(
         for turn in session.final_turns:
             flushes.extend(FlushTime(turn.index, f.t_ns, f.cut_audible) for f in turn.flushes)
     try:
-        times = CallTimes(outlet.anchor, session.start_ns, t_ns, flushes)
+        times = CallTimes(anchor or outlet.anchor, session.start_ns, t_ns, flushes)
         telemetry.on_receipt(receipt, trace, times)
     except Exception:
         log.exception("telemetry failed for a call; the receipt is written all the same")

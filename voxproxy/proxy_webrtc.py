@@ -124,6 +124,7 @@ class WebRtcCallContext:
         proxy.active += 1
         proxy.live.add_link(self, self.link_id)
         proxy.telemetry.call_opened()
+        proxy.journal_opened(self.link_id, t_ns, "webrtc", self.decoder.name)
 
     def upstream_headers(self) -> dict[str, str]:
         headers = {CALL_ID_HEADER: self.link_id}
@@ -138,8 +139,13 @@ class WebRtcCallContext:
         return headers
 
     def on_upstream_open(self, t_ns: int, status: int) -> None:
-        del status
-        self.session.on_upstream_connected(t_ns)
+        session = self.session
+        session.on_upstream_connected(t_ns)
+        self._proxy.journal_update(
+            self.link_id,
+            upstream_connect_ms=round((t_ns - session.start_ns) / 1_000_000, 1),
+            upstream_status=status,
+        )
 
     def on_audio(
         self, direction: Direction, pcm: Pcm, sample_rate_hz: int, t_ns: int, wire_bytes: int
@@ -175,6 +181,7 @@ class WebRtcCallContext:
         except Exception:
             log.exception("could not build a receipt")
             proxy.receipt_errors += 1
+            proxy.journal_closed(self.link_id)
             return
         publish(proxy, receipt, self.session, self.trace, t_ns)
 

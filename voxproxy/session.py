@@ -72,10 +72,11 @@ from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnMachine, barge_outco
 NS_PER_MS = 1_000_000
 MAX_MEASUREMENT_ERRORS = 50
 MIN_RATE_HZ, MAX_RATE_HZ = 4000, 192_000  # audio rates the core accepts
-MAX_TOOL_EVENTS = 10_000
+MAX_TOOL_EVENTS = 1_000  # tool/state/outcome events kept per call (more: events_over_limit)
 MAX_STAGE_MARKS = 10_000
 PUMP_INTERVAL_MS = 100  # how often time-driven work (playout release, VAD, turns) runs
-_MAX_PENDING_MARKS = 4096
+MAX_PENDING_MARKS = 4096  # agent marks awaiting their echo (more: marks_over_limit)
+MAX_MARK_NAME_CHARS = 256  # longer mark names are still matched (mark_name_too_long)
 
 
 STAGE_LOOKBACK_NS = 2_000 * NS_PER_MS
@@ -176,7 +177,8 @@ class CallSession:
         self._audio_ns = [0, 0]
         self._caller_chunk_ns: deque[int] = deque(maxlen=256)
         self._max_caller_chunk_ns = 20 * NS_PER_MS
-        self._marks: dict[str, tuple[int, int]] = {}  # name -> (predicted echo time, flush count)
+        # hash(name) -> (predicted echo time, flush count): a peer's names are never kept
+        self._marks: dict[int, tuple[int, int]] = {}
         self._mark_errors: list[int] = []
         self._marks_cleared = 0
         self._flush_count = 0
@@ -291,7 +293,12 @@ class CallSession:
             self.anomalies[ev.kind.value] += 1
         elif isinstance(ev, StreamStart):
             if ev.wire_call_id:
-                self.wire_call_id_hash = keyed_hash(self._secret, ev.wire_call_id, "c_")
+                call_hash = keyed_hash(self._secret, ev.wire_call_id, "c_")
+                if self.wire_call_id_hash is None:
+                    self.wire_call_id_hash = call_hash
+                elif call_hash != self.wire_call_id_hash:
+                    # One connection is one call: its first id stays its identity.
+                    self.anomalies[AnomalyKind.REPEATED_START.value] += 1
         elif isinstance(ev, StreamStop):
             self.stream_stopped = True
         elif isinstance(ev, Dtmf):
@@ -301,6 +308,8 @@ class CallSession:
         elif isinstance(ev, ToolEvent):
             if len(self.tool_events) < MAX_TOOL_EVENTS:
                 self.tool_events.append(ev)
+            else:
+                self.anomalies[AnomalyKind.EVENTS_OVER_LIMIT.value] += 1
         elif isinstance(ev, StageMark) and len(self.stages) < MAX_STAGE_MARKS:
             self.stages.append(ev)
 
@@ -407,16 +416,23 @@ class CallSession:
         result = self._playout.flush(ev.t_ns)
         self._flush_queue.append(FlushMark(result.t_ns, result.cut_audible))
 
+    def _mark_key(self, name: str) -> int:
+        if len(name) > MAX_MARK_NAME_CHARS:
+            self.anomalies[AnomalyKind.MARK_NAME_TOO_LONG.value] += 1
+        return hash(name)  # in memory only, to match the echo
+
     def _mark_sent(self, ev: MarkSent) -> None:
-        if len(self._marks) >= _MAX_PENDING_MARKS:
+        key = self._mark_key(ev.name)
+        if key not in self._marks and len(self._marks) >= MAX_PENDING_MARKS:
             self._marks.pop(next(iter(self._marks)))
+            self.anomalies[AnomalyKind.MARKS_OVER_LIMIT.value] += 1
         cursor = self._playout.cursor_ns if self._playout is not None else None
         t = ev.t_ns + self._downstream_ns
         predicted = t if cursor is None else max(t, cursor)
-        self._marks[ev.name] = (predicted, self._flush_count)
+        self._marks[key] = (predicted, self._flush_count)
 
     def _mark_echo(self, ev: MarkEcho) -> None:
-        sent = self._marks.pop(ev.name, None)
+        sent = self._marks.pop(hash(ev.name), None)  # (a long name was counted when sent)
         if sent is None:
             return
         predicted, flushes_then = sent

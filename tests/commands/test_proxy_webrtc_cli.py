@@ -95,3 +95,15 @@ async def test_the_webrtc_proxy_process_relays_a_call_and_writes_its_receipt(
     assert r["terminal"] == "caller_closed"
     assert r["verdict"] is not None  # judged under the policy, as the websocket proxy does
     assert [t["kind"] for t in r["turns"]] == ["response"]
+
+
+def test_max_calls_and_idle_timeout_reach_the_webrtc_relay() -> None:
+    from voxproxy.cli import _webrtc_config
+
+    args = build_parser().parse_args(["proxy", "--transport", "webrtc", "--upstream", "http://a"])
+    relay = _webrtc_config(args).relay
+    assert (relay.max_calls, relay.idle_timeout_s) == (200, 120.0)
+    args = build_parser().parse_args(
+        ["proxy", "--transport", "webrtc", "--upstream", "http://a", "--max-calls", "10"]
+    )
+    assert _webrtc_config(args).relay.max_calls == 10

@@ -381,3 +381,42 @@ def test_what_opus_carries_over_a_pause_is_not_heard() -> None:
         t += 20_000_000
     assert heard.pauses == 1 and heard.blanked >= 2
     assert max(levels) < 100, levels  # the burst of old speech never reached the detector
+
+
+async def test_offers_over_max_calls_are_refused_with_503_before_any_agent_session() -> None:
+    """``max_calls`` holds for WebRTC too: an offer over the cap gets 503 and Retry-After,
+    and costs no peer connection, no offer to the agent and no receipt."""
+    receipts: list[Receipt] = []
+    before = open_counts()
+    config = MockAgentConfig(refuse_status=503)
+    agent = WebRtcMockAgent(config, answer_delay_ms=1500)  # holds the first call a while
+    await agent.start()
+    caller = AudioPeer(name="caller")
+    offer = await caller.create_offer()
+    try:
+        async with webrtc_proxy(agent.url(), receipts, max_calls=1) as proxy:
+            first = asyncio.create_task(_post_raw(proxy.url(), offer))
+            assert await wait_for(lambda: len(agent.calls) == 1, 5.0)
+            peers = open_counts()
+            refused = []
+            for _ in range(5):
+                async with aiohttp.ClientSession() as http:
+                    async with http.post(
+                        proxy.url(),
+                        data=offer.encode(),
+                        headers={"Content-Type": "application/sdp"},
+                    ) as resp:
+                        refused.append((resp.status, resp.headers.get("Retry-After")))
+                assert open_counts() == peers  # no peer connection was made for it
+            status, _ = await first
+            await _receipt(receipts)
+            assert proxy.server.admission.active == 0
+            assert proxy.server.admission.refused == 5
+    finally:
+        await caller.close()
+        await agent.stop()
+    assert refused == [(503, "1")] * 5
+    assert status == 503  # the first call: refused by the agent, as it was told to
+    assert len(agent.calls) == 1  # the refused offers never reached the agent
+    assert [r.terminal for r in receipts] == ["upstream_refused"]
+    assert open_counts() == before

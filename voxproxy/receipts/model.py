@@ -28,6 +28,7 @@ Terminal = Literal[
     "proxy_error",  # the proxy failed (a bug); the call was closed
     "bad_offer",  # webrtc: the caller's SDP offer was malformed or unusable (answered 4xx)
     "ice_failed",  # webrtc: the caller's media path (ICE/DTLS) never connected
+    "proxy_crashed",  # the proxy died mid-call (kill -9): written at its next start
 ]
 
 

@@ -15,7 +15,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from voxproxy.receipts.model import Receipt
@@ -51,8 +51,18 @@ def cut_torn_tail(path: Path) -> int:
 
 
 class ReceiptWriter:
-    def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
+    """``on_written`` is called (on the writer's thread) with each receipt once its line
+    is on disk: the call journal closes the call then (see :mod:`.journal`)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        fsync: bool = True,
+        on_written: Callable[[Receipt], None] | None = None,
+    ) -> None:
         self.path = Path(path)
+        self._on_written = on_written
         self.path.parent.mkdir(parents=True, exist_ok=True)
         cut = cut_torn_tail(self.path)
         if cut:
@@ -65,7 +75,7 @@ class ReceiptWriter:
         self._thread.start()
 
     def write(self, receipt: Receipt) -> None:
-        self._queue.put(receipt.to_json_line())
+        self._queue.put((receipt.to_json_line(), receipt))
 
     def _run(self) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
@@ -73,15 +83,22 @@ class ReceiptWriter:
                 item = self._queue.get()
                 if item is _STOP:
                     return
-                assert isinstance(item, str)
+                assert isinstance(item, tuple)
+                line, receipt = item
                 try:
-                    fh.write(item)
+                    fh.write(line)
                     fh.flush()
                     if self._fsync:
                         os.fsync(fh.fileno())
                     self.written += 1
                 except OSError:
                     self.failed += 1
+                    continue
+                if self._on_written is not None:
+                    try:
+                        self._on_written(receipt)
+                    except Exception:
+                        log.exception("after writing a receipt")
 
     def close(self) -> None:
         """Write what is queued, then stop."""

@@ -15,14 +15,19 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from voxproxy.httpserve import HEADER_TIMEOUT_S, app_runner
+
 log = logging.getLogger("voxproxy.telemetry")
 
 
 class MetricsServer:
     """``GET /metrics`` (Prometheus text or OpenMetrics, by ``Accept``) and ``GET /healthz``."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, header_timeout_s: float = HEADER_TIMEOUT_S
+    ) -> None:
         self.registry = registry
+        self.header_timeout_s = header_timeout_s
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
 
@@ -39,7 +44,7 @@ class MetricsServer:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._health)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = app_runner(app, header_timeout_s=self.header_timeout_s)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()

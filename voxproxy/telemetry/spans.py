@@ -46,6 +46,7 @@ FAILED_TERMINALS = frozenset(
         "proxy_error",
         "bad_offer",
         "ice_failed",
+        "proxy_crashed",
     }
 )
 TOOL_ERRORS = frozenset({"error", "timeout", "malformed"})

@@ -105,8 +105,19 @@ from yarl import URL
 
 from voxproxy.audio.g711 import alaw_to_pcm, ulaw_to_pcm
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
+from voxproxy.httpserve import (
+    HEADER_TIMEOUT_S,
+    BodyTimeout,
+    app_runner,
+    body_timeout_response,
+    read_body,
+)
+from voxproxy.transports.websocket import Admission
 
 log = logging.getLogger("voxproxy.webrtc")
+# aioice logs every candidate pair, with the caller's IP address and port, at INFO: a
+# caller's address is personal data, so its INFO lines are off (warnings still show).
+logging.getLogger("aioice").setLevel(logging.WARNING)
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
@@ -1120,14 +1131,17 @@ OpenSession = Callable[[Offer], Awaitable[tuple[str, Session]]]
 
 
 class HttpError(Exception):
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.headers = headers
 
 
-def _error(status: int, reason: str) -> web.Response:
-    return web.Response(status=status, text=reason + "\n", content_type="text/plain")
+def _error(status: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status, text=reason + "\n", content_type="text/plain", headers=headers
+    )
 
 
 class SignalingServer:
@@ -1144,8 +1158,10 @@ class SignalingServer:
         *,
         whip_path: str = WHIP_PATH,
         cors_origins: Sequence[str] = ("*",),
+        header_timeout_s: float = HEADER_TIMEOUT_S,
     ) -> None:
         self.open_session = open_session
+        self.header_timeout_s = header_timeout_s
         self.whip_path = "/" + whip_path.strip("/")
         self.sessions: dict[str, Session] = {}
         self._runner: web.AppRunner | None = None
@@ -1183,7 +1199,7 @@ class SignalingServer:
         return response
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        runner = app_runner(self.app, header_timeout_s=self.header_timeout_s)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()
@@ -1212,7 +1228,7 @@ class SignalingServer:
         try:
             answer, session = await self.open_session(offer)
         except HttpError as exc:
-            return _error(exc.status, exc.reason)
+            return _error(exc.status, exc.reason, exc.headers)
         self.sessions[session.id] = session
         return answer, session
 
@@ -1221,10 +1237,12 @@ class SignalingServer:
         if ctype != "application/sdp":
             return _error(415, f"a WHIP offer is application/sdp, not {ctype or 'untyped'}")
         try:
-            sdp = await request.text()
+            sdp = (await read_body(request)).decode(request.charset or "utf-8")
+        except BodyTimeout:
+            return body_timeout_response()
         except web.HTTPRequestEntityTooLarge:
             return _error(413, "the offer is too large")
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, LookupError):
             return _error(400, "malformed SDP offer: not UTF-8")
         headers = {k.lower(): v for k, v in request.headers.items()}
         opened = await self._open(Offer(sdp, "whip", headers))
@@ -1256,7 +1274,9 @@ class SignalingServer:
 
     async def _pipecat_post(self, request: web.Request) -> web.StreamResponse:
         try:
-            msg = await request.json()
+            msg = json.loads(await read_body(request))
+        except BodyTimeout:
+            return body_timeout_response()
         except (ValueError, UnicodeDecodeError):
             return _error(400, "a Pipecat offer is the JSON object {sdp, type, pc_id?}")
         except web.HTTPRequestEntityTooLarge:
@@ -1277,7 +1297,11 @@ class SignalingServer:
 
     async def _pipecat_patch(self, request: web.Request) -> web.StreamResponse:
         try:
-            msg = await request.json()
+            msg = json.loads(await read_body(request))
+        except BodyTimeout:
+            return body_timeout_response()
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, "the candidates are too large")
         except (ValueError, UnicodeDecodeError):
             return _error(400, "expected JSON {pc_id, candidates}")
         if not isinstance(msg, dict):
@@ -1387,6 +1411,8 @@ class WebRtcRelayConfig:
     caller_codecs: tuple[str, ...] | None = None  # codec preference towards the caller
     measure: bool = True
     whip_path: str = WHIP_PATH
+    max_calls: int | None = None  # calls in progress at most; more are refused with 503
+    header_timeout_s: float = HEADER_TIMEOUT_S  # for a signaling request's headers to arrive
 
 
 class _Direction:
@@ -1702,6 +1728,7 @@ class WebRtcRelay:
         for timer in self._timers:
             timer.cancel()
         self.server.relays.discard(self)
+        self.server.admission.release()
         self.server.signaling.forget(self.id)
         await asyncio.gather(self.caller.close(), self.agent.close(), return_exceptions=True)
         answer = self.agent_answer
@@ -1737,8 +1764,13 @@ class WebRtcRelayServer:
         self.config = config
         self.observer_factory = observer_factory
         self.relays: set[WebRtcRelay] = set()
-        self.signaling = SignalingServer(self._open_session, whip_path=config.whip_path)
+        self.signaling = SignalingServer(
+            self._open_session,
+            whip_path=config.whip_path,
+            header_timeout_s=config.header_timeout_s,
+        )
         self.finished: deque[RelayStats] = deque(maxlen=4096)
+        self.admission = Admission(config.max_calls)
         self.ending: set[asyncio.Task[None]] = set()  # calls ending on their own
         self._http: aiohttp.ClientSession | None = None
 
@@ -1749,7 +1781,28 @@ class WebRtcRelayServer:
         return self._http
 
     async def _open_session(self, offer: Offer) -> tuple[str, Session]:
-        relay = WebRtcRelay(self, offer)
+        # Over the cap, the offer is refused before anything is spent on it: no peer
+        # connection (so no UDP socket), no offer to the agent, no receipt.
+        admission = self.admission
+        if not admission.admit():
+            n = admission.refused
+            if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th ... refusal
+                log.warning(
+                    "at capacity (%d calls in progress): offer refused with 503 "
+                    "(%d refused so far)",
+                    admission.active,
+                    n,
+                )
+            raise HttpError(
+                503,
+                f"voxproxy: at capacity ({admission.limit} calls in progress); try again later",
+                {"Retry-After": "1"},
+            )
+        try:
+            relay = WebRtcRelay(self, offer)
+        except BaseException:
+            admission.release()
+            raise
         self.relays.add(relay)
         answer = await relay.open()
         return answer, relay

@@ -14,10 +14,15 @@ Only after a message has been forwarded does the relay hand a copy to its
 :class:`CallObserver`, which measures; an observer that raises is counted and
 ignored, never allowed to touch the call.
 
-The caller's handshake is answered only once the agent has answered ours, so
-the subprotocol the agent picked and its refusals pass through: a refusal is
-mirrored with the agent's own HTTP status, an unreachable agent is a 502 and a
-silent one a 504.
+The caller's handshake request is checked completely first (RFC 6455 4.2.1:
+``GET``, HTTP/1.1, ``Upgrade``/``Connection``, a 16-byte key, version 13): a
+request that is not a valid websocket handshake is answered at once with
+websockets' own 4xx/505, with no admission, no agent connection and no receipt.
+A plain ``GET /healthz`` (no ``Upgrade``) is answered ``200 ok``: the health
+check of a load balancer. A valid handshake is answered only once the agent has
+answered ours, so the subprotocol the agent picked and its refusals pass
+through: a refusal is mirrored with the agent's own HTTP status, an unreachable
+agent is a 502 and a silent one a 504.
 
 Limits: ``RelayConfig.max_calls`` caps the calls in progress (from the caller's
 handshake request until both sockets are gone). A caller over the cap is
@@ -35,7 +40,17 @@ stalled agent: the caller is closed with 1014 and the receipt says
 ``agent_vanished``; a stalled caller: the agent gets 1001, ``caller_vanished``).
 Without this a stalled agent would hold the call, and both sockets, forever:
 while its writes are paused the relay reads nothing from the other leg, so it
-would not even see that leg go away.
+would not even see that leg go away. Once a leg is gone (or closing), what the
+other peer still sends is read only to find its close frame: it is neither
+forwarded nor measured, so a flooding agent behind a dropped caller costs no
+memory during the close timeout.
+
+``idle_timeout_s`` closes a call (1001 both ways) after that long without
+media: only a complete message counts, and once the call's wire has carried
+audio, only a message with audio (the observer says which). Pings, pongs and a
+frame that never ends keep nothing alive. A message may come in at most
+:data:`MAX_FRAGMENTS` frames; more close the call with 1009, as a message over
+``max_message_bytes`` does.
 """
 
 from __future__ import annotations
@@ -64,6 +79,7 @@ from websockets.typing import Subprotocol
 from websockets.uri import WebSocketURI, parse_uri
 
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
+from voxproxy.fdwatch import FD_ALARM, FD_ERRNOS
 
 log = logging.getLogger("voxproxy.transport")
 
@@ -103,6 +119,8 @@ _HOP_RESPONSE_HEADERS = frozenset(
 )
 _UNSENDABLE_CODES = frozenset({1005, 1006, 1015})
 WRITE_HIGH_WATER = 512 * 1024
+HEALTH_PATH = "/healthz"  # a plain GET (no Upgrade) here is answered 200 by the proxy itself
+MAX_FRAGMENTS = 4096  # frames of one message; more close the call with 1009 (message too big)
 
 
 def log_failure(message: str) -> None:
@@ -117,6 +135,23 @@ def log_failure(message: str) -> None:
         return
     where = "".join(traceback.format_tb(exc.__traceback__))
     log.error("%s: %s (message withheld)\n%s", message, type(exc).__name__, where.rstrip())
+
+
+def _no_subprotocol(protocol: ServerProtocol, offered: Sequence[Subprotocol]) -> None:
+    del protocol, offered
+
+
+def _handshake_rejection(request: Request) -> Response | None:
+    """The HTTP error answer to a caller's request that is not a valid websocket
+    handshake (RFC 6455 4.2.1: method, HTTP/1.1, Upgrade, Connection, key, version 13),
+    or None when it is valid.
+
+    websockets' own checks run on a scratch protocol, so that the call's protocol still
+    answers a valid request later, with the subprotocol the agent picks.
+    """
+    probe = ServerProtocol(select_subprotocol=_no_subprotocol)
+    response = probe.accept(request)
+    return None if response.status_code == 101 else response
 
 
 class EndCause(enum.StrEnum):
@@ -135,6 +170,7 @@ class EndCause(enum.StrEnum):
     PROXY_ERROR = "proxy_error"
     BAD_REQUEST = "bad_request"  # the caller's handshake was not a valid websocket request
     OVER_CAPACITY = "over_capacity"  # refused with 503: max_calls calls were in progress
+    HEALTH_CHECK = "health_check"  # a plain GET of HEALTH_PATH, answered 200: not a call
 
 
 @dataclass(slots=True)
@@ -155,7 +191,10 @@ class CallObserver(Protocol):
 
     def on_upstream_open(self, t_ns: int, status: int) -> None: ...
 
-    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> None: ...
+    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
+        """Measure one message. True: it carried media; False: it did not (the call is
+        idle if nothing else does); None: cannot tell (the relay counts it as media)."""
+        ...
 
     def on_end(self, t_ns: int, info: EndInfo) -> None: ...
 
@@ -281,6 +320,7 @@ class Relay:
         self._agent_subprotocol: Subprotocol | None = None
         self._frags: list[list[bytes]] = [[], []]
         self._frag_text = [False, False]
+        self._frag_count = [0, 0]  # frames of the message in progress, per direction
         self._caller_gone = False
         self._agent_gone = False
         self._connect_task: asyncio.Task[None] | None = None
@@ -306,8 +346,8 @@ class Relay:
             self.agent = leg
 
     def data(self, leg: _Leg, data: bytes) -> None:
+        # (Bytes are not activity: only a whole message with media is, see _measure.)
         t_ns = time.monotonic_ns()
-        self._last_activity = time.monotonic()
         if leg is self.caller:
             self.server.receive_data(data)
             self._caller_events(self.server.events_received(), t_ns)
@@ -409,6 +449,17 @@ class Relay:
 
     def _on_request(self, request: Request, t_ns: int) -> None:
         self.request = request
+        # Everything about the caller's request is checked before anything is spent on it:
+        # no admission slot, no measurement, no connection to the agent, no receipt.
+        if request.path == HEALTH_PATH and "Upgrade" not in request.headers:
+            self._answer_health()
+            return
+        rejection = _handshake_rejection(request)
+        if rejection is not None:
+            self._set_end(EndInfo(EndCause.BAD_REQUEST, initiator="caller"))
+            self.server.send_response(rejection)
+            self._flush_caller()
+            return
         admission = self._admission
         if admission is not None:
             if not admission.admit():
@@ -422,6 +473,20 @@ class Relay:
             self.observer = None
         self._connect_task = self.loop.create_task(self._connect_upstream(request))
         self._connect_task.add_done_callback(lambda _t: self._maybe_finish(time.monotonic_ns()))
+
+    def _answer_health(self) -> None:
+        self._set_end(EndInfo(EndCause.HEALTH_CHECK, initiator="caller"))
+        body = b"ok\n"
+        headers = Headers(
+            [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(body))),
+                ("Connection", "close"),
+                ("Cache-Control", "no-store"),
+            ]
+        )
+        self.server.send_response(Response(200, "OK", headers, body))
+        self._flush_caller()
 
     def _over_capacity(self, admission: Admission) -> None:
         n = admission.refused
@@ -494,6 +559,8 @@ class Relay:
         except asyncio.CancelledError:
             return
         except OSError as exc:
+            if exc.errno in FD_ERRNOS:
+                FD_ALARM.hit("connecting to the agent")
             reason = f"agent unreachable: {exc.strerror or exc}"
             self._refuse(502, reason, EndCause.UPSTREAM_UNREACHABLE)
             return
@@ -583,23 +650,33 @@ class Relay:
         opcode = frame.opcode
         if direction is CALLER_TO_AGENT:
             dst = self.client
-            dst_ok = dst is not None and dst.state is State.OPEN
+            dst_ok = dst is not None and dst.state is State.OPEN and not self._agent_gone
         else:
             dst = self.server  # type: ignore[assignment]
-            dst_ok = self.server.state is State.OPEN
+            dst_ok = self.server.state is State.OPEN and not self._caller_gone
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY or opcode is Opcode.CONT:
-            if dst_ok:
-                assert dst is not None
-                if opcode is Opcode.TEXT:
-                    dst.send_text(frame.data, fin=frame.fin)
-                elif opcode is Opcode.BINARY:
-                    dst.send_binary(frame.data, fin=frame.fin)
-                else:
-                    dst.send_continuation(frame.data, fin=frame.fin)
-                if direction is CALLER_TO_AGENT:
-                    self._flush_agent()
-                else:
-                    self._flush_caller()
+            count = self._frag_count[direction] + 1
+            self._frag_count[direction] = 0 if frame.fin else count
+            if count > MAX_FRAGMENTS:
+                self._too_many_fragments(direction)
+                return
+            if not dst_ok:
+                # The other side is gone or closing: nothing is forwarded, so nothing is
+                # measured either (a flooding peer must not be read into memory for the
+                # close timeout, see _stalled).
+                self._frags[direction].clear()
+                return
+            assert dst is not None
+            if opcode is Opcode.TEXT:
+                dst.send_text(frame.data, fin=frame.fin)
+            elif opcode is Opcode.BINARY:
+                dst.send_binary(frame.data, fin=frame.fin)
+            else:
+                dst.send_continuation(frame.data, fin=frame.fin)
+            if direction is CALLER_TO_AGENT:
+                self._flush_agent()
+            else:
+                self._flush_caller()
             self._measure(frame, direction, t_ns)
         elif opcode is Opcode.CLOSE:
             close = Close.parse(frame.data) if frame.data else Close(CloseCode.NO_STATUS_RCVD, "")
@@ -612,9 +689,24 @@ class Relay:
                 self._close_caller(close.code, close.reason)
         # Pings and pongs are answered per hop by the sans-I/O protocol.
 
+    def _too_many_fragments(self, direction: Direction) -> None:
+        """A message in more than MAX_FRAGMENTS frames: closed as too big (1009) both ways."""
+        self._frags[direction].clear()
+        self._frag_count[direction] = 0
+        log.info("the %s sent a message in too many fragments: call closed", direction.short)
+        if direction is CALLER_TO_AGENT:
+            if self.server.state is State.OPEN:
+                self.server.fail(CloseCode.MESSAGE_TOO_BIG, "too many fragments")
+                self._flush_caller()
+        elif self.client is not None and self.client.state is State.OPEN:
+            self.client.fail(CloseCode.MESSAGE_TOO_BIG, "too many fragments")
+            self._flush_agent()
+
     def _measure(self, frame: Frame, direction: Direction, t_ns: int) -> None:
         observer = self.observer
         if observer is None:
+            if frame.fin:
+                self._last_activity = time.monotonic()
             return
         frags = self._frags[direction]
         if frame.opcode is not Opcode.CONT:
@@ -631,9 +723,12 @@ class Relay:
         if self._frag_text[direction]:
             payload = data.decode("utf-8", "replace")
         try:
-            observer.on_message(direction, payload, t_ns)
+            media = observer.on_message(direction, payload, t_ns)
         except Exception:
+            media = None
             self._observer_failed()
+        if media is not False:
+            self._last_activity = time.monotonic()
 
     def _observer_failed(self) -> None:
         self.observer_errors += 1

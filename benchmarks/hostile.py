@@ -1,0 +1,191 @@
+"""Hostile peers against a real ``voxproxy proxy`` process (issue 14), on loopback.
+
+Two measurements, each against a fresh proxy process, reporting its resident
+memory (VmRSS), threads and UDP sockets from /proc:
+
+- ``flood``: a caller that stops reading beside an agent that writes 1 s Twilio
+  media messages as fast as it can and never answers a close. The proxy drops
+  the caller after ``--stall-timeout`` (1 s) and waits ``--close-timeout`` for the
+  agent; the figure is the proxy's peak RSS over the call, against its RSS
+  before.
+- ``whip``: 300 WHIP offers at once to ``--transport webrtc --max-calls 10``; the
+  figures are how many got ``201`` and ``503``, and the proxy's RSS, threads and
+  UDP sockets while they are held (the callers never connect their media).
+
+Usage: ``.venv/bin/python benchmarks/hostile.py [flood] [whip]``. The last line
+printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
+from voxproxy.transports.webrtc import AudioPeer, use_host_addresses
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "Threads"):
+                out[key] = int(value.split()[0])
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    udp = 0
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        with suppress(OSError), open(table) as fh:
+            udp += sum(1 for line in fh.readlines()[1:] if line.split()[9] in inodes)
+    out["udp_sockets"] = udp
+    return out
+
+
+def start_proxy(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--listen", "127.0.0.1:0", *args]
+    cmd += ["--receipts", str(log.with_suffix(".jsonl")), "--secret", "bench"]
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(cmd, stdout=out, stderr=out)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        found = re.search(
+            r"(?:listening on ws|offers on http)://127\.0\.0\.1:(\d+)", log.read_text()
+        )
+        if found:
+            return proc, int(found.group(1))
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(log.read_text())
+
+
+async def flood(tmp: Path) -> dict[str, Any]:
+    message = TwilioAgentWire("MZ1").media(os.urandom(8000)).encode()
+    frame = b"\x81\x7e" + len(message).to_bytes(2, "big") + message
+    sent = [0]
+
+    async def agent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from websockets.utils import accept_key
+
+        head = await reader.readuntil(b"\r\n\r\n")
+        key = next(
+            ln.split(b":", 1)[1].strip().decode()
+            for ln in head.split(b"\r\n")
+            if ln.lower().startswith(b"sec-websocket-key:")
+        )
+        writer.write(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: " + accept_key(key).encode() + b"\r\n\r\n"
+        )
+        with suppress(ConnectionError):
+            while sent[0] < 500_000 and not writer.transport.is_closing():
+                writer.write(frame)
+                sent[0] += 1
+                await writer.drain()
+
+    server = await asyncio.start_server(agent, "127.0.0.1", 0)
+    agent_port = server.sockets[0].getsockname()[1]
+    flags = ["--upstream", f"ws://127.0.0.1:{agent_port}", "--dialect", "twilio"]
+    proc, port = start_proxy([*flags, "--stall-timeout", "1"], tmp / "flood.log")
+    from websockets.asyncio.client import connect
+
+    try:
+        await asyncio.sleep(0.5)
+        before = proc_status(proc.pid)
+        ws = await connect(f"ws://127.0.0.1:{port}/", max_size=None, max_queue=None)
+        sid = "CA" + "f" * 32
+        await ws.send(TwilioCallerWire("MZ" + sid[2:], sid).start())
+        ws.transport.pause_reading()
+        peak = before["VmRSS"]
+        receipts = tmp / "flood.jsonl"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            peak = max(peak, proc_status(proc.pid)["VmRSS"])
+            if receipts.exists() and receipts.read_text().strip():
+                break
+            await asyncio.sleep(0.05)
+        after = proc_status(proc.pid)
+        ws.transport.abort()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        server.close()
+    return {
+        "rss_before_kb": before["VmRSS"],
+        "rss_peak_kb": peak,
+        "rss_after_kb": after["VmRSS"],
+        "agent_mb_sent": round(sent[0] * len(frame) / 1e6, 1),
+    }
+
+
+async def whip(tmp: Path) -> dict[str, Any]:
+    from voxproxy.mockagent import MockAgentConfig
+    from voxproxy.mockagent.webrtc import WebRtcMockAgent
+
+    use_host_addresses(["127.0.0.1"])
+    async with WebRtcMockAgent(MockAgentConfig(delay_ms=400)) as agent:
+        flags = ["--transport", "webrtc", "--upstream", agent.url(), "--max-calls", "10"]
+        flags += ["--ice-host", "127.0.0.1", "--ice-timeout", "30"]
+        proc, port = start_proxy(flags, tmp / "whip.log")
+        caller = AudioPeer(name="caller")
+        offer = await caller.create_offer()
+        await caller.close()  # its sockets are gone: nothing will connect
+        try:
+            await asyncio.sleep(0.5)
+            before = proc_status(proc.pid)
+            url = f"http://127.0.0.1:{port}/whip"
+            async with aiohttp.ClientSession() as http:
+
+                async def post() -> int:
+                    headers = {"Content-Type": "application/sdp"}
+                    async with http.post(url, data=offer.encode(), headers=headers) as r:
+                        return r.status
+
+                statuses = await asyncio.gather(*(post() for _ in range(300)))
+            held = proc_status(proc.pid)
+            offers_at_agent = len(agent.calls)
+        finally:
+            proc.terminate()
+            proc.wait(40)
+    return {
+        "created_201": statuses.count(201),
+        "refused_503": statuses.count(503),
+        "offers_reaching_the_agent": offers_at_agent,
+        "rss_before_kb": before["VmRSS"],
+        "rss_held_kb": held["VmRSS"],
+        "threads_before": before["Threads"],
+        "threads_held": held["Threads"],
+        "udp_sockets_held": held["udp_sockets"],
+    }
+
+
+async def main(which: list[str]) -> None:
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        if "flood" in which:
+            results["flood"] = await flood(tmp)
+            print("stalled caller + flooding agent:", results["flood"])
+        if "whip" in which:
+            results["whip"] = await whip(tmp)
+            print("300 WHIP offers, --max-calls 10:", results["whip"])
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:] or ["flood", "whip"]))

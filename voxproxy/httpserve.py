@@ -1,0 +1,93 @@
+"""What the proxy's HTTP listeners share: WHIP/Pipecat signaling, the event API, /metrics.
+
+All three run on aiohttp, whose server has no timeout of its own for a request
+that arrives slowly: a client could hold a connection open for minutes by
+sending half a request line, or a body byte by byte. Here:
+
+- a connection must deliver each request's headers within ``header_timeout_s``
+  of connecting or of its previous response (aiohttp's keep-alive timer, which
+  closes a connection that is waiting for a request, is set to that value);
+- a handler reads a body with :func:`read_body`, which gives up after
+  ``body_timeout_s`` (answered ``408``);
+- request lines and header fields are capped at 8 KiB (aiohttp's default, made
+  explicit).
+
+aiohttp logs a malformed request (an over-long URL, say) at ERROR with a
+traceback whose message quotes the request line: a caller's path, which may
+carry ids or tokens, would land in the proxy's log. :class:`BadRequestLogGuard`
+turns those records into one INFO line naming only the kind of error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+HEADER_TIMEOUT_S = 10.0  # as the websocket listener's --handshake-timeout default
+BODY_TIMEOUT_S = 10.0
+MAX_LINE_BYTES = 8190
+
+
+class BodyTimeout(Exception):
+    """The request's body did not arrive within the body timeout."""
+
+
+class BadRequestLogGuard(logging.Filter):
+    """Rewrites aiohttp's record of a malformed request: no request line, no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg = "malformed HTTP request refused (%s, status %s); details withheld"
+            record.args = (type(exc).__name__, exc.code)
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno = logging.INFO
+            record.levelname = logging.getLevelName(logging.INFO)
+        return True
+
+
+_GUARD = BadRequestLogGuard()
+
+
+def guard_server_log() -> None:
+    """Install the guard on aiohttp's server logger (once; idempotent)."""
+    logger = logging.getLogger("aiohttp.server")
+    if _GUARD not in logger.filters:
+        logger.addFilter(_GUARD)
+
+
+def app_runner(
+    app: web.Application, *, header_timeout_s: float = HEADER_TIMEOUT_S
+) -> web.AppRunner:
+    """An :class:`aiohttp.web.AppRunner` with the listeners' common limits (see above)."""
+    guard_server_log()
+    return web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        keepalive_timeout=header_timeout_s,
+        max_line_size=MAX_LINE_BYTES,
+        max_field_size=MAX_LINE_BYTES,
+    )
+
+
+async def read_body(request: web.Request, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
+    """The request's body, or :class:`BodyTimeout` when it takes longer than ``timeout_s``.
+
+    aiohttp's own errors (a body over ``client_max_size``) pass through unchanged.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await request.read()
+    except TimeoutError:
+        raise BodyTimeout from None
+
+
+def body_timeout_response() -> web.Response:
+    response = web.Response(status=408, text="the request body did not arrive in time\n")
+    response.force_close()
+    return response
