@@ -231,6 +231,14 @@ def _add_proxy(sub: Any) -> None:
         "(jitter buffer, handset)",
     )
     p.add_env_argument(
+        "--max-uncertainty-ms",
+        type=non_negative_float,
+        default=50.0,
+        help="withhold a figure (null, reason clock_lag) whose uncertainty exceeds this: the "
+        "detector's own 10 ms plus how late the proxy's clock readings ran near its edges "
+        "(a busy CPU); default 50",
+    )
+    p.add_env_argument(
         "--response-timeout-ms",
         type=float,
         default=8000.0,
@@ -373,6 +381,7 @@ def _session_config(args: argparse.Namespace) -> Any:
             barge_in_window_ms=args.barge_in_window_ms,
         ),
         downstream_offset_ms=args.downstream_offset_ms,
+        max_uncertainty_ms=args.max_uncertainty_ms,
     )
 
 

@@ -3,13 +3,18 @@
 The measurement core never reads a clock: shells stamp every message with
 ``t_ns`` from a :class:`Clock` and hand it in. :class:`FakeClock` drives scripted
 timelines in tests; :class:`EpochAnchor` converts monotonic times to wall-clock
-times once per call.
+times once per call; :class:`LagMonitor` (a shell's) measures how late the event
+loop's clock readings run.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as _dt
 import time
+from bisect import bisect_left
+from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,3 +73,63 @@ class EpochAnchor:
         wall = self.wall_ns_at(mono_ns)
         dt = _dt.datetime.fromtimestamp(wall / 1e9, tz=_dt.UTC)
         return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class LagMonitor:
+    """How late the event loop's own clock readings are: a timer every ``period_s``
+    measures how much later than asked it ran. Every message stamped while the loop was
+    blocked carries up to that much delay, so a figure whose edges fall near a block
+    inherits it as uncertainty (MEASUREMENT.md 2). Only lags of ``min_lag_ms`` or more
+    are kept, the last ``keep`` of them."""
+
+    def __init__(self, period_s: float = 0.02, min_lag_ms: float = 0.5, keep: int = 20000) -> None:
+        self.period_s = period_s
+        self._min_ns = int(min_lag_ms * 1_000_000)
+        self._times: deque[int] = deque(maxlen=keep)
+        self._lags: deque[int] = deque(maxlen=keep)
+        self._task: asyncio.Task[None] | None = None
+        self.max_lag_ns = 0
+
+    def record(self, t_ns: int, lag_ns: int) -> None:
+        """A reading: at ``t_ns`` the loop ran a timer ``lag_ns`` late."""
+        if lag_ns >= self._min_ns:
+            self._times.append(t_ns)
+            self._lags.append(lag_ns)
+            self.max_lag_ns = max(self.max_lag_ns, lag_ns)
+
+    def max_between(self, start_ns: int, end_ns: int) -> int:
+        """The largest delay a clock reading taken in ``[start_ns, end_ns]`` can carry:
+        the longest block of the loop that overlaps the interval."""
+        times = self._times
+        worst = 0
+        i = bisect_left(times, start_ns)
+        n = len(times)
+        while i < n:
+            t = times[i]
+            lag = self._lags[i]
+            if t - lag > end_ns:
+                if t - 5_000_000_000 > end_ns:  # no block lasts that long
+                    break
+            elif lag > worst:
+                worst = lag
+            i += 1
+        return worst
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        period_ns = int(self.period_s * 1e9)
+        while True:
+            due = time.monotonic_ns() + period_ns
+            await asyncio.sleep(self.period_s)
+            now = time.monotonic_ns()
+            self.record(now, now - due)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from websockets.http11 import Request
 
-from voxproxy.clock import EpochAnchor
+from voxproxy.clock import EpochAnchor, LagMonitor
 from voxproxy.dialects.base import Decoder, DialectOptions, make_decoder
 from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, ToolEvent
 from voxproxy.ids import keyed_hash, new_secret
@@ -96,6 +96,7 @@ class CallContext:
             link_id=self.link_id,
             config=cfg.session,
             anchor=proxy.anchor,
+            clock_lag=proxy.clock_lag.max_between,
         )
         proxy.active += 1
         self.trace: CallTrace | None = None
@@ -215,6 +216,8 @@ class ReceiptOutlet:
             else replace(dialect_options, secret=self.secret)
         )
         self.anchor = EpochAnchor.now()
+        # How late the event loop's clock readings run: the uncertainty of every figure.
+        self.clock_lag = LagMonitor()
         self.sinks: list[ReceiptSink] = list(sinks or [])
         self.judge = judge
         self.telemetry = telemetry or NULL_TELEMETRY  # spans and metrics; off by default
@@ -361,7 +364,9 @@ class Proxy(ReceiptOutlet):
         return self.server.admission.refused
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
+        self.clock_lag.start()
         return await self.server.start(host, port, ssl_context)
 
     async def stop(self, drain_s: float = 0.0) -> None:
         await self.server.stop(drain_s)
+        await self.clock_lag.stop()

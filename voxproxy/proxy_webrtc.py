@@ -118,6 +118,7 @@ class WebRtcCallContext:
             link_id=self.link_id,
             config=cfg.session,
             anchor=proxy.anchor,
+            clock_lag=proxy.clock_lag.max_between,
         )
         self.carrier = {k: v for k, v in offer.headers.items() if k in TRACE_HEADERS}
         self.trace: CallTrace | None = None
@@ -208,6 +209,7 @@ class WebRtcProxy(ReceiptOutlet):
         return WebRtcCallContext(self, t_ns, offer)
 
     async def start(self, host: str, port: int) -> int:
+        self.clock_lag.start()
         return await self.server.start(host, port)
 
     def url(self, signaling: str = "whip") -> str:
@@ -215,3 +217,4 @@ class WebRtcProxy(ReceiptOutlet):
 
     async def stop(self, drain_s: float = 0.0) -> None:
         await self.server.stop(drain_s)
+        await self.clock_lag.stop()

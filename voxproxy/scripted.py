@@ -257,7 +257,9 @@ def render(plan: CallPlan) -> ScriptedCall:
     total -= total % frame
     caller_all = mix_caller_track(caller_track, total, plan.caller_noise_dbfs, plan.seed)
     if plan.caller_bed is not None:
-        caller_all = add_bed(caller_all, to_rate(plan.caller_bed, 16000, rate), plan.caller_bed_dbfs)
+        caller_all = add_bed(
+            caller_all, to_rate(plan.caller_bed, 16000, rate), plan.caller_bed_dbfs
+        )
     to_agent = _Link(rng, plan.jitter_ms)
     upstream: list[tuple[float, bytes | str | tuple[str]]] = []
     if plan.dialect == "twilio":

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from voxproxy.analysis.playout import Playout
-from voxproxy.analysis.vad import SpeechDetector, VadConfig
+from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig
 from voxproxy.audio.resample import Converter
 from voxproxy.clock import EpochAnchor
 from voxproxy.dialects.base import Decoder
@@ -67,7 +67,7 @@ from voxproxy.receipts.model import (
     TurnStages,
 )
 from voxproxy.tools import EffectSummary, derive
-from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnMachine, barge_outcome
+from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnKind, TurnMachine, barge_outcome
 
 NS_PER_MS = 1_000_000
 MAX_MEASUREMENT_ERRORS = 50
@@ -89,6 +89,16 @@ _CHAIN_STAGES = (
     "response_done",
 )
 _FILL_GAP_NS = 100 * NS_PER_MS  # playout gaps up to this long reach the detector as silence
+_MAX_NEVER_QUIET = 256  # never-quiet spans kept per direction
+_MAX_SPANS = 4096  # spurt spans kept per direction
+_BUSY_SHARE = 0.5  # active through this share of the other side's speech: never quiet
+_BUSY_MIN_NS = 3000 * NS_PER_MS  # ... judged once the other side spoke this long
+# The detector's own edge uncertainty for a figure (two edges) on clean speech: the p95
+# of its error over the space of agents and wires (tests/test_session_space.py).
+DETECTOR_UNCERTAINTY_MS = 10.0
+# Clock readings around an edge that decide it: the frames before it, the look-ahead after.
+_LAG_BEFORE_NS = 100 * NS_PER_MS
+_LAG_AFTER_NS = 350 * NS_PER_MS
 _MAX_ITEMS = 64  # agent audio items whose playout is remembered (for truncates)
 _MAX_ITEM_GAPS = 1024
 
@@ -137,6 +147,9 @@ class SessionConfig:
     # "model": agent audio is placed on the playout timeline (MEASUREMENT.md 3); "arrival":
     # a paced transport (WebRTC) where audible time = arrival, the model's identity.
     agent_playout: str = "model"
+    # A figure whose uncertainty (the detector's own, plus how late the shell's clock
+    # readings near its edges ran) exceeds this is withheld: null, reason "clock_lag".
+    max_uncertainty_ms: float = 50.0
 
 
 class CallSession:
@@ -151,8 +164,17 @@ class CallSession:
         link_id: str,
         config: SessionConfig | None = None,
         anchor: EpochAnchor | None = None,
+        clock_lag: Callable[[int, int], int] | None = None,
     ) -> None:
+        """``clock_lag(start_ns, end_ns)``: the most a clock reading the shell took in
+        that interval can be late (its event-loop lag), or ``None`` when not measured."""
         self.config = cfg = config or SessionConfig()
+        self._clock_lag = clock_lag
+        # Spans of spurts so long that their direction was never quiet, per direction, and
+        # every spurt's span (for how much each direction talked over the other).
+        self._never_quiet: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        self._spans: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        self._busy: list[bool] = [False, False]  # a direction active under the other's speech
         self.decoder = decoder
         self.start_ns = start_ns
         self._secret = secret
@@ -523,6 +545,7 @@ class CallSession:
             if which == 0:
                 assert caller is not None
                 spurt = caller.spurts.popleft()
+                self._note_never_quiet(CALLER_TO_AGENT, spurt)
                 if spurt.voiced:
                     self.turns.caller_spurt(spurt)
                 else:
@@ -531,7 +554,9 @@ class CallSession:
                     heapq.heappush(heap, (caller.spurts[0].onset_ns, 1, 0))
             elif which == 1:
                 assert agent is not None
-                self.turns.agent_spurt(agent.spurts.popleft())
+                agent_spurt = agent.spurts.popleft()
+                self._note_never_quiet(AGENT_TO_CALLER, agent_spurt)
+                self.turns.agent_spurt(agent_spurt)
                 if agent.spurts:
                     heapq.heappush(heap, (agent.spurts[0].onset_ns, 2, 1))
             else:
@@ -580,6 +605,62 @@ class CallSession:
             self._truncations = []
             return self._receipt(end_ns, terminal, close, [], name)
 
+    def _note_never_quiet(self, direction: Direction, spurt: Spurt) -> None:
+        spans = self._never_quiet[direction]
+        if spurt.never_quiet and len(spans) < _MAX_NEVER_QUIET:
+            spans.append((spurt.onset_ns, spurt.offset_ns))
+        if len(self._spans[direction]) < _MAX_SPANS:
+            self._spans[direction].append((spurt.onset_ns, spurt.offset_ns))
+
+    def _judge_busy(self) -> None:
+        """A direction that stays active through most of the other side's speech is not
+        a talker taking turns but a bed that never goes quiet (babble, music): its edges
+        are not speech edges. Barge-ins cover a small share of the other's speech."""
+        caller, agent = self._spans
+
+        def share(over: list[tuple[int, int]], under: list[tuple[int, int]]) -> float:
+            total = sum(b - a for a, b in under)
+            if total < _BUSY_MIN_NS:
+                return 0.0
+            covered = sum(
+                max(0, min(b, d) - max(a, c)) for a, b in under for c, d in over if c < b and d > a
+            )
+            return covered / total
+
+        caller_share = share(caller, agent)
+        self._busy[CALLER_TO_AGENT] = caller_share >= _BUSY_SHARE
+        self._busy[AGENT_TO_CALLER] = (
+            caller_share < _BUSY_SHARE and share(agent, caller) >= _BUSY_SHARE
+        )
+
+    def _quiet_at(self, direction: Direction, t_ns: int | None) -> bool:
+        """The edge at ``t_ns`` is a speech edge: its direction went quiet around its
+        speech, and no never-quiet spurt holds it."""
+        if t_ns is None:
+            return True
+        if self._busy[direction]:
+            return False
+        return not any(a <= t_ns <= b for a, b in self._never_quiet[direction])
+
+    def _uncertainty_ms(self, *edges: int | None) -> float:
+        """The detector's own uncertainty, plus the clock lag near each edge."""
+        lag_ns = 0
+        if self._clock_lag is not None:
+            for t in edges:
+                if t is not None:
+                    lag_ns += self._clock_lag(t - _LAG_BEFORE_NS, t + _LAG_AFTER_NS)
+        return round(DETECTOR_UNCERTAINTY_MS + lag_ns / NS_PER_MS, 1)
+
+    def _withheld(self, caller_edge: int | None, agent_edge: int | None) -> str | None:
+        """Why a figure between these edges cannot be published, or None."""
+        if not self._quiet_at(CALLER_TO_AGENT, caller_edge):
+            return "caller_never_quiet"
+        if not self._quiet_at(AGENT_TO_CALLER, agent_edge):
+            return "agent_never_quiet"
+        if self._uncertainty_ms(caller_edge, agent_edge) > self.config.max_uncertainty_ms:
+            return "clock_lag"
+        return None
+
     def _receipt(
         self, end_ns: int, terminal: Terminal, close: CloseInfo, turns: list[Turn], dialect: str
     ) -> Receipt:
@@ -589,6 +670,11 @@ class CallSession:
 
         def rel(ns: int | None) -> float | None:
             return None if ns is None else _ms(ns - start)
+
+        self._judge_busy()
+
+        def quiet(direction: Direction, ns: int | None) -> int | None:
+            return ns if self._quiet_at(direction, ns) else None
 
         barge_onsets = [t.barge_in.onset_ns for t in turns if t.barge_in is not None]
         # (No tool events, nothing to derive: the common case, and the fallback receipt's.)
@@ -610,27 +696,46 @@ class CallSession:
                 b = t.barge_in
                 outcome, latency = barge_outcome(b, window)
                 evidence = b.evidence()
+                stop_ns: int | None = b.stop_ns()
+                why = self._withheld(b.onset_ns, stop_ns)
                 barge = BargeInRecord(
                     onset_ms=rel(b.onset_ns) or 0.0,
-                    stop_ms=rel(b.stop_ns()),
-                    stop_latency_ms=_ms(latency),
-                    outcome=outcome.value,
+                    stop_ms=None if why else rel(stop_ns),
+                    stop_latency_ms=None if why else _ms(latency),
+                    stop_uncertainty_ms=self._uncertainty_ms(b.onset_ns, stop_ns),
+                    outcome="unknown" if why else outcome.value,
                     evidence=evidence.value,
                     ambiguous=evidence.value == "ceased",
                     in_pause=b.in_pause,
+                    reason=why,
                 )
+            ttfs_ns, talk_over_ns, reason = t.ttfs_ns, t.talk_over_ns, t.reason
+            ttfs_unc = None
+            if ttfs_ns is not None:
+                ttfs_unc = self._uncertainty_ms(t.caller_offset_ns, t.agent_onset_ns)
+                why = self._withheld(t.caller_offset_ns, t.agent_onset_ns)
+                if why is not None:
+                    ttfs_ns, talk_over_ns, reason = None, None, why
+            reprompt_ns = t.reprompt_ns
+            if t.kind is TurnKind.AGENT_INITIATED and not self._quiet_at(
+                CALLER_TO_AGENT, t.agent_onset_ns
+            ):
+                # "No caller speech since" cannot be told when the caller never went quiet.
+                reprompt_ns, reason = None, "caller_never_quiet"
             records.append(
                 TurnRecord(
                     index=t.index,
                     kind=t.kind.value,
-                    caller_onset_ms=rel(t.caller_onset_ns),
-                    caller_offset_ms=rel(t.caller_offset_ns),
-                    agent_onset_ms=rel(t.agent_onset_ns),
-                    agent_offset_ms=rel(t.agent_offset_ns),
-                    ttfs_ms=_ms(t.ttfs_ns),
-                    reason=t.reason,
-                    talk_over_ms=_ms(t.talk_over_ns),
-                    reprompt_ms=_ms(t.reprompt_ns),
+                    # An edge in a direction that never went quiet is no speech edge.
+                    caller_onset_ms=rel(quiet(CALLER_TO_AGENT, t.caller_onset_ns)),
+                    caller_offset_ms=rel(quiet(CALLER_TO_AGENT, t.caller_offset_ns)),
+                    agent_onset_ms=rel(quiet(AGENT_TO_CALLER, t.agent_onset_ns)),
+                    agent_offset_ms=rel(quiet(AGENT_TO_CALLER, t.agent_offset_ns)),
+                    ttfs_ms=_ms(ttfs_ns),
+                    ttfs_uncertainty_ms=ttfs_unc,
+                    reason=reason,
+                    talk_over_ms=_ms(talk_over_ns),
+                    reprompt_ms=_ms(reprompt_ns),
                     barge_in=barge,
                     flushes=len(t.flushes),
                     yielded_without_caller_speech=t.yielded_without_caller_speech,

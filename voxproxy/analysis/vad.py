@@ -53,6 +53,9 @@ SPECTRAL_TOLERANCE_MS = 30  # pauses bridged by a spectral walk
 # corpus and the fixtures, +1.0 dB on average (sd 0.8 dB; quiet talkers up to +3.5 dB,
 # whose weakest frames stay under the start threshold).
 LEVEL_BIAS_DB = 1.0
+# A talk-spurt this long never had the quiet of a merge gap: the direction is never
+# quiet (babble, music, a bed of speech) and its edges are not speech edges.
+NEVER_QUIET_NS = 20_000 * NS_PER_MS
 UTTERANCE_GAP_NS = 1000 * NS_PER_MS  # a spurt after this much silence starts an utterance
 MIN_LEVEL_FRAMES = 5  # an utterance's own level is used from this many active frames
 REWALK_FRAMES = 25  # ... and its onset walked again with it after this many (0.5 s)
@@ -98,6 +101,11 @@ class Spurt:
     onset_ns: int
     offset_ns: int
     voiced_ms: float = VOICED_ENOUGH_MS  # voiced (pitched) audio seen in it, capped
+
+    @property
+    def never_quiet(self) -> bool:
+        """Longer than any utterance: what it holds is a bed that never went quiet."""
+        return self.offset_ns - self.onset_ns > NEVER_QUIET_NS
 
     @property
     def voiced(self) -> bool:

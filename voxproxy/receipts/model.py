@@ -40,7 +40,18 @@ class BargeInRecord(_Model):
     onset_ms: float = Field(description="Caller speech onset that talked over agent audio.")
     stop_ms: float | None = Field(description="End of audible agent audio after the onset.")
     stop_latency_ms: float | None = Field(description="stop_ms - onset_ms.")
-    outcome: Literal["stopped", "not_stopped", "no_agent_audio"]
+    stop_uncertainty_ms: float | None = Field(
+        default=None,
+        description="How far stop_latency_ms may be off: the detector's own uncertainty plus "
+        "the proxy's clock lag near both edges (MEASUREMENT.md 2).",
+    )
+    outcome: Literal["stopped", "not_stopped", "no_agent_audio", "unknown"] = Field(
+        description="unknown: the figure is withheld (see reason)."
+    )
+    reason: str | None = Field(
+        default=None,
+        description="Why stop_ms is withheld: caller_never_quiet, agent_never_quiet or clock_lag.",
+    )
     evidence: Literal["flush", "ceased"]
     ambiguous: bool = Field(
         description="True when the audio merely ceased: it may have been the natural end of "
@@ -82,7 +93,17 @@ class TurnRecord(_Model):
     ttfs_ms: float | None = Field(
         default=None, description="Caller speech end -> agent audio audible (playout timeline)."
     )
-    reason: str | None = Field(default=None, description="Why ttfs_ms is null.")
+    ttfs_uncertainty_ms: float | None = Field(
+        default=None,
+        description="How far ttfs_ms may be off: the detector's own uncertainty plus the "
+        "proxy's clock lag near both edges (MEASUREMENT.md 2).",
+    )
+    reason: str | None = Field(
+        default=None,
+        description="Why ttfs_ms is null: no_response, call_ended, caller_never_quiet and "
+        "agent_never_quiet (a direction that never went quiet: babble, music), clock_lag "
+        "(the proxy's clock readings ran too late to trust), ...",
+    )
     talk_over_ms: float | None = None
     reprompt_ms: float | None = None
     barge_in: BargeInRecord | None = None

@@ -1,0 +1,92 @@
+"""When the proxy cannot know, it says so (MEASUREMENT.md 2): directions that never go
+quiet, and clock readings that ran late, withhold figures with a reason instead of
+publishing confident wrong numbers."""
+
+from __future__ import annotations
+
+import random
+
+from groundtruth import measure
+
+from voxproxy.dialects import make_decoder
+from voxproxy.fixtures import load_clips
+from voxproxy.receipts.model import CloseInfo
+from voxproxy.receipts.policy import load_policy
+from voxproxy.receipts.verdict import check
+from voxproxy.scripted import CallPlan, TurnPlan, render
+from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
+
+MS = 1_000_000
+
+
+def _plan(seed: int, **kw: object) -> CallPlan:
+    rng = random.Random(seed)
+    clips = load_clips()
+    callers = [c for c in clips.values() if c.role == "caller" and c.kind == "speech"]
+    agents = [c for c in clips.values() if c.role == "agent" and c.kind == "speech"]
+    turns = tuple(
+        TurnPlan(rng.choice(callers), rng.choice(agents), rng.uniform(300, 2000)) for _ in range(3)
+    )
+    return CallPlan(dialect="raw", send_mode="paced", turns=turns, seed=seed, **kw)  # type: ignore[arg-type]
+
+
+def test_a_babble_bed_under_the_caller_publishes_no_figure() -> None:
+    # A bed of four voices 10 and 20 dB under the caller: the caller direction is never
+    # quiet, so no caller speech end is known (it once read 5.7 s off the truth).
+    babble = load_clips()["noise_babble"].pcm
+    policy = load_policy(None)
+    for snr in (10.0, 20.0):
+        for seed in range(3):
+            call = render(_plan(seed, caller_bed=babble, caller_bed_dbfs=-21.0 - snr))
+            receipt = measure(call, "raw")
+            published = [t.ttfs_ms for t in receipt.turns if t.ttfs_ms is not None]
+            assert published == [], (snr, seed, receipt.turns)
+            reasons = {t.reason for t in receipt.turns}
+            assert "caller_never_quiet" in reasons and reasons <= {
+                "caller_never_quiet",
+                "call_ended",
+                "no_response",
+            }, reasons
+            # The caller's edges are no speech edges either: none is published.
+            assert all(t.caller_offset_ms is None for t in receipt.turns)
+            assert all(t.reprompt_ms is None for t in receipt.turns)
+            gate = check("turn_timing", receipt, policy)
+            assert gate.verdict == "insufficient_evidence", gate
+
+
+def test_a_quiet_direction_is_measured_as_before() -> None:
+    # The control: the same calls without the bed publish every figure.
+    for seed in range(3):
+        call = render(_plan(seed))
+        receipt = measure(call, "raw")
+        responses = [t for t in receipt.turns if t.kind == "response"]
+        assert len(responses) == 3 and all(t.ttfs_ms is not None for t in responses)
+        assert all(t.ttfs_uncertainty_ms == DETECTOR_UNCERTAINTY_MS for t in responses)
+
+
+def test_clock_lag_near_an_edge_widens_its_uncertainty_and_withholds_it() -> None:
+    call = render(_plan(4))
+    blocks: list[tuple[int, int]] = []  # (end of a block of the loop, its length)
+
+    def lag(start_ns: int, end_ns: int) -> int:
+        return max((n for t, n in blocks if t >= start_ns and t - n <= end_ns), default=0)
+
+    def run() -> list[tuple[float | None, float | None, str | None]]:
+        s = CallSession(make_decoder("raw"), 0, secret=b"k", link_id="l", clock_lag=lag)
+        for t, d, p in call.messages:
+            s.on_message(d, p, t)
+        r = s.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
+        return [(t.ttfs_ms, t.ttfs_uncertainty_ms, t.reason) for t in r.turns]
+
+    clean = run()
+    assert all(v is not None and u == DETECTOR_UNCERTAINTY_MS for v, u, _ in clean)
+    # A 30 ms block right after the second turn's caller speech end: its figure carries
+    # it; an 80 ms block at the third turn's agent onset withholds that figure.
+    second, third = call.truth[1], call.truth[2]
+    blocks.append((second.caller_offset_ns + 50 * MS, 30 * MS))
+    blocks.append((third.agent_onset_ns + 20 * MS, 80 * MS))
+    lagged = run()
+    assert lagged[0] == clean[0]
+    assert lagged[1][0] == clean[1][0] and lagged[1][1] == DETECTOR_UNCERTAINTY_MS + 30.0
+    assert lagged[2][0] is None and lagged[2][2] == "clock_lag"
+    assert lagged[2][1] == DETECTOR_UNCERTAINTY_MS + 80.0
