@@ -520,7 +520,7 @@ class CallSession:
     def _watermark(self, now: int) -> int:
         """Nothing that starts before this time can still appear."""
         vad = self.config.vad
-        slack = (vad.onset_lookback_ms + vad.frame_ms) * NS_PER_MS
+        slack = (2 * vad.onset_lookback_ms + vad.frame_ms) * NS_PER_MS  # found, walked again
         marks = [now - self._max_caller_chunk_ns - slack]
         for det in self._detectors:
             if det is not None and det.speaking:

@@ -149,7 +149,7 @@ def test_advance_closes_a_spurt_when_audio_stops_arriving() -> None:
     assert det.speaking and not det.spurts
     deadline = det.deadline_ns()
     assert deadline is not None
-    wait_ns = int((cfg.merge_gap_ms + cfg.onset_lookback_ms) * MS)
+    wait_ns = int((cfg.merge_gap_ms + min(cfg.onset_lookback_ms, 150)) * MS)
     det.advance(end_of_audio + 100 * MS)
     det.advance(deadline - 1)
     assert det.speaking and not det.spurts, "closed before merge_gap + lookback had passed"

@@ -58,6 +58,7 @@ LEVEL_BIAS_DB = 1.0
 NEVER_QUIET_NS = 20_000 * NS_PER_MS
 UTTERANCE_GAP_NS = 1000 * NS_PER_MS  # a spurt after this much silence starts an utterance
 MIN_LEVEL_FRAMES = 5  # an utterance's own level is used from this many active frames
+CLOSE_LOOKBACK_NS = 150 * NS_PER_MS  # a spurt closes a merge gap and at most this much later
 REWALK_FRAMES = 25  # ... and its onset walked again with it after this many (0.5 s)
 NOMINAL_LEVEL_DBFS = -26.0  # assumed before a talker is heard: a usual telephone speech level
 SINGLE_WINDOW_MARGIN_DB = 10.0  # 1 ms windows of steady noise stay within this of its floor
@@ -357,7 +358,8 @@ class SpeechDetector:
         # Audio not yet analysed may hold an onset, walked back by up to the look-back.
         unanalysed = self._pending.size + self._npending
         unanalysed_ns = unanalysed * 1_000_000_000 // self.sample_rate_hz
-        margin = (self.config.onset_lookback_ms + self.config.frame_ms) * NS_PER_MS
+        # Twice: an onset is walked back once when found and once more at its level.
+        margin = (2 * self.config.onset_lookback_ms + self.config.frame_ms) * NS_PER_MS
         return self._last_t_end - unanalysed_ns - margin
 
     def deadline_ns(self) -> int | None:
@@ -368,7 +370,7 @@ class SpeechDetector:
         # The same rule as _maybe_finish: the pause counts from the refined offset,
         # which may lie after the last active window.
         end_ns = self._t_of_end(self._refined_end())
-        return end_ns + int((cfg.merge_gap_ms + cfg.onset_lookback_ms) * NS_PER_MS) + 1
+        return end_ns + int(cfg.merge_gap_ms * NS_PER_MS) + self._close_lookback_ns() + 1
 
     # -- analysis ------------------------------------------------------------------------
 
@@ -754,14 +756,19 @@ class SpeechDetector:
     def _maybe_finish(self, now_ns: int, merge_ns: float) -> None:
         """Close the open spurt once the pause after its refined offset is long enough.
 
-        The wait includes the onset look-back, so that a later onset walked back
-        into the merge gap still merges.
+        The wait includes a look-back, so that a later onset walked back into the
+        merge gap mostly still merges; it is shorter than the onsets' full look-back,
+        which would make every listener (the mock agent's turn-taking above all) hear
+        the end of speech later.
         """
         if now_ns - self._last_active_t <= merge_ns:
             return
         end_win = self._refined_end()
-        if now_ns - self._t_of_end(end_win) > merge_ns + self.config.onset_lookback_ms * NS_PER_MS:
+        if now_ns - self._t_of_end(end_win) > merge_ns + self._close_lookback_ns():
             self._close(end_win)
+
+    def _close_lookback_ns(self) -> int:
+        return min(self.config.onset_lookback_ms * NS_PER_MS, CLOSE_LOOKBACK_NS)
 
     def _finish_spurt(self) -> None:
         self._close(self._refined_end())

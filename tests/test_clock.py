@@ -1,0 +1,48 @@
+"""The shell's clock-lag monitor: how late the event loop's readings run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from voxproxy.clock import LagMonitor
+
+MS = 1_000_000
+
+
+def test_max_between_is_the_longest_block_that_overlaps_the_interval() -> None:
+    m = LagMonitor(min_lag_ms=0.5)
+    m.record(1000 * MS, 40 * MS)  # the loop was blocked over [960, 1000] ms
+    m.record(2000 * MS, 5 * MS)  # [1995, 2000]
+    m.record(3000 * MS, 0)  # not a block: not kept
+    assert m.max_between(900 * MS, 950 * MS) == 0  # ends before the block starts
+    assert m.max_between(900 * MS, 970 * MS) == 40 * MS
+    assert m.max_between(999 * MS, 1001 * MS) == 40 * MS
+    assert m.max_between(1001 * MS, 1990 * MS) == 0
+    assert m.max_between(1001 * MS, 2500 * MS) == 5 * MS
+    assert m.max_between(0, 10_000 * MS) == 40 * MS
+    assert m.max_lag_ns == 40 * MS
+
+
+def test_only_lags_worth_keeping_are_kept_and_the_memory_is_bounded() -> None:
+    m = LagMonitor(min_lag_ms=1.0, keep=10)
+    for i in range(100):
+        m.record(i * 10 * MS, 2 * MS)
+    m.record(2000 * MS, MS // 2)
+    assert m.max_between(0, 89 * 10 * MS) == 0  # the first 90 were dropped
+    assert m.max_between(95 * 10 * MS, 96 * 10 * MS) == 2 * MS
+    assert m.max_between(1999 * MS, 2001 * MS) == 0
+
+
+async def test_a_blocked_loop_is_seen() -> None:
+    m = LagMonitor(period_s=0.01)
+    m.start()
+    await asyncio.sleep(0.05)
+    t0 = time.monotonic_ns()
+    time.sleep(0.15)  # a synchronous block of the event loop, as a busy measurement would
+    await asyncio.sleep(0.05)
+    t1 = time.monotonic_ns()
+    await m.stop()
+    # The block is found around when it happened, about as long as it was.
+    assert m.max_between(t0, t1) >= 100 * MS
+    assert m.max_between(t1 + 1_000 * MS, t1 + 2_000 * MS) == 0
