@@ -156,8 +156,11 @@ def _add_proxy(sub: Any) -> None:
     p.add_env_argument(
         "--policy",
         default=None,
-        help="verdict policy YAML; each receipt carries its verdict and the policy hash "
-        "(default: the embedded policy)",
+        metavar="FILE|PROFILE",
+        help="verdict policy: a YAML file, or a profile: auto (default; an outcome check "
+        "is required only of calls that carried task events), latency-only (reachability, "
+        "turn timing, interruption), task-outcome (every gate, an outcome check required); "
+        "each receipt carries its verdict, the policy hash and the gates it was held to",
     )
     p.add_env_argument(
         "--sample-rate", type=positive_int, default=16000, help="raw: caller audio rate in Hz"

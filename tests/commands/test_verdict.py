@@ -30,7 +30,7 @@ def test_prints_verdicts_writes_junit_and_fails(
     assert main(["verdict", str(path), "--junit", str(junit)]) == 1
     out = capsys.readouterr().out
     policy = load_policy()
-    assert f"verdicts under policy {policy.hash} (version 1)" in out
+    assert f"verdicts under policy {policy.hash} (version {policy.version})" in out
     for r in receipts:
         v = judge(r, policy)
         row = next(line for line in out.splitlines() if r.call in line)

@@ -21,7 +21,8 @@ def test_the_embedded_default_is_the_contracts() -> None:
     p = load_policy()
     assert p.max_first_response_ms == 1200
     assert p.max_interrupt_stop_ms == 300
-    assert p.require_outcome is True
+    # An outcome check is required of the calls that carry task events (auto profile).
+    assert p.require_outcome == "auto" and p.profile == "auto"
     assert (
         p.gates
         == GATE_ORDER
@@ -83,7 +84,7 @@ def test_any_threshold_or_gate_change_changes_the_hash(change: str) -> None:
         ("max_first_response_ms: -5", "max_first_response_ms: Input should be greater than 0"),
         ("max_interrupt_stop_ms: .nan", "max_interrupt_stop_ms: Input should be a finite number"),
         ("max_first_response_ms: fast", "max_first_response_ms: Input should be a valid number"),
-        ("require_outcome: maybe", "require_outcome: Input should be a valid boolean"),
+        ("require_outcome: maybe", "require_outcome: Value error, must be true, false or auto"),
         ("gates: [turn_timing, reachability]", "list them in that order"),
         ("gates: [outcome, outcome]", "a gate is listed twice"),
         ("gates: []", "at least one gate is needed"),
@@ -113,3 +114,16 @@ def test_an_unreadable_policy_file_is_named(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError, match=r"bin\.yaml: cannot read policy"):
         load_policy(binary)
+
+
+def test_named_profiles_ship_in_the_package() -> None:
+    latency = load_policy("latency-only")
+    assert latency.profile == "latency-only"
+    assert latency.gates == ("reachability", "turn_timing", "interruption")
+    assert latency.require_outcome is False
+    task = load_policy("task-outcome")
+    assert task.gates == GATE_ORDER and task.require_outcome is True
+    assert len({latency.hash, task.hash, load_policy("auto").hash}) == 3
+    assert load_policy("auto") == load_policy()
+    with pytest.raises(ConfigError, match="a profile name is one of auto, latency-only"):
+        load_policy("latency_only")

@@ -485,7 +485,8 @@ def test_outcome() -> None:
     assert judge(healthy(outcome=True), POLICY).verdict == "pass"
     v = judge(healthy(outcome=False), POLICY)
     assert (v.verdict, v.gate) == ("false_complete", "outcome")
-    v = judge(healthy(outcome=None), POLICY)
+    strict = load_policy("task-outcome")
+    v = judge(healthy(outcome=None), strict)
     assert (v.verdict, v.gate) == ("insufficient_evidence", "outcome")
     assert v.evidence["outcome"] == {"outcome_verified": None, "checks": 0, "required": True}
     relaxed = Policy(require_outcome=False)
@@ -533,3 +534,38 @@ def test_the_judging_sink_never_loses_a_receipt(
         sink(healthy())
     assert got[-1].verdict is None and got[-1].policy == POLICY.hash
     assert "could not judge a receipt" in caplog.text
+
+
+# -- profiles --------------------------------------------------------------------------------
+
+
+def test_a_latency_only_call_gets_a_verdict_under_the_default_policy() -> None:
+    # An agent that only speaks the media wire posts no events: the outcome gate is not
+    # evaluated (auto), and the verdict says which gates the call was held to.
+    quiet_agent = healthy(outcome=None)
+    v = judge(quiet_agent, POLICY)
+    assert v.verdict == "pass", v.reason
+    assert v.profile == "auto"
+    assert v.required == ["reachability", "turn_timing", "interruption", "tool_effect"]
+    assert v.not_evaluated == ["outcome"]
+    assert "not evaluated: outcome" in (v.reason or "")
+    # The same call under task-outcome lacks the evidence the profile requires.
+    strict = judge(quiet_agent, load_policy("task-outcome"))
+    assert (strict.verdict, strict.gate) == ("insufficient_evidence", "outcome")
+    assert strict.not_evaluated == []
+    # Under latency-only, tool effects and outcomes are not evaluated at all.
+    latency = judge(quiet_agent, load_policy("latency-only"))
+    assert latency.verdict == "pass"
+    assert latency.not_evaluated == ["tool_effect", "outcome"]
+
+
+def test_a_call_with_task_events_still_needs_its_outcome_check_under_auto() -> None:
+    tools = [
+        {"t_ms": 2200, "kind": "tool.started", "operation_id": "op1", "tool": "book",
+         "state_version": 0, "idempotency_key": "k1"},
+        {"t_ms": 2500, "kind": "tool.finished", "operation_id": "op1", "status": "ok"},
+    ]  # fmt: skip
+    task_call = healthy(outcome=None, tools=tools)
+    v = judge(task_call, POLICY)
+    assert (v.verdict, v.gate) == ("insufficient_evidence", "outcome"), v.reason
+    assert judge(healthy(tools=tools), POLICY).verdict == "pass"

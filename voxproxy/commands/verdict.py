@@ -35,7 +35,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("receipts", nargs="*", metavar="RECEIPTS", help="JSON-lines receipt files")
     p.add_argument("--store", default=None, metavar="PATH", help="read receipts from this store")
     p.add_env_argument(
-        "--policy", default=None, metavar="FILE", help="policy YAML (default: the embedded one)"
+        "--policy",
+        default=None,
+        metavar="FILE|PROFILE",
+        help="policy YAML, or a profile: auto (default: an outcome check is required only "
+        "of calls that carried task events), latency-only, task-outcome",
     )
     p.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.set_defaults(func=run)

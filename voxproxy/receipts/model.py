@@ -196,6 +196,17 @@ class VerdictRecord(_Model):
     cause: str | None = Field(
         default=None, description="Finer cause within the gate (e.g. tool_effect: stale_write)."
     )
+    profile: str | None = Field(
+        default=None, description="The policy profile judged under (auto, latency-only, ...)."
+    )
+    required: list[str] = Field(
+        default_factory=list, description="Gates this call was held to, in order."
+    )
+    not_evaluated: list[str] = Field(
+        default_factory=list,
+        description="Gates this call was not held to: not in the policy, or not required "
+        "of it (an outcome check of a call that carried no task events under auto).",
+    )
 
 
 class CloseInfo(_Model):

@@ -8,7 +8,14 @@ included), so comments, key order, ``1200`` versus ``1200.0`` or a default
 spelled out do not change the hash, and any threshold, gate or version change
 does. ``description`` is the one field left out: it does not change a verdict.
 
-The default policy ships inside the package (``voxproxy/data/policy.default.yaml``).
+Named profiles ship inside the package (``voxproxy/data/policy.<name>.yaml``), and
+``--policy NAME`` takes one instead of a file:
+
+* ``auto`` (the default): every gate; an ``outcome.verified`` event is required only
+  of calls that carried task events (tool calls, state, confirmations), so a
+  latency-only agent gets a verdict on the gates it can have;
+* ``latency-only``: reachability, turn timing and interruption;
+* ``task-outcome``: every gate, and an outcome check required of every call.
 """
 
 from __future__ import annotations
@@ -29,7 +36,12 @@ GATE_ORDER: tuple[GateName, ...] = get_args(GateName)
 """The fixed order in which gates are checked."""
 
 DEFAULT_POLICY_RESOURCE = "data/policy.default.yaml"
-_HASH_EXCLUDE = {"description"}
+PROFILES: dict[str, str] = {
+    "auto": DEFAULT_POLICY_RESOURCE,
+    "latency-only": "data/policy.latency-only.yaml",
+    "task-outcome": "data/policy.task-outcome.yaml",
+}
+_HASH_EXCLUDE = {"description", "profile"}
 
 
 class Policy(BaseModel):
@@ -41,6 +53,11 @@ class Policy(BaseModel):
         default="1", min_length=1, description="The policy's own revision label; part of its hash."
     )
     description: str = Field(default="", description="Free text; not part of the hash.")
+    profile: str = Field(
+        default="custom",
+        description="The profile's name (auto, latency-only, task-outcome, or custom for "
+        "a file of your own); reported in every verdict, not part of the hash.",
+    )
     gates: tuple[GateName, ...] = Field(
         default=GATE_ORDER,
         description="Gates a call must pass, in the fixed order "
@@ -52,10 +69,12 @@ class Policy(BaseModel):
     max_interrupt_stop_ms: float = Field(
         default=300.0, gt=0, description="Largest barge-in stop latency."
     )
-    require_outcome: bool = Field(
-        default=True,
+    require_outcome: bool | Literal["auto"] = Field(
+        default="auto",
         description="A call without an outcome.verified event is insufficient_evidence "
-        "(outcome gate); when false such calls pass the outcome gate.",
+        "(outcome gate); when false such calls pass the outcome gate, which is then not "
+        "evaluated; auto: required only of calls that carried task events (tool calls, "
+        "state, confirmations).",
     )
     critical_tools: tuple[str, ...] = Field(
         default=(),
@@ -69,6 +88,13 @@ class Policy(BaseModel):
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
         return value
+
+    @field_validator("require_outcome", mode="before")
+    @classmethod
+    def _true_false_or_auto(cls, value: object) -> object:
+        if isinstance(value, bool) or value == "auto":
+            return value
+        raise ValueError(f"must be true, false or auto, got {value!r}")
 
     @field_validator("gates")
     @classmethod
@@ -135,12 +161,22 @@ def default_policy_text() -> str:
     return (resources.files("voxproxy") / DEFAULT_POLICY_RESOURCE).read_text(encoding="utf-8")
 
 
+def profile_text(name: str) -> str:
+    return (resources.files("voxproxy") / PROFILES[name]).read_text(encoding="utf-8")
+
+
 def load_policy(path: str | Path | None = None) -> Policy:
-    """The policy in ``path``, or the embedded default when ``path`` is None."""
+    """The policy in ``path``, a named profile (:data:`PROFILES`), or the embedded
+    default (``auto``) when ``path`` is None."""
     if path is None:
         return parse_policy(default_policy_text(), "embedded default policy")
+    if isinstance(path, str) and path in PROFILES:
+        return parse_policy(profile_text(path), f"embedded policy profile {path}")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read policy: {exc}") from None
+        names = ", ".join(PROFILES)
+        raise ConfigError(
+            f"{path}: cannot read policy: {exc} (a profile name is one of {names})"
+        ) from None
     return parse_policy(text, str(path))

@@ -67,6 +67,7 @@ class GateResult:
     reason: str
     evidence: dict[str, object] = field(default_factory=dict)
     cause: str | None = None
+    evaluated: bool = True  # False: the policy does not require this gate of this call
 
     @property
     def passed(self) -> bool:
@@ -374,10 +375,11 @@ def check_outcome(receipt: Receipt, policy: Policy) -> GateResult:
         verified = checks[-1].verified
     else:
         verified = receipt.effects.outcome_verified if receipt.effects is not None else None
+    required = outcome_required(receipt, policy)
     evidence: dict[str, object] = {
         "outcome_verified": verified,
         "checks": len(checks),
-        "required": policy.require_outcome,
+        "required": required,
     }
     if verified is True:
         return _ok("outcome", "an independent check verified the promised result", evidence)
@@ -385,11 +387,42 @@ def check_outcome(receipt: Receipt, policy: Policy) -> GateResult:
         return _fail(
             "outcome", "the independent check did not verify the promised result", evidence
         )
-    if policy.require_outcome:
+    if required:
         return _lacking(
             "outcome", "no outcome.verified event: nothing proves the promised result", evidence
         )
-    return _ok("outcome", "no outcome check, and the policy does not require one", evidence)
+    why = (
+        "the call carried no task events"
+        if policy.require_outcome == "auto"
+        else "the policy does not require one"
+    )
+    return GateResult(
+        "outcome", "pass", f"not evaluated: no outcome check, and {why}", evidence, evaluated=False
+    )
+
+
+TASK_EVENT_KINDS = frozenset(
+    {
+        "tool.started",
+        "tool.finished",
+        "tool.cancelled",
+        "state.updated",
+        "backend.verified",
+        "confirmation",
+        "outcome.verified",
+    }
+)
+
+
+def carries_task_events(receipt: Receipt) -> bool:
+    """The call carried tool calls, state, confirmations or outcome checks."""
+    return bool(receipt.tools) or any(e.kind in TASK_EVENT_KINDS for e in receipt.events)
+
+
+def outcome_required(receipt: Receipt, policy: Policy) -> bool:
+    if policy.require_outcome == "auto":
+        return carries_task_events(receipt)
+    return bool(policy.require_outcome)
 
 
 # -- the verdict --------------------------------------------------------------------------
@@ -424,16 +457,26 @@ def gate_results(receipt: Receipt, policy: Policy) -> list[GateResult]:
     return results
 
 
-def verdict_of(results: list[GateResult]) -> VerdictRecord:
+def verdict_of(results: list[GateResult], policy: Policy | None = None) -> VerdictRecord:
     evidence: dict[str, object] = {r.gate: r.evidence for r in results}
     last = results[-1] if results else None
+    required: list[str] = [r.gate for r in results if r.evaluated]
+    skipped: list[str] = [r.gate for r in results if not r.evaluated]
+    if policy is not None:
+        skipped += [g for g in GATE_ORDER if g not in policy.gates]
+        skipped.sort(key=lambda g: GATE_ORDER.index(g))
+    profile = policy.profile if policy is not None else None
     if last is None or last.passed:
-        names = ", ".join(r.gate for r in results)
+        names = ", ".join(required)
+        note = f"; not evaluated: {', '.join(skipped)}" if skipped else ""
         return VerdictRecord(
             verdict="pass",
             gate=None,
-            reason=f"passed {len(results)} gate(s): {names}",
+            reason=f"passed {len(required)} gate(s): {names}{note}",
             evidence=evidence,
+            profile=profile,
+            required=list(required),
+            not_evaluated=list(skipped),
         )
     return VerdictRecord(
         verdict=last.verdict,
@@ -441,12 +484,15 @@ def verdict_of(results: list[GateResult]) -> VerdictRecord:
         reason=last.reason,
         evidence=evidence,
         cause=last.cause,
+        profile=profile,
+        required=list(required),
+        not_evaluated=list(skipped),
     )
 
 
 def judge(receipt: Receipt, policy: Policy) -> VerdictRecord:
     """The verdict of one receipt under ``policy``: the first gate that does not pass."""
-    return verdict_of(gate_results(receipt, policy))
+    return verdict_of(gate_results(receipt, policy), policy)
 
 
 def judged(receipt: Receipt, policy: Policy) -> Receipt:
