@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import gc
 import json
 import logging
 import os
+import re
 import signal
 import ssl
 import sys
@@ -862,8 +864,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VoxproxyError as exc:
         print(f"voxproxy: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # The common mistakes (a port already in use, a path that cannot be written)
+        # deserve one line that says what to fix, not a traceback.
+        if exc.errno not in _USER_ERRNOS:
+            raise
+        print(f"voxproxy: error: {_describe_os_error(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
+
+
+_USER_ERRNOS = frozenset(
+    {
+        errno.EADDRINUSE,
+        errno.EADDRNOTAVAIL,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENOENT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EROFS,
+        errno.EEXIST,
+    }
+)
+
+
+def _describe_os_error(exc: OSError) -> str:
+    text = re.sub(r"^\[Errno \d+\] ", "", str(exc))
+    if exc.errno == errno.EADDRINUSE:
+        return f"{text}: another process listens there; choose another port or stop it"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"{text}: that address is not on this machine"
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR) and exc.filename:
+        return f"{exc.filename}: a file stands where a directory is needed"
+    return text
 
 
 if __name__ == "__main__":

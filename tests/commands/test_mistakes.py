@@ -1,0 +1,69 @@
+"""Common mistakes on the command line get one line that says what to fix, and exit 2."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*argv: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "voxproxy.cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def busy_port() -> object:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("voxproxy: error:")]
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_a_port_already_in_use(busy_port: int, tmp_path: Path) -> None:
+    base = ["--upstream", "ws://127.0.0.1:9/", "--receipts", str(tmp_path / "r.jsonl")]
+    for flag, extra in (
+        ("--listen", []),
+        ("--metrics-listen", ["--listen", "127.0.0.1:0"]),
+    ):
+        line = _one_line_error(_run("proxy", *base, *extra, flag, f"127.0.0.1:{busy_port}"))
+        assert "address already in use" in line and str(busy_port) in line, line
+        assert "choose another port" in line
+    line = _one_line_error(_run("mock-agent", "--listen", f"127.0.0.1:{busy_port}"))
+    assert "address already in use" in line
+
+
+def test_a_receipts_path_whose_parent_is_a_file(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    line = _one_line_error(
+        _run(
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "ws://127.0.0.1:9/",
+            "--receipts",
+            str(blocker / "receipts.jsonl"),
+        )
+    )
+    assert "a file stands where a directory is needed" in line and "not-a-dir" in line, line
