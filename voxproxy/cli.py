@@ -182,8 +182,17 @@ def _add_proxy(sub: Any) -> None:
         "--pass-path",
         choices=["auto", "yes", "no"],
         default="auto",
-        help="pass the caller's request path and query to the agent (auto: when the upstream "
-        "URL has no path)",
+        help="append the caller's request path to the upstream's (auto: only when the "
+        "upstream URL has no path of its own, e.g. ws://agent:8766/); the query is "
+        "--pass-query's",
+    )
+    p.add_env_argument(
+        "--pass-query",
+        choices=["yes", "no"],
+        default="yes",
+        help="pass the caller's query string to the agent, after the upstream URL's own "
+        "(default yes: /media/stream?tenant=42 reaches --upstream wss://a/stream as "
+        "/stream?tenant=42)",
     )
     p.add_env_argument(
         "--max-message-bytes",
@@ -355,6 +364,7 @@ def _proxy_config(args: argparse.Namespace) -> Any:
     relay = RelayConfig(
         upstream=args.upstream,
         pass_path=pass_path,
+        pass_query=args.pass_query == "yes",
         max_message_bytes=args.max_message_bytes,
         handshake_timeout_s=args.handshake_timeout,
         idle_timeout_s=args.idle_timeout or None,

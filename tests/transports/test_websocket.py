@@ -221,7 +221,27 @@ async def test_upstream_path_is_kept_when_configured() -> None:
             async with connect(f"ws://127.0.0.1:{port}/ignored?y=2"):
                 pass
             await wait_for(lambda: len(receipts) == 1)
-    assert side.requests[0].path == "/agent?k=1"
+    # The path is the upstream's; the caller's query goes on, after the upstream's own.
+    assert side.requests[0].path == "/agent?k=1&y=2"
+
+
+@pytest.mark.parametrize(
+    ("upstream", "pass_path", "pass_query", "caller", "expected"),
+    [
+        ("ws://a/", None, True, "/media/stream?tenant=42", "/media/stream?tenant=42"),
+        ("ws://a/stream", None, True, "/media/stream?tenant=42", "/stream?tenant=42"),
+        ("ws://a/stream?k=1", None, True, "/x?t=2", "/stream?k=1&t=2"),
+        ("ws://a/stream?k=1", None, False, "/x?t=2", "/stream?k=1"),
+        ("ws://a/stream", True, True, "/x?t=2", "/stream/x?t=2"),
+        ("ws://a/", False, True, "/x?t=2", "/?t=2"),
+        ("ws://a/", False, False, "/x?t=2", "/"),
+    ],
+)
+def test_what_path_and_query_the_agent_is_asked_for(
+    upstream: str, pass_path: bool | None, pass_query: bool, caller: str, expected: str
+) -> None:
+    config = RelayConfig(upstream, pass_path=pass_path, pass_query=pass_query)
+    assert config.upstream_resource(caller) == expected
 
 
 async def test_caller_close_code_and_reason_reach_the_agent() -> None:

@@ -206,6 +206,7 @@ ObserverFactory = Callable[[int], CallObserver]
 class RelayConfig:
     upstream: str  # ws:// or wss:// URL of the agent
     pass_path: bool | None = None  # None: pass the caller's path when the upstream has none
+    pass_query: bool = True  # the caller's query goes on to the agent, after the upstream's
     max_message_bytes: int | None = 1 << 20
     handshake_timeout_s: float = 10.0
     close_timeout_s: float = 5.0
@@ -219,15 +220,19 @@ class RelayConfig:
         object.__setattr__(self, "parsed", parse_uri(self.upstream))
 
     def upstream_resource(self, caller_path: str) -> str:
-        """The path and query to request from the agent for a caller's ``caller_path``."""
+        """The path and query to request from the agent for a caller's ``caller_path``.
+
+        The path: the upstream's, with the caller's appended when ``pass_path`` (by
+        default, when the upstream URL has no path of its own). The query: the
+        upstream's, then the caller's unless ``pass_query`` is off.
+        """
         base = self.parsed
         base_path = base.path or "/"
         passing = self.pass_path if self.pass_path is not None else base_path in ("", "/")
-        if not passing:
-            return base.resource_name
         parts = urlsplit(caller_path)
-        path = base_path.rstrip("/") + (parts.path or "/")
-        query = "&".join(q for q in (base.query, parts.query) if q)
+        path = base_path.rstrip("/") + (parts.path or "/") if passing else base_path
+        caller_query = parts.query if self.pass_query else ""
+        query = "&".join(q for q in (base.query, caller_query) if q)
         return path + ("?" + query if query else "")
 
 
