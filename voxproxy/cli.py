@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import errno
 import gc
 import json
@@ -19,7 +20,7 @@ import signal
 import ssl
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from voxproxy import __version__
 from voxproxy.errors import ConfigError, VoxproxyError
@@ -32,7 +33,27 @@ def _env(flag: str) -> str:
 
 
 class _EnvDefaults(argparse.ArgumentParser):
-    """An ArgumentParser whose options fall back to VOXPROXY_* environment variables."""
+    """An ArgumentParser whose options fall back to VOXPROXY_* environment variables, that
+    names the closest flag for a mistyped one, and errs in one line, not a usage dump."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
+            return super().parse_known_args(args, namespace)  # its subcommands check
+        known = {o for action in self._actions for o in action.option_strings}
+        for token in list(args if args is not None else sys.argv[1:]):
+            if token == "--":
+                break
+            flag = token.split("=", 1)[0]
+            if flag.startswith("--") and flag not in known:
+                close = difflib.get_close_matches(flag, sorted(known), n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                self.error(f"unknown option {flag}{hint}")
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def add_env_argument(self, flag: str, **kwargs: Any) -> None:
         env = _env(flag)
@@ -49,6 +70,8 @@ class _EnvDefaults(argparse.ArgumentParser):
                 except (ValueError, argparse.ArgumentTypeError) as exc:
                     raise ConfigError(f"{env}={raw!r}: {exc}") from exc
                 kwargs.pop("required", None)
+        if isinstance(default, tuple) and len(default) == 2:
+            default = f"{default[0]}:{default[1]}"  # HOST:PORT as it is typed
         shown = f" (default: {default})" if default not in (None, False) else ""
         self.add_argument(flag, help=f"{help_text}{shown} [env {env}]", **kwargs)
 

@@ -67,3 +67,20 @@ def test_a_receipts_path_whose_parent_is_a_file(tmp_path: Path) -> None:
         )
     )
     assert "a file stands where a directory is needed" in line and "not-a-dir" in line, line
+
+
+def test_a_mistyped_flag_names_the_closest_one_in_one_line() -> None:
+    done = _run("proxy", "--upstrem", "ws://127.0.0.1:9/")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "voxproxy proxy: error: unknown option --upstrem; did you mean --upstream? "
+        "(see voxproxy proxy --help)"
+    )
+    assert "usage:" not in done.stderr
+
+
+def test_help_shows_a_listen_default_as_it_is_typed() -> None:
+    done = _run("proxy", "--help")
+    assert done.returncode == 0
+    assert "127.0.0.1:8765" in done.stdout.replace("\n", " ")
+    assert "('127.0.0.1'" not in done.stdout
