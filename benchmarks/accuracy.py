@@ -1,182 +1,740 @@
-"""How close are the proxy's figures to the truth, call after call?
+"""How close are the proxy's figures to the truth, call after call, class by class?
 
-Runs the built-in scenarios through voxproxy against the mock agent, in real
-time over loopback: both dialects (raw, Twilio), both send modes (paced,
-bursts ahead of real time), with response jitter, many calls at once. Truth
-comes from the two ends: the caller knows when its speech truly started and
-ended (the clips' edges, and when each sample was captured) and when each agent
-sample played on its own playout timeline; the agent's log says which clip it
-sent where. The table compares the proxy's time-to-first-sound and barge-in
-stop latency with that truth, on clean calls and on calls with background noise
-at 10 dB SNR, and checks that every noise-only interruption (a cough, a door)
-was judged correctly: not counted as a barge-in, and a yield to it flagged.
+Live calls over loopback: scripted load callers (voxproxy.loadgen) dial voxproxy, which
+relays to in-process mock agents (voxproxy.mockagent); by default the proxies run in a
+process of their own (benchmarks/proxyhost.py), as in a deployment. Truth comes from
+the two ends: the caller knows when its speech truly started and ended (each clip's
+edges under the truth rule, and when each sample was captured) and when each agent
+sample played on its own playout timeline; the agent's log says which clip it sent
+where. Each turn's time-to-first-sound and each barge-in's stop latency in the receipt
+is compared with that truth. A figure the proxy withheld (null with a reason:
+caller_never_quiet, agent_never_quiet, clock_lag) is counted as ``unknown``; one it
+should have published and did not, as ``missed``; a published figure that belongs to no
+true turn, as ``unmatched``.
 
-Run:  .venv/bin/python benchmarks/accuracy.py [--calls 300] [--concurrency 60]
+Classes:
+
+- ``clean``: the built-in scenarios without noise; raw and Twilio agents, paced and in
+  bursts, 250 ms response jitter, the agents' clips in rotation (``--calls``).
+- ``first_responses``: the first response of every call of the clean, speech_only and
+  corpus classes, reported on its own.
+- ``speech_only``: agents that send only speech (every clip cut to its first and last
+  sample of speech, nothing sent between responses), the never-quiet harmonic complex
+  among their responses.
+- ``corpus``: agents answering with the corpus voices (espeak-ng, flite, festival; male
+  and female, English and Spanish, -40..-6 dBFS), callers speaking the corpus's caller
+  lines, plain turns and barge-ins.
+- ``snr10``: the clean scenarios with pink and with white noise under the caller at
+  10 dB SNR (no street recording is in the fixtures).
+- ``babble``: the babble bed under the caller at 10 dB SNR. The goal is that no wrong
+  figure is published: published, withheld and off-by-more-than-100-ms are counted.
+- ``contended``: the clean class with the proxy process pinned to one CPU and a busy
+  loop pinned to the same CPU, the callers and agents on another; reports the share of
+  published figures inside their stated uncertainty, and how busy that CPU was. By
+  default once with the loop always busy (``contended``) and once busy half of every
+  10 ms (``contended_duty50``): ``--hog-duty``.
+
+The last line printed is one JSON object: per class ``turns``, ``barge_ins``,
+``ttfs_err_ms_p95``, ``ttfs_err_ms_max``, ``stop_err_ms_p95``, ``stop_err_ms_max``,
+``unknown``, ``missed``, ``unmatched`` (and for babble ``published`` and
+``off_gt_100ms``; for contended ``within_uncertainty`` and the uncertainty figures).
+
+Run:  .venv/bin/python benchmarks/accuracy.py [--calls 160] [--class-calls 40]
+      [--concurrency 40] [--classes clean,corpus,...] [--hog-duty 1.0,0.5]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
+import os
 import sys
+import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from voxproxy.loadgen.bench import BenchAgent, run_bench  # noqa: E402
-from voxproxy.loadgen.results import CallOutcome, evaluate  # noqa: E402
-from voxproxy.loadgen.scenario import builtin_names, find_scenario  # noqa: E402
-from voxproxy.mockagent import MockAgentConfig  # noqa: E402
+from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
+
+from voxproxy.analysis.vad import VadConfig  # noqa: E402
+from voxproxy.audio.pcm import write_wav  # noqa: E402
+from voxproxy.errors import FixtureError  # noqa: E402
+from voxproxy.fixtures import Clip, fixtures_dir, load_corpus  # noqa: E402
+from voxproxy.loadgen.bench import BenchAgent, BenchCall, run_bench  # noqa: E402
+from voxproxy.loadgen.caller import CallRecord  # noqa: E402
+from voxproxy.loadgen.results import MATCH_TOLERANCE_MS, evaluate  # noqa: E402
+from voxproxy.loadgen.scenario import NoiseSpec, Scenario, builtin_names, find_scenario  # noqa: E402
+from voxproxy.loadgen.truth import AgentSpeech, TurnTruth  # noqa: E402
+from voxproxy.mockagent import CallLog, MockAgentConfig, ResponseLog, default_responses  # noqa: E402
+from voxproxy.mockagent.config import response_clip  # noqa: E402
+from voxproxy.receipts.model import Receipt, TurnRecord  # noqa: E402
 
 SECRET = b"accuracy-benchmark"
-NOISY = {"background_noise"}
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")
+WITHHELD = (*NEVER_QUIET, "clock_lag")
+WRONG_MS = 100.0  # babble: a published figure off by more than this is wrong
+SNR_DB = 10.0
+NOISY_BUILTINS = {"background_noise"}
+# Scenarios put under noise (snr10, babble): the clean built-ins but the long number.
+NOISE_BASES = ("normal_question", "interruption", "topic_change", "silence_after_answer")
+CLASSES = ("clean", "speech_only", "corpus", "snr10", "babble", "contended")
+FIRST_FROM = ("clean", "speech_only", "corpus")
+HARMONIC = "synth_harmonic_trimmed"
+
+Scenarios = tuple[tuple[Scenario, Path | None], ...]
 
 
-def agent_configs() -> list[MockAgentConfig]:
+# -- the agents -----------------------------------------------------------------------------
+
+
+def agent_configs(**changes: Any) -> list[MockAgentConfig]:
+    """The four agents: raw and Twilio, paced and in bursts, with response jitter."""
     out = []
     seed = 0
     for dialect in ("raw", "twilio"):
         for mode in ("paced", "burst"):
             seed += 1
-            out.append(
-                MockAgentConfig(
-                    dialect=dialect,  # type: ignore[arg-type]
-                    send_mode=mode,  # type: ignore[arg-type]
-                    delay_ms=500 + 250 * seed,
-                    jitter_ms=250.0,
-                    reaction_ms=80 + 60 * seed,
-                    seed=seed,
-                )
+            base = MockAgentConfig(
+                dialect=dialect,  # type: ignore[arg-type]
+                send_mode=mode,  # type: ignore[arg-type]
+                delay_ms=500 + 250 * seed,
+                jitter_ms=250.0,
+                reaction_ms=80 + 60 * seed,
+                seed=seed,
+                vary_responses=True,  # every clip gets its turn across the calls
             )
+            out.append(replace(base, **changes))
     return out
 
 
-async def run(calls: int, concurrency: int) -> list[CallOutcome]:
-    scenarios = tuple(find_scenario(n) for n in builtin_names())
-    configs = agent_configs()
+def bench_agents(configs: list[MockAgentConfig], calls: int) -> list[BenchAgent]:
     n = len(configs)
-    agents = [
+    return [
         BenchAgent(f"{c.dialect}/{c.send_mode}", c, calls // n + (1 if i < calls % n else 0))
         for i, c in enumerate(configs)
     ]
-    bench = await run_bench(agents, scenarios, secret=SECRET, concurrency=concurrency)
-    return [b.outcome for b in bench]
 
 
-def stats(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"n": 0, "p50": None, "p95": None, "max": None}
-    a = np.abs(np.array(values))
+def corpus_agent_names() -> tuple[str, ...]:
+    return tuple(c.name for c in load_corpus().values() if c.role == "agent")
+
+
+# -- the scenarios --------------------------------------------------------------------------
+
+
+def clean_scenarios() -> Scenarios:
+    return tuple(find_scenario(n) for n in builtin_names() if n not in NOISY_BUILTINS)
+
+
+def noisy_scenarios(beds: Sequence[tuple[str, str]]) -> Scenarios:
+    """The noise bases with each bed (tag, clip name or WAV path) at 10 dB SNR."""
+    out = []
+    for name in NOISE_BASES:
+        for tag, bed in beds:
+            scenario, base = find_scenario(name)
+            noisy = scenario.model_copy(
+                update={"name": f"{name}+{tag}", "noise": NoiseSpec(clip=bed, snr_db=SNR_DB)}
+            )
+            out.append((noisy, base))
+    return tuple(out)
+
+
+def corpus_scenarios() -> Scenarios:
+    """Pairs of the corpus's caller lines: a turn and another, or a turn and a barge-in."""
+    directory = fixtures_dir() / "corpus"
+    lines = [str(directory / f"{c.name}.wav") for c in load_corpus().values() if c.role == "caller"]
+    out = []
+    for i, first in enumerate(lines):
+        second = lines[(i + 5) % len(lines)]
+        steps: list[dict[str, Any]] = [{"say": first}]
+        if i % 2:
+            steps += [{"barge_in": {"after_ms": 700, "say": second}}, {"wait": "agent_end"}]
+        else:
+            steps += [{"wait": "agent_end"}, {"say": second}, {"wait": "agent_end"}]
+        scenario = Scenario.model_validate({"name": f"corpus_{i:02d}", "steps": steps})
+        out.append((scenario, None))
+    return tuple(out)
+
+
+def white_noise_wav(directory: Path) -> str:
+    """12 s of white noise (seeded), as the bed's WAV file."""
+    rng = np.random.default_rng(13)
+    pcm = np.clip(rng.standard_normal(12 * 16000) * 3000.0, -32768, 32767).astype(np.int16)
+    path = directory / "noise_white.wav"
+    write_wav(path, pcm, 16000)
+    return str(path)
+
+
+# -- truth ----------------------------------------------------------------------------------
+# voxproxy.loadgen.truth.turn_truths, with the clip of each response resolved as the agent
+# resolved it (corpus names; clips cut to their speech).
+
+
+def _response_speech(
+    record: CallRecord, r: ResponseLog, c: Clip, rate: int, played: list[tuple[int, int]]
+) -> AgentSpeech | None:
+    base = r.stream_pos - r.skipped_samples  # stream position of the clip's sample 0
+
+    def pos(ms: float) -> int:
+        return base + round(ms * rate / 1000)
+
+    onset = record.play_time(pos(c.onset_ms))
+    if onset is None:
+        return None
+    end_ns = onset
+    sent_end = r.stream_pos + r.samples_sent
+    for a_ms, b_ms in c.segments_ms:
+        a, b = pos(a_ms), min(pos(b_ms), sent_end)
+        if a >= b:
+            continue
+        last_played = None
+        for first, end in played:
+            if end <= a or first >= b:
+                continue
+            last_played = min(b, end)
+        if last_played is None:
+            continue
+        t = record.play_time(last_played - 1)
+        if t is not None:
+            end_ns = max(end_ns, t + NS_PER_S // rate)
+    return AgentSpeech(r.clip, onset, end_ns)
+
+
+def turn_truths(
+    record: CallRecord, log: CallLog, clip_of: Callable[[str], Clip]
+) -> list[TurnTruth]:
+    rate = record.agent_rate_hz
+    speech: list[AgentSpeech] = []
+    if rate:
+        played = [(c.stream_pos, c.stream_pos + c.n) for c in record.agent_chunks if c.n > 0]
+        for r in log.responses:
+            s = _response_speech(record, r, clip_of(r.clip), rate, played)
+            if s is not None:
+                speech.append(s)
+    out: list[TurnTruth] = []
+    for s in record.speech:
+        nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)
+        ttfs = None if nxt is None else nxt.onset_ns - s.offset_ns
+        stop = None
+        if s.barge_in:
+            over = next((a for a in speech if a.onset_ns <= s.onset_ns < a.end_ns), None)
+            if over is not None:
+                stop = over.end_ns - s.onset_ns
+        out.append(TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop))
+    return out
+
+
+# -- comparing one call ---------------------------------------------------------------------
+
+Status = Literal["published", "unknown", "missed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    kind: Literal["ttfs", "stop"]
+    status: Status
+    err_ms: float | None = None  # proxy - truth, published figures only
+    uncertainty_ms: float | None = None
+    reason: str | None = None
+    first: bool = False  # the first response of its call
+
+
+@dataclass
+class CallResult:
+    cls: str
+    label: str  # the agent
+    tag: str  # the noise bed, or ""
+    figures: list[Figure] = field(default_factory=list)
+    unmatched: list[float] = field(default_factory=list)  # published, belonging to no true turn
+    error: str | None = None
+    pacing_lag_ms_p99: float | None = None
+    noises: int = 0
+    noises_judged: int = 0
+
+
+def _started_wall_ns(receipt: Receipt) -> int:
+    return round(dt.datetime.fromisoformat(receipt.started_at).timestamp() * NS_PER_S)
+
+
+def _near(value: float | None, target: float) -> float | None:
+    if value is None:
+        return None
+    d = abs(value - target)
+    return d if d <= MATCH_TOLERANCE_MS else None
+
+
+def _match(
+    truth: TurnTruth, receipt: Receipt, used: set[int], rel: Callable[[int], float]
+) -> TurnRecord | None:
+    """The receipt turn of a true caller turn: the nearest by the caller's onset (a
+    barge-in's onset), the caller's offset or the onset of the agent's answer, whichever
+    edges the receipt has (noise moves some, a withheld direction has none)."""
+    onset, offset = rel(truth.caller_onset_ns), rel(truth.caller_offset_ns)
+    answer = None if truth.ttfs_ns is None else rel(truth.caller_offset_ns + truth.ttfs_ns)
+    best: tuple[float, TurnRecord] | None = None
+    for t in receipt.turns:
+        if t.index in used:
+            continue
+        ds = [_near(t.caller_onset_ms, onset), _near(t.caller_offset_ms, offset)]
+        if truth.barge_in and t.barge_in is not None:
+            ds.append(_near(t.barge_in.onset_ms, onset))
+        if answer is not None and t.kind == "response":
+            ds.append(_near(t.agent_onset_ms, answer))
+        found = [d for d in ds if d is not None]
+        if found and (best is None or min(found) < best[0]):
+            best = (min(found), t)
+    return None if best is None else best[1]
+
+
+def compare_call(
+    cls: str, call: BenchCall, config: MockAgentConfig, wall_minus_mono_ns: int, tag: str = ""
+) -> CallResult:
+    o = call.outcome
+    out = CallResult(cls, call.label, tag)
+    rec, receipt, log = o.record, o.receipt, o.agent_log
+    if rec.pacing_lag_ns:
+        out.pacing_lag_ms_p99 = float(np.percentile(rec.pacing_lag_ns, 99)) / NS_PER_MS
+    if rec.error or receipt is None or log is None:
+        out.error = rec.error or ("no receipt" if receipt is None else "no agent log")
+        return out
+    truths = turn_truths(rec, log, lambda name: response_clip(name, config.trim_silence))
+    shift_ms = (rec.t0_ns + wall_minus_mono_ns - _started_wall_ns(receipt)) / NS_PER_MS
+
+    def rel(ns: int) -> float:
+        return (ns - rec.t0_ns) / NS_PER_MS + shift_ms
+
+    # A direction that never went quiet has no edges: turns in it are not told apart.
+    reasons = [t.reason for t in receipt.turns]
+    reasons += [t.barge_in.reason for t in receipt.turns if t.barge_in is not None]
+    deaf = next((r for r in reasons if r in NEVER_QUIET), None)
+    used: set[int] = set()
+    first = True
+    for truth in truths:
+        turn = _match(truth, receipt, used, rel)
+        if turn is not None:
+            used.add(turn.index)
+        if truth.ttfs_ns is not None:
+            out.figures.append(_ttfs_figure(truth, turn, first, deaf))
+            first = False
+        elif turn is not None and turn.ttfs_ms is not None:
+            out.unmatched.append(turn.ttfs_ms)  # a response the agent never gave
+        if truth.barge_in and truth.stop_latency_ns is not None:
+            out.figures.append(_stop_figure(truth, turn, deaf))
+    for t in receipt.turns:
+        if t.index in used:
+            continue
+        if t.ttfs_ms is not None:
+            out.unmatched.append(t.ttfs_ms)
+        if t.barge_in is not None and t.barge_in.stop_latency_ms is not None:
+            out.unmatched.append(t.barge_in.stop_latency_ms)
+    try:
+        judged = evaluate(o)["noises"]
+    except FixtureError:  # corpus agents: the loadgen's own truth cannot name their clips
+        judged = []
+    out.noises = len(judged)
+    out.noises_judged = sum(1 for n in judged if n["proxy_judged_correctly"])
+    return out
+
+
+def _ttfs_figure(
+    truth: TurnTruth, turn: TurnRecord | None, first: bool, deaf: str | None
+) -> Figure:
+    """``deaf``: the receipt's reason when a direction never went quiet (None: none)."""
+    assert truth.ttfs_ns is not None
+    if turn is not None and turn.ttfs_ms is not None:
+        err = turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS
+        return Figure("ttfs", "published", err, turn.ttfs_uncertainty_ms, None, first)
+    if turn is None and deaf is not None:
+        return Figure("ttfs", "unknown", None, None, f"{deaf} (no turn of its own)", first)
+    reason = "no turn" if turn is None else (turn.reason or turn.kind)
+    status: Status = "unknown" if reason in WITHHELD else "missed"
+    unc = None if turn is None else turn.ttfs_uncertainty_ms
+    return Figure("ttfs", status, None, unc, reason, first)
+
+
+def _stop_figure(truth: TurnTruth, turn: TurnRecord | None, deaf: str | None) -> Figure:
+    assert truth.stop_latency_ns is not None
+    b = turn.barge_in if turn is not None else None
+    if b is not None and b.stop_latency_ms is not None:
+        err = b.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS
+        return Figure("stop", "published", err, b.stop_uncertainty_ms)
+    if b is None and deaf is not None:
+        return Figure("stop", "unknown", reason=f"{deaf} (no barge-in of its own)")
+    if b is None:
+        return Figure("stop", "missed", reason="no barge-in")
+    withheld = b.outcome == "unknown" or b.reason in WITHHELD
+    return Figure(
+        "stop", "unknown" if withheld else "missed", None, b.stop_uncertainty_ms, b.reason
+    )
+
+
+# -- running the classes --------------------------------------------------------------------
+
+
+@dataclass
+class ClassRun:
+    name: str
+    results: list[CallResult]
+    elapsed_s: float
+    notes: list[str] = field(default_factory=list)
+    hog_duty: float = 0.0
+    cpu_busy_pct: float | None = None  # the proxy's CPU, when pinned
+
+
+async def run_class(
+    name: str,
+    agents: list[BenchAgent],
+    scenarios: Scenarios,
+    args: argparse.Namespace,
+    *,
+    proxy_cpu: int | None = None,
+    hog_duty: float | None = None,
+    bench_cpu: int | None = None,
+) -> ClassRun:
+    started = time.monotonic()
+    notes: list[str] = []
+    host = (
+        None
+        if args.in_process
+        else SubprocessProxyHost(cpu=proxy_cpu, max_uncertainty_ms=args.max_uncertainty_ms)
+    )
+    hog = CpuHog(proxy_cpu, hog_duty) if proxy_cpu is not None and hog_duty else None
+    affinity = os.sched_getaffinity(0) if bench_cpu is not None else None
+    before = cpu_times(proxy_cpu) if proxy_cpu is not None else None
+    wall_minus_mono = time.time_ns() - time.monotonic_ns()
+    try:
+        if bench_cpu is not None:
+            os.sched_setaffinity(0, {bench_cpu})
+        if hog is not None:
+            await hog.start()
+        calls = await run_bench(
+            agents, scenarios, secret=SECRET, concurrency=args.concurrency, proxy_host=host
+        )
+    finally:
+        after = cpu_times(proxy_cpu) if proxy_cpu is not None else None
+        if hog is not None:
+            await hog.stop()
+        if affinity is not None:
+            os.sched_setaffinity(0, affinity)
+    elapsed = time.monotonic() - started
+    if host is not None and host.stats:
+        s = host.stats
+        notes.append(
+            f"proxy process: {s['calls']} calls, {s['cpu_s']:.1f} s CPU "
+            f"({100 * s['cpu_s'] / elapsed:.0f}% of a core), event-loop lag max "
+            f"{s['loop_lag_ms_max']:.1f} ms"
+        )
+    busy = None
+    if before is not None and after is not None and after[1] > before[1]:
+        busy = 100.0 * (after[0] - before[0]) / (after[1] - before[1])
+        hog_text = f"a busy loop ({100 * (hog_duty or 0):.0f}% duty)" if hog else "no hog"
+        notes.append(f"proxy pinned to CPU {proxy_cpu} with {hog_text}: that CPU {busy:.0f}% busy")
+    configs = {a.label: a.config for a in agents}
+    by_name = {s.name: s for s, _ in scenarios}
+    results = []
+    for c in calls:
+        scenario = by_name.get(c.outcome.scenario.name)
+        tag = ""
+        if scenario is not None and scenario.noise is not None:
+            tag = Path(scenario.noise.clip).stem.removeprefix("noise_")
+        results.append(compare_call(name, c, configs[c.label], wall_minus_mono, tag))
+    return ClassRun(name, results, elapsed, notes, hog_duty or 0.0, busy)
+
+
+async def run_all(args: argparse.Namespace, workdir: Path) -> list[ClassRun]:
+    wanted = args.classes
+    n = args.class_calls
+    runs: list[ClassRun] = []
+    if "clean" in wanted:
+        agents = bench_agents(agent_configs(), args.calls)
+        runs.append(await run_class("clean", agents, clean_scenarios(), args))
+    if "speech_only" in wanted:
+        responses = (*default_responses(), HARMONIC)
+        configs = agent_configs(trim_silence=True, responses=responses)
+        runs.append(
+            await run_class("speech_only", bench_agents(configs, n), clean_scenarios(), args)
+        )
+    if "corpus" in wanted:
+        configs = agent_configs(responses=corpus_agent_names())
+        runs.append(await run_class("corpus", bench_agents(configs, n), corpus_scenarios(), args))
+    if "snr10" in wanted:
+        beds = [("pink", "noise_pink"), ("white", white_noise_wav(workdir))]
+        agents = bench_agents(agent_configs(), n)
+        runs.append(await run_class("snr10", agents, noisy_scenarios(beds), args))
+    if "babble" in wanted:
+        # Agents whose endpointing ignores the bed (else they would never answer): it
+        # takes a turn only for audio within 12 dB of loud speech, not the bed 10 dB down.
+        agents = bench_agents(agent_configs(caller_vad=VadConfig(floor_clamp_dbfs=-34.0)), n)
+        scenarios = noisy_scenarios([("babble", "noise_babble")])
+        runs.append(await run_class("babble", agents, scenarios, args))
+    if "contended" in wanted:
+        cpus = sorted(os.sched_getaffinity(0))
+        for i, duty in enumerate(args.hog_duty):
+            name = contended_name(i, duty)
+            if args.in_process or len(cpus) < 2:
+                why = "--in-process" if args.in_process else "only one CPU available"
+                runs.append(ClassRun(name, [], 0.0, [f"not run: {why}"]))
+                continue
+            agents = bench_agents(agent_configs(), n)
+            runs.append(
+                await run_class(
+                    name,
+                    agents,
+                    clean_scenarios(),
+                    args,
+                    proxy_cpu=cpus[0],
+                    hog_duty=duty,
+                    bench_cpu=cpus[1],
+                )
+            )
+    return runs
+
+
+def contended_name(i: int, duty: float) -> str:
+    """``contended`` for the first hog duty, ``contended_duty50`` (and so on) after it."""
+    return "contended" if i == 0 else f"contended_duty{round(100 * duty)}"
+
+
+# -- summing up -----------------------------------------------------------------------------
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 1) if values else None
+
+
+def _max(values: list[float]) -> float | None:
+    return round(max(values), 1) if values else None
+
+
+def summarize(results: list[CallResult], figures: list[Figure] | None = None) -> dict[str, Any]:
+    figs = figures if figures is not None else [f for r in results for f in r.figures]
+    pub = [f for f in figs if f.status == "published"]
+    ttfs = [abs(f.err_ms) for f in pub if f.kind == "ttfs" and f.err_ms is not None]
+    stop = [abs(f.err_ms) for f in pub if f.kind == "stop" and f.err_ms is not None]
+    unc = [f.uncertainty_ms for f in pub if f.uncertainty_ms is not None]
+    inside = [
+        f
+        for f in pub
+        if f.err_ms is not None
+        and f.uncertainty_ms is not None
+        and abs(f.err_ms) <= f.uncertainty_ms
+    ]
+    unmatched = sum(len(r.unmatched) for r in results) if figures is None else 0
+    lags = [r.pacing_lag_ms_p99 for r in results if r.pacing_lag_ms_p99 is not None]
     return {
-        "n": int(a.size),
-        "p50": round(float(np.percentile(a, 50)), 1),
-        "p95": round(float(np.percentile(a, 95)), 1),
-        "max": round(float(a.max()), 1),
+        "calls": len(results),
+        "failed_calls": sum(1 for r in results if r.error),
+        "turns": sum(1 for f in figs if f.kind == "ttfs"),
+        "barge_ins": sum(1 for f in figs if f.kind == "stop"),
+        "ttfs_err_ms_p50": _pct(ttfs, 50),
+        "ttfs_err_ms_p95": _pct(ttfs, 95),
+        "ttfs_err_ms_max": _max(ttfs),
+        "stop_err_ms_p50": _pct(stop, 50),
+        "stop_err_ms_p95": _pct(stop, 95),
+        "stop_err_ms_max": _max(stop),
+        "published": len(pub) + unmatched,
+        "unknown": sum(1 for f in figs if f.status == "unknown"),
+        "missed": sum(1 for f in figs if f.status == "missed"),
+        "unmatched": unmatched,
+        "off_gt_100ms": sum(1 for f in pub if f.err_ms is not None and abs(f.err_ms) > WRONG_MS)
+        + unmatched,
+        "uncertainty_ms_p50": _pct(unc, 50),
+        "uncertainty_ms_p95": _pct(unc, 95),
+        "uncertainty_ms_max": _max(unc),
+        "within_uncertainty": round(len(inside) / len(pub), 4) if pub else None,
+        "reasons": dict(Counter(f.reason or "" for f in figs if f.status != "published")),
+        "caller_pacing_lag_ms_p99": _max(lags),
+        "noises": sum(r.noises for r in results),
+        "noises_judged": sum(r.noises_judged for r in results),
     }
+
+
+def headline(cls: str, s: dict[str, Any]) -> dict[str, Any]:
+    """The class's entry of the final JSON line."""
+    keys = ["calls", "turns", "barge_ins", "ttfs_err_ms_p95", "ttfs_err_ms_max"]
+    keys += ["stop_err_ms_p95", "stop_err_ms_max", "unknown", "missed", "unmatched"]
+    if cls == "babble":
+        keys += ["published", "off_gt_100ms"]
+    if cls.startswith("contended"):
+        keys += ["within_uncertainty", "uncertainty_ms_p50", "uncertainty_ms_p95"]
+        keys += ["uncertainty_ms_max"]
+    return {k: s[k] for k in keys}
+
+
+def _f(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1f}"
+
+
+def print_class(
+    console: Any, title: str, rows: list[tuple[str, dict[str, Any]]], notes: list[str]
+) -> None:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("", justify="left", no_wrap=True)
+    for col in ("calls", "turns", "ttfs |err| p50", "p95", "max", "barge-ins"):
+        table.add_column(col, justify="right")
+    for col in ("stop |err| p50", "p95", "max", "unknown", "missed", "unmatched"):
+        table.add_column(col, justify="right")
+    table.add_column("unc. p95", justify="right")
+    table.add_column("within unc.", justify="right")
+    for label, s in rows:
+        within = s["within_uncertainty"]
+        table.add_row(
+            label,
+            str(s["calls"]),
+            str(s["turns"]),
+            _f(s["ttfs_err_ms_p50"]),
+            _f(s["ttfs_err_ms_p95"]),
+            _f(s["ttfs_err_ms_max"]),
+            str(s["barge_ins"]),
+            _f(s["stop_err_ms_p50"]),
+            _f(s["stop_err_ms_p95"]),
+            _f(s["stop_err_ms_max"]),
+            str(s["unknown"]),
+            str(s["missed"]),
+            str(s["unmatched"]),
+            _f(s["uncertainty_ms_p95"]),
+            "—" if within is None else f"{100 * within:.1f}%",
+        )
+    console.print(table)
+    for note in notes:
+        console.print(f"  {note}")
+    console.print()
+
+
+def report(runs: list[ClassRun], elapsed_s: float) -> dict[str, Any]:
+    from rich.console import Console
+
+    console = Console(width=150)
+    console.print(
+        f"voxproxy accuracy over live calls ({elapsed_s:.0f} s): |proxy - truth| in ms per "
+        "figure; unknown = withheld with a reason, missed = not published without one, "
+        "unmatched = published for no true turn; unc. = the stated uncertainty\n"
+    )
+    out: dict[str, Any] = {}
+    titles = {
+        "clean": "clean: built-in scenarios, 4 agents (raw/twilio x paced/burst, 250 ms jitter)",
+        "speech_only": "speech_only: agents sending only speech (clips cut to their speech, "
+        "nothing between responses; the harmonic complex among them)",
+        "corpus": "corpus: corpus voices answering corpus callers (3 synthesizers, en/es, "
+        "-40..-6 dBFS)",
+        "snr10": "snr10: pink and white noise under the caller at 10 dB SNR",
+        "babble": "babble: babble bed under the caller at 10 dB SNR (goal: no wrong figure)",
+    }
+    firsts: list[tuple[str, dict[str, Any]]] = []
+    first_figs: list[Figure] = []
+    first_calls: list[CallResult] = []
+    for run in runs:
+        rs = run.results
+        total = summarize(rs)
+        rows: list[tuple[str, dict[str, Any]]] = []
+        for label in sorted({r.label for r in rs}):
+            rows.append((label, summarize([r for r in rs if r.label == label])))
+        for tag in sorted({r.tag for r in rs if r.tag}):
+            rows.append((f"noise: {tag}", summarize([r for r in rs if r.tag == tag])))
+        rows.append(("all", total))
+        notes = [f"{total['calls']} calls in {run.elapsed_s:.0f} s", *run.notes]
+        if total["failed_calls"]:
+            errors = Counter(r.error for r in rs if r.error)
+            notes.append(f"calls without a result: {dict(errors)}")
+        if total["reasons"]:
+            notes.append(f"not published, by reason: {total['reasons']}")
+        if total["noises"]:
+            notes.append(
+                f"noise-only interruptions judged correctly: {total['noises_judged']} "
+                f"of {total['noises']}"
+            )
+        if total["caller_pacing_lag_ms_p99"] is not None:
+            notes.append(
+                "callers' own send lag (truth is taken at the deadline), worst call p99: "
+                f"{total['caller_pacing_lag_ms_p99']:.1f} ms"
+            )
+        if run.name == "babble":
+            notes.append(
+                f"published {total['published']}, withheld {total['unknown']}, off by more "
+                f"than {WRONG_MS:.0f} ms (or for no true turn): {total['off_gt_100ms']}"
+            )
+        title = titles.get(run.name, run.name)
+        if run.name.startswith("contended"):
+            title = (
+                f"{run.name}: the clean class, proxy pinned to a CPU shared with a busy loop "
+                f"({100 * run.hog_duty:.0f}% duty)"
+            )
+        print_class(console, title, rows, notes)
+        out[run.name] = headline(run.name, total)
+        if run.cpu_busy_pct is not None:
+            out[run.name]["proxy_cpu_busy_pct"] = round(run.cpu_busy_pct, 1)
+        if run.name in FIRST_FROM:
+            figs = [f for r in rs for f in r.figures if f.first]
+            firsts.append((run.name, summarize(rs, figs)))
+            first_figs += figs
+            first_calls += rs
+    if firsts:
+        total = summarize(first_calls, first_figs)
+        print_class(
+            console,
+            "first_responses: the first response of each call (from the classes below)",
+            [*firsts, ("all", total)],
+            [],
+        )
+        ordered = {"clean": out.pop("clean")} if "clean" in out else {}
+        ordered["first_responses"] = headline("first_responses", total)
+        out = {**ordered, **out}
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=308)
-    parser.add_argument("--concurrency", type=int, default=60)
+    parser.add_argument("--calls", type=int, default=160, help="calls of the clean class")
+    parser.add_argument("--class-calls", type=int, default=40, help="calls of each other class")
+    parser.add_argument("--concurrency", type=int, default=40, help="calls at once")
+    parser.add_argument(
+        "--classes",
+        type=lambda s: [c.strip() for c in s.split(",") if c.strip()],
+        default=list(CLASSES),
+        help=f"comma-separated subset of {','.join(CLASSES)}",
+    )
+    parser.add_argument(
+        "--hog-duty",
+        type=lambda s: [min(1.0, max(0.05, float(x))) for x in s.split(",") if x.strip()],
+        default=[1.0, 0.5],
+        help="contended: the hog's busy share (0-1), one contended run for each "
+        "(comma-separated; the first is reported as `contended`)",
+    )
+    parser.add_argument("--max-uncertainty-ms", type=float, default=50.0)
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the proxies in this process (as before); no contended class",
+    )
     args = parser.parse_args()
+    unknown = [c for c in args.classes if c not in CLASSES]
+    if unknown:
+        parser.error(f"unknown classes {unknown}; have {', '.join(CLASSES)}")
     started = time.monotonic()
-    try:
-        import uvloop
+    with tempfile.TemporaryDirectory(prefix="voxproxy-accuracy-") as tmp:
+        try:
+            import uvloop
 
-        calls = uvloop.run(run(args.calls, args.concurrency))
-    except ImportError:
-        calls = asyncio.run(run(args.calls, args.concurrency))
-    elapsed = time.monotonic() - started
-    results = [evaluate(c) for c in calls]
-    groups: dict[str, dict[str, list[float]]] = {}
-    missing = 0
-    noises_total = noises_ok = 0
-    for c, r in zip(calls, results, strict=True):
-        if c.receipt is None or r["error"]:
-            missing += 1
-            continue
-        cond = "noisy (10 dB SNR)" if c.scenario.name in NOISY else "clean"
-        for key in (cond, f"{cond} · {c.dialect}"):
-            g = groups.setdefault(key, {"ttfs": [], "stop": []})
-            for t in r["turns"]:
-                if t["diff"]["ttfs_ms"] is not None:
-                    g["ttfs"].append(t["diff"]["ttfs_ms"])
-                if t["diff"]["stop_latency_ms"] is not None:
-                    g["stop"].append(t["diff"]["stop_latency_ms"])
-        for n in r["noises"]:
-            noises_total += 1
-            noises_ok += 1 if n["proxy_judged_correctly"] else 0
-
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(width=140)
-    table = Table(
-        title=f"voxproxy accuracy: |proxy - truth| over {len(calls)} live calls "
-        f"({elapsed:.0f} s), built-in scenarios, 4 mock agents (raw/twilio x paced/burst, "
-        "250 ms response jitter)"
-    )
-    for col in (
-        "calls",
-        "turns",
-        "ttfs |err| p50",
-        "p95",
-        "max",
-        "barge-ins",
-        "stop |err| p50",
-        "p95",
-        "max",
-    ):
-        table.add_column(col, justify="right")
-    table.add_column("condition", justify="left")
-    for key in sorted(groups):
-        g = groups[key]
-        t, s = stats(g["ttfs"]), stats(g["stop"])
-
-        def f(x: float | None) -> str:
-            return "—" if x is None else f"{x:.1f} ms"
-
-        table.add_row(
-            "",
-            str(t["n"]),
-            f(t["p50"]),
-            f(t["p95"]),
-            f(t["max"]),
-            str(s["n"]),
-            f(s["p50"]),
-            f(s["p95"]),
-            f(s["max"]),
-            key,
-        )
-    console.print(table)
-    console.print(
-        f"noise-only interruptions judged correctly: {noises_ok} of {noises_total}; "
-        f"calls without a receipt or with an error: {missing}"
-    )
-    clean = groups.get("clean", {"ttfs": [], "stop": []})
-    noisy = groups.get("noisy (10 dB SNR)", {"ttfs": [], "stop": []})
-    tc, sc, tn = stats(clean["ttfs"]), stats(clean["stop"]), stats(noisy["ttfs"])
-    headline: dict[str, Any] = {
-        "calls": len(calls),
-        "turns": sum(len(g["ttfs"]) for k, g in groups.items() if "·" not in k),
-        "ttfs_err_ms_p95": tc["p95"],
-        "ttfs_err_ms_max": tc["max"],
-        "stop_err_ms_p95": sc["p95"],
-        "stop_err_ms_max": sc["max"],
-        "noisy_ttfs_err_ms_p95": tn["p95"],
-        "noisy_ttfs_err_ms_max": tn["max"],
-        "noise_interruptions": noises_total,
-        "false_barge_in_errors": noises_total - noises_ok,
-        "calls_missing": missing,
-    }
-    print(json.dumps(headline))
+            runs = uvloop.run(run_all(args, Path(tmp)))
+        except ImportError:
+            runs = asyncio.run(run_all(args, Path(tmp)))
+    out = report(runs, time.monotonic() - started)
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

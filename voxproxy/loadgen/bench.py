@@ -3,7 +3,9 @@
 The demo, the accuracy benchmark and tests all need the same arrangement: a
 few mock agents with different behaviour, a proxy in front of each, scripted
 callers through every proxy at once, and then each call's record, receipt and
-agent log put side by side. :func:`run_bench` does that once.
+agent log put side by side. :func:`run_bench` does that once, with the proxies in
+this process or, given a :class:`ProxyHost`, wherever the host runs them (another
+process, pinned to a core: the accuracy benchmark's contended run).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import asyncio
 import secrets
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
+from voxproxy.errors import UsageError
 from voxproxy.eventapi import EventApi
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome
@@ -43,6 +47,18 @@ class BenchCall:
     outcome: CallOutcome
 
 
+class ProxyHost(Protocol):
+    """Proxies run elsewhere: one in front of each upstream agent URL."""
+
+    async def start(self, upstreams: Sequence[str], secret: bytes) -> list[str]:
+        """Start a proxy per upstream; returns the ws:// URL callers dial for each."""
+        ...
+
+    async def stop(self) -> Mapping[str, Receipt]:
+        """Drain and stop every proxy; returns every receipt written, by call."""
+        ...
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -59,21 +75,28 @@ async def run_bench(
     proxy_dialect: str = "auto",
     policy: Policy | None = None,
     tag_scenario: bool = False,
+    proxy_host: ProxyHost | None = None,
 ) -> list[BenchCall]:
     """Run every agent's calls at once; returns each call with its receipt and agent log.
 
     Receipts get their verdict under ``policy`` (default: the embedded policy). With
     ``tag_scenario`` each call's path names its scenario (``/<scenario>/<call id>``): the
-    outcome testbench's channel to the mock agent's task scripts."""
+    outcome testbench's channel to the mock agent's task scripts. With ``proxy_host`` the
+    proxies are the host's (``extra_sinks``, ``policy`` and ``post_events`` are then the
+    host's business: posting events is refused)."""
+    if proxy_host is not None and any(spec.post_events for spec in agents):
+        raise UsageError("post_events needs the in-process proxies (no proxy_host)")
     policy = policy or load_policy()
     receipts: dict[str, Receipt] = {}
     mocks: list[MockAgent] = []
     proxies: list[Proxy] = []
     apis: list[EventApi] = []
     plans: list[LoadPlan] = []
+    targets: list[str] = []
     stamp = f"{int(time.time()):x}"
+    hosted = False
     try:
-        for i, spec in enumerate(agents):
+        for spec in agents:
             config = spec.config
             token = secrets.token_hex(16)
             api_port = _free_port() if spec.post_events else None
@@ -84,6 +107,8 @@ async def run_bench(
             mock = MockAgent(config)
             await mock.start()
             mocks.append(mock)
+            if proxy_host is not None:
+                continue
             proxy = Proxy(
                 ProxyConfig(RelayConfig(mock.url), dialect=proxy_dialect, secret=secret),
                 sinks=[lambda r: receipts.__setitem__(r.call, r), *extra_sinks],
@@ -95,9 +120,14 @@ async def run_bench(
                 apis.append(api)
             port = await proxy.start("127.0.0.1", 0)
             proxies.append(proxy)
+            targets.append(f"ws://127.0.0.1:{port}")
+        if proxy_host is not None:
+            hosted = True
+            targets = await proxy_host.start([m.url for m in mocks], secret)
+        for i, spec in enumerate(agents):
             plans.append(
                 LoadPlan(
-                    target=f"ws://127.0.0.1:{port}",
+                    target=targets[i],
                     dialect=spec.config.dialect,
                     scenarios=scenarios,
                     calls=spec.calls,
@@ -109,8 +139,12 @@ async def run_bench(
                 )
             )
         runs = await asyncio.gather(*(run_calls(p, list(range(p.calls))) for p in plans))
-        await asyncio.sleep(0.3)  # let the last receipts be written
+        if not hosted:
+            await asyncio.sleep(0.3)  # let the last receipts be written
     finally:
+        if hosted:
+            assert proxy_host is not None
+            receipts.update(await proxy_host.stop())
         for proxy in proxies:
             await proxy.stop(drain_s=1.0)
         for api in apis:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
+from voxproxy.analysis.vad import VadConfig
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.audio.resample import resample_linear
 from voxproxy.dialects.openai_realtime import parse_format
 from voxproxy.errors import ConfigError, FixtureError
 from voxproxy.events import Pcm
-from voxproxy.fixtures import Clip, load_clips
+from voxproxy.fixtures import Clip, load_clips, load_corpus
 from voxproxy.mockagent.task import TaskScript
 
 Dialect = Literal["raw", "twilio", "openai-realtime"]
@@ -47,9 +49,19 @@ class MockAgentConfig:
     barge_in: BargeIn = "flush"
     noise_is_speech: bool = False  # fault: yield to (and answer) a cough or a door
     reaction_ms: float = 150.0
-    responses: Sequence[str] | None = None  # None: default_responses(); stored as a tuple
+    # Clip names, from the fixtures (voxproxy.fixtures.load_clips) or the generalization
+    # corpus (load_corpus). None: default_responses(); stored as a tuple.
+    responses: Sequence[str] | None = None
     greeting: str | None = None
     marks: bool = True  # twilio only
+    # Send only speech: every clip (greeting and responses) cut to its first and last sample
+    # of speech, so each response starts directly on speech (nothing is sent between them).
+    trim_silence: bool = False
+    vary_responses: bool = False  # connection i starts its rotation of responses at the i-th
+    # How the agent hears the caller's turns (None: the detector's defaults). A high
+    # floor_clamp_dbfs makes an agent whose endpointing ignores a bed of noise under loud
+    # speech (the accuracy benchmark's babble class).
+    caller_vad: VadConfig | None = None
     transcripts: bool = False  # raw and openai-realtime: report what the agent heard
     transcript_text: Callable[[int], str] | None = field(default=None, compare=False)
     # Without transcript_text, the agent recognizes which caller clip each turn was
@@ -193,20 +205,44 @@ def prepare_clip(clip: Clip, rate_hz: int) -> AgentClip:
     return AgentClip(clip.name, pcm, rate_hz, min(onset, pcm.size))
 
 
-def prepare_clips(config: MockAgentConfig) -> dict[str, AgentClip]:
-    """Every clip the agent may say, at its rate. Unknown names raise ConfigError."""
+def trim_to_speech(clip: Clip) -> Clip:
+    """``clip`` cut to its first and last sample of speech, its edges moved with it."""
+    if not clip.segments_ms:
+        return clip
+    rate = clip.sample_rate_hz
+    start = min(clip.pcm.size, math.floor(clip.onset_ms * rate / 1000))
+    end = max(start, min(clip.pcm.size, math.ceil(clip.offset_ms * rate / 1000)))
+    if start == 0 and end == clip.pcm.size:
+        return clip
+    cut_ms = 1000.0 * start / rate
+    length_ms = 1000.0 * (end - start) / rate
+    segments = tuple(
+        (max(0.0, a - cut_ms), min(length_ms, b - cut_ms)) for a, b in clip.segments_ms
+    )
+    return replace(clip, pcm=clip.pcm[start:end].copy(), segments_ms=segments, trimmed=True)
+
+
+def response_clip(name: str, trim_silence: bool = False) -> Clip:
+    """The clip the agent says for ``name``: a fixture clip, else a corpus clip; cut to its
+    speech with ``trim_silence``. Unknown names raise ConfigError."""
     try:
-        clips = load_clips()
+        source = load_clips().get(name)
+        if source is None:
+            source = load_corpus().get(name)
     except FixtureError as exc:
         raise ConfigError(str(exc)) from exc
+    if source is None:
+        raise ConfigError(f"no fixture or corpus clip named {name!r}")
+    return trim_to_speech(source) if trim_silence else source
+
+
+def prepare_clips(config: MockAgentConfig) -> dict[str, AgentClip]:
+    """Every clip the agent may say, at its rate. Unknown names raise ConfigError."""
     names = list(config.response_names)
     if config.greeting is not None:
         names.append(config.greeting)
     out: dict[str, AgentClip] = {}
     for name in names:
-        try:
-            source = clips[name]
-        except KeyError:
-            raise ConfigError(f"no fixture clip named {name!r}") from None
+        source = response_clip(name, config.trim_silence)
         out[name] = prepare_clip(source, config.agent_rate_hz)
     return out

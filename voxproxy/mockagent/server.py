@@ -262,7 +262,7 @@ class _Call:
                 self.vad.finish(t_ns)
                 self._after_vad(t_ns)
             self.converter = Converter(rate)
-            self.vad = SpeechDetector(self.converter.out_rate_hz)
+            self.vad = SpeechDetector(self.converter.out_rate_hz, self.cfg.caller_vad)
             self.caller_end_ns = None
             self.was_speaking = False
             self.log.caller_rate_hz = rate
@@ -335,7 +335,8 @@ class _Call:
         if self.halted:
             return
         names = cfg.response_names
-        clip = self.clips[names[self.spoken % len(names)]]
+        first = self.log.index if cfg.vary_responses else 0
+        clip = self.clips[names[(first + self.spoken) % len(names)]]
         delay_ms = max(0.0, cfg.delay_ms + self.rng.uniform(-cfg.jitter_ms, cfg.jitter_ms))
         onset_ns = clip.onset_sample * NS_PER_S // clip.sample_rate_hz
         start_ns = spurt.offset_ns + round(delay_ms * NS_PER_MS) - onset_ns

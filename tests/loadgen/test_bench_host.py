@@ -1,0 +1,72 @@
+"""run_bench with the proxies elsewhere: a ProxyHost (the accuracy benchmark's proxy
+process, benchmarks/proxyhost.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from voxproxy.errors import UsageError
+from voxproxy.ids import keyed_hash
+from voxproxy.loadgen.bench import BenchAgent, run_bench
+from voxproxy.loadgen.scenario import Scenario
+from voxproxy.mockagent import MockAgentConfig
+
+SECRET = b"bench-host-test"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _proxyhost() -> ModuleType:
+    path = ROOT / "benchmarks" / "proxyhost.py"
+    spec = importlib.util.spec_from_file_location("bench_proxyhost", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _scenario() -> Scenario:
+    steps = [{"say": "caller_hello"}, {"wait": {"until": "agent_end", "quiet_ms": 300}}]
+    return Scenario.model_validate({"name": "hello", "steps": steps})
+
+
+async def test_posting_events_needs_the_in_process_proxies() -> None:
+    agent = BenchAgent("a", MockAgentConfig(), 1, post_events=True)
+    host = _proxyhost().SubprocessProxyHost()
+    with pytest.raises(UsageError, match="post_events"):
+        await run_bench([agent], ((_scenario(), None),), secret=SECRET, proxy_host=host)
+
+
+@pytest.mark.slow
+async def test_calls_go_through_the_hosts_proxies_and_get_its_receipts() -> None:
+    agents = [
+        BenchAgent(
+            dialect,
+            MockAgentConfig(
+                dialect=dialect,  # type: ignore[arg-type]
+                responses=("agent_reprompt",),
+                delay_ms=300.0,
+                send_mode="burst",
+            ),
+            1,
+        )
+        for dialect in ("raw", "twilio")
+    ]
+    host = _proxyhost().SubprocessProxyHost(max_seconds=120.0)
+    calls = await run_bench(agents, ((_scenario(), None),), secret=SECRET, proxy_host=host)
+    assert [c.label for c in calls] == ["raw", "twilio"]
+    assert host.stats["calls"] == 2  # both went through the child's proxies
+    for c in calls:
+        o = c.outcome
+        assert o.record.error is None
+        assert o.agent_log is not None and len(o.agent_log.responses) == 1
+        assert o.receipt is not None
+        assert o.receipt.call == keyed_hash(SECRET, o.call_id, "c_")
+        assert o.receipt.verdict is not None  # judged by the host, as in-process
+        responses = [t for t in o.receipt.turns if t.kind == "response"]
+        assert len(responses) == 1 and responses[0].ttfs_ms is not None
