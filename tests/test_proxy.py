@@ -26,9 +26,20 @@ from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
+from voxproxy.session import DETECTOR_UNCERTAINTY_MS, SessionConfig
 from voxproxy.transports.websocket import RelayConfig
 
 NS_PER_MS = 1_000_000
+NEVER_WITHHELD = 1e9  # publish every figure, so that each can be checked against the truth
+
+
+def beyond_lag(error_ms: float, uncertainty_ms: float | None) -> float:
+    """The error left once the clock lag the figure states is allowed for: the part of
+    its uncertainty above the detector's own, which the event loops of this one test
+    process (caller, proxy and agent together) put there when the machine is busy."""
+    assert uncertainty_ms is not None
+    lag = uncertainty_ms - DETECTOR_UNCERTAINTY_MS
+    return float(np.sign(error_ms) * max(0.0, abs(error_ms) - lag))
 
 
 def script(barge_after_ms: float) -> list[Step]:
@@ -76,7 +87,13 @@ async def one_call(
     await agent.start()
     receipts: list[Receipt] = []
     proxy = Proxy(
-        ProxyConfig(RelayConfig(agent.url), dialect=dialect, secret=b"e2e"), sinks=[receipts.append]
+        ProxyConfig(
+            RelayConfig(agent.url),
+            dialect=dialect,
+            secret=b"e2e",
+            session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
+        ),
+        sinks=[receipts.append],
     )
     port = await proxy.start("127.0.0.1", 0)
     url = f"ws://127.0.0.1:{port}/e2e" if via_proxy else f"{agent.url}/e2e"
@@ -120,7 +137,9 @@ async def test_live_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
         assert o.receipt.anomalies == {}
         for truth, turn in zip(truths, responses, strict=True):
             assert truth.ttfs_ns is not None and turn.ttfs_ms is not None, (spec, turn)
-            ttfs_err.append(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS)
+            ttfs_err.append(
+                beyond_lag(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS, turn.ttfs_uncertainty_ms)
+            )
             if truth.barge_in:
                 assert turn.barge_in is not None, (spec, turn)
                 assert turn.barge_in.outcome == "stopped"
@@ -128,7 +147,12 @@ async def test_live_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
                 assert (
                     truth.stop_latency_ns is not None and turn.barge_in.stop_latency_ms is not None
                 )
-                stop_err.append(turn.barge_in.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS)
+                stop_err.append(
+                    beyond_lag(
+                        turn.barge_in.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS,
+                        turn.barge_in.stop_uncertainty_ms,
+                    )
+                )
             else:
                 assert turn.barge_in is None
     t = np.abs(np.array(ttfs_err))

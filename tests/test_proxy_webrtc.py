@@ -28,10 +28,23 @@ from voxproxy.loadgen.webrtc import (
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import Idle, WebRtcCallLog, WebRtcMockAgent
 from voxproxy.receipts.model import Receipt
+from voxproxy.session import DETECTOR_UNCERTAINTY_MS
 
 pytestmark = pytest.mark.slow
 
 NS_PER_MS = 1_000_000
+NEVER_WITHHELD = 1e9  # publish every figure, so that each can be checked against the truth
+
+
+def beyond_lag(error_ms: float, uncertainty_ms: float | None) -> float:
+    """The error left once the clock lag the figure states is allowed for: the part of
+    its uncertainty above the detector's own, which the event loops of this one test
+    process (caller, proxy and agent together) put there when the machine is busy."""
+    assert uncertainty_ms is not None
+    lag = uncertainty_ms - DETECTOR_UNCERTAINTY_MS
+    return float(np.sign(error_ms) * max(0.0, abs(error_ms) - lag))
+
+
 RESPONSES = ("agent_confirm", "agent_order_status", "agent_reprompt", "agent_ask_number")
 
 
@@ -68,7 +81,9 @@ async def one_call(n: int, signaling: str, idle: Idle, delay_ms: float) -> Outco
     await agent.start()
     receipts: list[Receipt] = []
     try:
-        async with webrtc_proxy(agent.url(signaling), receipts, signaling=signaling) as proxy:
+        async with webrtc_proxy(
+            agent.url(signaling), receipts, max_uncertainty_ms=NEVER_WITHHELD, signaling=signaling
+        ) as proxy:
             caller = WebRtcCaller(
                 WebRtcCallerConfig(proxy.url(signaling), signaling=signaling),  # type: ignore[arg-type]
                 script(barge_after_ms=500.0 + 150 * n),
@@ -105,7 +120,9 @@ async def test_live_webrtc_calls_measure_ttfs_and_stop_latency_against_truth() -
         assert o.receipt.settings.caller_frame_ms == 20.0
         for truth, turn in zip(truths, responses, strict=True):
             assert truth.ttfs_ns is not None and turn.ttfs_ms is not None, (spec, turn)
-            ttfs_err.append(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS)
+            ttfs_err.append(
+                beyond_lag(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS, turn.ttfs_uncertainty_ms)
+            )
             if truth.barge_in:
                 assert turn.barge_in is not None, (spec, turn)
                 assert turn.barge_in.outcome == "stopped"
@@ -113,7 +130,12 @@ async def test_live_webrtc_calls_measure_ttfs_and_stop_latency_against_truth() -
                 assert (
                     truth.stop_latency_ns is not None and turn.barge_in.stop_latency_ms is not None
                 )
-                stop_err.append(turn.barge_in.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS)
+                stop_err.append(
+                    beyond_lag(
+                        turn.barge_in.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS,
+                        turn.barge_in.stop_uncertainty_ms,
+                    )
+                )
             else:
                 assert turn.barge_in is None
     t = np.abs(np.array(ttfs_err))

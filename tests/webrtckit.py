@@ -49,9 +49,16 @@ async def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0) -> bool:
 
 @asynccontextmanager
 async def webrtc_proxy(
-    upstream: str, receipts: list[Receipt], **relay: Any
+    upstream: str,
+    receipts: list[Receipt],
+    max_uncertainty_ms: float | None = None,
+    **relay: Any,
 ) -> AsyncIterator[WebRtcProxy]:
     config = WebRtcProxyConfig(replace(WebRtcRelayConfig(upstream), **relay), secret=b"webrtc-test")
+    if max_uncertainty_ms is not None:
+        config = replace(
+            config, session=replace(config.session, max_uncertainty_ms=max_uncertainty_ms)
+        )
     proxy = WebRtcProxy(config, sinks=[receipts.append])
     await proxy.start("127.0.0.1", 0)
     try:
