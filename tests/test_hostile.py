@@ -27,12 +27,18 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 from websockets.utils import accept_key
 
+from voxproxy.analysis.vad import SpeechDetector
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
 from voxproxy.proxy import CallContext
 from voxproxy.receipts.model import CloseInfo
-from voxproxy.session import MAX_MARK_NAME_CHARS, MAX_PENDING_MARKS, CallSession
+from voxproxy.session import (
+    CALLER_AHEAD_TOLERANCE_MS,
+    MAX_MARK_NAME_CHARS,
+    MAX_PENDING_MARKS,
+    CallSession,
+)
 from voxproxy.transports import websocket as ws_transport
 from voxproxy.transports.websocket import HEALTH_PATH, MAX_FRAGMENTS
 
@@ -165,6 +171,103 @@ async def test_media_keeps_a_call_alive_past_the_idle_timeout() -> None:
                 await ws.send(wire.stop())
             await wait_for(lambda: len(receipts) == 1)
     assert receipts[0].terminal == "completed"
+
+
+# -- 3. caller audio far ahead of real time ---------------------------------------------------
+
+MS = 1_000_000
+BIG_ULAW = 780_000  # 97.5 s of 8 kHz mu-law: a Twilio media message just under 1 MiB
+
+
+def _analysed_samples(monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
+    """Samples each detector was handed to analyse, by its sample rate's detector id."""
+    pushed: dict[int, int] = {}
+    real_push = SpeechDetector.push
+
+    def spy(self: SpeechDetector, pcm: Any, t_start_ns: int, *, continuous: bool = True) -> None:
+        pushed[id(self)] = pushed.get(id(self), 0) + int(pcm.size)
+        real_push(self, pcm, t_start_ns, continuous=continuous)
+
+    monkeypatch.setattr(SpeechDetector, "push", spy)
+    return pushed
+
+
+def test_caller_audio_far_ahead_of_real_time_is_an_anomaly_and_not_analysed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pushed = _analysed_samples(monkeypatch)
+    stream, sid = "MZ" + "a" * 32, "CA" + "b" * 32
+    wire = TwilioCallerWire(stream, sid)
+    s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="link")
+    s.on_message(CALLER_TO_AGENT, wire.start(), 1)
+    big = wire.media(b"\xff" * BIG_ULAW)
+    assert len(big) < 1 << 20  # within the proxy's default --max-message-bytes
+    for i in range(8):  # 13 minutes of audio within 4 s
+        s.on_message(CALLER_TO_AGENT, big, (i + 1) * 500 * MS)
+    r = s.close(4_500 * MS, "caller_closed", CloseInfo(initiator="caller"))
+    # What the wire carried is reported as it was, and what ran ahead is said so.
+    assert r.traffic.caller_audio_ms == 8 * 97_500.0
+    assert r.anomalies == {"caller_audio_ahead": 8}
+    analysed_ms = r.traffic.caller_audio_ms - r.traffic.caller_audio_unanalysed_ms
+    assert analysed_ms <= r.duration_ms + CALLER_AHEAD_TOLERANCE_MS
+    # The work is bounded by real time: the detector was handed no more than the call's
+    # duration plus the tolerance (16 kHz: the caller's 8 kHz audio is analysed at 8 kHz).
+    (caller_samples,) = pushed.values()
+    assert caller_samples <= (4_500 + CALLER_AHEAD_TOLERANCE_MS) * 8
+
+
+def test_a_caller_catching_up_within_the_tolerance_is_analysed_in_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pushed = _analysed_samples(monkeypatch)
+    stream, sid = "MZ" + "a" * 32, "CA" + "b" * 32
+    wire = TwilioCallerWire(stream, sid)
+    s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="link")
+    s.on_message(CALLER_TO_AGENT, wire.start(), 1)
+    t = 0
+    for _ in range(100):  # 2 s in real time, 20 ms frames
+        t += 20 * MS
+        s.on_message(CALLER_TO_AGENT, wire.media(b"\xff" * 160), t)
+    t += 1_500 * MS  # the network held the caller's audio 1.5 s, then delivers it at once
+    for _ in range(75):
+        s.on_message(CALLER_TO_AGENT, wire.media(b"\xff" * 160), t)
+    s.on_message(CALLER_TO_AGENT, wire.media(b"\xff" * 8_000), t)  # and one 1 s chunk
+    r = s.close(t + 20 * MS, "caller_closed", CloseInfo(initiator="caller"))
+    assert r.anomalies == {}
+    assert r.traffic.caller_audio_unanalysed_ms == 0.0
+    assert r.traffic.caller_audio_ms == 4_500.0
+    assert sum(pushed.values()) == 4_500 * 8
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.got: list[str | bytes] = []
+
+    async def __call__(self, ws: ServerConnection) -> None:
+        async for m in ws:
+            self.got.append(m)
+
+
+async def test_a_caller_flooding_audio_through_the_proxy_is_forwarded_and_flagged() -> None:
+    record = _Recorder()
+    async with router_agent(record=record) as agent:
+        async with running_proxy(agent.url) as (port, receipts, _):
+            sid = call_sid("ahead")
+            wire = TwilioCallerWire("MZ" + sid[2:], sid)
+            sent = [wire.start()] + [wire.media(b"\xff" * BIG_ULAW) for _ in range(3)]
+            sent.append(wire.stop())
+            async with connect(f"ws://127.0.0.1:{port}/record/a", max_size=None) as ws:
+                for m in sent:
+                    await ws.send(m)
+                await wait_for(lambda: len(record.got) == len(sent), 30)
+            await wait_for(lambda: len(receipts) == 1, 30)
+    assert record.got == sent  # forwarding is untouched: every message, unchanged
+    r = receipts[0]
+    assert r.terminal == "completed"
+    assert r.traffic.caller_audio_ms == 3 * 97_500.0
+    assert r.anomalies.get("caller_audio_ahead", 0) >= 2
+    analysed_ms = r.traffic.caller_audio_ms - r.traffic.caller_audio_unanalysed_ms
+    assert analysed_ms <= r.duration_ms + CALLER_AHEAD_TOLERANCE_MS
 
 
 # -- 4. a stalled caller with a flooding agent --------------------------------------------------

@@ -101,6 +101,10 @@ _LAG_BEFORE_NS = 100 * NS_PER_MS
 _LAG_AFTER_NS = 350 * NS_PER_MS
 _MAX_ITEMS = 64  # agent audio items whose playout is remembered (for truncates)
 _MAX_ITEM_GAPS = 1024
+# Caller audio may run this far ahead of the call's time before it is an anomaly and the
+# audio beyond is not analysed (jitter, and a burst after a network stall, stay within).
+CALLER_AHEAD_TOLERANCE_MS = 2000.0
+_CALLER_AHEAD_NS = int(CALLER_AHEAD_TOLERANCE_MS * NS_PER_MS)
 
 
 def _ms(ns: int | None) -> float | None:
@@ -198,6 +202,8 @@ class CallSession:
         self._bytes = [0, 0]
         self._audio_ns = [0, 0]
         self._caller_chunk_ns: deque[int] = deque(maxlen=256)
+        self._caller_analysed_ns = 0  # caller audio handed to analysis (bounded by real time)
+        self._caller_unanalysed_ns = 0  # ... and what ran too far ahead of it to be
         self._max_caller_chunk_ns = 20 * NS_PER_MS
         # hash(name) -> (predicted echo time, flush count): a peer's names are never kept
         self._marks: dict[int, tuple[int, int]] = {}
@@ -354,26 +360,50 @@ class CallSession:
             self.anomalies[AnomalyKind.BAD_AUDIO.value] += 1  # no wire carries such a rate
             return
         conv = self._converter(ev.direction, ev.sample_rate_hz)
-        pcm = conv.convert(ev.pcm)
         dur = ev.pcm.size * 1_000_000_000 // ev.sample_rate_hz
         self._audio_ns[ev.direction] += dur
         if ev.direction is CALLER_TO_AGENT:
-            det = self._detectors[CALLER_TO_AGENT]
-            assert det is not None
-            self._caller_chunk_ns.append(dur)
-            if dur > self._max_caller_chunk_ns:
-                self._max_caller_chunk_ns = dur
-            if pcm.size:
-                # A captured frame of duration d that arrives at t covers [t - d, t].
-                out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
-                det.push(pcm, ev.t_ns - out_dur, continuous=True)
-        elif self._paced:
+            self._caller_audio(ev, conv, dur)
+            return
+        pcm = conv.convert(ev.pcm)
+        if self._paced:
             self._agent_on_arrival(pcm, conv.out_rate_hz, ev.t_ns)
         else:
             assert self._playout is not None
             start = self._playout.add(pcm, ev.t_ns)
             if ev.item_id is not None:
                 self._note_item(ev.item_id, start, pcm.size * 1_000_000_000 // conv.out_rate_hz)
+
+    def _caller_audio(self, ev: Audio, conv: Converter, dur: int) -> None:
+        """Caller audio is analysed only as far as it keeps to real time.
+
+        A caller cannot have captured more audio than the time since the call started
+        (MEASUREMENT.md 1: a frame arriving at ``t`` covers ``[t - d, t]``). What runs
+        further ahead than :data:`CALLER_AHEAD_TOLERANCE_MS` (jitter, a burst after a
+        network stall) is counted (``caller_audio_ahead``, ``caller_audio_unanalysed_ms``)
+        but not analysed, so the analysis a caller can ask for stays within real time
+        and the work per message within the audio it may still send. Of a message that
+        overruns, its most recent part (its end, at ``t``) is the part analysed."""
+        self._caller_chunk_ns.append(dur)
+        det = self._detectors[CALLER_TO_AGENT]
+        assert det is not None
+        rate = ev.sample_rate_hz
+        src = ev.pcm
+        budget = ev.t_ns - self.start_ns + _CALLER_AHEAD_NS - self._caller_analysed_ns
+        keep = min(src.size, max(0, budget) * rate // 1_000_000_000)
+        if keep < src.size:
+            self.anomalies[AnomalyKind.CALLER_AUDIO_AHEAD.value] += 1
+            self._caller_unanalysed_ns += dur - keep * 1_000_000_000 // rate
+            src = src[src.size - keep :]
+        kept_ns = keep * 1_000_000_000 // rate
+        self._caller_analysed_ns += kept_ns
+        if kept_ns > self._max_caller_chunk_ns:
+            self._max_caller_chunk_ns = kept_ns
+        pcm = conv.convert(src)
+        if pcm.size:
+            # A captured frame of duration d that arrives at t covers [t - d, t].
+            out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
+            det.push(pcm, ev.t_ns - out_dur, continuous=True)
 
     def _agent_on_arrival(self, pcm: Pcm, rate: int, t_ns: int) -> None:
         """Paced agent audio: audible from its arrival (MEASUREMENT.md 3, the identity).
@@ -798,6 +828,7 @@ class CallSession:
                 caller_audio_ms=_ms(self._audio_ns[0]) or 0.0,
                 agent_audio_ms=_ms(self._audio_ns[1]) or 0.0,
                 agent_audio_dropped_ms=_ms(playout.dropped_ns if playout else 0) or 0.0,
+                caller_audio_unanalysed_ms=_ms(self._caller_unanalysed_ns) or 0.0,
             ),
             anomalies=dict(sorted(self.anomalies.items())),
             measurement_disabled=self.measurement_disabled,

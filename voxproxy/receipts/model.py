@@ -222,6 +222,11 @@ class Traffic(_Model):
     caller_audio_ms: float
     agent_audio_ms: float
     agent_audio_dropped_ms: float = Field(description="Queued agent audio that flushes discarded.")
+    caller_audio_unanalysed_ms: float = Field(
+        default=0.0,
+        description="Caller audio that ran ahead of real time (anomaly caller_audio_ahead): "
+        "forwarded and counted in caller_audio_ms, but not analysed.",
+    )
 
 
 class Settings(_Model):
