@@ -53,6 +53,9 @@ class AnomalyKind(enum.StrEnum):
     # Caller audio ahead of real time (more than the call's time so far, beyond a tolerance):
     # counted per message; the audio beyond the bound is not analysed (still forwarded).
     CALLER_AUDIO_AHEAD = "caller_audio_ahead"
+    # Agent audio queued so far ahead of real time (over a minute) that only its place on the
+    # playout timeline is kept, not its samples: counted per message; it is not analysed.
+    AGENT_AUDIO_AHEAD = "agent_audio_ahead"
 
 
 @dataclass(frozen=True, slots=True)

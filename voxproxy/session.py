@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from voxproxy.analysis.playout import Playout
+from voxproxy.analysis.playout import MAX_AHEAD_NS, Playout
 from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig
 from voxproxy.audio.resample import Converter
 from voxproxy.clock import EpochAnchor
@@ -154,6 +154,9 @@ class SessionConfig:
     # A figure whose uncertainty (the detector's own, plus how late the shell's clock
     # readings near its edges ran) exceeds this is withheld: null, reason "clock_lag".
     max_uncertainty_ms: float = 50.0
+    # Agent audio due to play later than this after its arrival keeps only its place on the
+    # playout timeline, not its samples: it plays, unanalysed (anomaly agent_audio_ahead).
+    agent_queue_ahead_ms: float = MAX_AHEAD_NS / NS_PER_MS
 
 
 class CallSession:
@@ -179,6 +182,11 @@ class CallSession:
         self._never_quiet: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         self._spans: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         self._busy: list[bool] = [False, False]  # a direction active under the other's speech
+        # Spans of each direction the detector did not hear although audio was there (audio
+        # too far ahead of real time): an edge near one is not a speech edge one can trust.
+        self._unheard: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        self._agent_unanalysed_ns = 0  # agent audio that played without its samples kept
+        self._agent_skipped = False  # the agent detector's last audio was before such a span
         self.decoder = decoder
         self.start_ns = start_ns
         self._secret = secret
@@ -352,7 +360,11 @@ class CallSession:
                 conv.out_rate_hz, self.config.vad, batch_ms=PUMP_INTERVAL_MS * 2
             )
             if direction is AGENT_TO_CALLER and not self._paced:
-                self._playout = Playout(conv.out_rate_hz, self._downstream_ns)
+                self._playout = Playout(
+                    conv.out_rate_hz,
+                    self._downstream_ns,
+                    max_ahead_ns=int(self.config.agent_queue_ahead_ms * NS_PER_MS),
+                )
         return conv
 
     def _audio(self, ev: Audio) -> None:
@@ -369,8 +381,12 @@ class CallSession:
         if self._paced:
             self._agent_on_arrival(pcm, conv.out_rate_hz, ev.t_ns)
         else:
-            assert self._playout is not None
-            start = self._playout.add(pcm, ev.t_ns)
+            playout = self._playout
+            assert playout is not None
+            unkept = playout.unkept_chunks
+            start = playout.add(pcm, ev.t_ns)
+            if playout.unkept_chunks != unkept:
+                self.anomalies[AnomalyKind.AGENT_AUDIO_AHEAD.value] += 1
             if ev.item_id is not None:
                 self._note_item(ev.item_id, start, pcm.size * 1_000_000_000 // conv.out_rate_hz)
 
@@ -395,6 +411,8 @@ class CallSession:
             self.anomalies[AnomalyKind.CALLER_AUDIO_AHEAD.value] += 1
             self._caller_unanalysed_ns += dur - keep * 1_000_000_000 // rate
             src = src[src.size - keep :]
+            splice = ev.t_ns - keep * 1_000_000_000 // rate
+            self._note_unheard(CALLER_TO_AGENT, splice, splice)  # what came before is unheard
         kept_ns = keep * 1_000_000_000 // rate
         self._caller_analysed_ns += kept_ns
         if kept_ns > self._max_caller_chunk_ns:
@@ -503,8 +521,24 @@ class CallSession:
         end = playout.audible_until_ns
         rate = playout.sample_rate_hz
         for piece in playout.release(t_ns + self._downstream_ns):
+            if piece.pcm is None:
+                # It played, but too far ahead of real time for its samples to be kept: the
+                # detector hears nothing of it (neither audio nor silence).
+                piece_end = piece.start_ns + piece.duration_ns
+                self._agent_unanalysed_ns += piece.duration_ns
+                self._note_unheard(AGENT_TO_CALLER, piece.start_ns, piece_end)
+                self._agent_skipped = True
+                end = piece_end
+                continue
             continuous = piece.continuous
-            if not continuous and end is not None and 0 < piece.start_ns - end <= _FILL_GAP_NS:
+            if self._agent_skipped:
+                # After an unheard span the detector starts afresh; a pause after the span
+                # was silence that the caller heard.
+                self._agent_skipped = False
+                if end is not None and piece.start_ns > end:
+                    det.note_silence(piece.start_ns - end)
+                continuous = False
+            elif not continuous and end is not None and 0 < piece.start_ns - end <= _FILL_GAP_NS:
                 # A short underrun (audio paced in real time, arriving with jitter): the far
                 # end played silence that long, so the detector hears exactly that.
                 gap = np.zeros((piece.start_ns - end) * rate // 1_000_000_000, dtype=np.int16)
@@ -615,6 +649,8 @@ class CallSession:
                 for det in self._detectors:
                     if det is not None:
                         det.finish(end_ns)
+                if self._playout is not None:
+                    self._playout.drop_queued()  # due after the end: never heard
                 self._feed_turns(1 << 62)
                 turns = self.turns.finish(end_ns)
                 self.final_turns = turns
@@ -663,6 +699,24 @@ class CallSession:
             caller_share < _BUSY_SHARE and share(agent, caller) >= _BUSY_SHARE
         )
 
+    def _note_unheard(self, direction: Direction, start_ns: int, end_ns: int) -> None:
+        """Audio of ``direction`` over ``[start_ns, end_ns]`` was not analysed (bounded:
+        past _MAX_SPANS the last span grows, which only withholds more)."""
+        spans = self._unheard[direction]
+        if spans and (start_ns <= spans[-1][1] or len(spans) >= _MAX_SPANS):
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end_ns))
+        else:
+            spans.append((start_ns, end_ns))
+
+    def _unheard_near(self, direction: Direction, t_ns: int | None) -> bool:
+        """An edge this close to unanalysed audio may be its border, not speech's: within a
+        merge gap the detector cannot tell whether the speech went on."""
+        if t_ns is None or not self._unheard[direction]:
+            return False
+        vad = self.config.vad
+        margin = int((vad.merge_gap_ms + vad.frame_ms) * NS_PER_MS)
+        return any(a - margin <= t_ns <= b + margin for a, b in self._unheard[direction])
+
     def _quiet_at(self, direction: Direction, t_ns: int | None) -> bool:
         """The edge at ``t_ns`` is a speech edge: its direction went quiet around its
         speech, and no never-quiet spurt holds it."""
@@ -687,6 +741,10 @@ class CallSession:
             return "caller_never_quiet"
         if not self._quiet_at(AGENT_TO_CALLER, agent_edge):
             return "agent_never_quiet"
+        if self._unheard_near(CALLER_TO_AGENT, caller_edge):
+            return "caller_unanalysed"
+        if self._unheard_near(AGENT_TO_CALLER, agent_edge):
+            return "agent_unanalysed"
         if self._uncertainty_ms(caller_edge, agent_edge) > self.config.max_uncertainty_ms:
             return "clock_lag"
         return None
@@ -704,7 +762,8 @@ class CallSession:
         self._judge_busy()
 
         def quiet(direction: Direction, ns: int | None) -> int | None:
-            return ns if self._quiet_at(direction, ns) else None
+            heard = self._quiet_at(direction, ns) and not self._unheard_near(direction, ns)
+            return ns if heard else None
 
         barge_onsets = [t.barge_in.onset_ns for t in turns if t.barge_in is not None]
         # (No tool events, nothing to derive: the common case, and the fallback receipt's.)
@@ -829,6 +888,7 @@ class CallSession:
                 agent_audio_ms=_ms(self._audio_ns[1]) or 0.0,
                 agent_audio_dropped_ms=_ms(playout.dropped_ns if playout else 0) or 0.0,
                 caller_audio_unanalysed_ms=_ms(self._caller_unanalysed_ns) or 0.0,
+                agent_audio_unanalysed_ms=_ms(self._agent_unanalysed_ns) or 0.0,
             ),
             anomalies=dict(sorted(self.anomalies.items())),
             measurement_disabled=self.measurement_disabled,
