@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import json
 import logging
 import os
 import tracemalloc
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import pytest
-from faultkit import call_hash, call_sid, router_agent, running_proxy, twilio_start, wait_for
+from faultkit import (
+    assert_healthy,
+    call_hash,
+    call_sid,
+    healthy_call,
+    router_agent,
+    running_proxy,
+    twilio_start,
+    wait_for,
+)
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -345,6 +356,63 @@ async def test_after_a_stalled_caller_is_dropped_the_agent_s_data_is_not_measure
     assert r.terminal == "caller_vanished" and r.close.initiator == "proxy"
     assert measured_after == []  # nothing read after the drop was measured
     assert r.traffic.agent_to_caller_messages < sent[0]
+
+
+# -- 5. agent audio far ahead of real time ----------------------------------------------------
+
+
+def test_a_bursting_agent_s_queued_audio_is_bounded_and_its_timing_kept() -> None:
+    stream, sid = "MZ" + "a" * 32, "CA" + "b" * 32
+    agent, caller = TwilioAgentWire(stream), TwilioCallerWire(stream, sid)
+    s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="link")
+    s.on_message(CALLER_TO_AGENT, caller.start(), 1 * MS)
+    second = agent.media(bytes(range(256)) * 31 + bytes(64))  # 1 s of 8 kHz mu-law
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1200):  # 20 minutes of audio, sent within 1.2 s
+            s.on_message(AGENT_TO_CALLER, second, 2 * MS + i * MS)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # Unbounded, the queue held 1200 s of 8 kHz samples (19.2 MB); now about a minute's.
+    assert held < 3_000_000, held
+    # The playout timeline is exact all the same: a mark after the burst is predicted at
+    # the end of the 20 minutes, and its echo then checks out.
+    s.on_message(AGENT_TO_CALLER, agent.mark("end"), 1_300 * MS)
+    for t_s in range(2, 1_202):  # the call goes on in real time (a pump per second)
+        s.on_message(CALLER_TO_AGENT, caller.media(b"\xff" * 160), t_s * 1_000 * MS)
+    s.on_message(CALLER_TO_AGENT, caller.mark("end"), 1_200_002 * MS)
+    r = s.close(1_200_010 * MS, "caller_closed", CloseInfo(initiator="caller"))
+    assert r.marks.checked == 1 and r.marks.max_abs_error_ms == 0.0
+    assert r.traffic.agent_audio_ms == 1_200_000.0
+    assert r.anomalies["agent_audio_ahead"] >= 1_100
+    assert 1_100_000.0 <= r.traffic.agent_audio_unanalysed_ms < 1_200_000.0
+
+
+async def test_a_finished_call_is_freed_without_the_cycle_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sessions: list[weakref.ref[CallSession]] = []
+    real_init = CallContext.__init__
+
+    def spy_init(self: CallContext, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        sessions.append(weakref.ref(self.session))
+
+    monkeypatch.setattr(CallContext, "__init__", spy_init)
+    gc.collect()
+    gc.disable()
+    try:
+        async with router_agent() as agent:
+            async with running_proxy(agent.url) as (port, receipts, proxy):
+                h = await healthy_call(port, "freed", frames=10)
+                await wait_for(lambda: len(receipts) == 1 and not proxy.server.relays)
+                # Only reference counting ran: the session is gone with its call.
+                assert [ref() for ref in sessions] == [None]
+    finally:
+        gc.enable()
+    assert_healthy(h, receipts)
 
 
 # -- 12. endless empty continuation frames ------------------------------------------------------
