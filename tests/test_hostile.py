@@ -191,7 +191,7 @@ BIG_ULAW = 780_000  # 97.5 s of 8 kHz mu-law: a Twilio media message just under 
 
 
 def _analysed_samples(monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
-    """Samples each detector was handed to analyse, by its sample rate's detector id."""
+    """Samples each speech detector is handed to analyse, keyed by the detector."""
     pushed: dict[int, int] = {}
     real_push = SpeechDetector.push
 
@@ -203,14 +203,20 @@ def _analysed_samples(monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
     return pushed
 
 
+def _twilio_session() -> tuple[CallSession, TwilioCallerWire, TwilioAgentWire]:
+    """A session on the Twilio wire whose stream has started, with both sides' wires."""
+    stream, sid = "MZ" + "a" * 32, "CA" + "b" * 32
+    caller, agent = TwilioCallerWire(stream, sid), TwilioAgentWire(stream)
+    s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="link")
+    s.on_message(CALLER_TO_AGENT, caller.start(), 1)
+    return s, caller, agent
+
+
 def test_caller_audio_far_ahead_of_real_time_is_an_anomaly_and_not_analysed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pushed = _analysed_samples(monkeypatch)
-    stream, sid = "MZ" + "a" * 32, "CA" + "b" * 32
-    wire = TwilioCallerWire(stream, sid)
-    s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="link")
-    s.on_message(CALLER_TO_AGENT, wire.start(), 1)
+    s, wire, _ = _twilio_session()
     big = wire.media(b"\xff" * BIG_ULAW)
     assert len(big) < 1 << 20  # within the proxy's default --max-message-bytes
     for i in range(8):  # 13 minutes of audio within 4 s
@@ -222,7 +228,7 @@ def test_caller_audio_far_ahead_of_real_time_is_an_anomaly_and_not_analysed(
     analysed_ms = r.traffic.caller_audio_ms - r.traffic.caller_audio_unanalysed_ms
     assert analysed_ms <= r.duration_ms + CALLER_AHEAD_TOLERANCE_MS
     # The work is bounded by real time: the detector was handed no more than the call's
-    # duration plus the tolerance (16 kHz: the caller's 8 kHz audio is analysed at 8 kHz).
+    # duration plus the tolerance (8 kHz audio: 8 samples a millisecond).
     (caller_samples,) = pushed.values()
     assert caller_samples <= (4_500 + CALLER_AHEAD_TOLERANCE_MS) * 8
 
@@ -231,10 +237,7 @@ def test_a_caller_catching_up_within_the_tolerance_is_analysed_in_full(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pushed = _analysed_samples(monkeypatch)
-    stream, sid = "MZ" + "a" * 32, "CA" + "b" * 32
-    wire = TwilioCallerWire(stream, sid)
-    s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="link")
-    s.on_message(CALLER_TO_AGENT, wire.start(), 1)
+    s, wire, _ = _twilio_session()
     t = 0
     for _ in range(100):  # 2 s in real time, 20 ms frames
         t += 20 * MS
@@ -362,10 +365,7 @@ async def test_after_a_stalled_caller_is_dropped_the_agent_s_data_is_not_measure
 
 
 def test_a_bursting_agent_s_queued_audio_is_bounded_and_its_timing_kept() -> None:
-    stream, sid = "MZ" + "a" * 32, "CA" + "b" * 32
-    agent, caller = TwilioAgentWire(stream), TwilioCallerWire(stream, sid)
-    s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="link")
-    s.on_message(CALLER_TO_AGENT, caller.start(), 1 * MS)
+    s, caller, agent = _twilio_session()
     second = agent.media(bytes(range(256)) * 31 + bytes(64))  # 1 s of 8 kHz mu-law
     tracemalloc.start()
     try:
