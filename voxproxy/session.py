@@ -211,7 +211,7 @@ class CallSession:
         self._audio_ns = [0, 0]
         self._caller_chunk_ns: deque[int] = deque(maxlen=256)
         self._caller_analysed_ns = 0  # caller audio handed to analysis (bounded by real time)
-        self._caller_unanalysed_ns = 0  # ... and what ran too far ahead of it to be
+        self._caller_unanalysed_ns = 0  # caller audio too far ahead of real time to analyse
         self._max_caller_chunk_ns = 20 * NS_PER_MS
         # hash(name) -> (predicted echo time, flush count): a peer's names are never kept
         self._marks: dict[int, tuple[int, int]] = {}
@@ -394,12 +394,12 @@ class CallSession:
         """Caller audio is analysed only as far as it keeps to real time.
 
         A caller cannot have captured more audio than the time since the call started
-        (MEASUREMENT.md 1: a frame arriving at ``t`` covers ``[t - d, t]``). What runs
-        further ahead than :data:`CALLER_AHEAD_TOLERANCE_MS` (jitter, a burst after a
-        network stall) is counted (``caller_audio_ahead``, ``caller_audio_unanalysed_ms``)
-        but not analysed, so the analysis a caller can ask for stays within real time
-        and the work per message within the audio it may still send. Of a message that
-        overruns, its most recent part (its end, at ``t``) is the part analysed."""
+        (MEASUREMENT.md 1: a frame arriving at ``t`` covers ``[t - d, t]``). Audio that
+        runs further ahead than :data:`CALLER_AHEAD_TOLERANCE_MS` (jitter and a burst
+        after a network stall stay within it) is counted (``caller_audio_ahead``,
+        ``caller_audio_unanalysed_ms``) but not analysed: the analysis a caller can ask
+        for stays within real time, and a message's within what is still due. Of a
+        message that overruns, its most recent part (ending at ``t``) is analysed."""
         self._caller_chunk_ns.append(dur)
         det = self._detectors[CALLER_TO_AGENT]
         assert det is not None
