@@ -11,9 +11,13 @@ memory (VmRSS), threads and UDP sockets from /proc:
 - ``whip``: 300 WHIP offers at once to ``--transport webrtc --max-calls 10``; the
   figures are how many got ``201`` and ``503``, and the proxy's RSS, threads and
   UDP sockets while they are held (the callers never connect their media).
+- ``ahead``: a caller that sends 10 Twilio ``media`` messages of 1 MB (97.5 s of
+  audio each) back to back, beside an ordinary call echoing 20 ms frames; the
+  figures are the ordinary call's round trips during the flood (a stalled event
+  loop stalls every call) and what the flooding call's receipt says.
 
-Usage: ``.venv/bin/python benchmarks/hostile.py [flood] [whip]``. The last line
-printed is one JSON object.
+Usage: ``.venv/bin/python benchmarks/hostile.py [flood] [whip] [ahead]``. The last
+line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -174,6 +178,73 @@ async def whip(tmp: Path) -> dict[str, Any]:
     }
 
 
+async def ahead(tmp: Path) -> dict[str, Any]:
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import ServerConnection, serve
+
+    async def agent(ws: ServerConnection) -> None:  # echoes media, swallows the rest
+        assert ws.request is not None
+        echo = ws.request.path.startswith("/echo")
+        async for m in ws:
+            if echo and isinstance(m, str) and '"media"' in m:
+                await ws.send(m)
+
+    async with serve(agent, "127.0.0.1", 0, max_size=None, compression=None) as server:
+        agent_port = next(iter(server.sockets)).getsockname()[1]
+        flags = ["--upstream", f"ws://127.0.0.1:{agent_port}", "--dialect", "twilio"]
+        proc, port = start_proxy(flags, tmp / "ahead.log")
+        receipts = tmp / "ahead.jsonl"
+        flooding = asyncio.Event()
+        rtts_ms: list[float] = []
+        try:
+
+            async def ordinary() -> None:
+                sid = "CA" + "e" * 32
+                wire = TwilioCallerWire("MZ" + sid[2:], sid)
+                async with connect(f"ws://127.0.0.1:{port}/echo/o", compression=None) as ws:
+                    await ws.send(wire.start())
+                    for _ in range(250):  # 5 s of 20 ms frames
+                        t0 = time.monotonic()
+                        await ws.send(wire.media(b"\xff" * 160))
+                        await ws.recv()
+                        if flooding.is_set():
+                            rtts_ms.append((time.monotonic() - t0) * 1000)
+                        await asyncio.sleep(0.02)
+                    await ws.send(wire.stop())
+
+            async def flooder() -> None:
+                sid = "CA" + "a" * 32
+                wire = TwilioCallerWire("MZ" + sid[2:], sid)
+                big = wire.media(os.urandom(780_000))  # 97.5 s of (noisy) audio, ~1 MB
+                await asyncio.sleep(1.0)
+                async with connect(f"ws://127.0.0.1:{port}/sink/f", max_size=None) as ws:
+                    await ws.send(wire.start())
+                    flooding.set()
+                    for _ in range(10):
+                        await ws.send(big)
+                    await ws.send(wire.stop())
+
+            await asyncio.gather(ordinary(), flooder())
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                lines = receipts.read_text().splitlines() if receipts.exists() else []
+                if len(lines) == 2:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            proc.terminate()
+            proc.wait(20)
+    flood = max(map(json.loads, lines), key=lambda r: r["traffic"]["caller_audio_ms"])
+    return {
+        "ordinary_rtt_ms_max": round(max(rtts_ms), 1),
+        "ordinary_rtt_ms_median": round(sorted(rtts_ms)[len(rtts_ms) // 2], 1),
+        "flood_duration_ms": flood["duration_ms"],
+        "flood_caller_audio_ms": flood["traffic"]["caller_audio_ms"],
+        "flood_caller_audio_unanalysed_ms": flood["traffic"].get("caller_audio_unanalysed_ms"),
+        "flood_anomalies": flood["anomalies"],
+    }
+
+
 async def main(which: list[str]) -> None:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as d:
@@ -184,8 +255,11 @@ async def main(which: list[str]) -> None:
         if "whip" in which:
             results["whip"] = await whip(tmp)
             print("300 WHIP offers, --max-calls 10:", results["whip"])
+        if "ahead" in which:
+            results["ahead"] = await ahead(tmp)
+            print("10 x 1 MB of caller audio beside an ordinary call:", results["ahead"])
     print(json.dumps(results))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1:] or ["flood", "whip"]))
+    asyncio.run(main(sys.argv[1:] or ["flood", "whip", "ahead"]))

@@ -11,28 +11,45 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import json
 import logging
 import os
 import tracemalloc
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import pytest
-from faultkit import call_hash, call_sid, router_agent, running_proxy, twilio_start, wait_for
+from faultkit import (
+    assert_healthy,
+    call_hash,
+    call_sid,
+    healthy_call,
+    router_agent,
+    running_proxy,
+    twilio_start,
+    wait_for,
+)
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 from websockets.utils import accept_key
 
+from voxproxy.analysis.vad import SpeechDetector
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
 from voxproxy.proxy import CallContext
 from voxproxy.receipts.model import CloseInfo
-from voxproxy.session import MAX_MARK_NAME_CHARS, MAX_PENDING_MARKS, CallSession
+from voxproxy.session import (
+    CALLER_AHEAD_TOLERANCE_MS,
+    MAX_MARK_NAME_CHARS,
+    MAX_PENDING_MARKS,
+    CallSession,
+)
 from voxproxy.transports import websocket as ws_transport
 from voxproxy.transports.websocket import HEALTH_PATH, MAX_FRAGMENTS
 
@@ -167,6 +184,106 @@ async def test_media_keeps_a_call_alive_past_the_idle_timeout() -> None:
     assert receipts[0].terminal == "completed"
 
 
+# -- 3. caller audio far ahead of real time ---------------------------------------------------
+
+MS = 1_000_000
+BIG_ULAW = 780_000  # 97.5 s of 8 kHz mu-law: a Twilio media message just under 1 MiB
+
+
+def _analysed_samples(monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
+    """Samples each speech detector is handed to analyse, keyed by the detector."""
+    pushed: dict[int, int] = {}
+    real_push = SpeechDetector.push
+
+    def spy(self: SpeechDetector, pcm: Any, t_start_ns: int, *, continuous: bool = True) -> None:
+        pushed[id(self)] = pushed.get(id(self), 0) + int(pcm.size)
+        real_push(self, pcm, t_start_ns, continuous=continuous)
+
+    monkeypatch.setattr(SpeechDetector, "push", spy)
+    return pushed
+
+
+def _twilio_session() -> tuple[CallSession, TwilioCallerWire, TwilioAgentWire]:
+    """A session on the Twilio wire whose stream has started, with both sides' wires."""
+    stream, sid = "MZ" + "a" * 32, "CA" + "b" * 32
+    caller, agent = TwilioCallerWire(stream, sid), TwilioAgentWire(stream)
+    s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="link")
+    s.on_message(CALLER_TO_AGENT, caller.start(), 1)
+    return s, caller, agent
+
+
+def test_caller_audio_far_ahead_of_real_time_is_an_anomaly_and_not_analysed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pushed = _analysed_samples(monkeypatch)
+    s, wire, _ = _twilio_session()
+    big = wire.media(b"\xff" * BIG_ULAW)
+    assert len(big) < 1 << 20  # within the proxy's default --max-message-bytes
+    for i in range(8):  # 13 minutes of audio within 4 s
+        s.on_message(CALLER_TO_AGENT, big, (i + 1) * 500 * MS)
+    r = s.close(4_500 * MS, "caller_closed", CloseInfo(initiator="caller"))
+    # What the wire carried is reported as it was, and what ran ahead is said so.
+    assert r.traffic.caller_audio_ms == 8 * 97_500.0
+    assert r.anomalies == {"caller_audio_ahead": 8}
+    analysed_ms = r.traffic.caller_audio_ms - r.traffic.caller_audio_unanalysed_ms
+    assert analysed_ms <= r.duration_ms + CALLER_AHEAD_TOLERANCE_MS
+    # The work is bounded by real time: the detector was handed no more than the call's
+    # duration plus the tolerance (8 kHz audio: 8 samples a millisecond).
+    (caller_samples,) = pushed.values()
+    assert caller_samples <= (4_500 + CALLER_AHEAD_TOLERANCE_MS) * 8
+
+
+def test_a_caller_catching_up_within_the_tolerance_is_analysed_in_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pushed = _analysed_samples(monkeypatch)
+    s, wire, _ = _twilio_session()
+    t = 0
+    for _ in range(100):  # 2 s in real time, 20 ms frames
+        t += 20 * MS
+        s.on_message(CALLER_TO_AGENT, wire.media(b"\xff" * 160), t)
+    t += 1_500 * MS  # the network held the caller's audio 1.5 s, then delivers it at once
+    for _ in range(75):
+        s.on_message(CALLER_TO_AGENT, wire.media(b"\xff" * 160), t)
+    s.on_message(CALLER_TO_AGENT, wire.media(b"\xff" * 8_000), t)  # and one 1 s chunk
+    r = s.close(t + 20 * MS, "caller_closed", CloseInfo(initiator="caller"))
+    assert r.anomalies == {}
+    assert r.traffic.caller_audio_unanalysed_ms == 0.0
+    assert r.traffic.caller_audio_ms == 4_500.0
+    assert sum(pushed.values()) == 4_500 * 8
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.got: list[str | bytes] = []
+
+    async def __call__(self, ws: ServerConnection) -> None:
+        async for m in ws:
+            self.got.append(m)
+
+
+async def test_a_caller_flooding_audio_through_the_proxy_is_forwarded_and_flagged() -> None:
+    record = _Recorder()
+    async with router_agent(record=record) as agent:
+        async with running_proxy(agent.url) as (port, receipts, _):
+            sid = call_sid("ahead")
+            wire = TwilioCallerWire("MZ" + sid[2:], sid)
+            sent = [wire.start()] + [wire.media(b"\xff" * BIG_ULAW) for _ in range(3)]
+            sent.append(wire.stop())
+            async with connect(f"ws://127.0.0.1:{port}/record/a", max_size=None) as ws:
+                for m in sent:
+                    await ws.send(m)
+                await wait_for(lambda: len(record.got) == len(sent), 30)
+            await wait_for(lambda: len(receipts) == 1, 30)
+    assert record.got == sent  # forwarding is untouched: every message, unchanged
+    r = receipts[0]
+    assert r.terminal == "completed"
+    assert r.traffic.caller_audio_ms == 3 * 97_500.0
+    assert r.anomalies.get("caller_audio_ahead", 0) >= 2
+    analysed_ms = r.traffic.caller_audio_ms - r.traffic.caller_audio_unanalysed_ms
+    assert analysed_ms <= r.duration_ms + CALLER_AHEAD_TOLERANCE_MS
+
+
 # -- 4. a stalled caller with a flooding agent --------------------------------------------------
 
 
@@ -242,6 +359,60 @@ async def test_after_a_stalled_caller_is_dropped_the_agent_s_data_is_not_measure
     assert r.terminal == "caller_vanished" and r.close.initiator == "proxy"
     assert measured_after == []  # nothing read after the drop was measured
     assert r.traffic.agent_to_caller_messages < sent[0]
+
+
+# -- 5. agent audio far ahead of real time ----------------------------------------------------
+
+
+def test_a_bursting_agent_s_queued_audio_is_bounded_and_its_timing_kept() -> None:
+    s, caller, agent = _twilio_session()
+    second = agent.media(bytes(range(256)) * 31 + bytes(64))  # 1 s of 8 kHz mu-law
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1200):  # 20 minutes of audio, sent within 1.2 s
+            s.on_message(AGENT_TO_CALLER, second, 2 * MS + i * MS)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # Unbounded, the queue held 1200 s of 8 kHz samples (19.2 MB); now about a minute's.
+    assert held < 3_000_000, held
+    # The playout timeline is exact all the same: a mark after the burst is predicted at
+    # the end of the 20 minutes, and its echo then checks out.
+    s.on_message(AGENT_TO_CALLER, agent.mark("end"), 1_300 * MS)
+    for t_s in range(2, 1_202):  # the call goes on in real time (a pump per second)
+        s.on_message(CALLER_TO_AGENT, caller.media(b"\xff" * 160), t_s * 1_000 * MS)
+    s.on_message(CALLER_TO_AGENT, caller.mark("end"), 1_200_002 * MS)
+    r = s.close(1_200_010 * MS, "caller_closed", CloseInfo(initiator="caller"))
+    assert r.marks.checked == 1 and r.marks.max_abs_error_ms == 0.0
+    assert r.traffic.agent_audio_ms == 1_200_000.0
+    assert r.anomalies["agent_audio_ahead"] >= 1_100
+    assert 1_100_000.0 <= r.traffic.agent_audio_unanalysed_ms < 1_200_000.0
+
+
+async def test_a_finished_call_is_freed_without_the_cycle_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sessions: list[weakref.ref[CallSession]] = []
+    real_init = CallContext.__init__
+
+    def spy_init(self: CallContext, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        sessions.append(weakref.ref(self.session))
+
+    monkeypatch.setattr(CallContext, "__init__", spy_init)
+    gc.collect()
+    gc.disable()
+    try:
+        async with router_agent() as agent:
+            async with running_proxy(agent.url) as (port, receipts, proxy):
+                h = await healthy_call(port, "freed", frames=10)
+                await wait_for(lambda: len(receipts) == 1 and not proxy.server.relays)
+                # Only reference counting ran: the session is gone with its call.
+                assert [ref() for ref in sessions] == [None]
+    finally:
+        gc.enable()
+    assert_healthy(h, receipts)
 
 
 # -- 12. endless empty continuation frames ------------------------------------------------------

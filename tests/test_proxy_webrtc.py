@@ -11,7 +11,10 @@ several response delays and barge-in reaction times.
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,8 +30,9 @@ from voxproxy.loadgen.webrtc import (
 )
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import Idle, WebRtcCallLog, WebRtcMockAgent
+from voxproxy.proxy_webrtc import WebRtcCallContext
 from voxproxy.receipts.model import Receipt
-from voxproxy.session import DETECTOR_UNCERTAINTY_MS
+from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
 
 pytestmark = pytest.mark.slow
 
@@ -149,3 +153,36 @@ async def test_live_webrtc_calls_measure_ttfs_and_stop_latency_against_truth() -
     assert np.percentile(t, 95) <= 30.0 and t.max() <= 60.0
     assert s.max() <= 60.0
     assert open_counts() == before
+
+
+async def test_a_finished_webrtc_call_s_measurement_is_freed_without_the_cycle_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 14, item 5: the relay lets go of its measurement when the call ends."""
+    sessions: list[weakref.ref[CallSession]] = []
+    real_init = WebRtcCallContext.__init__
+
+    def spy_init(self: WebRtcCallContext, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        sessions.append(weakref.ref(self.session))
+
+    monkeypatch.setattr(WebRtcCallContext, "__init__", spy_init)
+    agent = WebRtcMockAgent(MockAgentConfig(delay_ms=300.0, responses=("agent_confirm",)))
+    await agent.start()
+    receipts: list[Receipt] = []
+    gc.collect()
+    gc.disable()
+    try:
+        async with webrtc_proxy(agent.url("whip"), receipts) as proxy:
+            caller = WebRtcCaller(
+                WebRtcCallerConfig(proxy.url("whip")),
+                [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=400)],
+            )
+            record = await caller.run_webrtc()
+            assert await wait_for(lambda: bool(receipts), 10.0)
+            assert [ref() for ref in sessions] == [None]  # reference counting alone freed it
+    finally:
+        gc.enable()
+        await agent.stop()
+    assert record.error is None, record.error
+    assert receipts[0].terminal == "caller_closed"

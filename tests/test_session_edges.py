@@ -307,3 +307,40 @@ def test_ttfs_survives_a_stall_in_agent_playout() -> None:
     assert abs(turn.ttfs_ms - 400.0) <= 20
     assert turn.agent_offset_ms is not None
     assert abs(turn.agent_offset_ms - (send_ms + agent.offset_ms + 200)) <= 20
+
+
+def _burst_call(agent_queue_ahead_ms: float) -> Receipt:
+    """The caller talks twice; the agent answers first with 5 s of audio sent at once, then
+    in real time."""
+    caller, agent = TwilioCallerWire(STREAM, CALL_SID), TwilioAgentWire(STREAM)
+    s = session(config=SessionConfig(agent_queue_ahead_ms=agent_queue_ahead_ms))
+    s.on_message(CALLER, caller.start(), 1 * MS)
+    tone, quiet = tone_ulaw(20), b"\xff" * 160
+    for i in range(1, 600):
+        t = i * 20
+        talking = 500 <= t - 20 < 1500 or 8000 <= t - 20 < 9000
+        s.on_message(CALLER, caller.media(tone if talking else quiet), t * MS + 1)
+        if t == 2000:
+            for k in range(5):  # 5 s of audio in 5 ms: it plays over [2000, 7000)
+                s.on_message(AGENT, agent.media(tone_ulaw(1000)), (2000 + k) * MS)
+        if 9500 <= t < 10000:
+            s.on_message(AGENT, agent.media(tone), t * MS)
+    return s.close(12_000 * MS, "completed", CLOSE)
+
+
+def test_an_edge_beside_agent_audio_too_far_ahead_to_analyse_is_withheld() -> None:
+    full = _burst_call(60_000.0)
+    # Kept for analysis: audio due up to 1 s after its arrival, so [2000, 4000) is heard and
+    # [4000, 7000) plays unheard.
+    bounded = _burst_call(1_000.0)
+    assert full.anomalies == {} and full.traffic.agent_audio_unanalysed_ms == 0.0
+    assert bounded.anomalies == {"agent_audio_ahead": 3}
+    assert bounded.traffic.agent_audio_unanalysed_ms == 3000.0
+    first, second = full.turns
+    assert (first.agent_onset_ms, first.agent_offset_ms, first.ttfs_ms) == (2000.0, 7000.0, 500.0)
+    # What was heard is measured as before; the end of the burst was not heard, so its
+    # offset (the detector would put it where analysis stopped, at 4000) is not reported.
+    b_first, b_second = bounded.turns
+    assert (b_first.agent_onset_ms, b_first.ttfs_ms) == (2000.0, 500.0)
+    assert b_first.agent_offset_ms is None
+    assert b_second == second  # the next turn, in real time, is untouched

@@ -50,6 +50,12 @@ class AnomalyKind(enum.StrEnum):
     MARK_NAME_TOO_LONG = "mark_name_too_long"  # a mark name over MAX_MARK_NAME_CHARS
     MARKS_OVER_LIMIT = "marks_over_limit"  # over MAX_PENDING_MARKS unanswered: oldest dropped
     EVENTS_OVER_LIMIT = "events_over_limit"  # tool/state events past MAX_TOOL_EVENTS: dropped
+    # Caller audio ahead of real time (more than the call's time so far, beyond a tolerance):
+    # counted per message; the audio beyond the bound is not analysed (still forwarded).
+    CALLER_AUDIO_AHEAD = "caller_audio_ahead"
+    # Agent audio queued so far ahead of real time (over a minute) that only its place on the
+    # playout timeline is kept, not its samples: counted per message; it is not analysed.
+    AGENT_AUDIO_AHEAD = "agent_audio_ahead"
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from voxproxy.analysis.playout import Playout
+from voxproxy.analysis.playout import MAX_AHEAD_NS, Playout
 from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig
 from voxproxy.audio.resample import Converter
 from voxproxy.clock import EpochAnchor
@@ -101,6 +101,10 @@ _LAG_BEFORE_NS = 100 * NS_PER_MS
 _LAG_AFTER_NS = 350 * NS_PER_MS
 _MAX_ITEMS = 64  # agent audio items whose playout is remembered (for truncates)
 _MAX_ITEM_GAPS = 1024
+# Caller audio may run this far ahead of the call's time before it is an anomaly and the
+# audio beyond is not analysed (jitter, and a burst after a network stall, stay within).
+CALLER_AHEAD_TOLERANCE_MS = 2000.0
+_CALLER_AHEAD_NS = int(CALLER_AHEAD_TOLERANCE_MS * NS_PER_MS)
 
 
 def _ms(ns: int | None) -> float | None:
@@ -150,6 +154,9 @@ class SessionConfig:
     # A figure whose uncertainty (the detector's own, plus how late the shell's clock
     # readings near its edges ran) exceeds this is withheld: null, reason "clock_lag".
     max_uncertainty_ms: float = 50.0
+    # Agent audio due to play later than this after its arrival keeps only its place on the
+    # playout timeline, not its samples: it plays, unanalysed (anomaly agent_audio_ahead).
+    agent_queue_ahead_ms: float = MAX_AHEAD_NS / NS_PER_MS
 
 
 class CallSession:
@@ -175,6 +182,11 @@ class CallSession:
         self._never_quiet: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         self._spans: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         self._busy: list[bool] = [False, False]  # a direction active under the other's speech
+        # Spans of each direction the detector did not hear although audio was there (audio
+        # too far ahead of real time): an edge near one is not a speech edge one can trust.
+        self._unheard: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        self._agent_unanalysed_ns = 0  # agent audio that played without its samples kept
+        self._agent_skipped = False  # the agent detector's last audio was before such a span
         self.decoder = decoder
         self.start_ns = start_ns
         self._secret = secret
@@ -198,6 +210,8 @@ class CallSession:
         self._bytes = [0, 0]
         self._audio_ns = [0, 0]
         self._caller_chunk_ns: deque[int] = deque(maxlen=256)
+        self._caller_analysed_ns = 0  # caller audio handed to analysis (bounded by real time)
+        self._caller_unanalysed_ns = 0  # caller audio too far ahead of real time to analyse
         self._max_caller_chunk_ns = 20 * NS_PER_MS
         # hash(name) -> (predicted echo time, flush count): a peer's names are never kept
         self._marks: dict[int, tuple[int, int]] = {}
@@ -346,7 +360,11 @@ class CallSession:
                 conv.out_rate_hz, self.config.vad, batch_ms=PUMP_INTERVAL_MS * 2
             )
             if direction is AGENT_TO_CALLER and not self._paced:
-                self._playout = Playout(conv.out_rate_hz, self._downstream_ns)
+                self._playout = Playout(
+                    conv.out_rate_hz,
+                    self._downstream_ns,
+                    max_ahead_ns=int(self.config.agent_queue_ahead_ms * NS_PER_MS),
+                )
         return conv
 
     def _audio(self, ev: Audio) -> None:
@@ -354,26 +372,56 @@ class CallSession:
             self.anomalies[AnomalyKind.BAD_AUDIO.value] += 1  # no wire carries such a rate
             return
         conv = self._converter(ev.direction, ev.sample_rate_hz)
-        pcm = conv.convert(ev.pcm)
         dur = ev.pcm.size * 1_000_000_000 // ev.sample_rate_hz
         self._audio_ns[ev.direction] += dur
         if ev.direction is CALLER_TO_AGENT:
-            det = self._detectors[CALLER_TO_AGENT]
-            assert det is not None
-            self._caller_chunk_ns.append(dur)
-            if dur > self._max_caller_chunk_ns:
-                self._max_caller_chunk_ns = dur
-            if pcm.size:
-                # A captured frame of duration d that arrives at t covers [t - d, t].
-                out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
-                det.push(pcm, ev.t_ns - out_dur, continuous=True)
-        elif self._paced:
+            self._caller_audio(ev, conv, dur)
+            return
+        pcm = conv.convert(ev.pcm)
+        if self._paced:
             self._agent_on_arrival(pcm, conv.out_rate_hz, ev.t_ns)
         else:
-            assert self._playout is not None
-            start = self._playout.add(pcm, ev.t_ns)
+            playout = self._playout
+            assert playout is not None
+            unkept = playout.unkept_chunks
+            start = playout.add(pcm, ev.t_ns)
+            if playout.unkept_chunks != unkept:
+                self.anomalies[AnomalyKind.AGENT_AUDIO_AHEAD.value] += 1
             if ev.item_id is not None:
                 self._note_item(ev.item_id, start, pcm.size * 1_000_000_000 // conv.out_rate_hz)
+
+    def _caller_audio(self, ev: Audio, conv: Converter, dur: int) -> None:
+        """Caller audio is analysed only as far as it keeps to real time.
+
+        A caller cannot have captured more audio than the time since the call started
+        (MEASUREMENT.md 1: a frame arriving at ``t`` covers ``[t - d, t]``). Audio that
+        runs further ahead than :data:`CALLER_AHEAD_TOLERANCE_MS` (jitter and a burst
+        after a network stall stay within it) is counted (``caller_audio_ahead``,
+        ``caller_audio_unanalysed_ms``) but not analysed: the analysis a caller can ask
+        for stays within real time, and a message's within what is still due. Of a
+        message that overruns, its most recent part (ending at ``t``) is analysed."""
+        self._caller_chunk_ns.append(dur)
+        det = self._detectors[CALLER_TO_AGENT]
+        assert det is not None
+        rate = ev.sample_rate_hz
+        src = ev.pcm
+        budget = ev.t_ns - self.start_ns + _CALLER_AHEAD_NS - self._caller_analysed_ns
+        keep = min(src.size, max(0, budget) * rate // 1_000_000_000)
+        if keep < src.size:
+            self.anomalies[AnomalyKind.CALLER_AUDIO_AHEAD.value] += 1
+            self._caller_unanalysed_ns += dur - keep * 1_000_000_000 // rate
+            src = src[src.size - keep :]
+            splice = ev.t_ns - keep * 1_000_000_000 // rate
+            self._note_unheard(CALLER_TO_AGENT, splice, splice)  # what came before is unheard
+        kept_ns = keep * 1_000_000_000 // rate
+        self._caller_analysed_ns += kept_ns
+        if kept_ns > self._max_caller_chunk_ns:
+            self._max_caller_chunk_ns = kept_ns
+        pcm = conv.convert(src)
+        if pcm.size:
+            # A captured frame of duration d that arrives at t covers [t - d, t].
+            out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
+            det.push(pcm, ev.t_ns - out_dur, continuous=True)
 
     def _agent_on_arrival(self, pcm: Pcm, rate: int, t_ns: int) -> None:
         """Paced agent audio: audible from its arrival (MEASUREMENT.md 3, the identity).
@@ -473,8 +521,24 @@ class CallSession:
         end = playout.audible_until_ns
         rate = playout.sample_rate_hz
         for piece in playout.release(t_ns + self._downstream_ns):
+            if piece.pcm is None:
+                # It played, but too far ahead of real time for its samples to be kept: the
+                # detector hears nothing of it (neither audio nor silence).
+                piece_end = piece.start_ns + piece.duration_ns
+                self._agent_unanalysed_ns += piece.duration_ns
+                self._note_unheard(AGENT_TO_CALLER, piece.start_ns, piece_end)
+                self._agent_skipped = True
+                end = piece_end
+                continue
             continuous = piece.continuous
-            if not continuous and end is not None and 0 < piece.start_ns - end <= _FILL_GAP_NS:
+            if self._agent_skipped:
+                # After an unheard span the detector starts afresh; a pause after the span
+                # was silence that the caller heard.
+                self._agent_skipped = False
+                if end is not None and piece.start_ns > end:
+                    det.note_silence(piece.start_ns - end)
+                continuous = False
+            elif not continuous and end is not None and 0 < piece.start_ns - end <= _FILL_GAP_NS:
                 # A short underrun (audio paced in real time, arriving with jitter): the far
                 # end played silence that long, so the detector hears exactly that.
                 gap = np.zeros((piece.start_ns - end) * rate // 1_000_000_000, dtype=np.int16)
@@ -585,6 +649,8 @@ class CallSession:
                 for det in self._detectors:
                     if det is not None:
                         det.finish(end_ns)
+                if self._playout is not None:
+                    self._playout.drop_queued()  # due after the end: never heard
                 self._feed_turns(1 << 62)
                 turns = self.turns.finish(end_ns)
                 self.final_turns = turns
@@ -633,6 +699,24 @@ class CallSession:
             caller_share < _BUSY_SHARE and share(agent, caller) >= _BUSY_SHARE
         )
 
+    def _note_unheard(self, direction: Direction, start_ns: int, end_ns: int) -> None:
+        """Audio of ``direction`` over ``[start_ns, end_ns]`` was not analysed (bounded:
+        past _MAX_SPANS the last span grows, which only withholds more)."""
+        spans = self._unheard[direction]
+        if spans and (start_ns <= spans[-1][1] or len(spans) >= _MAX_SPANS):
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end_ns))
+        else:
+            spans.append((start_ns, end_ns))
+
+    def _unheard_near(self, direction: Direction, t_ns: int | None) -> bool:
+        """An edge this close to unanalysed audio may be its border, not speech's: within a
+        merge gap the detector cannot tell whether the speech went on."""
+        if t_ns is None or not self._unheard[direction]:
+            return False
+        vad = self.config.vad
+        margin = int((vad.merge_gap_ms + vad.frame_ms) * NS_PER_MS)
+        return any(a - margin <= t_ns <= b + margin for a, b in self._unheard[direction])
+
     def _quiet_at(self, direction: Direction, t_ns: int | None) -> bool:
         """The edge at ``t_ns`` is a speech edge: its direction went quiet around its
         speech, and no never-quiet spurt holds it."""
@@ -657,6 +741,10 @@ class CallSession:
             return "caller_never_quiet"
         if not self._quiet_at(AGENT_TO_CALLER, agent_edge):
             return "agent_never_quiet"
+        if self._unheard_near(CALLER_TO_AGENT, caller_edge):
+            return "caller_unanalysed"
+        if self._unheard_near(AGENT_TO_CALLER, agent_edge):
+            return "agent_unanalysed"
         if self._uncertainty_ms(caller_edge, agent_edge) > self.config.max_uncertainty_ms:
             return "clock_lag"
         return None
@@ -674,7 +762,8 @@ class CallSession:
         self._judge_busy()
 
         def quiet(direction: Direction, ns: int | None) -> int | None:
-            return ns if self._quiet_at(direction, ns) else None
+            heard = self._quiet_at(direction, ns) and not self._unheard_near(direction, ns)
+            return ns if heard else None
 
         barge_onsets = [t.barge_in.onset_ns for t in turns if t.barge_in is not None]
         # (No tool events, nothing to derive: the common case, and the fallback receipt's.)
@@ -798,6 +887,8 @@ class CallSession:
                 caller_audio_ms=_ms(self._audio_ns[0]) or 0.0,
                 agent_audio_ms=_ms(self._audio_ns[1]) or 0.0,
                 agent_audio_dropped_ms=_ms(playout.dropped_ns if playout else 0) or 0.0,
+                caller_audio_unanalysed_ms=_ms(self._caller_unanalysed_ns) or 0.0,
+                agent_audio_unanalysed_ms=_ms(self._agent_unanalysed_ns) or 0.0,
             ),
             anomalies=dict(sorted(self.anomalies.items())),
             measurement_disabled=self.measurement_disabled,

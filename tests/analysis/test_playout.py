@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from voxproxy.analysis.playout import Playout
+from voxproxy.analysis.playout import MAX_AHEAD_NS, MAX_QUEUED_CHUNKS, Playout
 
 MS = 1_000_000
 RATE = 16000
@@ -236,3 +236,88 @@ def test_8k_timeline() -> None:
     assert r.dropped_ns == 15 * MS
     (out,) = p.release_all()
     assert out.pcm.size == 40
+
+
+# -- audio far ahead of real time: kept as positions, not samples (issue 14, item 5) ------------
+
+
+def _burst(p: Playout, seconds: int, chunk_ms: int = 1000) -> list[int]:
+    """``seconds`` of audio sent in ``chunk_ms`` chunks, 1 ms apart: far ahead of real time."""
+    return [p.add(chunk(chunk_ms, i + 1), i * MS) for i in range(seconds * 1000 // chunk_ms)]
+
+
+def _queued_samples(p: Playout) -> int:
+    return sum(q.pcm.size for q in p._queue if q.pcm is not None)
+
+
+def test_audio_far_ahead_keeps_its_timing_but_not_its_samples() -> None:
+    bounded = Playout(RATE, max_ahead_ns=10_000 * MS)
+    unbounded = Playout(RATE, max_ahead_ns=1 << 62)
+    starts = _burst(bounded, 100)
+    assert starts == _burst(unbounded, 100)  # the timeline is the same to the nanosecond
+    assert bounded.cursor_ns == unbounded.cursor_ns == 100_000 * MS
+    assert bounded.audio_ns == unbounded.audio_ns
+    # Chunks that would start more than 10 s after their arrival keep no samples ...
+    assert bounded.unkept_chunks == 89 and bounded.unkept_ns == 89_000 * MS
+    assert _queued_samples(bounded) == 11 * RATE
+    assert _queued_samples(unbounded) == 100 * RATE
+    assert len(bounded._queue) == 12  # ... and a run of them is one span
+    # They play all the same, as spans without samples, exactly where the model puts them.
+    mid = bounded.release(30_500 * MS)
+    assert [(r.start_ns, r.duration_ns, r.pcm is None) for r in mid[-3:]] == [
+        (9_000 * MS, 1_000 * MS, False),
+        (10_000 * MS, 1_000 * MS, False),
+        (11_000 * MS, 19_500 * MS, True),
+    ]
+    assert sum(r.duration_ns for r in mid) == 30_500 * MS
+    rest = bounded.release_all()
+    assert [(r.start_ns, r.duration_ns, r.pcm, r.continuous) for r in rest] == [
+        (30_500 * MS, 69_500 * MS, None, True)
+    ]
+    assert bounded.audible_until_ns == unbounded.cursor_ns
+
+
+def test_a_flush_cuts_audio_kept_as_a_span_like_any_other() -> None:
+    bounded = Playout(RATE, max_ahead_ns=5_000 * MS)
+    unbounded = Playout(RATE, max_ahead_ns=1 << 62)
+    for p in (bounded, unbounded):
+        _burst(p, 20)
+    a, b = bounded.flush(12_250 * MS), unbounded.flush(12_250 * MS)
+    assert a == b and a.dropped_ns == 7_750 * MS and a.cut_audible
+    assert bounded.cursor_ns == unbounded.cursor_ns == 12_250 * MS
+    # After the flush, new audio is near real time again: its samples are kept.
+    assert bounded.add(chunk(100), 12_300 * MS) == 12_300 * MS
+    out = bounded.release_all()
+    assert [(r.start_ns, r.duration_ns, r.pcm is None) for r in out[-2:]] == [
+        (6_000 * MS, 6_250 * MS, True),
+        (12_300 * MS, 100 * MS, False),
+    ]
+    assert sum(r.duration_ns for r in out) == 12_350 * MS
+
+
+def test_the_samples_held_stay_bounded_however_far_the_agent_runs_ahead() -> None:
+    p = Playout(RATE)  # the default: a minute ahead of real time
+    held = 0
+    piece = chunk(20)
+    for i in range(30_000):  # 10 minutes of audio in 20 ms chunks, sent within 30 s
+        p.add(piece, i * MS)
+        p.release(i * MS)  # what has played is handed over
+        if i % 500 == 499:
+            held = max(held, _queued_samples(p))
+            assert len(p._queue) <= MAX_QUEUED_CHUNKS + 1
+    assert held <= (MAX_AHEAD_NS // 1_000_000_000 + 1) * RATE
+    assert p.cursor_ns == 600_000 * MS
+    assert p.unkept_ns >= 500_000 * MS
+
+
+def test_too_many_queued_chunks_are_kept_as_spans() -> None:
+    p = Playout(RATE, max_queued_chunks=10)
+    for _ in range(50):  # 1 ms chunks, queued: only ten keep their samples
+        p.add(chunk(1), 0)
+    assert len(p._queue) == 11 and p.unkept_chunks == 40
+    assert p.cursor_ns == 50 * MS
+    out = p.release_all()
+    assert [(r.start_ns, r.duration_ns, r.pcm is None) for r in out[-2:]] == [
+        (9 * MS, 1 * MS, False),
+        (10 * MS, 40 * MS, True),
+    ]

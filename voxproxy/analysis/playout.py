@@ -10,6 +10,15 @@ it, so the speech detector only ever hears what was really audible: audio that
 a flush dropped is never analysed. ``downstream_offset_ns`` shifts the whole
 timeline by a constant the proxy cannot see (jitter buffer, handset); it is
 reported beside the figures it moves.
+
+What the model needs of audio due minutes from now is where it plays, not its
+samples. A chunk that would start playing more than ``max_ahead_ns`` after it
+arrived (an agent sending far ahead of real time), or that finds
+``max_queued_chunks`` chunks already queued, is kept as its span only: the cursor
+advances exactly as before, flushes cut it the same way, and when it plays it is
+released as :class:`Released` with ``pcm=None`` (audible, but not analysable).
+So the samples held stay within ``max_ahead_ns`` (plus one chunk) of audio,
+however far ahead the agent runs.
 """
 
 from __future__ import annotations
@@ -20,21 +29,28 @@ from dataclasses import dataclass
 from voxproxy.events import Pcm
 
 NS_PER_S = 1_000_000_000
+MAX_AHEAD_NS = 60 * NS_PER_S  # samples due later than this after their arrival are not kept
+MAX_QUEUED_CHUNKS = 8192  # chunks queued with their samples (more: kept as spans only)
 
 
 @dataclass(slots=True)
 class _Queued:
     start_ns: int
-    pcm: Pcm
+    pcm: Pcm | None  # None: too far ahead to keep; only its span is known
+    span_end_ns: int = 0  # the end of a span kept without its samples (pcm is None)
 
 
 @dataclass(frozen=True, slots=True)
 class Released:
-    """Audio that became audible: ``pcm`` plays from ``start_ns``."""
+    """Audio that became audible: ``pcm`` plays from ``start_ns`` for ``duration_ns``.
+
+    ``pcm`` is None for audio that played but whose samples were not kept (it was queued
+    too far ahead of real time): it cannot be analysed."""
 
     start_ns: int
-    pcm: Pcm
+    pcm: Pcm | None
     continuous: bool  # True when it starts exactly where the previous release ended
+    duration_ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,19 +63,33 @@ class FlushResult:
 class Playout:
     """Playout timeline of one agent->caller stream."""
 
-    def __init__(self, sample_rate_hz: int, downstream_offset_ns: int = 0) -> None:
+    def __init__(
+        self,
+        sample_rate_hz: int,
+        downstream_offset_ns: int = 0,
+        *,
+        max_ahead_ns: int = MAX_AHEAD_NS,
+        max_queued_chunks: int = MAX_QUEUED_CHUNKS,
+    ) -> None:
         self.sample_rate_hz = sample_rate_hz
         self.offset_ns = downstream_offset_ns
+        self.max_ahead_ns = max_ahead_ns
+        self.max_queued_chunks = max_queued_chunks
         self.cursor_ns: int | None = None
         self._queue: deque[_Queued] = deque()
         self._released_until: int | None = None  # end time of the last released sample
         self.chunks = 0
         self.audio_ns = 0  # total audio received
         self.dropped_ns = 0  # total audio discarded by flushes
+        self.unkept_chunks = 0  # chunks queued as spans only (too far ahead)
+        self.unkept_ns = 0  # ... and their audio
         self.first_audible_ns: int | None = None
 
     def _dur(self, n: int) -> int:
         return n * NS_PER_S // self.sample_rate_hz
+
+    def _end(self, q: _Queued) -> int:
+        return q.span_end_ns if q.pcm is None else q.start_ns + self._dur(q.pcm.size)
 
     def add(self, pcm: Pcm, t_ns: int) -> int:
         """Queue one chunk; returns its start on the playout timeline."""
@@ -69,8 +99,19 @@ class Playout:
         self.cursor_ns = start + d
         self.chunks += 1
         self.audio_ns += d
-        if pcm.size:
-            self._queue.append(_Queued(start, pcm))
+        if not pcm.size:
+            return start
+        queue = self._queue
+        if start - t <= self.max_ahead_ns and len(queue) < self.max_queued_chunks:
+            queue.append(_Queued(start, pcm))
+            return start
+        self.unkept_chunks += 1
+        self.unkept_ns += d
+        last = queue[-1] if queue else None
+        if last is not None and last.pcm is None and last.span_end_ns == start:
+            last.span_end_ns = start + d  # one span for a run of chunks too far ahead
+        else:
+            queue.append(_Queued(start, None, start + d))
         return start
 
     def queued_ns(self, t_ns: int) -> int:
@@ -89,11 +130,14 @@ class Playout:
         cut = self.cursor_ns is not None and self.cursor_ns > t
         keep: deque[_Queued] = deque()
         for q in self._queue:
-            end = q.start_ns + self._dur(q.pcm.size)
+            end = self._end(q)
             if end <= t:
                 keep.append(q)
             elif q.start_ns >= t:
                 dropped += end - q.start_ns
+            elif q.pcm is None:
+                dropped += end - t
+                keep.append(_Queued(q.start_ns, None, t))
             else:
                 n = (t - q.start_ns) * self.sample_rate_hz // NS_PER_S
                 dropped += end - (q.start_ns + self._dur(n))
@@ -111,34 +155,41 @@ class Playout:
         queue = self._queue
         while queue and queue[0].start_ns < until_ns:
             q = queue[0]
-            d = self._dur(q.pcm.size)
-            if q.start_ns + d <= until_ns:
+            start = q.start_ns
+            end = self._end(q)
+            if end <= until_ns:
                 queue.popleft()
-                pcm = q.pcm
-            else:
-                n = (until_ns - q.start_ns) * self.sample_rate_hz // NS_PER_S
-                if n <= 0:
-                    break
-                pcm = q.pcm[:n]
-                q.pcm = q.pcm[n:]
-                start = q.start_ns
-                q.start_ns = start + self._dur(n)
-                out.append(self._mark(start, pcm))
+                out.append(self._mark(start, q.pcm, end - start))
+                continue
+            if q.pcm is None:
+                q.start_ns = until_ns
+                out.append(self._mark(start, None, until_ns - start))
                 break
-            out.append(self._mark(q.start_ns, pcm))
+            n = (until_ns - start) * self.sample_rate_hz // NS_PER_S
+            if n <= 0:
+                break
+            pcm = q.pcm[:n]
+            q.pcm = q.pcm[n:]
+            q.start_ns = start + self._dur(n)
+            out.append(self._mark(start, pcm, q.start_ns - start))
+            break
         return out
 
     def release_all(self) -> list[Released]:
         return self.release(1 << 62)
 
-    def _mark(self, start_ns: int, pcm: Pcm) -> Released:
+    def drop_queued(self) -> None:
+        """Forget what is still queued (the call is over: it will never be heard)."""
+        self._queue.clear()
+
+    def _mark(self, start_ns: int, pcm: Pcm | None, duration_ns: int) -> Released:
         continuous = self._released_until is not None and abs(start_ns - self._released_until) < (
             NS_PER_S // self.sample_rate_hz + 1
         )
-        self._released_until = start_ns + self._dur(pcm.size)
+        self._released_until = start_ns + duration_ns
         if self.first_audible_ns is None:
             self.first_audible_ns = start_ns
-        return Released(start_ns, pcm, continuous)
+        return Released(start_ns, pcm, continuous, duration_ns)
 
     @property
     def audible_until_ns(self) -> int | None:

@@ -222,6 +222,7 @@ class ScriptedCaller:
         self._last_agent_audible_ns = 0
         self._rng = np.random.default_rng(config.seed)
         self._last_tick_ns = 0
+        self._skipped = False  # the last agent audio released was not kept (see _tick)
         self._bed: npt.NDArray[np.float64] | None = None
         self._bed_pos = 0
         self._prepare_bed()
@@ -330,8 +331,12 @@ class ScriptedCaller:
         self._last_tick_ns = now
         conv = self._agent_conv
         for piece in playout.release(now):
+            if piece.pcm is None:  # queued too far ahead to keep: not heard
+                self._skipped = True
+                continue
             pcm = piece.pcm if conv is None else conv.convert(piece.pcm)
-            vad.push(pcm, piece.start_ns, continuous=piece.continuous)
+            vad.push(pcm, piece.start_ns, continuous=piece.continuous and not self._skipped)
+            self._skipped = False
         vad.advance(now)
         while vad.spurts:
             s = vad.spurts.popleft()

@@ -50,7 +50,9 @@ class BargeInRecord(_Model):
     )
     reason: str | None = Field(
         default=None,
-        description="Why stop_ms is withheld: caller_never_quiet, agent_never_quiet or clock_lag.",
+        description="Why stop_ms is withheld: caller_never_quiet, agent_never_quiet, "
+        "caller_unanalysed or agent_unanalysed (an edge beside audio that ran too far ahead "
+        "of real time to be analysed), or clock_lag.",
     )
     evidence: Literal["flush", "ceased"]
     ambiguous: bool = Field(
@@ -101,8 +103,10 @@ class TurnRecord(_Model):
     reason: str | None = Field(
         default=None,
         description="Why ttfs_ms is null: no_response, call_ended, caller_never_quiet and "
-        "agent_never_quiet (a direction that never went quiet: babble, music), clock_lag "
-        "(the proxy's clock readings ran too late to trust), ...",
+        "agent_never_quiet (a direction that never went quiet: babble, music), "
+        "caller_unanalysed and agent_unanalysed (an edge beside audio that ran too far ahead "
+        "of real time to be analysed), clock_lag (the proxy's clock readings ran too late to "
+        "trust), ...",
     )
     talk_over_ms: float | None = None
     reprompt_ms: float | None = None
@@ -233,6 +237,17 @@ class Traffic(_Model):
     caller_audio_ms: float
     agent_audio_ms: float
     agent_audio_dropped_ms: float = Field(description="Queued agent audio that flushes discarded.")
+    caller_audio_unanalysed_ms: float = Field(
+        default=0.0,
+        description="Caller audio that ran ahead of real time (anomaly caller_audio_ahead): "
+        "forwarded and counted in caller_audio_ms, but not analysed.",
+    )
+    agent_audio_unanalysed_ms: float = Field(
+        default=0.0,
+        description="Agent audio that played but was queued so far ahead of real time that "
+        "only its place on the playout timeline was kept (anomaly agent_audio_ahead): "
+        "not analysed.",
+    )
 
 
 class Settings(_Model):

@@ -1745,11 +1745,14 @@ class WebRtcRelay:
             forward_ns=(self._dirs[0].forward_ns, self._dirs[1].forward_ns),
         )
         self.server.finished.append(stats)
-        if self.observer is not None:
+        observer, self.observer = self.observer, None
+        if observer is not None:
             try:
-                self.observer.on_end(t_ns, info, stats)
+                observer.on_end(t_ns, info, stats)
             except Exception:
                 self._observer_failed()
+        # (Not held past the call: its measurement is freed at once, not when the cycles
+        # between the relay and its peer connections are collected.)
 
     def _observer_failed(self) -> None:
         self.observer_errors += 1

@@ -63,6 +63,7 @@ import ssl
 import sys
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, cast
@@ -477,7 +478,11 @@ class Relay:
             log_failure("observer factory failed; the call is forwarded unmeasured")
             self.observer = None
         self._connect_task = self.loop.create_task(self._connect_upstream(request))
-        self._connect_task.add_done_callback(lambda _t: self._maybe_finish(time.monotonic_ns()))
+        self._connect_task.add_done_callback(self._connect_done)
+
+    def _connect_done(self, task: asyncio.Task[None]) -> None:
+        del task
+        self._maybe_finish(time.monotonic_ns())
 
     def _answer_health(self) -> None:
         self._set_end(EndInfo(EndCause.HEALTH_CHECK, initiator="caller"))
@@ -507,9 +512,12 @@ class Relay:
     def _subprotocol_selector(
         self,
     ) -> Callable[[ServerProtocol, Sequence[Subprotocol]], Subprotocol | None]:
+        relay = weakref.ref(self)  # the protocol must not keep its relay alive (see _release)
+
         def select(protocol: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
             del protocol, offered
-            return self._agent_subprotocol  # the caller gets what the agent chose
+            found = relay()
+            return None if found is None else found._agent_subprotocol  # the agent's choice
 
         return select
 
@@ -879,6 +887,20 @@ class Relay:
                 self.observer.on_end(t_ns, info)
             except Exception:
                 self._observer_failed()
+        self._release()
+
+    def _release(self) -> None:
+        """The call is over: let go of what it held, so that reference counting frees it
+        at once (its measurement above all) instead of the cyclic garbage collector, some
+        time later. Nothing calls back into the relay after this: both sockets are gone."""
+        self.observer = None
+        self.caller.relay = None
+        if self.agent is not None:
+            self.agent.relay = None
+        self._connect_task = None
+        self._timers.clear()
+        self._idle_handle = None
+        self._stalls = [None, None]
 
 
 class RelayServer:
