@@ -84,7 +84,9 @@ SECRET = b"accuracy-benchmark"
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")
-WITHHELD = (*NEVER_QUIET, "clock_lag")
+# Figures the proxy says it cannot know: a direction never quiet, audio that ran too far
+# ahead of real time to be analysed, or its own clock readings too late.
+WITHHELD = (*NEVER_QUIET, "caller_unanalysed", "agent_unanalysed", "clock_lag")
 WRONG_MS = 100.0  # babble: a published figure off by more than this is wrong
 SNR_DB = 10.0
 NOISY_BUILTINS = {"background_noise"}
@@ -430,6 +432,8 @@ async def run_class(
         if affinity is not None:
             os.sched_setaffinity(0, affinity)
     elapsed = time.monotonic() - started
+    if host is not None and host.unreadable:
+        notes.append(f"receipts this process could not read: {host.unreadable}")
     if host is not None and host.stats:
         s = host.stats
         notes.append(

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from pydantic import ValidationError  # noqa: E402
+
 from voxproxy.proxy import Proxy, ProxyConfig  # noqa: E402
 from voxproxy.receipts.model import Receipt  # noqa: E402
 from voxproxy.receipts.policy import load_policy  # noqa: E402
@@ -107,6 +109,28 @@ def main() -> None:
 # -- the parent's side ----------------------------------------------------------------------
 
 
+def parse_receipt(text: str) -> Receipt | None:
+    """A receipt the child wrote; fields this process's model does not know are dropped
+    (the child imports the package afresh, and the tree may have moved on meanwhile)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    for _ in range(20):
+        try:
+            return Receipt.model_validate(data)
+        except ValidationError as exc:
+            extra = [e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"]
+            if not extra:
+                return None
+            for loc in extra:
+                node: Any = data
+                for key in loc[:-1]:
+                    node = node[key]
+                node.pop(loc[-1], None)
+    return None
+
+
 class SubprocessProxyHost:
     """Proxies in a child process (a :class:`voxproxy.loadgen.bench.ProxyHost`)."""
 
@@ -122,6 +146,7 @@ class SubprocessProxyHost:
         self.max_seconds = max_seconds
         self.pid: int | None = None
         self.stats: dict[str, Any] = {}
+        self.unreadable = 0  # receipts this process's model could not read
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._ports: asyncio.Future[list[int]] | None = None
@@ -159,8 +184,11 @@ class SubprocessProxyHost:
             line = raw.decode()
             kind, _, body = line.partition(" ")
             if kind == "R":
-                receipt = Receipt.model_validate_json(body)
-                self._receipts[receipt.call] = receipt
+                receipt = parse_receipt(body)
+                if receipt is None:
+                    self.unreadable += 1
+                else:
+                    self._receipts[receipt.call] = receipt
             elif kind == "PORTS" and self._ports is not None and not self._ports.done():
                 self._ports.set_result(json.loads(body))
             elif kind == "END":

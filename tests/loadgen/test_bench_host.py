@@ -4,6 +4,7 @@ process, benchmarks/proxyhost.py)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -70,3 +71,17 @@ async def test_calls_go_through_the_hosts_proxies_and_get_its_receipts() -> None
         assert o.receipt.verdict is not None  # judged by the host, as in-process
         responses = [t for t in o.receipt.turns if t.kind == "response"]
         assert len(responses) == 1 and responses[0].ttfs_ms is not None
+
+
+def test_receipts_from_a_newer_tree_are_read_without_the_fields_this_one_lacks() -> None:
+    from receipt_samples import sample_receipt
+
+    parse = _proxyhost().parse_receipt
+    receipt = sample_receipt()
+    data = json.loads(receipt.model_dump_json(by_alias=True))
+    data["traffic"]["a_field_added_later"] = 1.0
+    data["another"] = {"nested": True}
+    assert parse(json.dumps(data)) == receipt
+    assert parse(receipt.model_dump_json()) == receipt
+    assert parse("{not json") is None
+    assert parse(json.dumps({"call": "c_x"})) is None  # missing fields are not made up
