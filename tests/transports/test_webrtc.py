@@ -389,7 +389,7 @@ async def test_offers_over_max_calls_are_refused_with_503_before_any_agent_sessi
     receipts: list[Receipt] = []
     before = open_counts()
     config = MockAgentConfig(refuse_status=503)
-    agent = WebRtcMockAgent(config, answer_delay_ms=1500)  # holds the first call a while
+    agent = WebRtcMockAgent(config, answer_delay_ms=4000)  # holds the first call a while
     await agent.start()
     caller = AudioPeer(name="caller")
     offer = await caller.create_offer()
