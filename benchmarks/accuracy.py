@@ -6,11 +6,14 @@ process of their own (benchmarks/proxyhost.py), as in a deployment. Truth comes 
 the two ends: the caller knows when its speech truly started and ended (each clip's
 edges under the truth rule, and when each sample was captured) and when each agent
 sample played on its own playout timeline; the agent's log says which clip it sent
-where. Each turn's time-to-first-sound and each barge-in's stop latency in the receipt
-is compared with that truth. A figure the proxy withheld (null with a reason:
-caller_never_quiet, agent_never_quiet, clock_lag) is counted as ``unknown``; one it
-should have published and did not, as ``missed``; a published figure that belongs to no
-true turn, as ``unmatched``.
+where. The caller's edges are taken at the proxy's vantage point (MEASUREMENT.md 1): a
+frame this process sent late reaches the proxy late, like one delayed on the network, so
+the edge moves by that frame's send lag (the table notes how far). Each turn's
+time-to-first-sound and each barge-in's stop latency in the receipt is compared with
+that truth. A figure the proxy withheld (null with a reason: caller_/agent_never_quiet,
+caller_/agent_unanalysed, clock_lag) is counted as ``unknown``; one it should have
+published and did not, as ``missed``; a published figure that belongs to no true turn,
+as ``unmatched``.
 
 Classes:
 
@@ -40,7 +43,7 @@ The last line printed is one JSON object: per class ``turns``, ``barge_ins``,
 ``off_gt_100ms``; for contended ``within_uncertainty`` and the uncertainty figures).
 
 Run:  .venv/bin/python benchmarks/accuracy.py [--calls 160] [--class-calls 40]
-      [--concurrency 40] [--classes clean,corpus,...] [--hog-duty 1.0,0.5]
+      [--concurrency 32] [--classes clean,corpus,...] [--hog-duty 1.0,0.5]
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ from voxproxy.mockagent.config import response_clip  # noqa: E402
 from voxproxy.receipts.model import Receipt, TurnRecord  # noqa: E402
 
 SECRET = b"accuracy-benchmark"
+CALLER_FRAME_NS = 20_000_000  # the load callers' frame (CallerConfig.frame_ms)
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")
@@ -88,6 +92,7 @@ NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")
 # ahead of real time to be analysed, or its own clock readings too late.
 WITHHELD = (*NEVER_QUIET, "caller_unanalysed", "agent_unanalysed", "clock_lag")
 WRONG_MS = 100.0  # babble: a published figure off by more than this is wrong
+WORST_MS = 10.0  # the three worst figures of a class are named when off by more than this
 SNR_DB = 10.0
 NOISY_BUILTINS = {"background_noise"}
 # Scenarios put under noise (snr10, babble): the clean built-ins but the long number.
@@ -217,7 +222,9 @@ def _response_speech(
 
 def turn_truths(
     record: CallRecord, log: CallLog, clip_of: Callable[[str], Clip]
-) -> list[TurnTruth]:
+) -> list[tuple[TurnTruth, str, str]]:
+    """Each caller turn's truth, with the agent clip that answered it and the one it
+    talked over (a barge-in), or "" for none."""
     rate = record.agent_rate_hz
     speech: list[AgentSpeech] = []
     if rate:
@@ -226,17 +233,41 @@ def turn_truths(
             s = _response_speech(record, r, clip_of(r.clip), rate, played)
             if s is not None:
                 speech.append(s)
-    out: list[TurnTruth] = []
+    out: list[tuple[TurnTruth, str, str]] = []
     for s in record.speech:
         nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)
         ttfs = None if nxt is None else nxt.onset_ns - s.offset_ns
         stop = None
+        over = None
         if s.barge_in:
             over = next((a for a in speech if a.onset_ns <= s.onset_ns < a.end_ns), None)
             if over is not None:
                 stop = over.end_ns - s.onset_ns
-        out.append(TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop))
+        truth = TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop)
+        out.append((truth, nxt.clip if nxt else "", over.clip if over else ""))
     return out
+
+
+def at_vantage(truth: TurnTruth, record: CallRecord) -> tuple[TurnTruth, float, float]:
+    """The truth at the proxy's vantage point (MEASUREMENT.md 1): a caller frame sent late
+    (this process's own event loop) reaches the proxy late, like one delayed on the network
+    leg, so the caller's edges move by the send lag of the frames that carried them.
+    Returns the moved truth and the moves (ms) of its onset and offset."""
+    lags = record.pacing_lag_ns
+
+    def lag(ns: int) -> int:
+        k = (ns - record.t0_ns) // CALLER_FRAME_NS
+        return lags[k] if 0 <= k < len(lags) else 0
+
+    on, off = lag(truth.caller_onset_ns), lag(truth.caller_offset_ns - 1)
+    moved = replace(
+        truth,
+        caller_onset_ns=truth.caller_onset_ns + on,
+        caller_offset_ns=truth.caller_offset_ns + off,
+        ttfs_ns=None if truth.ttfs_ns is None else truth.ttfs_ns - off,
+        stop_latency_ns=None if truth.stop_latency_ns is None else truth.stop_latency_ns - on,
+    )
+    return moved, on / NS_PER_MS, off / NS_PER_MS
 
 
 # -- comparing one call ---------------------------------------------------------------------
@@ -252,6 +283,8 @@ class Figure:
     uncertainty_ms: float | None = None
     reason: str | None = None
     first: bool = False  # the first response of its call
+    moved_ms: float = 0.0  # the caller edge's move to the proxy's vantage (at_vantage)
+    what: str = ""  # scenario, agent, caller clip -> agent clip: for the worst figures
 
 
 @dataclass
@@ -278,27 +311,39 @@ def _near(value: float | None, target: float) -> float | None:
     return d if d <= MATCH_TOLERANCE_MS else None
 
 
-def _match(
-    truth: TurnTruth, receipt: Receipt, used: set[int], rel: Callable[[int], float]
-) -> TurnRecord | None:
-    """The receipt turn of a true caller turn: the nearest by the caller's onset (a
-    barge-in's onset), the caller's offset or the onset of the agent's answer, whichever
-    edges the receipt has (noise moves some, a withheld direction has none)."""
+def _distance(truth: TurnTruth, t: TurnRecord, rel: Callable[[int], float]) -> float | None:
+    """How near a receipt turn lies to a true caller turn (ms), or None if not near: by
+    the caller's onset (a barge-in's onset) or offset, whichever the receipt has near
+    (noise moves onsets); by the onset of the agent's answer only when the receipt has no
+    caller edges (a direction that never went quiet)."""
     onset, offset = rel(truth.caller_onset_ns), rel(truth.caller_offset_ns)
-    answer = None if truth.ttfs_ns is None else rel(truth.caller_offset_ns + truth.ttfs_ns)
-    best: tuple[float, TurnRecord] | None = None
-    for t in receipt.turns:
-        if t.index in used:
-            continue
-        ds = [_near(t.caller_onset_ms, onset), _near(t.caller_offset_ms, offset)]
-        if truth.barge_in and t.barge_in is not None:
-            ds.append(_near(t.barge_in.onset_ms, onset))
-        if answer is not None and t.kind == "response":
-            ds.append(_near(t.agent_onset_ms, answer))
-        found = [d for d in ds if d is not None]
-        if found and (best is None or min(found) < best[0]):
-            best = (min(found), t)
-    return None if best is None else best[1]
+    ds = [_near(t.caller_onset_ms, onset), _near(t.caller_offset_ms, offset)]
+    if truth.barge_in and t.barge_in is not None:
+        ds.append(_near(t.barge_in.onset_ms, onset))
+    deaf = t.caller_onset_ms is None and t.caller_offset_ms is None
+    if deaf and truth.ttfs_ns is not None and t.kind == "response":
+        ds.append(_near(t.agent_onset_ms, rel(truth.caller_offset_ns + truth.ttfs_ns)))
+    found = [d for d in ds if d is not None]
+    return min(found) if found else None
+
+
+def _match_all(
+    truths: list[TurnTruth], receipt: Receipt, rel: Callable[[int], float]
+) -> list[TurnRecord | None]:
+    """Each true turn's receipt turn (or None), the nearest pairs first, each turn once."""
+    pairs = []
+    for i, truth in enumerate(truths):
+        for t in receipt.turns:
+            d = _distance(truth, t, rel)
+            if d is not None:
+                pairs.append((d, i, t.index, t))
+    out: list[TurnRecord | None] = [None] * len(truths)
+    taken: set[int] = set()
+    for _d, i, index, t in sorted(pairs, key=lambda p: p[:3]):
+        if out[i] is None and index not in taken:
+            out[i] = t
+            taken.add(index)
+    return out
 
 
 def compare_call(
@@ -322,19 +367,24 @@ def compare_call(
     reasons = [t.reason for t in receipt.turns]
     reasons += [t.barge_in.reason for t in receipt.turns if t.barge_in is not None]
     deaf = next((r for r in reasons if r in NEVER_QUIET), None)
-    used: set[int] = set()
+    moved = [at_vantage(captured, rec) for captured, _a, _o in truths]
+    matched = _match_all([m[0] for m in moved], receipt, rel)
+    used = {t.index for t in matched if t is not None}
     first = True
-    for truth in truths:
-        turn = _match(truth, receipt, used, rel)
-        if turn is not None:
-            used.add(turn.index)
+    for (truth, moved_on, moved_off), (_c, answer, talked_over), turn in zip(
+        moved, truths, matched, strict=True
+    ):
+        where = f"{o.scenario.name}, {call.label}, call {o.index}: {truth.caller_clip}"
         if truth.ttfs_ns is not None:
-            out.figures.append(_ttfs_figure(truth, turn, first, deaf))
+            f = _ttfs_figure(truth, turn, first, deaf)
+            out.figures.append(replace(f, moved_ms=moved_off, what=f"{where} -> {answer}"))
             first = False
         elif turn is not None and turn.ttfs_ms is not None:
             out.unmatched.append(turn.ttfs_ms)  # a response the agent never gave
         if truth.barge_in and truth.stop_latency_ns is not None:
-            out.figures.append(_stop_figure(truth, turn, deaf))
+            f = _stop_figure(truth, turn, deaf)
+            what = f"{where} over {talked_over}"
+            out.figures.append(replace(f, moved_ms=moved_on, what=what))
     for t in receipt.turns:
         if t.index in used:
             continue
@@ -405,6 +455,7 @@ async def run_class(
     proxy_cpu: int | None = None,
     hog_duty: float | None = None,
     bench_cpu: int | None = None,
+    concurrency: int | None = None,
 ) -> ClassRun:
     started = time.monotonic()
     notes: list[str] = []
@@ -423,7 +474,11 @@ async def run_class(
         if hog is not None:
             await hog.start()
         calls = await run_bench(
-            agents, scenarios, secret=SECRET, concurrency=args.concurrency, proxy_host=host
+            agents,
+            scenarios,
+            secret=SECRET,
+            concurrency=concurrency or args.concurrency,
+            proxy_host=host,
         )
     finally:
         after = cpu_times(proxy_cpu) if proxy_cpu is not None else None
@@ -502,6 +557,7 @@ async def run_all(args: argparse.Namespace, workdir: Path) -> list[ClassRun]:
                     proxy_cpu=cpus[0],
                     hog_duty=duty,
                     bench_cpu=cpus[1],
+                    concurrency=args.contended_concurrency,
                 )
             )
     return runs
@@ -561,6 +617,11 @@ def summarize(results: list[CallResult], figures: list[Figure] | None = None) ->
         "within_uncertainty": round(len(inside) / len(pub), 4) if pub else None,
         "reasons": dict(Counter(f.reason or "" for f in figs if f.status != "published")),
         "caller_pacing_lag_ms_p99": _max(lags),
+        "moved_ms_p95": _pct([abs(f.moved_ms) for f in pub], 95),
+        "moved_ms_max": _max([abs(f.moved_ms) for f in pub]),
+        "worst": sorted(
+            (f for f in pub if f.err_ms is not None), key=lambda f: -abs(f.err_ms or 0.0)
+        )[:3],
         "noises": sum(r.noises for r in results),
         "noises_judged": sum(r.noises_judged for r in results),
     }
@@ -667,6 +728,17 @@ def report(runs: list[ClassRun], elapsed_s: float) -> dict[str, Any]:
                 "callers' own send lag (truth is taken at the deadline), worst call p99: "
                 f"{total['caller_pacing_lag_ms_p99']:.1f} ms"
             )
+        if total["moved_ms_max"]:
+            notes.append(
+                "truth moved to the proxy's vantage by the callers' late sends: "
+                f"p95 {total['moved_ms_p95']:.1f} ms, max {total['moved_ms_max']:.1f} ms"
+            )
+        worst = [f for f in total["worst"] if abs(f.err_ms) > WORST_MS]
+        if worst:
+            notes.append("worst figures (proxy - truth, the stated uncertainty):")
+        for f in worst:
+            unc = "—" if f.uncertainty_ms is None else f"{f.uncertainty_ms:.1f}"
+            notes.append(f"  {f.kind} {f.err_ms:+.1f} ms ({unc}): {f.what}")
         if run.name == "babble":
             notes.append(
                 f"published {total['published']}, withheld {total['unknown']}, off by more "
@@ -704,8 +776,15 @@ def report(runs: list[ClassRun], elapsed_s: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=160, help="calls of the clean class")
-    parser.add_argument("--class-calls", type=int, default=40, help="calls of each other class")
-    parser.add_argument("--concurrency", type=int, default=40, help="calls at once")
+    parser.add_argument("--class-calls", type=int, default=32, help="calls of each other class")
+    parser.add_argument("--concurrency", type=int, default=32, help="calls at once")
+    parser.add_argument(
+        "--contended-concurrency",
+        type=int,
+        default=16,
+        help="calls at once in the contended runs (the callers and agents then have one "
+        "CPU to themselves: fewer keep their own clock readings on time)",
+    )
     parser.add_argument(
         "--classes",
         type=lambda s: [c.strip() for c in s.split(",") if c.strip()],
