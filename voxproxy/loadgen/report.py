@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from voxproxy.loadgen.results import CallOutcome
+from voxproxy.loadgen.results import CallOutcome, overload_warning
 from voxproxy.transcripts.html import transcripts_section
 
 NS_PER_MS = 1_000_000
@@ -144,6 +144,9 @@ def write_report(
         f"{esc(str(meta['finished_at']))}</p>",
     ]
     a = summary["all"]
+    warning = overload_warning(summary)
+    if warning is not None:
+        parts.append(f"<p class='fail'><b>{esc(warning)}</b></p>")
     failed = a["failed_calls"]
     parts.append(
         f"<p class='{'fail' if failed else 'ok'}'><b>{a['calls'] - failed} of {a['calls']} calls "

@@ -385,5 +385,32 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             ),
             "expectation_failures": sum(len(r["failures"]) for r in rs),
             "transcripts": summarize_calls(rs),
+            **_pacing(rs),
         }
     return out
+
+
+# The load generator keeps its callers' frames within this of their deadlines (p99) on a
+# core it has to itself; beyond, its callers' clocks, and so their truth, are late.
+PACING_LAG_LIMIT_MS = 5.0
+
+
+def overload_warning(summary: dict[str, Any]) -> str | None:
+    """One line for the summary and the report when the generator fell behind."""
+    a = summary.get("all", {})
+    if not a.get("generator_overloaded"):
+        return None
+    return (
+        f"warning: the load generator fell behind its own clock (pacing lag p99 "
+        f"{a['pacing_lag_ms_p99']:.1f} ms > {PACING_LAG_LIMIT_MS:g} ms): its callers sent "
+        "late, so their truth is suspect; run fewer calls per core, or more --workers"
+    )
+
+
+def _pacing(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    lags = [r["pacing_lag_ms_p99"] for r in rs if r.get("pacing_lag_ms_p99") is not None]
+    worst = max(lags) if lags else None
+    return {
+        "pacing_lag_ms_p99": worst,
+        "generator_overloaded": worst is not None and worst > PACING_LAG_LIMIT_MS,
+    }

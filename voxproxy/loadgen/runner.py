@@ -22,7 +22,7 @@ from typing import Any
 
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, ScriptedCaller
-from voxproxy.loadgen.results import CallOutcome, evaluate, summarize
+from voxproxy.loadgen.results import CallOutcome, evaluate, overload_warning, summarize
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import CallLog
 from voxproxy.receipts.model import Receipt
@@ -257,3 +257,6 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
             "—" if err is None else f"{err:.1f}",
         )
     console.print(table)
+    warning = overload_warning(summary)
+    if warning is not None:
+        console.print(warning, style="bold red", markup=False, highlight=False)
