@@ -43,3 +43,13 @@ def test_a_generator_that_fell_behind_its_clock_is_called_out(tmp_path: Any) -> 
     out = io.StringIO()
     print_summary(fine, file=out)
     assert "fell behind" not in out.getvalue()
+
+
+def test_the_summary_fits_the_terminal_and_cuts_no_name() -> None:
+    summary = summarize([_result("normal_question", 1.0), _result("background_noise", 1.0)])
+    for width in (80, 100, 160):
+        out = io.StringIO()
+        print_summary(summary, file=out, width=width)
+        lines = out.getvalue().splitlines()
+        assert lines and max(len(line) for line in lines) <= width, width
+        assert "…" not in out.getvalue()

@@ -209,11 +209,12 @@ def write_results(
     return results, summary
 
 
-def print_summary(summary: dict[str, Any], file: Any = None) -> None:
+def print_summary(summary: dict[str, Any], file: Any = None, width: int | None = None) -> None:
+    """The run's table, fitted to the terminal (``width``: its columns, when known)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=file or sys.stdout, width=max(Console().width, 120))
+    console = Console(file=file or sys.stdout, width=width or Console().width)
     table = Table(title="load run: ground truth at the caller (and the proxy's error, if any)")
     for col in (
         "scenario",
@@ -231,7 +232,10 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
         "false barge-ins",
         "proxy err p95",
     ):
-        table.add_column(col, justify="left" if col == "scenario" else "right")
+        if col == "scenario":  # names fold onto a second line, never cut to "norma…"
+            table.add_column(col, justify="left", overflow="fold")
+        else:
+            table.add_column(col, justify="right", overflow="fold")
 
     def f(x: Any) -> str:
         return "—" if x is None else f"{x:.0f}"
