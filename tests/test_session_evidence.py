@@ -12,7 +12,7 @@ from voxproxy.dialects import make_decoder
 from voxproxy.fixtures import load_clips
 from voxproxy.receipts.model import CloseInfo
 from voxproxy.receipts.policy import load_policy
-from voxproxy.receipts.verdict import check
+from voxproxy.receipts.verdict import check, judged
 from voxproxy.scripted import CallPlan, TurnPlan, render
 from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
 
@@ -90,3 +90,23 @@ def test_clock_lag_near_an_edge_widens_its_uncertainty_and_withholds_it() -> Non
     assert lagged[1][0] == clean[1][0] and lagged[1][1] == DETECTOR_UNCERTAINTY_MS + 30.0
     assert lagged[2][0] is None and lagged[2][2] == "clock_lag"
     assert lagged[2][1] == DETECTOR_UNCERTAINTY_MS + 80.0
+
+
+def test_a_caller_on_another_wire_than_the_configured_one_is_named() -> None:
+    # A raw PCM caller on a proxy told to expect Twilio: nothing can be measured, and the
+    # receipt, the anomalies and the verdict say why instead of blaming something else.
+    call = render(_plan(1))
+    session = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="l")
+    session.on_upstream_connected(1_000_000)  # the agent answered the handshake
+    for t, d, p in call.messages:
+        session.on_message(d, p, t)
+    receipt = session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
+    assert receipt.wire_looks_like == "raw"
+    assert receipt.anomalies["dialect_mismatch"] == 1
+    verdict = judged(receipt, load_policy(None)).verdict
+    assert verdict is not None and verdict.verdict == "insufficient_evidence"
+    assert "looks like raw, not the configured twilio" in (verdict.reason or "")
+    # The right dialect (and auto) measure the same call, with no mismatch.
+    for dialect in ("raw", "auto"):
+        right = measure(render(_plan(1)), dialect)
+        assert right.wire_looks_like is None and "dialect_mismatch" not in right.anomalies

@@ -188,6 +188,15 @@ class CallContext:
             proxy.receipt_errors += 1
             proxy.journal_closed(self.link_id)
             return
+        if receipt.wire_looks_like is not None:
+            log.warning(
+                "call %s: the caller's wire looks like %s, not the configured %s: nothing of "
+                "it was measured (run with --dialect %s or --dialect auto)",
+                receipt.call,
+                receipt.wire_looks_like,
+                receipt.dialect,
+                receipt.wire_looks_like,
+            )
         publish(proxy, receipt, self.session, self.trace, t_ns)
 
 

@@ -30,6 +30,8 @@ from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig
 from voxproxy.audio.resample import Converter
 from voxproxy.clock import EpochAnchor
 from voxproxy.dialects.base import Decoder
+from voxproxy.dialects.detect import PENDING
+from voxproxy.dialects.detect import guess as guess_dialect
 from voxproxy.events import (
     AGENT_TO_CALLER,
     CALLER_TO_AGENT,
@@ -90,6 +92,9 @@ _CHAIN_STAGES = (
 )
 _FILL_GAP_NS = 100 * NS_PER_MS  # playout gaps up to this long reach the detector as silence
 _MAX_NEVER_QUIET = 256  # never-quiet spans kept per direction
+_WIRE_SAMPLE = 20  # the caller's first messages are checked against the configured dialect
+_WIRE_MIN_SEEN = 3  # ... and this many must look like another one
+_WIRES = frozenset({"raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime"})
 _MAX_SPANS = 4096  # spurt spans kept per direction
 _BUSY_SHARE = 0.5  # active through this share of the other side's speech: never quiet
 _BUSY_MIN_NS = 3000 * NS_PER_MS  # ... judged once the other side spoke this long
@@ -207,6 +212,7 @@ class CallSession:
         self.anomalies: Counter[str] = Counter()
         self.measurement_disabled = False
         self._messages = [0, 0]
+        self._wire_looks: Counter[str] = Counter()  # dialects the caller's first messages suggest
         self._bytes = [0, 0]
         self._audio_ns = [0, 0]
         self._caller_chunk_ns: deque[int] = deque(maxlen=256)
@@ -238,6 +244,8 @@ class CallSession:
         self._bytes[direction] += len(payload)
         if self.measurement_disabled:
             return []
+        if direction is CALLER_TO_AGENT and self._messages[direction] <= _WIRE_SAMPLE:
+            self._note_wire(payload)
         try:
             events = self.decoder.decode(direction, payload, t_ns)
             for ev in events:
@@ -248,6 +256,32 @@ class CallSession:
         except Exception:
             self.note_measurement_error()
             return []
+
+    def _note_wire(self, payload: bytes | str) -> None:
+        """What the caller's first messages look like, whatever the configured dialect
+        (the dialect name only; nothing of the message is kept)."""
+        try:
+            looks = guess_dialect(payload)
+        except Exception:
+            return
+        if looks is not None and looks != PENDING:
+            self._wire_looks[looks] += 1
+
+    def wire_looks_like(self) -> str | None:
+        """The dialect the caller's wire looks like when it is not the configured one
+        (a ``raw`` caller on a ``twilio`` proxy): nothing of it can be measured."""
+        name = self.decoder.name
+        if name not in _WIRES:
+            return None
+        if not self._wire_looks or self._audio_ns[CALLER_TO_AGENT] > 0:
+            return None
+        looks, seen = self._wire_looks.most_common(1)[0]
+        return looks if looks != name and seen >= _WIRE_MIN_SEEN else None
+
+    def _anomalies_with_wire(self) -> Counter[str]:
+        if self.wire_looks_like() is None:
+            return self.anomalies
+        return self.anomalies + Counter({"dialect_mismatch": 1})
 
     def on_audio(
         self,
@@ -890,7 +924,8 @@ class CallSession:
                 caller_audio_unanalysed_ms=_ms(self._caller_unanalysed_ns) or 0.0,
                 agent_audio_unanalysed_ms=_ms(self._agent_unanalysed_ns) or 0.0,
             ),
-            anomalies=dict(sorted(self.anomalies.items())),
+            anomalies=dict(sorted(self._anomalies_with_wire().items())),
+            wire_looks_like=self.wire_looks_like(),
             measurement_disabled=self.measurement_disabled,
             events=[_event_record(e, rel) for e in sorted(self.tool_events, key=lambda e: e.t_ns)],
             tools=[

@@ -301,6 +301,11 @@ class Receipt(_Model):
     anomalies: dict[str, int] = Field(
         description="Counts of malformed or unknown messages and of measurement errors."
     )
+    wire_looks_like: str | None = Field(
+        default=None,
+        description="The dialect the caller's wire looked like when it was not the "
+        "configured one (anomaly dialect_mismatch): nothing of the call was measured.",
+    )
     measurement_disabled: bool = Field(
         default=False, description="Measurement gave up after repeated internal errors."
     )

@@ -94,6 +94,12 @@ def _unmeasured(receipt: Receipt) -> str | None:
         return "measurement was disabled after repeated internal errors"
     if receipt.dialect == "undetected":
         return "the wire's dialect was not recognised, so no audio was measured"
+    if receipt.wire_looks_like is not None:
+        return (
+            f"the caller's wire looks like {receipt.wire_looks_like}, not the configured "
+            f"{receipt.dialect}, so no audio was measured (run with --dialect "
+            f"{receipt.wire_looks_like} or --dialect auto)"
+        )
     return None
 
 
