@@ -42,7 +42,7 @@ The last line printed is one JSON object: per class ``turns``, ``barge_ins``,
 ``unknown``, ``missed``, ``unmatched`` (and for babble ``published`` and
 ``off_gt_100ms``; for contended ``within_uncertainty`` and the uncertainty figures).
 
-Run:  .venv/bin/python benchmarks/accuracy.py [--calls 160] [--class-calls 40]
+Run:  .venv/bin/python benchmarks/accuracy.py [--calls 160] [--class-calls 32]
       [--concurrency 32] [--classes clean,corpus,...] [--hog-duty 1.0,0.5]
 """
 
