@@ -54,6 +54,30 @@ def test_a_babble_bed_under_the_caller_publishes_no_figure() -> None:
             assert gate.verdict == "insufficient_evidence", gate
 
 
+def test_a_babble_bed_under_a_single_short_answer_publishes_no_figure() -> None:
+    # One question, one short answer, then silence (the silence_after_answer scenario):
+    # the agent speaks little, yet the caller stays active through all of it.
+    rng = random.Random(9)
+    clips = load_clips()
+    babble = clips["noise_babble"].pcm
+    for seed in range(3):
+        turn = TurnPlan(
+            clips["caller_where_is_order"], clips["agent_reprompt"], rng.uniform(300, 900)
+        )
+        plan = CallPlan(
+            dialect="raw",
+            send_mode="paced",
+            turns=(turn,),
+            seed=seed,
+            tail_ms=6000.0,
+            caller_bed=babble,
+            caller_bed_dbfs=-31.0,
+        )
+        receipt = measure(render(plan), "raw")
+        assert [t.ttfs_ms for t in receipt.turns if t.ttfs_ms is not None] == [], receipt.turns
+        assert "caller_never_quiet" in {t.reason for t in receipt.turns}
+
+
 def test_a_quiet_direction_is_measured_as_before() -> None:
     # The control: the same calls without the bed publish every figure.
     for seed in range(3):

@@ -97,7 +97,7 @@ _WIRE_MIN_SEEN = 3  # ... and this many must look like another one
 _WIRES = frozenset({"raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime"})
 _MAX_SPANS = 4096  # spurt spans kept per direction
 _BUSY_SHARE = 0.5  # active through this share of the other side's speech: never quiet
-_BUSY_MIN_NS = 3000 * NS_PER_MS  # ... judged once the other side spoke this long
+_BUSY_MIN_NS = 500 * NS_PER_MS  # ... judged once the other side spoke this long
 # The detector's own edge uncertainty for a figure (two edges) on clean speech: the p95
 # of its error over the space of agents and wires (tests/test_session_space.py).
 DETECTOR_UNCERTAINTY_MS = 10.0
