@@ -11,7 +11,7 @@ from voxproxy.dialects import make_decoder
 from voxproxy.fixtures import Clip, load_clips
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
-from voxproxy.session import CallSession
+from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
 
 
 def speech_clips(role: str) -> list[Clip]:
@@ -110,3 +110,15 @@ def run_many(seed: int, calls_per_combo: int) -> Errors:
                 call = render(plan)
                 score(call, measure(call, dialect), errors, f"{dialect}/{mode}/{k}")
     return errors
+
+
+NEVER_WITHHELD = 1e9  # publish every figure, so that each can be checked against the truth
+
+
+def beyond_lag(error_ms: float, uncertainty_ms: float | None) -> float:
+    """The error left once the clock lag the figure states is allowed for: the part of
+    its uncertainty above the detector's own, which the event loops of this one test
+    process (caller, proxy and agent together) put there when the machine is busy."""
+    assert uncertainty_ms is not None
+    lag = uncertainty_ms - DETECTOR_UNCERTAINTY_MS
+    return float(np.sign(error_ms) * max(0.0, abs(error_ms) - lag))

@@ -168,7 +168,9 @@ async def test_shutdown_during_the_agent_handshake_answers_503() -> None:
 
 def _cert_files(tmp: Path) -> tuple[Path, Path, Path]:
     """A CA and a server certificate for 127.0.0.1 and localhost signed by it."""
-    now = dt.datetime.now(dt.UTC)
+    # Valid from long before to long after any day the suite runs: the certificate's
+    # window holds whatever today is, and the test reads no clock.
+    now = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
     def name(cn: str) -> x509.Name:
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
@@ -180,8 +182,8 @@ def _cert_files(tmp: Path) -> tuple[Path, Path, Path]:
         .issuer_name(name("voxproxy test CA"))
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
+        .not_valid_before(now)
+        .not_valid_after(dt.datetime(9999, 12, 31, tzinfo=dt.UTC))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False),
@@ -197,8 +199,8 @@ def _cert_files(tmp: Path) -> tuple[Path, Path, Path]:
         .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
+        .not_valid_before(now)
+        .not_valid_after(dt.datetime(9999, 12, 31, tzinfo=dt.UTC))
         .add_extension(
             x509.SubjectAlternativeName(
                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]

@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass
 
 import numpy as np
+from groundtruth import NEVER_WITHHELD, beyond_lag
 
 from voxproxy.fixtures import clip
 from voxproxy.loadgen.caller import (
@@ -26,20 +27,10 @@ from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.session import DETECTOR_UNCERTAINTY_MS, SessionConfig
+from voxproxy.session import SessionConfig
 from voxproxy.transports.websocket import RelayConfig
 
 NS_PER_MS = 1_000_000
-NEVER_WITHHELD = 1e9  # publish every figure, so that each can be checked against the truth
-
-
-def beyond_lag(error_ms: float, uncertainty_ms: float | None) -> float:
-    """The error left once the clock lag the figure states is allowed for: the part of
-    its uncertainty above the detector's own, which the event loops of this one test
-    process (caller, proxy and agent together) put there when the machine is busy."""
-    assert uncertainty_ms is not None
-    lag = uncertainty_ms - DETECTOR_UNCERTAINTY_MS
-    return float(np.sign(error_ms) * max(0.0, abs(error_ms) - lag))
 
 
 def script(barge_after_ms: float) -> list[Step]:

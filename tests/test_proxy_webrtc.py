@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from groundtruth import NEVER_WITHHELD, beyond_lag
 from webrtckit import open_counts, wait_for, webrtc_proxy
 
 from voxproxy.fixtures import clip
@@ -32,21 +33,11 @@ from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import Idle, WebRtcCallLog, WebRtcMockAgent
 from voxproxy.proxy_webrtc import WebRtcCallContext
 from voxproxy.receipts.model import Receipt
-from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
+from voxproxy.session import CallSession
 
 pytestmark = pytest.mark.slow
 
 NS_PER_MS = 1_000_000
-NEVER_WITHHELD = 1e9  # publish every figure, so that each can be checked against the truth
-
-
-def beyond_lag(error_ms: float, uncertainty_ms: float | None) -> float:
-    """The error left once the clock lag the figure states is allowed for: the part of
-    its uncertainty above the detector's own, which the event loops of this one test
-    process (caller, proxy and agent together) put there when the machine is busy."""
-    assert uncertainty_ms is not None
-    lag = uncertainty_ms - DETECTOR_UNCERTAINTY_MS
-    return float(np.sign(error_ms) * max(0.0, abs(error_ms) - lag))
 
 
 RESPONSES = ("agent_confirm", "agent_order_status", "agent_reprompt", "agent_ask_number")

@@ -439,6 +439,39 @@ def _server_ssl(args: argparse.Namespace) -> ssl.SSLContext | None:
 EVENTS_DEFAULT = ("127.0.0.1", 8767)
 
 
+async def _start_services(
+    args: argparse.Namespace,
+    proxy: Any,
+    telemetry: Any,
+    journal: Any,
+    left: Any,
+    session: Any,
+    events_listen: tuple[str, int] | None,
+) -> Any:
+    """What both proxies start beside their listener: telemetry (and /metrics), the
+    crash journal with the receipts a killed proxy left owed, the event API."""
+    from voxproxy.eventapi import EventApi
+    from voxproxy.httpserve import HEADER_TIMEOUT_S
+    from voxproxy.proxy import recover_crashed
+
+    await telemetry.start()
+    _log_metrics_listener(telemetry)
+    proxy.journal = journal
+    if left:
+        recover_crashed(proxy, left, session)
+    if events_listen is None:
+        return None
+    events_api = EventApi(
+        proxy.live,
+        proxy.secret,
+        args.events_token,
+        header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
+        names=frozenset(_csv(args.event_names)) if args.event_names else None,
+    )
+    await events_api.start(*events_listen)
+    return events_api
+
+
 def _log_metrics_listener(telemetry: object) -> None:
     """Say where /metrics is served (the port actually bound, also when asked for 0)."""
     listen = getattr(getattr(telemetry, "config", None), "metrics_listen", None)
@@ -527,9 +560,6 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
 
 def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
     """``voxproxy proxy --transport webrtc``: the same receipts, sinks and telemetry."""
-    from voxproxy.eventapi import EventApi
-    from voxproxy.httpserve import HEADER_TIMEOUT_S
-    from voxproxy.proxy import recover_crashed
     from voxproxy.proxy_webrtc import WebRtcProxy
     from voxproxy.receipts.journal import CallJournal
     from voxproxy.receipts.model import Receipt
@@ -563,21 +593,9 @@ def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
         proxy = WebRtcProxy(
             config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy)
         )
-        await telemetry.start()
-        _log_metrics_listener(telemetry)
-        proxy.journal = journal
-        if left:
-            recover_crashed(proxy, left, config.session)
-        events_api = None
-        if events_listen is not None:
-            events_api = EventApi(
-                proxy.live,
-                proxy.secret,
-                args.events_token,
-                header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
-                names=frozenset(_csv(args.event_names)) if args.event_names else None,
-            )
-            await events_api.start(*events_listen)
+        events_api = await _start_services(
+            args, proxy, telemetry, journal, left, config.session, events_listen
+        )
         bound = await proxy.start(host, port)
         log.info(
             "voxproxy %s (webrtc) answering offers on http://%s:%d/whip and /api/offer -> %s "
@@ -625,9 +643,7 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         return _cmd_proxy_webrtc(args)
     if not args.upstream.startswith(("ws://", "wss://")):
         raise ConfigError(f"--upstream must be a ws:// or wss:// URL, got {args.upstream!r}")
-    from voxproxy.eventapi import EventApi
-    from voxproxy.httpserve import HEADER_TIMEOUT_S
-    from voxproxy.proxy import Proxy, recover_crashed
+    from voxproxy.proxy import Proxy
     from voxproxy.receipts.journal import CallJournal
     from voxproxy.receipts.model import Receipt
     from voxproxy.receipts.policy import load_policy
@@ -655,21 +671,9 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         )
         # One verdict per receipt, given before the sinks and telemetry see it.
         proxy = Proxy(config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy))
-        await telemetry.start()
-        _log_metrics_listener(telemetry)
-        proxy.journal = journal
-        if left:
-            recover_crashed(proxy, left, config.session)
-        events_api = None
-        if events_listen is not None:
-            events_api = EventApi(
-                proxy.live,
-                proxy.secret,
-                args.events_token,
-                header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
-                names=frozenset(_csv(args.event_names)) if args.event_names else None,
-            )
-            await events_api.start(*events_listen)
+        events_api = await _start_services(
+            args, proxy, telemetry, journal, left, config.session, events_listen
+        )
         bound = await proxy.server.start(host, port, server_ssl)
         # Everything built at startup lives as long as the process: keep it out of the
         # cyclic garbage collector's full passes (they would rescan it under load).
