@@ -722,9 +722,15 @@ class CallSession:
             total = sum(b - a for a, b in under)
             if total < _BUSY_MIN_NS:
                 return 0.0
-            covered = sum(
-                max(0, min(b, d) - max(a, c)) for a, b in under for c, d in over if c < b and d > a
-            )
+            # Both lists are in time order (spurts are fed in order): one sweep.
+            covered, j = 0, 0
+            for a, b in under:
+                while j < len(over) and over[j][1] <= a:
+                    j += 1
+                k = j
+                while k < len(over) and over[k][0] < b:
+                    covered += min(b, over[k][1]) - max(a, over[k][0])
+                    k += 1
             return covered / total
 
         caller_share = share(caller, agent)
