@@ -90,7 +90,11 @@ def score(call: ScriptedCall, receipt: Receipt, errors: Errors, label: str) -> N
                 continue
             true_latency = (truth.stop_ns - truth.barge_onset_ns) / 1e6  # type: ignore[operator]
             measured = nxt.barge_in.stop_latency_ms
-            assert measured is not None
+            if measured is None:
+                errors.problems.append(
+                    f"{label} turn {i + 1}: no stop latency ({nxt.barge_in.reason})"
+                )
+                continue
             errors.stop.append(measured - true_latency)
             expected_evidence = "flush" if truth.reaction == "flush" else "ceased"
             if nxt.barge_in.evidence != expected_evidence:

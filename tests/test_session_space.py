@@ -42,6 +42,19 @@ def _loud(case: SpaceCase, i: int) -> bool:
     return all(v is None or v >= LOUD_DBFS for v in levels)
 
 
+WITHHELD_FOR_NOISE = ("(caller_noise)", "(agent_noise)")
+
+
+def _withheld_quiet(case: SpaceCase, problem: str) -> bool:
+    """A figure withheld because a quiet talker's edges lie under a codec's noise (A-law
+    and mu-law quantize -40 dBFS speech's soft edges away): said, not missed. For talkers
+    at -30 dBFS or louder nothing may be withheld."""
+    if not problem.endswith(WITHHELD_FOR_NOISE):
+        return False
+    turn = int(problem.rsplit(" turn ", 1)[1].split(":")[0])
+    return not _loud(case, turn)
+
+
 def test_an_agent_that_is_never_quiet_is_measured() -> None:
     """Issue 13, item 2: a harmonic complex on a wandering ~140 Hz pitch whose envelope
     never drops below 0.35 of its peak, at -20 dBFS, sent only while the agent speaks.
@@ -115,13 +128,18 @@ def test_the_space_of_agents_and_wires() -> None:
     loud: list[float] = []
     quiet: list[float] = []
     stops: list[float] = []
+    withheld = 0
     for _ in range(60):
         case = random_case(rng)
         call, dialect = render_case(case)
         receipt = measure_case(call, dialect)
         errors = Errors([], [], [])
         score(call, receipt, errors, case.label())
-        assert not errors.problems, errors.problems
+        problems = [p for p in errors.problems if not _withheld_quiet(case, p)]
+        withheld += len(errors.problems) - len(problems)
+        assert not problems, problems
+        if errors.problems:
+            continue  # the figures of this call no longer line up with its turns
         for i, e in enumerate(errors.ttfs):
             (loud if _loud(case, i) else quiet).append(e)
         stops += errors.stop
@@ -131,7 +149,8 @@ def test_the_space_of_agents_and_wires() -> None:
     print(
         f"space: {len(loud)} loud turns ttfs p95 {loud_p95:.1f} max {loud_max:.1f} ms; "
         f"{len(quiet)} quiet turns p95 {quiet_p95:.1f} max {quiet_max:.1f} ms; "
-        f"{len(stops)} barge-ins stop p95 {stop_p95:.1f} max {stop_max:.1f} ms"
+        f"{len(stops)} barge-ins stop p95 {stop_p95:.1f} max {stop_max:.1f} ms; "
+        f"{withheld} quiet figures withheld for codec noise"
     )
     assert len(loud) >= 100 and len(stops) >= 20
     assert loud_p95 <= 15.0
@@ -155,6 +174,7 @@ def test_no_response_or_barge_in_is_ever_missed(seed: int) -> None:
         p
         for p in errors.problems
         if not (p.endswith("turn 1: barge-in not detected") and not _loud(case, 1))
+        and not _withheld_quiet(case, p)
     ]
     assert not problems, problems
     assert receipt.anomalies == {}, receipt.anomalies

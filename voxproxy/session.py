@@ -186,6 +186,8 @@ class CallSession:
         # every spurt's span (for how much each direction talked over the other).
         self._never_quiet: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         self._spans: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        # Per direction, how much of each spurt edge (by its time) noise may have hidden.
+        self._masked: tuple[dict[int, float], dict[int, float]] = ({}, {})
         self._busy: list[bool] = [False, False]  # a direction active under the other's speech
         # Spans of each direction the detector did not hear although audio was there (audio
         # too far ahead of real time): an edge near one is not a speech edge one can trust.
@@ -711,6 +713,11 @@ class CallSession:
             spans.append((spurt.onset_ns, spurt.offset_ns))
         if len(self._spans[direction]) < _MAX_SPANS:
             self._spans[direction].append((spurt.onset_ns, spurt.offset_ns))
+            masked = self._masked[direction]
+            if spurt.masked_onset_ms:
+                masked[spurt.onset_ns] = spurt.masked_onset_ms
+            if spurt.masked_offset_ms:
+                masked[spurt.offset_ns] = spurt.masked_offset_ms
 
     def _judge_busy(self) -> None:
         """A direction that stays active through most of the other side's speech is not
@@ -766,14 +773,26 @@ class CallSession:
             return False
         return not any(a <= t_ns <= b for a, b in self._never_quiet[direction])
 
-    def _uncertainty_ms(self, *edges: int | None) -> float:
-        """The detector's own uncertainty, plus the clock lag near each edge."""
+    def _lag_ms(self, *edges: int | None) -> float:
         lag_ns = 0
         if self._clock_lag is not None:
             for t in edges:
                 if t is not None:
                     lag_ns += self._clock_lag(t - _LAG_BEFORE_NS, t + _LAG_AFTER_NS)
-        return round(DETECTOR_UNCERTAINTY_MS + lag_ns / NS_PER_MS, 1)
+        return lag_ns / NS_PER_MS
+
+    def _masked_ms(self, direction: Direction, t_ns: int | None) -> float:
+        """How much of the speech edge at ``t_ns`` noise may have hidden (0 for an edge
+        that is no spurt's, a flush's time for one)."""
+        return 0.0 if t_ns is None else self._masked[direction].get(t_ns, 0.0)
+
+    def _uncertainty_ms(self, caller_edge: int | None, agent_edge: int | None) -> float:
+        """The detector's own uncertainty, plus the clock lag near each edge, plus what
+        noise may hide of each."""
+        masked = self._masked_ms(CALLER_TO_AGENT, caller_edge)
+        masked += self._masked_ms(AGENT_TO_CALLER, agent_edge)
+        lag = self._lag_ms(caller_edge, agent_edge)
+        return round(DETECTOR_UNCERTAINTY_MS + lag + masked, 1)
 
     def _withheld(self, caller_edge: int | None, agent_edge: int | None) -> str | None:
         """Why a figure between these edges cannot be published, or None."""
@@ -786,7 +805,11 @@ class CallSession:
         if self._unheard_near(AGENT_TO_CALLER, agent_edge):
             return "agent_unanalysed"
         if self._uncertainty_ms(caller_edge, agent_edge) > self.config.max_uncertainty_ms:
-            return "clock_lag"
+            caller_masked = self._masked_ms(CALLER_TO_AGENT, caller_edge)
+            agent_masked = self._masked_ms(AGENT_TO_CALLER, agent_edge)
+            if max(caller_masked, agent_masked) < self._lag_ms(caller_edge, agent_edge):
+                return "clock_lag"
+            return "caller_noise" if caller_masked >= agent_masked else "agent_noise"
         return None
 
     def _receipt(

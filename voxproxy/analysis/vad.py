@@ -76,7 +76,37 @@ NOMINAL_LEVEL_DBFS = -26.0  # assumed before a talker is heard: a usual telephon
 NOISE_BED_FRAMES = 50
 NOISE_BED_STRIDE = 5
 NOISE_BED_SAMPLES = 10
-SINGLE_WINDOW_MARGIN_DB = 10.0  # 1 ms windows of steady noise stay within this of its floor
+SINGLE_WINDOW_MARGIN_DB = 10.0
+# (seen down to dB under the level, onset hidden p95 ms, offset hidden p95 ms): the truth
+# counts windows within 35 dB of the talker's level, a detector over noise sees down to
+# its floor + edge_margin_db; how much of each edge lies between, over the project's
+# speech clips and the corpus's voices (tools/calibrate_masking.py; a test keeps it an
+# upper bound). Read as a step: the row at or just below what was seen.
+MASKING_TABLE: tuple[tuple[float, float, float], ...] = (
+    (0.0, 153.0, 213.0),
+    (5.0, 153.0, 167.0),
+    (10.0, 151.0, 143.0),
+    (15.0, 149.0, 137.0),
+    (20.0, 134.0, 135.0),
+    (25.0, 131.0, 105.0),
+    (28.0, 129.0, 77.0),
+    (30.0, 129.0, 69.0),
+    (31.0, 82.0, 56.0),
+    (32.0, 81.0, 52.0),
+    (33.0, 81.0, 21.0),
+    (34.0, 33.0, 17.0),
+    (35.0, 0.0, 0.0),
+)
+
+
+def masked_ms(seen_db: float) -> tuple[float, float]:
+    """How much of an onset and of an offset a detector that sees ``seen_db`` under the
+    talker's level may miss (p95), from :data:`MASKING_TABLE`."""
+    onset, offset = MASKING_TABLE[0][1], MASKING_TABLE[0][2]
+    for depth, on, off in MASKING_TABLE:
+        if seen_db >= depth:
+            onset, offset = on, off
+    return onset, offset  # 1 ms windows of steady noise stay within this of its floor
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +147,10 @@ class Spurt:
     onset_ns: int
     offset_ns: int
     voiced_ms: float = VOICED_ENOUGH_MS  # voiced (pitched) audio seen in it, capped
+    # How much of the true edge a bed of noise may hide (the p95 of MASKING_TABLE for
+    # how far under the talker's level the detector could see): 0 in quiet.
+    masked_onset_ms: float = 0.0
+    masked_offset_ms: float = 0.0
 
     @property
     def never_quiet(self) -> bool:
@@ -914,4 +948,8 @@ class SpeechDetector:
         offset_ns = self._t_of_end(end_win)
         if (offset_ns - onset_ns) < cfg.min_speech_ms * NS_PER_MS:
             return
-        self.spurts.append(Spurt(onset_ns, offset_ns, min(self._voiced_ms, VOICED_ENOUGH_MS)))
+        level = self.level_dbfs
+        seen = (NOMINAL_LEVEL_DBFS if level is None else level) - self._raw_floor_db
+        masked_on, masked_off = masked_ms(seen - cfg.edge_margin_db)
+        voiced = min(self._voiced_ms, VOICED_ENOUGH_MS)
+        self.spurts.append(Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off))

@@ -43,7 +43,8 @@ class BargeInRecord(_Model):
     stop_uncertainty_ms: float | None = Field(
         default=None,
         description="How far stop_latency_ms may be off: the detector's own uncertainty plus "
-        "the proxy's clock lag near both edges (MEASUREMENT.md 2).",
+        "the proxy's clock lag near both edges plus what noise may hide of them "
+        "(MEASUREMENT.md 2).",
     )
     outcome: Literal["stopped", "not_stopped", "no_agent_audio", "unknown"] = Field(
         description="unknown: the figure is withheld (see reason)."
@@ -52,7 +53,9 @@ class BargeInRecord(_Model):
         default=None,
         description="Why stop_ms is withheld: caller_never_quiet, agent_never_quiet, "
         "caller_unanalysed or agent_unanalysed (an edge beside audio that ran too far ahead "
-        "of real time to be analysed), or clock_lag.",
+        "of real time to be analysed), clock_lag, or caller_noise and agent_noise (the "
+        "uncertainty exceeds the policy's bound because noise may hide that much of an "
+        "edge).",
     )
     evidence: Literal["flush", "ceased"]
     ambiguous: bool = Field(
@@ -98,7 +101,8 @@ class TurnRecord(_Model):
     ttfs_uncertainty_ms: float | None = Field(
         default=None,
         description="How far ttfs_ms may be off: the detector's own uncertainty plus the "
-        "proxy's clock lag near both edges (MEASUREMENT.md 2).",
+        "proxy's clock lag near both edges plus what noise may hide of them "
+        "(MEASUREMENT.md 2).",
     )
     reason: str | None = Field(
         default=None,
@@ -106,7 +110,8 @@ class TurnRecord(_Model):
         "agent_never_quiet (a direction that never went quiet: babble, music), "
         "caller_unanalysed and agent_unanalysed (an edge beside audio that ran too far ahead "
         "of real time to be analysed), clock_lag (the proxy's clock readings ran too late to "
-        "trust), ...",
+        "trust), caller_noise and agent_noise (noise may hide more of an edge than the "
+        "policy's bound), ...",
     )
     talk_over_ms: float | None = None
     reprompt_ms: float | None = None
