@@ -78,8 +78,8 @@ from voxproxy.loadgen.bench import BenchAgent, BenchCall, run_bench  # noqa: E40
 from voxproxy.loadgen.caller import CallRecord  # noqa: E402
 from voxproxy.loadgen.results import MATCH_TOLERANCE_MS, evaluate  # noqa: E402
 from voxproxy.loadgen.scenario import NoiseSpec, Scenario, builtin_names, find_scenario  # noqa: E402
-from voxproxy.loadgen.truth import AgentSpeech, TurnTruth  # noqa: E402
-from voxproxy.mockagent import CallLog, MockAgentConfig, ResponseLog, default_responses  # noqa: E402
+from voxproxy.loadgen.truth import TurnTruth, agent_speech  # noqa: E402
+from voxproxy.mockagent import CallLog, MockAgentConfig, default_responses  # noqa: E402
 from voxproxy.mockagent.config import response_clip  # noqa: E402
 from voxproxy.receipts.model import Receipt, TurnRecord  # noqa: E402
 
@@ -197,49 +197,12 @@ def white_noise_wav(directory: Path) -> str:
 # resolved it (corpus names; clips cut to their speech).
 
 
-def _response_speech(
-    record: CallRecord, r: ResponseLog, c: Clip, rate: int, played: list[tuple[int, int]]
-) -> AgentSpeech | None:
-    base = r.stream_pos - r.skipped_samples  # stream position of the clip's sample 0
-
-    def pos(ms: float) -> int:
-        return base + round(ms * rate / 1000)
-
-    onset = record.play_time(pos(c.onset_ms))
-    if onset is None:
-        return None
-    end_ns = onset
-    sent_end = r.stream_pos + r.samples_sent
-    for a_ms, b_ms in c.segments_ms:
-        a, b = pos(a_ms), min(pos(b_ms), sent_end)
-        if a >= b:
-            continue
-        last_played = None
-        for first, end in played:
-            if end <= a or first >= b:
-                continue
-            last_played = min(b, end)
-        if last_played is None:
-            continue
-        t = record.play_time(last_played - 1)
-        if t is not None:
-            end_ns = max(end_ns, t + NS_PER_S // rate)
-    return AgentSpeech(r.clip, onset, end_ns)
-
-
 def turn_truths(
     record: CallRecord, log: CallLog, clip_of: Callable[[str], Clip]
 ) -> list[tuple[TurnTruth, str, str]]:
     """Each caller turn's truth, with the agent clip that answered it and the one it
     talked over (a barge-in), or "" for none."""
-    rate = record.agent_rate_hz
-    speech: list[AgentSpeech] = []
-    if rate:
-        played = [(c.stream_pos, c.stream_pos + c.n) for c in record.agent_chunks if c.n > 0]
-        for r in log.responses:
-            s = _response_speech(record, r, clip_of(r.clip), rate, played)
-            if s is not None:
-                speech.append(s)
+    speech = agent_speech(record, log, clip_of)
     out: list[tuple[TurnTruth, str, str]] = []
     for s in record.speech:
         nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)

@@ -9,13 +9,19 @@ and barge-in stop latency of every turn, independent of any speech detector.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from voxproxy.fixtures import Clip
 from voxproxy.fixtures import clip as load_clip
 from voxproxy.loadgen.caller import CallRecord
 from voxproxy.mockagent import CallLog, ResponseLog
 
 NS_PER_S = 1_000_000_000
+# The truth rule's run logic (MEASUREMENT.md 2), applied to what played: parts of speech
+# closer than the merge gap are one run, and a run shorter than min_speech is a click.
+MERGE_GAP_MS = 300.0
+MIN_SPEECH_MS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,23 +46,30 @@ def _played_until(record: CallRecord) -> list[tuple[int, int]]:
     return [(c.stream_pos, c.stream_pos + c.n) for c in record.agent_chunks if c.n > 0]
 
 
-def agent_speech(record: CallRecord, log: CallLog) -> list[AgentSpeech]:
+def agent_speech(
+    record: CallRecord, log: CallLog, clip_of: Callable[[str], Clip] = load_clip
+) -> list[AgentSpeech]:
+    """The speech of each response as it played; ``clip_of`` resolves a response's clip
+    name as the agent did."""
     rate = record.agent_rate_hz
     if not rate:
         return []
     played = _played_until(record)
     out: list[AgentSpeech] = []
     for r in log.responses:
-        s = _response_speech(record, r, rate, played)
+        s = response_speech(record, r, clip_of(r.clip), rate, played)
         if s is not None:
             out.append(s)
     return out
 
 
-def _response_speech(
-    record: CallRecord, r: ResponseLog, rate: int, played: list[tuple[int, int]]
+def response_speech(
+    record: CallRecord, r: ResponseLog, c: Clip, rate: int, played: list[tuple[int, int]]
 ) -> AgentSpeech | None:
-    c = load_clip(r.clip)
+    """A response's first speech sample and the end of its last audible run: the parts of
+    its clip's speech that played, merged across pauses shorter than the merge gap, less
+    a last run shorter than ``MIN_SPEECH_MS`` (a few ms of speech before a flush are a
+    click to any listener, and to the truth rule)."""
     base = r.stream_pos - r.skipped_samples  # stream position of the clip's sample 0
 
     def pos(ms: float) -> int:
@@ -66,8 +79,8 @@ def _response_speech(
     onset = record.play_time(onset_pos)
     if onset is None:
         return None
-    end_ns = onset
     sent_end = r.stream_pos + r.samples_sent  # later positions belong to the next response
+    runs: list[list[int]] = []  # [start, end) of audible speech, on the caller's timeline
     for a_ms, b_ms in c.segments_ms:
         a, b = pos(a_ms), min(pos(b_ms), sent_end)
         if a >= b:
@@ -80,9 +93,18 @@ def _response_speech(
             last_played = min(b, end)
         if last_played is None:
             continue
+        t0 = record.play_time(a)
         t = record.play_time(last_played - 1)
-        if t is not None:
-            end_ns = max(end_ns, t + NS_PER_S // rate)
+        if t0 is None or t is None:
+            continue
+        t1 = t + NS_PER_S // rate
+        if runs and t0 - runs[-1][1] < MERGE_GAP_MS * 1_000_000:
+            runs[-1][1] = max(runs[-1][1], t1)
+        else:
+            runs.append([t0, t1])
+    while len(runs) > 1 and runs[-1][1] - runs[-1][0] < MIN_SPEECH_MS * 1_000_000:
+        runs.pop()
+    end_ns = max(onset, runs[-1][1]) if runs else onset
     return AgentSpeech(r.clip, onset, end_ns)
 
 
