@@ -82,6 +82,7 @@ async def _exported_series(
         talk_over = r.turns[0].model_copy(update={"ttfs_ms": -250.0})
         telemetry.instruments.record(r.model_copy(update={"turns": [talk_over]}))
         telemetry.note_dropped(1, "export_failed")
+        telemetry.note_logs_dropped(1, "export_failed")
         async with aiohttp.ClientSession() as http:
             url = f"http://127.0.0.1:{telemetry.metrics_port}/metrics"
             async with http.get(url) as resp:

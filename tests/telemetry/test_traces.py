@@ -435,6 +435,9 @@ async def _dead_collector(
     written = telemetry.processor.submitted
     assert written >= 3
     assert telemetry.dropped_spans() == written
+    # The receipts' log records could not leave either: counted, one per call.
+    assert telemetry.log_exporter is not None
+    assert telemetry.log_exporter.failed == 3 and telemetry.log_exporter.exported == 0
     assert "span(s) dropped" in caplog.text or "could not be exported" in caplog.text
 
 
@@ -491,6 +494,24 @@ def test_telemetry_is_off_by_default_and_when_the_sdk_is_disabled(
     assert make_telemetry(TelemetryConfig(otlp=True, metrics_listen=("127.0.0.1", 0))) is (
         NULL_TELEMETRY
     )
+
+
+def test_unstable_gen_ai_names_follow_otel_semconv_stability_opt_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _otel_env(monkeypatch, "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_LOGS_EXPORTER", "none")
+    monkeypatch.delenv("OTEL_SEMCONV_STABILITY_OPT_IN", raising=False)
+    off = make_telemetry(TelemetryConfig(otlp=True))
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "http, gen_ai_latest_experimental")
+    on = make_telemetry(TelemetryConfig(otlp=True))
+    forced = make_telemetry(TelemetryConfig(otlp=True, experimental_gen_ai=False))
+    assert isinstance(off, OtelTelemetry) and isinstance(on, OtelTelemetry)
+    assert isinstance(forced, OtelTelemetry)
+    assert (off.experimental, on.experimental, forced.experimental) == (False, True, False)
+    assert on.logger_provider is None  # OTEL_LOGS_EXPORTER=none: no receipt log records
 
 
 def test_otel_traces_exporter_none_keeps_metrics_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -188,6 +188,7 @@ METRIC_ACTIVE_CALLS: Final = "voxproxy.call.active"
 METRIC_ANOMALIES: Final = "voxproxy.anomalies"
 METRIC_BARGE_INS: Final = "voxproxy.barge_ins"
 METRIC_SPANS_DROPPED: Final = "voxproxy.telemetry.spans.dropped"
+METRIC_LOGS_DROPPED: Final = "voxproxy.telemetry.log_records.dropped"
 
 # Metric attribute keys: namespaced (Prometheus turns the dots into underscores).
 LABEL_VERDICT: Final = VERDICT

@@ -18,6 +18,7 @@ instrument names)::
     voxproxy_anomalies_total{voxproxy_anomaly_kind}
     voxproxy_barge_ins_total{voxproxy_barge_in_outcome}
     voxproxy_telemetry_spans_dropped_total{voxproxy_telemetry_drop_reason}
+    voxproxy_telemetry_log_records_dropped_total{voxproxy_telemetry_drop_reason}
 
 A talk-over turn (the agent started before the caller stopped: negative
 time to first sound) has no place in a duration histogram; it is counted in
@@ -53,6 +54,7 @@ PROMETHEUS_NAMES = {
     A.METRIC_ANOMALIES: "voxproxy_anomalies_total",
     A.METRIC_BARGE_INS: "voxproxy_barge_ins_total",
     A.METRIC_SPANS_DROPPED: "voxproxy_telemetry_spans_dropped_total",
+    A.METRIC_LOGS_DROPPED: "voxproxy_telemetry_log_records_dropped_total",
 }
 """Instrument name -> the family name Prometheus sees (checked by the tests)."""
 
@@ -140,6 +142,12 @@ class Instruments:
             A.METRIC_SPANS_DROPPED,
             unit="{span}",
             description="Spans that could not be exported (collector down, queue full, shutdown).",
+        )
+        self.logs_dropped = meter.create_counter(
+            A.METRIC_LOGS_DROPPED,
+            unit="{log_record}",
+            description="Receipt log records that could not be exported (the receipt is "
+            "written to the proxy's own sinks all the same).",
         )
         self.legacy: LegacyInstruments | None = None
 

@@ -32,11 +32,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
-from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
 from opentelemetry.sdk._logs.export import (
     BatchLogRecordProcessor,
     ConsoleLogRecordExporter,
     LogRecordExporter,
+    LogRecordExportResult,
 )
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
@@ -239,6 +240,36 @@ class CountingExporter(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+class CountingLogExporter(LogRecordExporter):
+    """Wraps the real log exporter: counts the receipt log records it could not export."""
+
+    def __init__(self, inner: LogRecordExporter, telemetry: OtelTelemetry) -> None:
+        self.inner = inner
+        self._telemetry = telemetry
+        self.exported = 0
+        self.failed = 0
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        n = len(batch)
+        try:
+            result = self.inner.export(batch)
+        except Exception:
+            log.exception("the log exporter raised")
+            result = LogRecordExportResult.FAILURE
+        if result is LogRecordExportResult.SUCCESS:
+            self.exported += n
+        else:
+            self.failed += n
+            self._telemetry.note_logs_dropped(n, "export_failed")
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()  # type: ignore[no-untyped-call]
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
 class CountingProcessor(BatchSpanProcessor):
     """The SDK's batch processor, counting the spans handed to it."""
 
@@ -309,10 +340,14 @@ class OtelTelemetry(Telemetry):
             else config.experimental_gen_ai
         )
         self.logger_provider: LoggerProvider | None = None
+        self.log_exporter: CountingLogExporter | None = None
         logs = log_exporter(env) if config.otlp else None
         if logs is not None:
+            self.log_exporter = CountingLogExporter(logs, self)
             self.logger_provider = LoggerProvider(resource=resource)
-            self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(logs))
+            self.logger_provider.add_log_record_processor(
+                BatchLogRecordProcessor(self.log_exporter)
+            )
             self.logger = self.logger_provider.get_logger("voxproxy", __version__)
         self.tracer_provider: TracerProvider | None = None
         self.exporter: CountingExporter | None = None
@@ -438,6 +473,12 @@ class OtelTelemetry(Telemetry):
                 total,
                 ", ".join(f"{k}: {v}" for k, v in sorted(self._dropped.items())),
             )
+
+    def note_logs_dropped(self, n: int, reason: str) -> None:
+        """``n`` receipt log records were lost (called from the exporter's thread)."""
+        if n > 0:
+            with contextlib.suppress(Exception):
+                self.instruments.logs_dropped.add(n, {A.LABEL_REASON: reason})
 
     def dropped_spans(self) -> int:
         with self._lock:
