@@ -122,7 +122,8 @@ def measure(mode: str, calls: int, args: argparse.Namespace, otlp_port: int) -> 
 
 
 def per_call_cost_us(repeat: int = 300) -> float:
-    """CPU time of writing one call's spans and metrics (to an exporter that drops them)."""
+    """CPU time of writing one call's spans, metrics and receipt log records (to exporters
+    that drop them)."""
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from receipt_samples import sample_receipt
 
@@ -141,6 +142,26 @@ def per_call_cost_us(repeat: int = 300) -> float:
     assert telemetry.exporter is not None
     telemetry.exporter.inner = Drop()
     assert isinstance(telemetry.exporter, CountingExporter)
+    # The receipt's log records are built and batched as in the proxy, then dropped too.
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
+    from opentelemetry.sdk._logs.export import LogRecordExportResult as LogResult
+
+    class DropLogs(LogRecordExporter):
+        def export(self, batch: object) -> LogResult:
+            return LogResult.SUCCESS
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    assert telemetry.logger_provider is not None
+    telemetry.logger_provider.shutdown()
+    telemetry.logger_provider = LoggerProvider()
+    telemetry.logger_provider.add_log_record_processor(BatchLogRecordProcessor(DropLogs()))
+    telemetry.logger = telemetry.logger_provider.get_logger("voxproxy")
     receipt = sample_receipt()
     anchor = EpochAnchor.now()
     samples = []
@@ -154,6 +175,7 @@ def per_call_cost_us(repeat: int = 300) -> float:
         samples.append(time.thread_time_ns() - t0)
     if telemetry.tracer_provider is not None:
         telemetry.tracer_provider.shutdown()
+    telemetry.logger_provider.shutdown()
     return statistics.median(samples) / 1000
 
 
@@ -217,7 +239,7 @@ def main() -> None:
         f"{args.scrape_interval:g} s) on / off, same run: the median of the rounds' ratios."
     )
     print(
-        f"writing one call's spans and metrics: {call_us:.0f} µs of CPU "
+        f"writing one call's spans, metrics and receipt log records: {call_us:.0f} µs of CPU "
         f"({call_us / msgs_per_minute_call:.3f} µs per message of a one-minute call); "
         f"OTLP requests received: {Sink.requests} ({Sink.bytes} bytes)"
     )

@@ -1,7 +1,8 @@
 """A tiny OTLP receiver for tests: OTLP/HTTP (protobuf) on loopback, and OTLP/gRPC.
 
-It decodes ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` with
-``opentelemetry-proto`` and keeps the spans as plain records.
+It decodes ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` /
+``ExportLogsServiceRequest`` with ``opentelemetry-proto`` and keeps the spans and log
+records as plain records.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
@@ -55,9 +57,22 @@ class SpanRecord:
 
 
 @dataclass
+class LogRecord:
+    event_name: str
+    time_ns: int
+    trace_id: str
+    span_id: str
+    body: Any
+    attributes: dict[str, Any]
+    resource: dict[str, Any]
+
+
+@dataclass
 class Received:
     spans: list[SpanRecord] = field(default_factory=list)
+    logs: list[LogRecord] = field(default_factory=list)
     metric_names: set[str] = field(default_factory=set)
+    metric_units: dict[str, str] = field(default_factory=dict)
     trace_requests: int = 0
     headers: dict[str, str] = field(default_factory=dict)  # of the last OTLP/HTTP request
     metric_requests: int = 0
@@ -94,6 +109,24 @@ class Received:
                             )
                         )
 
+    def add_logs(self, req: logs_service_pb2.ExportLogsServiceRequest) -> None:
+        with self.lock:
+            for rl in req.resource_logs:
+                resource = {kv.key: _value(kv.value) for kv in rl.resource.attributes}
+                for sl in rl.scope_logs:
+                    for r in sl.log_records:
+                        self.logs.append(
+                            LogRecord(
+                                event_name=r.event_name,
+                                time_ns=r.time_unix_nano,
+                                trace_id=r.trace_id.hex(),
+                                span_id=r.span_id.hex(),
+                                body=_value(r.body),
+                                attributes={kv.key: _value(kv.value) for kv in r.attributes},
+                                resource=resource,
+                            )
+                        )
+
     def add_metrics(self, req: metrics_service_pb2.ExportMetricsServiceRequest) -> None:
         with self.lock:
             self.metric_requests += 1
@@ -101,6 +134,7 @@ class Received:
                 for sm in rm.scope_metrics:
                     for m in sm.metrics:
                         self.metric_names.add(m.name)
+                        self.metric_units[m.name] = m.unit
 
     def named(self, name: str) -> list[SpanRecord]:
         with self.lock:
@@ -116,7 +150,7 @@ def _body(request_body: bytes, encoding: str | None) -> bytes:
 
 
 class HttpReceiver:
-    """OTLP/HTTP: POST /v1/traces and /v1/metrics (application/x-protobuf)."""
+    """OTLP/HTTP: POST /v1/traces, /v1/metrics and /v1/logs (application/x-protobuf)."""
 
     def __init__(self) -> None:
         self.received = Received()
@@ -144,10 +178,19 @@ class HttpReceiver:
         out = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
         return web.Response(body=out, content_type="application/x-protobuf")
 
+    async def _logs(self, request: web.Request) -> web.Response:
+        data = _body(await request.read(), request.headers.get("Content-Encoding"))
+        req = logs_service_pb2.ExportLogsServiceRequest()
+        req.ParseFromString(data)
+        self.received.add_logs(req)
+        out = logs_service_pb2.ExportLogsServiceResponse().SerializeToString()
+        return web.Response(body=out, content_type="application/x-protobuf")
+
     async def start(self) -> HttpReceiver:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/traces", self._traces)
         app.router.add_post("/v1/metrics", self._metrics)
+        app.router.add_post("/v1/logs", self._logs)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
@@ -175,8 +218,18 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
+class _LogsService(logs_service_pb2_grpc.LogsServiceServicer):
+    def __init__(self, received: Received) -> None:
+        self.received = received
+
+    def Export(self, request: Any, context: Any) -> Any:  # the gRPC method name
+        self.received.add_logs(request)
+        return logs_service_pb2.ExportLogsServiceResponse()
+
+
 class GrpcReceiver:
-    """OTLP/gRPC: the TraceService on a loopback port (a thread pool of its own)."""
+    """OTLP/gRPC: the TraceService and LogsService on a loopback port (a thread pool of
+    its own)."""
 
     def __init__(self) -> None:
         import grpc
@@ -185,6 +238,9 @@ class GrpcReceiver:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
             _TraceService(self.received), self.server
+        )
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(
+            _LogsService(self.received), self.server
         )
         self.port = self.server.add_insecure_port("127.0.0.1:0")
 

@@ -24,7 +24,7 @@ from receipt_samples import sample_receipt
 
 from voxproxy.cli import _env, build_parser
 from voxproxy.telemetry import TelemetryConfig, make_telemetry
-from voxproxy.telemetry.metrics import PROMETHEUS_NAMES
+from voxproxy.telemetry.metrics import LEGACY_PROMETHEUS_NAMES, PROMETHEUS_NAMES
 from voxproxy.telemetry.otel import OtelTelemetry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,15 +65,24 @@ def _dashboard_exprs() -> list[str]:
     return [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
 
 
-async def _exported_series(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+async def _exported_series(
+    monkeypatch: pytest.MonkeyPatch, labels: dict[str, set[str]] | None = None
+) -> set[str]:
+    """The series names a live /metrics serves (and, into ``labels``, each one's label
+    names)."""
     monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
     telemetry = make_telemetry(TelemetryConfig(metrics_listen=("127.0.0.1", 0)))
     assert isinstance(telemetry, OtelTelemetry)
     await telemetry.start()
     try:
         telemetry.call_opened()
-        telemetry.instruments.record(sample_receipt())
+        r = sample_receipt()
+        telemetry.instruments.record(r)
+        # A talk-over turn (negative time to first sound) has its own counter.
+        talk_over = r.turns[0].model_copy(update={"ttfs_ms": -250.0})
+        telemetry.instruments.record(r.model_copy(update={"turns": [talk_over]}))
         telemetry.note_dropped(1, "export_failed")
+        telemetry.note_logs_dropped(1, "export_failed")
         async with aiohttp.ClientSession() as http:
             url = f"http://127.0.0.1:{telemetry.metrics_port}/metrics"
             async with http.get(url) as resp:
@@ -81,31 +90,62 @@ async def _exported_series(monkeypatch: pytest.MonkeyPatch) -> set[str]:
                 text = await resp.text()
     finally:
         await telemetry.aclose()
-    return {
-        re.split(r"[{ ]", line, maxsplit=1)[0]
-        for line in text.splitlines()
-        if line and not line.startswith("#")
+    names: set[str] = set()
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name = re.split(r"[{ ]", line, maxsplit=1)[0]
+        names.add(name)
+        if labels is not None:
+            labels.setdefault(name, set()).update(re.findall(r'(\w+)="', line))
+    return names
+
+
+def _metric_and_labels(expr: str) -> tuple[set[str], set[str]]:
+    """The metric names an expression reads, and the labels it groups by."""
+    grouped = {
+        label.strip()
+        for clause in re.findall(r"by \(([^)]*)\)", expr)
+        for label in clause.split(",")
     }
+    bare = re.sub(r"by \([^)]*\)", "", expr)
+    return set(re.findall(r"\b(?:voxproxy|gen_ai)_\w+", bare)), grouped - {"le"}
 
 
 async def test_the_dashboard_queries_metrics_the_proxy_really_exports(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    series = await _exported_series(monkeypatch)
-    referenced = {m for expr in _dashboard_exprs() for m in re.findall(r"voxproxy_\w+", expr)}
+    labels: dict[str, set[str]] = {}
+    series = await _exported_series(monkeypatch, labels)
+    referenced: set[str] = set()
+    for expr in _dashboard_exprs():
+        metrics, grouped = _metric_and_labels(expr)
+        referenced |= metrics
+        # Every label a panel groups by is a label of the series it reads.
+        for m in metrics & series:
+            assert grouped <= labels[m], (expr, grouped - labels[m])
     missing = referenced - series
     assert not missing, f"the dashboard queries metrics voxproxy does not export: {missing}"
-    # The two latency histograms and the verdict counter are on it.
+    # The latency histograms (in seconds), the talk-over count beside them, the tool
+    # duration of the GenAI conventions and the verdict counter are on it.
     for family in (
-        "voxproxy_turn_ttfs_milliseconds_bucket",
-        "voxproxy_barge_in_stop_latency_milliseconds_bucket",
+        "voxproxy_turn_ttfs_seconds_bucket",
+        "voxproxy_turn_ttfs_seconds_count",
+        "voxproxy_turn_talk_over_total",
+        "voxproxy_barge_in_stop_latency_seconds_bucket",
+        "gen_ai_execute_tool_duration_seconds_bucket",
+        "voxproxy_call_duration_seconds_bucket",
         "voxproxy_calls_total",
     ):
         assert family in referenced
+    assert not any("milliseconds" in e for e in _dashboard_exprs())
     # The names documented in voxproxy.telemetry.metrics are the ones served.
     for name in PROMETHEUS_NAMES.values():
         assert name in series or f"{name}_count" in series, name
-    assert any("by (verdict)" in e for e in _dashboard_exprs())
+    # Without --metrics-legacy-ms, none of the old names.
+    for name in LEGACY_PROMETHEUS_NAMES.values():
+        assert name not in series and f"{name}_count" not in series, name
+    assert any("by (voxproxy_verdict)" in e for e in _dashboard_exprs())
 
 
 def test_the_compose_stack_matches_the_repository_and_the_proxy_s_flags() -> None:

@@ -11,8 +11,9 @@ proxy per dialect, with OTLP export on and logging at DEBUG) uses:
 What is searched, and for what:
 
 * every receipt (the JSON-lines files, byte for byte, and the SQLite store file),
-  every exported span (names, attributes, events, resource) and every log record
-  of the run: no call id, stream id, phone number, caller name or transcript word;
+  every exported span (names, attributes, events, resource), every OTLP log record
+  (the receipts sent to the collector) and every log line of the run: no call id,
+  stream id, phone number, caller name or transcript word;
 * the load generator's results files (``results.json``, ``summary.json``,
   ``report.html``): no call id, stream id, phone number or caller name. Transcript
   words may appear there: scoring what the agent heard is the user's own output.
@@ -169,7 +170,12 @@ async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
         w.close()
     store.close()
     await asyncio.to_thread(telemetry.flush)
-    await receiver.wait_for(lambda r: sum(1 for s in r.spans if s.name == "call") >= 6)
+    await receiver.wait_for(
+        lambda r: (
+            sum(1 for s in r.spans if s.name == "voxproxy.call") >= 6
+            and sum(1 for x in r.logs if x.event_name == "voxproxy.call.receipt") >= 6
+        )
+    )
     await telemetry.aclose()
     await receiver.stop()
 
@@ -218,8 +224,15 @@ async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
     db_bytes = (tmp_path / "receipts.db").read_bytes().decode("latin-1")
     assert not leaks(db_bytes, everything)
     spans = _spans_text(receiver)
-    assert spans.count('"name": "call"') >= 6
+    assert spans.count('"name": "voxproxy.call"') >= 6
     assert not leaks(spans, everything)
+    # The receipts sent as OTLP log records (body and attributes) are as clean.
+    records = "\n".join(
+        json.dumps([r.event_name, r.body, r.attributes, r.resource], default=str)
+        for r in receiver.received.logs
+    )
+    assert records.count('"voxproxy.call.receipt"') >= 6
+    assert not leaks(records, everything)
     logs = "\n".join(
         f"{r.name} {caplog.handler.format(r)}"
         for r in caplog.records

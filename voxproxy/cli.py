@@ -355,6 +355,13 @@ def _add_observability(p: _EnvDefaults) -> None:
         help="HOST:PORT to serve Prometheus metrics on (/metrics; an empty HOST is loopback)",
     )
     p.add_env_argument(
+        "--metrics-legacy-ms",
+        action="store_true",
+        default=False,
+        help="also serve the latency histograms of voxproxy 0.1 in milliseconds "
+        "(voxproxy_turn_ttfs_milliseconds ...) beside the seconds ones; for one release",
+    )
+    p.add_env_argument(
         "--events-listen",
         type=host_port,
         default=None,
@@ -588,7 +595,11 @@ def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
         if store is not None:
             sinks.append(store.write)
         telemetry = make_telemetry(
-            TelemetryConfig(otlp=args.otel or otlp_requested(), metrics_listen=args.metrics_listen)
+            TelemetryConfig(
+                otlp=args.otel or otlp_requested(),
+                metrics_listen=args.metrics_listen,
+                legacy_ms_metrics=args.metrics_legacy_ms,
+            )
         )
         proxy = WebRtcProxy(
             config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy)
@@ -667,7 +678,11 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         if store is not None:
             sinks.append(store.write)
         telemetry = make_telemetry(
-            TelemetryConfig(otlp=args.otel or otlp_requested(), metrics_listen=args.metrics_listen)
+            TelemetryConfig(
+                otlp=args.otel or otlp_requested(),
+                metrics_listen=args.metrics_listen,
+                legacy_ms_metrics=args.metrics_legacy_ms,
+            )
         )
         # One verdict per receipt, given before the sinks and telemetry see it.
         proxy = Proxy(config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy))

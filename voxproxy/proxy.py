@@ -117,7 +117,13 @@ class CallContext:
                 for name, value in request.headers.raw_items()
                 if name.lower() in TRACE_HEADERS
             }
-            self.trace = telemetry.start_call(proxy.anchor, self.session.start_ns, carrier)
+            self.trace = telemetry.start_call(
+                proxy.anchor,
+                self.session.start_ns,
+                carrier,
+                link_id=self.link_id,
+                upstream=proxy.config.relay.upstream,
+            )
             if self.trace is not None:
                 headers.extend(self.trace.headers)
         return headers

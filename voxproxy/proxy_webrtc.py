@@ -133,7 +133,11 @@ class WebRtcCallContext:
         if telemetry.tracing:
             # Continue the caller's trace if its offer carried one; start one otherwise.
             self.trace = telemetry.start_call(
-                self._proxy.anchor, self.session.start_ns, self.carrier
+                self._proxy.anchor,
+                self.session.start_ns,
+                self.carrier,
+                link_id=self.link_id,
+                upstream=self._proxy.config.relay.upstream,
             )
             if self.trace is not None:
                 headers.update(dict(self.trace.headers))

@@ -126,3 +126,108 @@ def test_bad_filters_exit_2(
 def test_a_missing_store_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["receipts", "--store", str(tmp_path / "none.db")]) == 2
     assert "none.db: no receipt store there" in capsys.readouterr().err
+
+
+# -- voxproxy receipts export -----------------------------------------------------------------
+
+
+def test_export_calls_to_parquet_from_the_store(
+    store: tuple[Path, list[Receipt]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.parquet as pq
+
+    path, receipts = store
+    out = tmp_path / "calls.parquet"
+    argv = [
+        "receipts",
+        "export",
+        "--store",
+        str(path),
+        "--out",
+        str(out),
+        "--tag",
+        "agent_version=v7",
+    ]
+    assert main(argv) == 0
+    assert f"{len(receipts)} calls row(s) -> {out} (parquet)" in capsys.readouterr().err
+    table = pq.read_table(out)
+    assert sorted(table.column("call").to_pylist()) == sorted(r.call for r in receipts)
+    assert set(table.column("agent_version").to_pylist()) == {"v7"}
+    by_call = {r.call: r for r in receipts}
+    for call, verdict in zip(
+        table.column("call").to_pylist(), table.column("verdict").to_pylist(), strict=True
+    ):
+        assert verdict == by_call[call].verdict.verdict  # type: ignore[union-attr]
+
+
+def test_export_turns_as_json_lines_from_receipt_files(
+    store: tuple[Path, list[Receipt]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, receipts = store
+    files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    files[0].write_text("".join(r.to_json_line() for r in receipts[:5]))
+    files[1].write_text("".join(r.to_json_line() for r in receipts[5:]))
+    out = tmp_path / "turns.jsonl"  # the format follows the suffix
+    argv = ["receipts", "export", "--table", "turns", "--out", str(out)]
+    assert main([*argv, "--receipts", str(files[0]), "--receipts", str(files[1])]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == sum(len(r.turns) for r in receipts)
+    assert [(x["call"], x["turn"]) for x in rows] == [
+        (r.call, t.index) for r in receipts for t in r.turns
+    ]
+    # '-' writes JSON lines to stdout.
+    capsys.readouterr()
+    assert (
+        main(["receipts", "export", "--receipts", str(files[0]), "--out", "-", "--format", "jsonl"])
+        == 0
+    )
+    assert [json.loads(x)["call"] for x in capsys.readouterr().out.splitlines()] == [
+        r.call for r in receipts[:5]
+    ]
+
+
+def test_export_without_pyarrow_names_the_extra_in_one_line(
+    store: tuple[Path, list[Receipt]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else real(name, *a)
+    )
+    path, _ = store
+    out = tmp_path / "calls.parquet"
+    assert main(["receipts", "export", "--store", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'voxproxy[parquet]'" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "give --store PATH and/or --receipts PATH"),
+        (["--receipts", "/nonexistent/r.jsonl"], "no such file"),
+        (["--receipts", "{r}", "--out", "x.csv"], "cannot tell from --out"),
+        (["--receipts", "{r}", "--tag", "call=x"], "a column of that name exists"),
+        (["--receipts", "{r}", "--out", "-", "--format", "parquet"], "stdout takes jsonl only"),
+    ],
+)
+def test_export_mistakes_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    r = tmp_path / "r.jsonl"
+    r.write_text("")
+    argv = ["receipts", "export", *(a.replace("{r}", str(r)) for a in extra)]
+    if "--out" not in argv:
+        argv += ["--out", str(tmp_path / "o.jsonl")]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_listing_still_needs_a_store(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["receipts"]) == 2
+    assert "--store is required" in capsys.readouterr().err

@@ -135,6 +135,7 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
             "info",
             "--drain-timeout",
             "0",
+            "--metrics-legacy-ms",
         ],
         cwd=ROOT,
         env=env,
@@ -193,7 +194,7 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
                 )
             )
             assert all(r.error is None for r in records), [r.error for r in records]
-            count_expr = "sum(voxproxy_turn_ttfs_milliseconds_count)"
+            count_expr = "sum(voxproxy_turn_ttfs_seconds_count)"
             deadline = time.monotonic() + 15.0
             count = None
             while time.monotonic() < deadline:
@@ -203,34 +204,53 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
                     break
                 await asyncio.sleep(0.25)
             assert count == calls, f"Prometheus saw {count} ttfs samples, expected {calls}"
-            # The median time to first sound, read back through Prometheus' query API.
+            # The median time to first sound, read back through Prometheus' query API, in
+            # seconds.
             p50 = await _query(
                 http,
                 base,
-                "histogram_quantile(0.5, sum by (le) (voxproxy_turn_ttfs_milliseconds_bucket))",
+                "histogram_quantile(0.5, sum by (le) (voxproxy_turn_ttfs_seconds_bucket))",
             )
             mean = await _query(
                 http,
                 base,
-                "sum(voxproxy_turn_ttfs_milliseconds_sum)"
-                " / sum(voxproxy_turn_ttfs_milliseconds_count)",
+                "sum(voxproxy_turn_ttfs_seconds_sum) / sum(voxproxy_turn_ttfs_seconds_count)",
             )
             assert p50 is not None and mean is not None
-            assert 200.0 <= mean <= 900.0, mean  # the agent answers 300 ms after speech ends
-            assert 200.0 <= p50 <= 1000.0, p50
-            assert await _query(http, base, "sum(voxproxy_calls_active)") == 0.0
-            # Calls are counted by verdict (the proxy judges each receipt) and terminal state.
+            assert 0.2 <= mean <= 0.9, mean  # the agent answers 300 ms after speech ends
+            assert 0.2 <= p50 <= 1.0, p50
+            assert await _query(http, base, "sum(voxproxy_call_active)") == 0.0
+            # Every call's duration is in the call-duration histogram, in seconds.
+            durations = await _query(http, base, "sum(voxproxy_call_duration_seconds_count)")
+            assert durations == calls
+            longest = await _query(http, base, "max(voxproxy_call_duration_seconds_sum)")
+            assert longest is not None and 0.5 < longest < 60.0, longest
+            # No talk-over in these calls: the counter is absent or zero, never negative.
+            talk_over = await _query(http, base, "sum(voxproxy_turn_talk_over_total)")
+            assert talk_over in (None, 0.0), talk_over
+            # Calls are counted by verdict (the proxy judges each receipt) and terminal
+            # state, under namespaced labels.
             answer = await _get(http, f"{base}/api/v1/query", query="voxproxy_calls_total")
             labels = [r["metric"] for r in answer["data"]["result"]]
-            assert {lab["terminal"] for lab in labels} == {"completed"}
-            assert all(lab["verdict"] not in ("", "none") for lab in labels), labels
+            assert {lab["voxproxy_terminal"] for lab in labels} == {"completed"}
+            assert all(lab["voxproxy_verdict"] not in ("", "none") for lab in labels), labels
             buckets = await _get(
                 http,
                 f"{base}/api/v1/series",
-                **{"match[]": "voxproxy_turn_ttfs_milliseconds_bucket"},
+                **{"match[]": "voxproxy_turn_ttfs_seconds_bucket"},
             )
+            assert {s["voxproxy_dialect"] for s in buckets["data"]} == {"twilio"}
             les = {float(s["le"]) for s in buckets["data"] if s["le"] != "+Inf"}
-            assert max(les) == 5000.0 and 300.0 in les and 1200.0 in les
+            assert max(les) == 10.0 and 0.3 in les and 1.2 in les and 0.05 in les
+            # --metrics-legacy-ms: the milliseconds histogram of the release before holds
+            # the same samples, a thousand times larger.
+            legacy_count = await _query(http, base, "sum(voxproxy_turn_ttfs_milliseconds_count)")
+            legacy_sum = await _query(http, base, "sum(voxproxy_turn_ttfs_milliseconds_sum)")
+            seconds_sum = await _query(http, base, "sum(voxproxy_turn_ttfs_seconds_sum)")
+            assert legacy_count == calls
+            assert legacy_sum is not None and seconds_sum is not None
+            assert abs(legacy_sum - 1000.0 * seconds_sum) < 1e-6 * legacy_sum
+            assert await _query(http, base, "sum(voxproxy_calls_active)") == 0.0
     finally:
         _stop(prometheus)
         _stop(proxy)

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -39,6 +40,8 @@ from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, 
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy import CALL_ID_HEADER, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
+from voxproxy.receipts.policy import load_policy
+from voxproxy.receipts.verdict import judged
 from voxproxy.telemetry import (
     NULL_TELEMETRY,
     CallTimes,
@@ -53,6 +56,7 @@ from voxproxy.transports.websocket import RelayConfig
 NS_PER_MS = 1_000_000
 TOKEN = "test-token-0123456789abcdef"
 SERVER = 2  # SPAN_KIND_SERVER in the OTLP protobuf
+CLIENT = 3  # SPAN_KIND_CLIENT
 STATUS_ERROR = 2
 
 
@@ -102,10 +106,12 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
         )
     )
     await agent.start()
+    policy = load_policy(None)
     proxy = Proxy(
         ProxyConfig(RelayConfig(agent.url), dialect="twilio", secret=b"traces"),
         sinks=[receipts.append],
         telemetry=telemetry,
+        judge=lambda r: judged(r, policy),
     )
     api = EventApi(proxy.live, proxy.secret, TOKEN)
     # The agent posts to the port the event API really bound (no port guessed free).
@@ -128,6 +134,7 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
         await _wait(lambda: bool(receipts))
         await asyncio.to_thread(telemetry.flush)
         await receiver.wait_for(lambda r: any(s.name == A.SPAN_CALL for s in r.spans))
+        await receiver.wait_for(lambda r: len(r.logs) >= 2)
     finally:
         await proxy.stop()
         await api.stop()
@@ -144,7 +151,19 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
     assert call.resource["service.name"] == "voxproxy-under-test"
     assert call.resource["deployment.environment"] == "test"
     assert got.headers["x-tenant"] == "voice-team"  # OTEL_EXPORTER_OTLP_HEADERS
-    assert call.attributes[A.GEN_AI_CONVERSATION_ID] == receipt.call
+    # voxproxy's keyed hash in its own attribute; the conversation id is the id the agent
+    # received in X-Voxproxy-Call (a random per-call id, never the hash).
+    assert call.attributes[A.CALL_ID] == receipt.call
+    link_id = call.attributes[A.GEN_AI_CONVERSATION_ID]
+    assert link_id == call.attributes[A.CALL_LINK_ID] != receipt.call
+    assert re.fullmatch(r"[0-9a-f]{32}", link_id)
+    # The agent's leg is a CLIENT span under the call, to the agent's host and port.
+    (upstream,) = got.named(A.SPAN_UPSTREAM)
+    assert upstream.kind == CLIENT and upstream.parent_span_id == call.span_id
+    assert upstream.trace_id == call.trace_id and upstream.end_ns == call.end_ns
+    assert upstream.attributes["server.address"] == "127.0.0.1"
+    assert upstream.attributes["server.port"] == int(agent.url.rsplit(":", 1)[1].strip("/"))
+    assert upstream.attributes[A.UPSTREAM_STATUS] == 101
     assert call.attributes[A.CALL_ID_SOURCE] == "wire"
     assert call.attributes[A.TERMINAL] == receipt.terminal
     assert call.attributes[A.TURNS] == receipt.summary.turns
@@ -172,17 +191,18 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
     span = turns[barged[0].index]
     assert span.attributes[A.BARGE_IN_OUTCOME] == "stopped"
     assert span.attributes[A.BARGE_IN_STOP_LATENCY_MS] == b.stop_latency_ms
-    interrupted = [
-        t for t in turns if t.attributes.get(A.GEN_AI_INVOCATION_END_REASON) == "interrupted"
-    ]
+    interrupted = [t for t in turns if t.attributes.get(A.TURN_END_REASON) == "interrupted"]
     assert [t.attributes[A.TURN_INDEX] for t in interrupted] == [barged[0].index - 1]
     events = {e.name: e for e in call.events}
     assert abs(events[A.EVENT_BARGE_IN].time_ns / NS_PER_MS - (t0_ms + b.onset_ms)) < 1.0
+    assert receipt.upstream_connect_ms is not None
+    (connected,) = upstream.events
+    assert connected.name == A.EVENT_UPSTREAM_CONNECTED
+    assert abs(connected.time_ns / NS_PER_MS - (t0_ms + receipt.upstream_connect_ms)) < 1.0
     flushes = [e for e in call.events if e.name == A.EVENT_FLUSH]
     assert len(flushes) == receipt.summary.flushes >= 1
     assert b.stop_ms is not None
     assert any(abs(e.time_ns / NS_PER_MS - (t0_ms + b.stop_ms)) < 1.0 for e in flushes)
-    assert A.EVENT_UPSTREAM_CONNECTED in events
 
     # The mock agent's simulated tools, posted on the event API, are tool spans under
     # the turn they started in.
@@ -208,15 +228,36 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
     assert second.cancelled and not second.stale_write  # the barge-in cancelled it
     assert tools[second.operation_id].attributes[A.TOOL_CANCELLED] is True
     kinds = [e.name for e in call.events]
-    assert "tool_event confirmation" in kinds and "tool_event outcome.verified" in kinds
-    # Metrics went over OTLP too.
+    assert "voxproxy.event confirmation" in kinds and "voxproxy.event outcome.verified" in kinds
+    # Metrics went over OTLP too, durations in seconds under their convention names.
     assert {
         "voxproxy.turn.ttfs",
         "voxproxy.barge_in.stop_latency",
-        "voxproxy.tool.latency",
+        "gen_ai.execute_tool.duration",
+        "voxproxy.call.duration",
         "voxproxy.calls",
-        "voxproxy.calls.active",
+        "voxproxy.call.active",
     } <= got.metric_names
+    assert got.metric_units["voxproxy.turn.ttfs"] == "s"
+    assert got.metric_units["gen_ai.execute_tool.duration"] == "s"
+    # And the receipt: one log record of it, one of its verdict, both in the call
+    # span's context; the record's body is the receipt as the sinks got it.
+    logs = [x for x in got.logs if x.trace_id == call.trace_id]
+    by_event = {x.event_name: x for x in logs}
+    assert sorted(by_event) == ["gen_ai.evaluation.result", "voxproxy.call.receipt"]
+    assert len(logs) == len(got.logs) == 2
+    record = by_event["voxproxy.call.receipt"]
+    assert record.span_id == call.span_id
+    assert record.body == receipt.model_dump(mode="json", by_alias=True)
+    assert record.attributes[A.CALL_ID] == receipt.call
+    assert record.attributes[A.GEN_AI_CONVERSATION_ID] == link_id
+    assert record.resource["service.name"] == "voxproxy-under-test"
+    verdict = by_event["gen_ai.evaluation.result"]
+    assert receipt.verdict is not None and verdict.span_id == call.span_id
+    assert verdict.attributes["gen_ai.evaluation.name"] == "voxproxy.verdict"
+    assert verdict.attributes["gen_ai.evaluation.score.label"] == receipt.verdict.verdict
+    assert verdict.attributes[A.CALL_ID] == receipt.call
+
     # No content anywhere: the wire's call and stream ids appear in no attribute.
     for s in got.spans:
         values = [*s.attributes.values(), *s.resource.values()]
@@ -305,7 +346,7 @@ async def test_the_agent_s_spans_land_under_the_call_span(monkeypatch: pytest.Mo
             await asyncio.to_thread(agent_provider.force_flush)
             await asyncio.to_thread(telemetry.flush)
             await receiver.wait_for(
-                lambda r: len([s for s in r.spans if s.name in ("call", "agent.session")]) == 4
+                lambda r: len([s for s in r.spans if s.name in (A.SPAN_CALL, "agent.session")]) == 4
             )
     finally:
         await telemetry.aclose()
@@ -313,9 +354,10 @@ async def test_the_agent_s_spans_land_under_the_call_span(monkeypatch: pytest.Mo
 
     got: Received = receiver.received
     calls = got.named(A.SPAN_CALL)
+    upstreams = got.named(A.SPAN_UPSTREAM)
     sessions = got.named("agent.session")
     replies = got.named("agent.reply")
-    assert len(calls) == len(sessions) == len(replies) == 2
+    assert len(calls) == len(upstreams) == len(sessions) == len(replies) == 2
     # The agent received exactly one traceparent per handshake (the proxy's, not the
     # caller's as well), its tracestate, and the call id header.
     for headers in seen:
@@ -326,10 +368,19 @@ async def test_the_agent_s_spans_land_under_the_call_span(monkeypatch: pytest.Mo
     started = next(c for c in calls if c.trace_id != caller_trace)
     assert started.parent_span_id == ""
     assert seen[0]["tracestate"] == ["vendor=caller"]
-    assert seen[0]["traceparent"][0] == f"00-{caller_trace}-{continued.span_id}-01"
+    # The context injected is the CLIENT span's (the agent's leg), a child of the call.
+    client = next(u for u in upstreams if u.trace_id == caller_trace)
+    assert client.kind == CLIENT and client.parent_span_id == continued.span_id
+    assert seen[0]["traceparent"][0] == f"00-{caller_trace}-{client.span_id}-01"
     for call in (continued, started):
+        upstream = next(u for u in upstreams if u.trace_id == call.trace_id)
+        assert upstream.parent_span_id == call.span_id
         session = next(s for s in sessions if s.trace_id == call.trace_id)
-        assert session.parent_span_id == call.span_id  # the agent's span is under the call
+        assert session.parent_span_id == upstream.span_id  # the agent's span nests under it
+        # The conversation id is the X-Voxproxy-Call id the agent received.
+        assert any(
+            call.attributes[A.GEN_AI_CONVERSATION_ID] == h[CALL_ID_HEADER.lower()][0] for h in seen
+        )
         assert session.resource["service.name"] == "test-agent"
         reply = next(s for s in replies if s.trace_id == call.trace_id)
         assert reply.parent_span_id == session.span_id
@@ -384,6 +435,9 @@ async def _dead_collector(
     written = telemetry.processor.submitted
     assert written >= 3
     assert telemetry.dropped_spans() == written
+    # The receipts' log records could not leave either: counted, one per call.
+    assert telemetry.log_exporter is not None
+    assert telemetry.log_exporter.failed == 3 and telemetry.log_exporter.exported == 0
     assert "span(s) dropped" in caplog.text or "could not be exported" in caplog.text
 
 
@@ -408,11 +462,17 @@ async def test_spans_go_over_otlp_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
         await telemetry.aclose()
         spans: list[SpanRecord] = receiver.received.spans
         names = sorted({s.name for s in spans})
-        assert "call" in names and "turn" in names and "execute_tool lookup_order" in names
-        (call,) = [s for s in spans if s.name == "call"]
+        assert {"voxproxy.call", "voxproxy.turn", "execute_tool lookup_order"} <= set(names)
+        (call,) = [s for s in spans if s.name == "voxproxy.call"]
+        (upstream,) = [s for s in spans if s.name == "voxproxy.upstream"]
         assert call.start_ns == anchor.wall_ns_at(start)
         assert call.end_ns == anchor.wall_ns_at(end)
-        assert handle.headers[0][1].startswith(f"00-{call.trace_id}-{call.span_id}-")
+        assert handle.headers[0][1].startswith(f"00-{call.trace_id}-{upstream.span_id}-")
+        # The receipt log records went over gRPC too.
+        assert [x.event_name for x in receiver.received.logs] == [
+            "voxproxy.call.receipt",
+            "gen_ai.evaluation.result",
+        ]
     finally:
         receiver.stop()
 
@@ -434,6 +494,24 @@ def test_telemetry_is_off_by_default_and_when_the_sdk_is_disabled(
     assert make_telemetry(TelemetryConfig(otlp=True, metrics_listen=("127.0.0.1", 0))) is (
         NULL_TELEMETRY
     )
+
+
+def test_unstable_gen_ai_names_follow_otel_semconv_stability_opt_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _otel_env(monkeypatch, "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_LOGS_EXPORTER", "none")
+    monkeypatch.delenv("OTEL_SEMCONV_STABILITY_OPT_IN", raising=False)
+    off = make_telemetry(TelemetryConfig(otlp=True))
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "http, gen_ai_latest_experimental")
+    on = make_telemetry(TelemetryConfig(otlp=True))
+    forced = make_telemetry(TelemetryConfig(otlp=True, experimental_gen_ai=False))
+    assert isinstance(off, OtelTelemetry) and isinstance(on, OtelTelemetry)
+    assert isinstance(forced, OtelTelemetry)
+    assert (off.experimental, on.experimental, forced.experimental) == (False, True, False)
+    assert on.logger_provider is None  # OTEL_LOGS_EXPORTER=none: no receipt log records
 
 
 def test_otel_traces_exporter_none_keeps_metrics_only(monkeypatch: pytest.MonkeyPatch) -> None:

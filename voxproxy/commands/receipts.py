@@ -1,4 +1,5 @@
-"""``voxproxy receipts``: query the receipt store.
+"""``voxproxy receipts``: query the receipt store; ``voxproxy receipts export``: flat
+tables of receipts for analysts (Parquet or JSON lines, :mod:`voxproxy.receipts.export`).
 
 Filters by verdict, time range (``--since`` inclusive, ``--until`` exclusive,
 ISO 8601; times without an offset are UTC), dialect and terminal state; prints
@@ -17,10 +18,12 @@ from voxproxy.errors import ConfigError
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "receipts",
-        help="query the receipt store (--store) by verdict, time, dialect, terminal state",
-        description="List receipts from the SQLite store the proxy writes with --store.",
+        help="query the receipt store (--store) by verdict, time, dialect, terminal state; "
+        "`receipts export`: Parquet or JSON lines for DuckDB and friends",
+        description="List receipts from the SQLite store the proxy writes with --store. "
+        "`voxproxy receipts export --help` writes them as flat tables instead.",
     )
-    p.add_env_argument("--store", required=True, metavar="PATH", help="the receipt store")
+    p.add_env_argument("--store", default=None, metavar="PATH", help="the receipt store")
     p.add_argument(
         "--verdict",
         action="append",
@@ -35,11 +38,58 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N receipts")
     p.add_argument("--json", action="store_true", help="print the receipts as JSON lines")
     p.set_defaults(func=run)
+    sub2 = p.add_subparsers(dest="receipts_command", metavar="{export}")
+    e = sub2.add_parser(
+        "export",
+        help="write receipts as a flat table (one row per call, turn or tool call)",
+        description="Write receipts as a flat table for DuckDB, BigQuery, ClickHouse or "
+        "pandas: Parquet (needs the parquet extra: pyarrow) or JSON lines. Reads a SQLite "
+        "store (--store) and/or JSON-lines receipt files (--receipts, repeatable).",
+    )
+    e.add_argument(
+        "--store",
+        dest="export_store",
+        default=None,
+        metavar="PATH",
+        help="a receipt store (SQLite, voxproxy proxy --store)",
+    )
+    e.add_argument(
+        "--receipts",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a JSON-lines receipt file (voxproxy proxy --receipts); repeatable",
+    )
+    e.add_argument(
+        "--format",
+        choices=("parquet", "jsonl"),
+        default=None,
+        help="parquet or jsonl (default: from --out's suffix)",
+    )
+    e.add_argument(
+        "--table",
+        choices=("calls", "turns", "tools"),
+        default="calls",
+        help="one row per call (default), per turn, or per tool call",
+    )
+    e.add_argument(
+        "--out", required=True, metavar="PATH", help="the file to write ('-': stdout, jsonl)"
+    )
+    e.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a constant column on every row (e.g. agent_version=v12); repeatable",
+    )
+    e.set_defaults(func=run_export)
 
 
 def run(args: argparse.Namespace) -> int:
     from typing import get_args
 
+    if args.store is None:
+        raise ConfigError("--store is required (or VOXPROXY_STORE): the receipt store to query")
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -92,4 +142,60 @@ def run(args: argparse.Namespace) -> int:
             Text(cause),
         )
     Console().print(table)
+    return 0
+
+
+def _export_format(args: argparse.Namespace) -> str:
+    if args.format is not None:
+        return str(args.format)
+    suffix = args.out.rsplit(".", 1)[-1].lower() if "." in args.out else ""
+    if suffix == "parquet":
+        return "parquet"
+    if suffix in ("jsonl", "ndjson", "json"):
+        return "jsonl"
+    raise ConfigError(f"--format parquet or jsonl: cannot tell from --out {args.out!r}")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from voxproxy.receipts.export import parse_tags, rows, write_jsonl, write_parquet
+    from voxproxy.receipts.model import Receipt
+    from voxproxy.receipts.store import query_receipts
+    from voxproxy.receipts.writer import read_receipts
+
+    if args.export_store is None and not args.receipts:
+        raise ConfigError("receipts export: give --store PATH and/or --receipts PATH")
+    fmt = _export_format(args)
+    tags = parse_tags(args.tag)
+    if args.out == "-" and fmt == "parquet":
+        raise ConfigError("--out -: stdout takes jsonl only; give a file for parquet")
+    for path in args.receipts:
+        if not Path(path).is_file():
+            raise ConfigError(f"--receipts {path}: no such file")
+    if fmt == "parquet":
+        import importlib.util
+
+        from voxproxy.receipts.export import PARQUET_EXTRA
+
+        if importlib.util.find_spec("pyarrow") is None:  # say so before reading anything
+            raise ConfigError(f"--format parquet needs pyarrow: {PARQUET_EXTRA}")
+
+    def receipts() -> Iterator[Receipt]:
+        if args.export_store is not None:
+            yield from query_receipts(args.export_store)
+        for path in args.receipts:
+            yield from read_receipts(path)
+
+    table_rows = rows(receipts(), args.table, tags)
+    if fmt == "parquet":
+        n = write_parquet(args.out, args.table, table_rows, tags)
+    elif args.out == "-":
+        n = write_jsonl(sys.stdout, table_rows)
+        return 0
+    else:
+        with open(args.out, "w", encoding="utf-8") as out:
+            n = write_jsonl(out, table_rows)
+    print(f"{n} {args.table} row(s) -> {args.out} ({fmt})", file=sys.stderr)
     return 0

@@ -1,4 +1,4 @@
-"""Traces and metrics: the proxy's only door to OpenTelemetry.
+"""Traces, metrics and receipt log records: the proxy's only door to OpenTelemetry.
 
 The rest of voxproxy talks to a :class:`Telemetry` object and never imports
 OpenTelemetry. The default, :class:`Telemetry` itself, does nothing; the
@@ -8,13 +8,16 @@ imported only when :func:`make_telemetry` is asked for traces or metrics.
 What a call goes through::
 
     CallContext.__init__      -> telemetry.call_opened()              (active calls + 1)
-    upstream_headers(request) -> telemetry.start_call(anchor, start_ns, carrier)
+    upstream_headers(request) -> telemetry.start_call(anchor, start_ns, carrier,
+                                                      link_id=..., upstream=...)
                                  (continues the caller's traceparent, or starts a trace;
-                                  returns the headers to inject into our handshake)
+                                  opens the CLIENT span of the agent's leg and returns
+                                  the headers that carry its context into our handshake)
     on_end                    -> telemetry.call_closed()
                                  telemetry.on_receipt(receipt, trace, times)
                                  (spans written after the fact from measured times,
-                                  metrics recorded)
+                                  metrics recorded, the receipt and its verdict sent
+                                  as OTLP log records)
 
 Nothing here runs per message, and nothing here may raise into the proxy.
 """
@@ -81,6 +84,10 @@ class TelemetryConfig:
     metrics_listen: tuple[str, int] | None = None  # serve Prometheus /metrics here
     service_name: str = "voxproxy"  # unless OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES say
     shutdown_timeout_s: float = 5.0  # longest wait for the last spans on shutdown
+    legacy_ms_metrics: bool = False  # also serve the ms histograms of 0.1 (one release)
+    experimental_gen_ai: bool | None = None
+    """The GenAI names that exist only in open proposals; None: on when
+    ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai_latest_experimental``."""
 
 
 class Telemetry:
@@ -96,16 +103,25 @@ class Telemetry:
         """A call ended, receipt or not."""
 
     def start_call(
-        self, anchor: EpochAnchor, start_ns: int, carrier: Mapping[str, str]
+        self,
+        anchor: EpochAnchor,
+        start_ns: int,
+        carrier: Mapping[str, str],
+        *,
+        link_id: str | None = None,
+        upstream: str | None = None,
     ) -> CallTrace | None:
         """Open the trace of a call that started at ``start_ns`` (monotonic, converted
         through ``anchor``); ``carrier`` holds the caller's ``traceparent`` and
-        ``tracestate`` (lower-case names) if its handshake carried them."""
-        del anchor, start_ns, carrier
+        ``tracestate`` (lower-case names) if its handshake carried them. ``link_id`` is
+        the id the agent receives in ``X-Voxproxy-Call``; ``upstream`` the agent's URL
+        (only its scheme, host and port are kept)."""
+        del anchor, start_ns, carrier, link_id, upstream
         return None
 
     def on_receipt(self, receipt: Receipt, trace: CallTrace | None, times: CallTimes) -> None:
-        """The call's receipt: write its spans (after the fact) and record its metrics."""
+        """The call's receipt: write its spans (after the fact), record its metrics, send
+        it (and its verdict) as log records."""
         del receipt, trace, times
 
     def dropped_spans(self) -> int:
@@ -126,6 +142,13 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def experimental_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """``OTEL_SEMCONV_STABILITY_OPT_IN`` asks for the latest experimental GenAI names."""
+    env = os.environ if environ is None else environ
+    raw = env.get("OTEL_SEMCONV_STABILITY_OPT_IN", "")
+    return "gen_ai_latest_experimental" in {v.strip() for v in raw.split(",")}
+
+
 def otlp_requested(environ: Mapping[str, str] | None = None) -> bool:
     """An OTLP endpoint is configured in the environment (which turns export on)."""
     env = os.environ if environ is None else environ
@@ -135,6 +158,7 @@ def otlp_requested(environ: Mapping[str, str] | None = None) -> bool:
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
             "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
         )
     )
 
@@ -165,6 +189,7 @@ __all__ = [
     "FlushTime",
     "Telemetry",
     "TelemetryConfig",
+    "experimental_requested",
     "make_telemetry",
     "otlp_requested",
 ]

@@ -1,9 +1,14 @@
 """Names of span attributes, span events, spans and metrics, in one place.
 
-OpenTelemetry semantic-convention names are reused where one exists (the GenAI
-conventions are *Development* status; the names pinned here are those of
-``gen-ai-voice-agents.md`` and ``gen-ai-agent-spans.md``). Everything voxproxy
-measures that no convention covers lives under the ``voxproxy.`` namespace.
+OpenTelemetry semantic-convention names are reused where one exists: ``error.type``
+(``docs/general/recording-errors.md``), and the GenAI names of
+open-telemetry/semantic-conventions-genai (``gen-ai-spans.md``, ``gen-ai-metrics.md``,
+``gen-ai-events.md``: *Development* status). Attributes that exist only in open
+proposals (the voice-agent PR #390, whose names still change between revisions) are
+emitted only under ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` (the
+opt-in those documents prescribe), next to a stable ``voxproxy.`` twin that is always
+emitted. Everything voxproxy measures that no convention covers, span names included,
+lives under the ``voxproxy.`` namespace.
 
 No attribute carries content: ids are the receipt's keyed hashes, tool and
 field names are names, and values appear only as counts, enumerations, times
@@ -21,31 +26,53 @@ GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 GEN_AI_INVOCATION_END_REASON: Final = "gen_ai.agent.invocation.end_reason"
-"""``completed``, ``interrupted`` (a barge-in cut the agent's answer) or ``session_closed``."""
+"""Open proposal (semantic-conventions-genai PR #390): opt-in only, see
+:data:`TURN_END_REASON` for the stable twin."""
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 ERROR_TYPE: Final = "error.type"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+URL_SCHEME: Final = "url.scheme"
+
+EXPERIMENTAL_OPT_IN: Final = "gen_ai_latest_experimental"
+"""The ``OTEL_SEMCONV_STABILITY_OPT_IN`` value that turns on the unstable GenAI names."""
 
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 
 # -- span names ----------------------------------------------------------------------------
 
-SPAN_CALL: Final = "call"
-SPAN_TURN: Final = "turn"
-SPAN_STAGE_PREFIX: Final = "stage "  # + the stage name, e.g. "stage response_created"
+SPAN_CALL: Final = "voxproxy.call"  # SERVER: the caller's leg, the whole call
+SPAN_UPSTREAM: Final = "voxproxy.upstream"  # CLIENT: the agent's leg; its context goes upstream
+SPAN_TURN: Final = "voxproxy.turn"  # caller speech end -> agent first sound (the gap)
+SPAN_STAGE_PREFIX: Final = "voxproxy.stage "  # + the stage name ("voxproxy.stage response_created")
 SPAN_TOOL_PREFIX: Final = "execute_tool "  # + the tool name (GenAI convention)
 
-# -- span events ---------------------------------------------------------------------------
+# -- span events and log records -----------------------------------------------------------
 
-EVENT_UPSTREAM_CONNECTED: Final = "upstream_connected"
-EVENT_BARGE_IN: Final = "barge_in"
-EVENT_FLUSH: Final = "flush"
-EVENT_ANOMALY: Final = "anomaly"
-EVENT_TOOL_PREFIX: Final = "tool_event "  # + the event kind, e.g. "tool_event confirmation"
+EVENT_UPSTREAM_CONNECTED: Final = "voxproxy.upstream.connected"
+EVENT_BARGE_IN: Final = "voxproxy.barge_in"
+EVENT_FLUSH: Final = "voxproxy.flush"
+EVENT_ANOMALY: Final = "voxproxy.anomaly"
+EVENT_TOOL_PREFIX: Final = "voxproxy.event "  # + the event kind ("voxproxy.event confirmation")
+EVENT_EVALUATION: Final = "gen_ai.evaluation.result"
+"""A finding about the agent (a stale write, an unsafe retry) on the tool span, and the
+call's verdict as a log record (GenAI events: ``gen-ai-events.md``)."""
+EVENT_RECEIPT: Final = "voxproxy.call.receipt"
+"""The log record that carries a call's receipt (one per call)."""
+EVALUATION_VERDICT: Final = "voxproxy.verdict"
+EVALUATION_STALE_WRITE: Final = "voxproxy.tool.stale_write"
+EVALUATION_UNSAFE_RETRY: Final = "voxproxy.tool.unsafe_retry"
 
 # -- call ----------------------------------------------------------------------------------
 
 CALL_ID: Final = "voxproxy.call.id"
 CALL_ID_SOURCE: Final = "voxproxy.call.id_source"
+CALL_LINK_ID: Final = "voxproxy.call.link_id"
+"""The proxy-issued id the agent receives in ``X-Voxproxy-Call`` (random, per call)."""
 DIALECT: Final = "voxproxy.dialect"
 TRANSPORT: Final = "voxproxy.transport"
 TERMINAL: Final = "voxproxy.terminal"
@@ -102,6 +129,10 @@ TURN_FLUSHES: Final = "voxproxy.turn.flushes"
 TURN_TOOL_CALLS: Final = "voxproxy.turn.tool_calls"
 TURN_YIELDED: Final = "voxproxy.turn.yielded_without_caller_speech"
 TURN_SERVER_VAD_DIFF_MS: Final = "voxproxy.turn.server_vad_offset_diff_ms"
+TURN_END_REASON: Final = "voxproxy.turn.end_reason"
+"""``completed``, ``interrupted`` (a barge-in cut the agent's answer) or ``session_closed``."""
+TURN_TALKED_OVER: Final = "voxproxy.turn.talked_over"
+"""The agent started before the caller stopped (negative ``ttfs_ms``)."""
 TURN_EVIDENCE: Final = "voxproxy.turn.evidence"
 """What the turn's start and end were measured from: ``vad`` (the proxy's own VAD on both
 legs, agent audio on the playout timeline)."""
@@ -148,45 +179,93 @@ ANOMALY_COUNT: Final = "voxproxy.anomaly.count"
 # -- metrics (instrument names; Prometheus adds unit suffixes and ``_total``) --------------
 
 METRIC_TTFS: Final = "voxproxy.turn.ttfs"
+METRIC_TALK_OVER: Final = "voxproxy.turn.talk_over"
 METRIC_STOP_LATENCY: Final = "voxproxy.barge_in.stop_latency"
-METRIC_TOOL_LATENCY: Final = "voxproxy.tool.latency"
+METRIC_TOOL_DURATION: Final = "gen_ai.execute_tool.duration"
+METRIC_CALL_DURATION: Final = "voxproxy.call.duration"
 METRIC_CALLS: Final = "voxproxy.calls"
-METRIC_ACTIVE_CALLS: Final = "voxproxy.calls.active"
+METRIC_ACTIVE_CALLS: Final = "voxproxy.call.active"
 METRIC_ANOMALIES: Final = "voxproxy.anomalies"
 METRIC_BARGE_INS: Final = "voxproxy.barge_ins"
 METRIC_SPANS_DROPPED: Final = "voxproxy.telemetry.spans.dropped"
+METRIC_LOGS_DROPPED: Final = "voxproxy.telemetry.log_records.dropped"
 
-# Metric attribute keys (short: they become Prometheus labels).
-LABEL_VERDICT: Final = "verdict"
-LABEL_TERMINAL: Final = "terminal"
-LABEL_KIND: Final = "kind"
-LABEL_OUTCOME: Final = "outcome"
-LABEL_DIALECT: Final = "dialect"
-LABEL_STATUS: Final = "status"
-LABEL_REASON: Final = "reason"
+# Metric attribute keys: namespaced (Prometheus turns the dots into underscores).
+LABEL_VERDICT: Final = VERDICT
+LABEL_TERMINAL: Final = TERMINAL
+LABEL_KIND: Final = "voxproxy.anomaly.kind"
+LABEL_OUTCOME: Final = "voxproxy.barge_in.outcome"
+LABEL_DIALECT: Final = DIALECT
+LABEL_REASON: Final = "voxproxy.telemetry.drop_reason"
 
-LATENCY_BUCKETS_MS: Final = (
+LATENCY_BUCKETS_S: Final = (
     0.0,
-    50.0,
-    100.0,
-    150.0,
-    200.0,
-    250.0,
-    300.0,
-    400.0,
-    500.0,
-    600.0,
-    700.0,
-    800.0,
-    900.0,
-    1000.0,
-    1200.0,
-    1500.0,
-    2000.0,
-    2500.0,
-    3000.0,
-    4000.0,
-    5000.0,
+    0.05,
+    0.1,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.4,
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.9,
+    1.0,
+    1.2,
+    1.5,
+    2.0,
+    2.5,
+    3.0,
+    4.0,
+    5.0,
+    7.5,
+    10.0,
 )
-"""Explicit histogram bucket boundaries for 0-5000 ms latencies (finer where verdict
-thresholds sit: 300 ms barge-in stop, 1200 ms first response)."""
+"""Histogram bucket boundaries for voice latencies, in seconds: 50 ms steps where verdict
+thresholds sit (0.3 s barge-in stop, 1.2 s first response), up to 10 s."""
+
+TOOL_BUCKETS_S: Final = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
+"""The boundaries ``gen-ai-metrics.md`` advises for ``gen_ai.execute_tool.duration``."""
+
+CALL_BUCKETS_S: Final = (
+    1.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1200.0,
+    1800.0,
+    3600.0,
+    7200.0,
+)
+"""Call durations: a second to two hours."""
+
+# -- the legacy milliseconds metrics (voxproxy proxy --metrics-legacy-ms; one release) -----
+
+LEGACY_METRIC_TOOL_LATENCY: Final = "voxproxy.tool.latency"
+LEGACY_METRIC_ACTIVE_CALLS: Final = "voxproxy.calls.active"
+LEGACY_LABEL_DIALECT: Final = "dialect"
+LEGACY_LABEL_STATUS: Final = "status"
+
+LATENCY_BUCKETS_MS: Final = tuple(round(b * 1000.0, 1) for b in LATENCY_BUCKETS_S[:21])
+"""The old milliseconds boundaries (0-5000 ms), for the legacy histograms only."""

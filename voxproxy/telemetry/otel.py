@@ -5,10 +5,13 @@ variables themselves (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``..._HEADERS``,
 ``..._TIMEOUT``, ``..._COMPRESSION``, ``..._CERTIFICATE`` and the per-signal
 ``..._TRACES_*`` / ``..._METRICS_*`` forms); this module honours
 ``OTEL_EXPORTER_OTLP_PROTOCOL`` (``http/protobuf``, the default, or ``grpc``; also
-per signal), ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` (``otlp``,
-``console`` or ``none``), ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``
-(through :meth:`Resource.create`), ``OTEL_TRACES_SAMPLER`` (the SDK's default
-sampler reads it), ``OTEL_BSP_*`` and ``OTEL_METRIC_EXPORT_INTERVAL``.
+per signal), ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` /
+``OTEL_LOGS_EXPORTER`` (``otlp``, ``console`` or ``none``; the logs carry the
+receipts, :mod:`voxproxy.telemetry.logs`), ``OTEL_SEMCONV_STABILITY_OPT_IN``
+(``gen_ai_latest_experimental``: the GenAI names of open proposals),
+``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` (through
+:meth:`Resource.create`), ``OTEL_TRACES_SAMPLER`` (the SDK's default sampler reads
+it), ``OTEL_BSP_*`` and ``OTEL_METRIC_EXPORT_INTERVAL``.
 
 Nothing here touches the forwarding plane: spans are batched and exported by
 the SDK's worker thread, metrics by the periodic reader's thread. A collector
@@ -29,6 +32,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from opentelemetry import trace
+from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    ConsoleLogRecordExporter,
+    LogRecordExporter,
+    LogRecordExportResult,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
@@ -50,8 +60,15 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from voxproxy import __version__
 from voxproxy.clock import EpochAnchor
 from voxproxy.receipts.model import Receipt
-from voxproxy.telemetry import CallTimes, CallTrace, Telemetry, TelemetryConfig
+from voxproxy.telemetry import (
+    CallTimes,
+    CallTrace,
+    Telemetry,
+    TelemetryConfig,
+    experimental_requested,
+)
 from voxproxy.telemetry import attributes as A
+from voxproxy.telemetry.logs import receipt_records
 from voxproxy.telemetry.metrics import Instruments
 from voxproxy.telemetry.spans import write_call
 
@@ -126,6 +143,50 @@ def metric_exporter(env: Mapping[str, str]) -> MetricExporter | None:
     return HttpMetricExporter()
 
 
+def log_exporter(env: Mapping[str, str]) -> LogRecordExporter | None:
+    """The log exporter the environment asks for (None: no receipt log records)."""
+    name = _exporter_name(env, "logs")
+    if name == "none":
+        return None
+    if name == "console":
+        return ConsoleLogRecordExporter()
+    if _protocol(env, "logs") == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
+            OTLPLogExporter as GrpcLogExporter,
+        )
+
+        return GrpcLogExporter()
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+        OTLPLogExporter as HttpLogExporter,
+    )
+
+    return HttpLogExporter()
+
+
+def upstream_address(url: str | None) -> dict[str, str | int]:
+    """``server.address`` / ``server.port`` / ``url.scheme`` of the agent's URL (nothing
+    else of it: a path or query may carry a token)."""
+    if not url:
+        return {}
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return {}
+    out: dict[str, str | int] = {}
+    if parts.hostname:
+        out[A.SERVER_ADDRESS] = parts.hostname
+    if port is None:
+        port = {"ws": 80, "http": 80, "wss": 443, "https": 443}.get(parts.scheme)
+    if port is not None:
+        out[A.SERVER_PORT] = port
+    if parts.scheme:
+        out[A.URL_SCHEME] = parts.scheme
+    return out
+
+
 def make_resource(service_name: str) -> Resource:
     """``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` win over voxproxy's defaults."""
     base = Resource.create({})
@@ -179,6 +240,36 @@ class CountingExporter(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+class CountingLogExporter(LogRecordExporter):
+    """Wraps the real log exporter: counts the receipt log records it could not export."""
+
+    def __init__(self, inner: LogRecordExporter, telemetry: OtelTelemetry) -> None:
+        self.inner = inner
+        self._telemetry = telemetry
+        self.exported = 0
+        self.failed = 0
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        n = len(batch)
+        try:
+            result = self.inner.export(batch)
+        except Exception:
+            log.exception("the log exporter raised")
+            result = LogRecordExportResult.FAILURE
+        if result is LogRecordExportResult.SUCCESS:
+            self.exported += n
+        else:
+            self.failed += n
+            self._telemetry.note_logs_dropped(n, "export_failed")
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()  # type: ignore[no-untyped-call]
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
 class CountingProcessor(BatchSpanProcessor):
     """The SDK's batch processor, counting the spans handed to it."""
 
@@ -193,11 +284,19 @@ class CountingProcessor(BatchSpanProcessor):
 
 
 class OtelCallTrace(CallTrace):
-    __slots__ = ("span",)
+    __slots__ = ("link_id", "span", "upstream")
 
-    def __init__(self, headers: Sequence[tuple[str, str]], span: Span) -> None:
+    def __init__(
+        self,
+        headers: Sequence[tuple[str, str]],
+        span: Span,
+        upstream: Span | None = None,
+        link_id: str | None = None,
+    ) -> None:
         super().__init__(headers)
-        self.span = span
+        self.span = span  # SERVER: the call
+        self.upstream = upstream  # CLIENT: the agent's leg (its context went upstream)
+        self.link_id = link_id
 
 
 class OtelTelemetry(Telemetry):
@@ -231,6 +330,25 @@ class OtelTelemetry(Telemetry):
                 readers.append(PeriodicExportingMetricReader(exporter))
         self.meter_provider = MeterProvider(resource=resource, metric_readers=readers)
         self.instruments = Instruments(self.meter_provider.get_meter("voxproxy", __version__))
+        if config.legacy_ms_metrics:
+            self.instruments.add_legacy(
+                self.meter_provider.get_meter("voxproxy.legacy_ms", __version__)
+            )
+        self.experimental = (
+            experimental_requested(env)
+            if config.experimental_gen_ai is None
+            else config.experimental_gen_ai
+        )
+        self.logger_provider: LoggerProvider | None = None
+        self.log_exporter: CountingLogExporter | None = None
+        logs = log_exporter(env) if config.otlp else None
+        if logs is not None:
+            self.log_exporter = CountingLogExporter(logs, self)
+            self.logger_provider = LoggerProvider(resource=resource)
+            self.logger_provider.add_log_record_processor(
+                BatchLogRecordProcessor(self.log_exporter)
+            )
+            self.logger = self.logger_provider.get_logger("voxproxy", __version__)
         self.tracer_provider: TracerProvider | None = None
         self.exporter: CountingExporter | None = None
         self.processor: CountingProcessor | None = None
@@ -248,13 +366,19 @@ class OtelTelemetry(Telemetry):
     # -- the hooks ---------------------------------------------------------------------------
 
     def call_opened(self) -> None:
-        self.instruments.active.add(1)
+        self.instruments.call_opened()
 
     def call_closed(self) -> None:
-        self.instruments.active.add(-1)
+        self.instruments.call_closed()
 
     def start_call(
-        self, anchor: EpochAnchor, start_ns: int, carrier: Mapping[str, str]
+        self,
+        anchor: EpochAnchor,
+        start_ns: int,
+        carrier: Mapping[str, str],
+        *,
+        link_id: str | None = None,
+        upstream: str | None = None,
     ) -> CallTrace | None:
         if not self.tracing or self._closed:
             return None
@@ -265,26 +389,68 @@ class OtelTelemetry(Telemetry):
             kind=SpanKind.SERVER,
             start_time=anchor.wall_ns_at(start_ns),
         )
+        # The agent's leg starts now (the proxy is about to open its handshake); the
+        # agent receives this CLIENT span's context, so its spans nest under it.
+        client = self.tracer.start_span(
+            A.SPAN_UPSTREAM,
+            context=trace.set_span_in_context(span),
+            kind=SpanKind.CLIENT,
+            start_time=anchor.wall_ns_at(time.monotonic_ns()),
+            attributes=upstream_address(upstream),
+        )
         headers: dict[str, str] = {}
-        self._propagator.inject(headers, context=trace.set_span_in_context(span))
-        return OtelCallTrace(list(headers.items()), span)
+        self._propagator.inject(headers, context=trace.set_span_in_context(client))
+        return OtelCallTrace(list(headers.items()), span, client, link_id)
 
     def on_receipt(self, receipt: Receipt, trace_: CallTrace | None, times: CallTimes) -> None:
         try:
             self.instruments.record(receipt)
         except Exception:
             log.exception("could not record the call's metrics")
-        if not self.tracing or self._closed:
+        if self._closed:
             return
+        span: Span | None = None
+        upstream: Span | None = None
+        link_id: str | None = None
         if isinstance(trace_, OtelCallTrace):
-            span = trace_.span
-        else:  # the call never reached the upstream handshake
+            span, upstream, link_id = trace_.span, trace_.upstream, trace_.link_id
+        elif self.tracing:  # the call never reached the upstream handshake
             span = self.tracer.start_span(
                 A.SPAN_CALL,
                 kind=SpanKind.SERVER,
                 start_time=times.anchor.wall_ns_at(times.start_ns),
             )
-        write_call(self.tracer, span, receipt, times)
+        if span is not None:
+            write_call(
+                self.tracer,
+                span,
+                receipt,
+                times,
+                upstream_span=upstream,
+                link_id=link_id,
+                experimental=self.experimental,
+            )
+        self._emit_receipt(receipt, span, link_id, times)
+
+    def _emit_receipt(
+        self, receipt: Receipt, span: Span | None, link_id: str | None, times: CallTimes
+    ) -> None:
+        """The receipt and its verdict as log records, in the call span's context."""
+        if self.logger_provider is None:
+            return
+        try:
+            ctx = trace.set_span_in_context(span) if span is not None else None
+            when = times.anchor.wall_ns_at(times.end_ns)
+            for rec in receipt_records(receipt, link_id):
+                self.logger.emit(
+                    timestamp=when,
+                    context=ctx,
+                    body=rec.body,
+                    attributes=rec.attributes,
+                    event_name=rec.event_name,
+                )
+        except Exception:
+            log.exception("could not send the call's receipt as log records")
 
     # -- drops -------------------------------------------------------------------------------
 
@@ -308,6 +474,12 @@ class OtelTelemetry(Telemetry):
                 ", ".join(f"{k}: {v}" for k, v in sorted(self._dropped.items())),
             )
 
+    def note_logs_dropped(self, n: int, reason: str) -> None:
+        """``n`` receipt log records were lost (called from the exporter's thread)."""
+        if n > 0:
+            with contextlib.suppress(Exception):
+                self.instruments.logs_dropped.add(n, {A.LABEL_REASON: reason})
+
     def dropped_spans(self) -> int:
         with self._lock:
             return sum(self._dropped.values())
@@ -328,6 +500,8 @@ class OtelTelemetry(Telemetry):
         """Export pending spans and metrics now (blocking: call it off the event loop)."""
         if self.processor is not None:
             self.processor.force_flush(int(timeout_s * 1000))
+        if self.logger_provider is not None:
+            self.logger_provider.force_flush(int(timeout_s * 1000))
         self.meter_provider.force_flush(int(timeout_s * 1000))
 
     def _shutdown_blocking(self) -> None:
@@ -352,6 +526,11 @@ class OtelTelemetry(Telemetry):
         dropped = self.dropped_spans()
         if dropped:
             log.warning("telemetry: %d span(s) could not be exported", dropped)
+        if self.logger_provider is not None:
+            try:
+                self.logger_provider.shutdown()
+            except Exception:
+                log.exception("logger provider shutdown failed")
         try:
             self.meter_provider.shutdown(timeout_millis=timeout * 1000)
         except Exception:

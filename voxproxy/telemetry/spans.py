@@ -5,16 +5,27 @@ session's absolute times (monotonic ns) are turned into spans with explicit
 start and end times, converted to wall-clock time through the proxy's one
 :class:`~voxproxy.clock.EpochAnchor`:
 
-* ``call`` (opened at call start so its span id could go upstream; ended here);
-* ``turn`` per turn: caller speech end -> agent first sound, figures and evidence
-  as attributes;
-* ``stage <name>`` per stage the wire showed in that turn (from the previous
+* ``voxproxy.call`` (SERVER; opened at call start; ended here);
+* ``voxproxy.upstream`` (CLIENT, under the call): the agent's leg, from the proxy's
+  handshake to the call's end; its context is the ``traceparent`` the agent received,
+  so the agent's own spans nest under it;
+* ``voxproxy.turn`` per turn: caller speech end -> agent first sound, figures and
+  evidence as attributes (namespaced: Pipecat's ``turn`` span covers a whole exchange);
+* ``voxproxy.stage <name>`` per stage the wire showed in that turn (from the previous
   stage, or the turn's start, to the stage);
-* ``execute_tool <tool>`` per tool call (start -> finish, cancel or call end),
-  under the turn it started in;
-* span events on the call span: upstream connected, barge-ins, flushes, tool /
-  state / outcome events, anomalies (counted per kind at call end: the receipt
-  does not time them).
+* ``execute_tool <tool>`` per tool call (start -> finish, cancel or call end), under
+  the turn it started in (GenAI conventions: INTERNAL, ``gen_ai.operation.name``,
+  ``gen_ai.tool.name``, ``gen_ai.tool.call.id``);
+* span events on the call span: barge-ins, flushes, tool / state / outcome events,
+  anomalies (counted per kind at call end: the receipt does not time them); the
+  upstream connection on the upstream span.
+
+Errors follow ``docs/general/recording-errors.md``: a span whose operation failed
+(a call that ended on a failure, a tool call that erred or timed out, a turn the
+agent never answered) has status ``ERROR`` and ``error.type``, and the status
+description does not repeat it. A stale write or an unsafe retry is a finding about
+the agent, not a failed operation: flagged by attributes and a
+``gen_ai.evaluation.result`` event on the tool span, whose status stays unset.
 """
 
 from __future__ import annotations
@@ -34,33 +45,31 @@ if TYPE_CHECKING:
     from voxproxy.receipts.model import Receipt, ToolCallRecord, TurnRecord
     from voxproxy.telemetry import CallTimes
 
+from voxproxy.telemetry.metrics import FAILED_TERMINALS, TOOL_ERRORS
+
 NS_PER_MS = 1_000_000
 
-FAILED_TERMINALS = frozenset(
-    {
-        "upstream_refused",
-        "upstream_unreachable",
-        "upstream_timeout",
-        "agent_vanished",
-        "message_too_big",
-        "proxy_error",
-        "bad_offer",
-        "ice_failed",
-        "proxy_crashed",
-    }
+UPSTREAM_FAILURES = frozenset(
+    {"upstream_refused", "upstream_unreachable", "upstream_timeout", "agent_vanished"}
 )
-TOOL_ERRORS = frozenset({"error", "timeout", "malformed"})
+"""Terminal states that are failures of the agent's leg (``error.type`` on its span)."""
+
+__all__ = ["FAILED_TERMINALS", "TOOL_ERRORS", "UPSTREAM_FAILURES", "write_call"]
 
 
 def _attrs(pairs: Mapping[str, AttributeValue | None]) -> dict[str, AttributeValue]:
     return {k: v for k, v in pairs.items() if v is not None}
 
 
-def call_attributes(r: Receipt) -> dict[str, AttributeValue]:
+def call_attributes(r: Receipt, link_id: str | None = None) -> dict[str, AttributeValue]:
+    """The call span's attributes. ``gen_ai.conversation.id`` is set only to an id the
+    agent also knows: the proxy-issued ``link_id`` it received in ``X-Voxproxy-Call``
+    (never the keyed hash, which only voxproxy can compute: ``voxproxy.call.id``)."""
     s = r.summary
     e = r.effects
     pairs: dict[str, AttributeValue | None] = {
-        A.GEN_AI_CONVERSATION_ID: r.call,
+        A.GEN_AI_CONVERSATION_ID: link_id,
+        A.CALL_LINK_ID: link_id,
         A.CALL_ID: r.call,
         A.CALL_ID_SOURCE: r.call_id_source,
         A.DIALECT: r.dialect,
@@ -132,6 +141,7 @@ def turn_interval(t: TurnRecord, r: Receipt) -> tuple[float, float]:
 
 
 def turn_attributes(t: TurnRecord) -> dict[str, AttributeValue]:
+    talked_over = t.ttfs_ms is not None and t.ttfs_ms < 0
     pairs: dict[str, AttributeValue | None] = {
         A.TURN_INDEX: t.index,
         A.TURN_KIND: t.kind,
@@ -148,6 +158,7 @@ def turn_attributes(t: TurnRecord) -> dict[str, AttributeValue]:
         A.TURN_TOOL_CALLS: t.tool_calls,
         A.TURN_YIELDED: t.yielded_without_caller_speech,
         A.TURN_EVIDENCE: "vad",
+        A.TURN_TALKED_OVER: True if talked_over else None,
     }
     if t.stages is not None:
         pairs[A.TURN_SERVER_VAD_DIFF_MS] = t.stages.server_vad_offset_diff_ms
@@ -170,7 +181,7 @@ def turn_attributes(t: TurnRecord) -> dict[str, AttributeValue]:
 
 
 def end_reasons(r: Receipt) -> dict[int, str]:
-    """``gen_ai.agent.invocation.end_reason`` per turn that had agent audio (or lacked it
+    """``voxproxy.turn.end_reason`` per turn that had agent audio (or lacked it
     because the call ended): the answer a barge-in talked over was ``interrupted``."""
     out: dict[int, str] = {}
     answered = [t for t in r.turns if t.agent_onset_ms is not None]
@@ -277,7 +288,6 @@ def _events(r: Receipt) -> Iterator[tuple[str, float, dict[str, AttributeValue]]
                         A.BARGE_IN_EVIDENCE: b.evidence,
                         A.BARGE_IN_STOP_LATENCY_MS: b.stop_latency_ms,
                         A.BARGE_IN_AMBIGUOUS: b.ambiguous,
-                        A.GEN_AI_INVOCATION_END_REASON: "interrupted",
                     }
                 ),
             )
@@ -300,23 +310,66 @@ def _events(r: Receipt) -> Iterator[tuple[str, float, dict[str, AttributeValue]]
         )
 
 
+def _finding(kind: str, cause: str | None) -> dict[str, AttributeValue]:
+    return _attrs(
+        {
+            A.GEN_AI_EVALUATION_NAME: kind,
+            A.GEN_AI_EVALUATION_SCORE_LABEL: "fail",
+            A.GEN_AI_EVALUATION_SCORE_VALUE: 0.0,
+            A.GEN_AI_EVALUATION_EXPLANATION: cause,
+        }
+    )
+
+
+def _fail(span: Span, error_type: str) -> None:
+    """A failed operation: ``error.type`` and status ERROR, no description repeating it."""
+    span.set_attribute(A.ERROR_TYPE, error_type)
+    span.set_status(Status(StatusCode.ERROR))
+
+
+def upstream_attributes(r: Receipt) -> dict[str, AttributeValue]:
+    return _attrs(
+        {
+            A.UPSTREAM_STATUS: r.close.upstream_status,
+            A.UPSTREAM_CONNECT_MS: r.upstream_connect_ms,
+            A.CLOSE_AGENT_CODE: r.close.agent_code,
+        }
+    )
+
+
 def write_call(
     tracer: Tracer,
     call_span: Span,
     receipt: Receipt,
     times: CallTimes,
+    *,
+    upstream_span: Span | None = None,
+    link_id: str | None = None,
+    experimental: bool = False,
 ) -> int:
-    """Write every child span and event of one call, then end ``call_span``.
+    """Write every child span and event of one call, then end ``upstream_span`` (the
+    agent's leg, if the call reached it) and ``call_span``.
 
-    Returns the number of spans ended (the call span included).
+    ``experimental`` adds the GenAI names that exist only in open proposals
+    (``gen_ai.agent.invocation.end_reason``). Returns the number of spans ended (the
+    call span included).
     """
     r = receipt
     anchor = times.anchor
     at = _Wall(anchor, times.start_ns)
     call_ctx = trace.set_span_in_context(call_span)
-    call_span.set_attributes(call_attributes(r))
+    call_span.set_attributes(call_attributes(r, link_id))
     written = 0
-    if r.upstream_connect_ms is not None:
+    end_wall = anchor.wall_ns_at(times.end_ns)
+    if upstream_span is not None:
+        upstream_span.set_attributes(upstream_attributes(r))
+        if r.upstream_connect_ms is not None:
+            upstream_span.add_event(A.EVENT_UPSTREAM_CONNECTED, timestamp=at(r.upstream_connect_ms))
+        if r.terminal in UPSTREAM_FAILURES:
+            _fail(upstream_span, r.terminal)
+        upstream_span.end(end_time=end_wall)
+        written += 1
+    elif r.upstream_connect_ms is not None:
         call_span.add_event(A.EVENT_UPSTREAM_CONNECTED, timestamp=at(r.upstream_connect_ms))
     reasons = end_reasons(r)
     turn_ctx: dict[int, Context] = {}
@@ -324,7 +377,9 @@ def write_call(
         lo, hi = turn_interval(t, r)
         attrs = turn_attributes(t)
         if t.index in reasons:
-            attrs[A.GEN_AI_INVOCATION_END_REASON] = reasons[t.index]
+            attrs[A.TURN_END_REASON] = reasons[t.index]
+            if experimental:
+                attrs[A.GEN_AI_INVOCATION_END_REASON] = reasons[t.index]
         span = tracer.start_span(
             A.SPAN_TURN,
             context=call_ctx,
@@ -336,7 +391,7 @@ def write_call(
         turn_ctx[t.index] = ctx
         written += _stage_spans(tracer, ctx, t, lo, at)
         if t.kind == "no_response":
-            span.set_status(Status(StatusCode.ERROR, "no_response"))
+            _fail(span, "no_response")
         span.end(end_time=at(hi))
         written += 1
     cancels = _cancel_times(r)
@@ -357,13 +412,15 @@ def write_call(
             attributes=attrs,
         )
         if c.status in TOOL_ERRORS:
-            span.set_attribute(A.ERROR_TYPE, c.status or "error")
-            span.set_status(Status(StatusCode.ERROR, c.status))
-        elif c.stale_write or c.unsafe_retry:
-            why = "stale_write" if c.stale_write else "unsafe_retry"
-            span.set_attribute(A.ERROR_TYPE, why)
-            span.set_status(Status(StatusCode.ERROR, why))
-        span.end(end_time=at(max(stop, c.started_ms)))
+            _fail(span, c.status or "error")
+        end = at(max(stop, c.started_ms))
+        if c.stale_write:
+            span.add_event(
+                A.EVENT_EVALUATION, _finding(A.EVALUATION_STALE_WRITE, c.stale_cause), end
+            )
+        if c.unsafe_retry:
+            span.add_event(A.EVENT_EVALUATION, _finding(A.EVALUATION_UNSAFE_RETRY, None), end)
+        span.end(end_time=end)
         written += 1
     for name, when, attrs in _events(r):
         call_span.add_event(name, attributes=attrs, timestamp=at(when))
@@ -373,7 +430,6 @@ def write_call(
             attributes={A.TURN_INDEX: flush.turn, A.FLUSH_CUT_AUDIBLE: flush.cut_audible},
             timestamp=anchor.wall_ns_at(flush.t_ns),
         )
-    end_wall = anchor.wall_ns_at(times.end_ns)
     for kind, count in r.anomalies.items():
         call_span.add_event(
             A.EVENT_ANOMALY,
@@ -381,7 +437,6 @@ def write_call(
             timestamp=end_wall,
         )
     if r.terminal in FAILED_TERMINALS:
-        call_span.set_attribute(A.ERROR_TYPE, r.terminal)
-        call_span.set_status(Status(StatusCode.ERROR, r.terminal))
+        _fail(call_span, r.terminal)
     call_span.end(end_time=end_wall)
     return written + 1
