@@ -31,7 +31,8 @@ def add_shard_arguments(p: argparse.ArgumentParser) -> None:
         metavar="K/N",
         help="play only shard K of N (K from 0) of the calls: calls i with i mod N = K, with "
         "the seeds and call ids a single run would give them, and 1/N of --concurrency; also "
-        "writes shard.json.gz (every call's record) for `voxproxy load merge`",
+        "writes shard.json.gz (every call's record) for `voxproxy load merge`. A shard "
+        "exits 0 once its calls are played; the merge exits 1 when an expectation fails",
     )
     p.add_argument(
         "--start-at",
