@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from receipt_samples import sample_receipt
 
 from voxproxy.cli import main
 from voxproxy.errors import ConfigError
@@ -101,9 +102,12 @@ def _shard(plan: LoadPlan, k: int, n: int) -> ShardResult:
 def test_a_shard_file_keeps_every_record_and_the_plan(tmp_path: Path) -> None:
     plan = _plan()
     result = _shard(plan, 1, 2)
+    result.receipts = {3: sample_receipt()}  # the proxy's receipt of call 3, when matched
     save_shard(tmp_path / "s1", result)
     back = load_shard(tmp_path / "s1")
     assert back.records == result.records
+    assert back.receipts == result.receipts
+    assert merge_shards([_shard(plan, 0, 2), back]).receipts == {3: sample_receipt()}
     assert back.shard == Shard(1, 2)
     assert back.fingerprint == result.fingerprint
     assert back.plan.scenarios == plan.scenarios

@@ -231,10 +231,9 @@ def save_shard(out_dir: Path, result: ShardResult) -> Path:
                     dataclasses.replace(record, messages_sent=[], messages_received=[]),
                     mode="json",
                 ),
+                # As the receipts file has it (voxproxy.receipts.writer), one JSON line.
                 "receipt": (
-                    result.receipts[index].model_dump(mode="json", exclude_none=True)
-                    if index in result.receipts
-                    else None
+                    result.receipts[index].to_json_line() if index in result.receipts else None
                 ),
             }
             for index, cid, record in result.records
@@ -266,7 +265,7 @@ def load_shard(where: Path) -> ShardResult:
     for c in doc["calls"]:
         records.append((c["index"], c["call_id"], _RECORD.validate_python(c["record"])))
         if c["receipt"] is not None:
-            receipts[c["index"]] = Receipt.model_validate(c["receipt"])
+            receipts[c["index"]] = Receipt.model_validate_json(c["receipt"])
     s = doc["shard"]
     result = ShardResult(
         plan,
