@@ -284,3 +284,5 @@ def test_the_load_job_runs_n_shards_of_one_plan_and_the_merge_reads_them_all() -
     # A shard whose expectations failed still exits 0 (the merge judges), so a Job
     # retry never replays calls: only crashes are retried, once.
     assert spec["backoffLimitPerIndex"] <= 1
+    (rule,) = spec["podFailurePolicy"]["rules"]
+    assert (rule["action"], rule["onExitCodes"]["values"]) == ("FailIndex", [2])
