@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,19 +140,17 @@ def _cmd(args: argparse.Namespace) -> int:
     if shards is not None:
         plan = shards.plan
 
+    def run(progress: Callable[[int], None] | None = None) -> Awaitable[list[Any]]:
+        return shards.play(progress) if shards else play(plan, args.workers, progress)
+
     async def main() -> list[Any]:
         from rich.progress import Progress
 
         if sys.stderr.isatty():
             with Progress(transient=True) as bar:
-                total = shards.calls if shards is not None else plan.calls
-                task = bar.add_task("calls", total=total)
-                if shards is not None:
-                    return await shards.play(lambda n: bar.advance(task, n))
-                return await play(plan, args.workers, lambda n: bar.advance(task, n))
-        if shards is not None:
-            return await shards.play()
-        return await play(plan, args.workers)
+                task = bar.add_task("calls", total=shards.calls if shards else plan.calls)
+                return await run(lambda n: bar.advance(task, n))
+        return await run()
 
     started = time.monotonic()
     try:
