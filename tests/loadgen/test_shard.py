@@ -130,6 +130,8 @@ def test_merging_needs_every_shard_of_one_run_once() -> None:
     assert [i for i, _, _ in merged.records] == list(range(plan.calls))
     assert merged.records == sorted(s0.records + s1.records + s2.records, key=lambda r: r[0])
     assert merged.start_spread_s == 2.0
+    assert merged.late == []
+    assert merge_shards([s0, dataclasses.replace(s1, late_s=12.0), s2]).late == [("1/3", 12.0)]
     with pytest.raises(ConfigError, match=r"missing shard\(s\) 1/3"):
         merge_shards([s0, s2])
     with pytest.raises(ConfigError, match="given twice"):

@@ -170,6 +170,11 @@ def _merge_cmd(args: argparse.Namespace) -> int:
         calls = outcomes(merged.plan, records)
         for c in calls:
             c.receipt = merged.receipts.get(c.index)
+    for label, late_s in merged.late:
+        _say(
+            f"shard {label} began {late_s:.0f} s after --start-at: its calls ran later than the "
+            "others', so the run's concurrency was lower than planned for a while"
+        )
     out = Path(args.out)
     _results, summary = write_results(out, merged.plan, calls, scoring)
     print_summary(summary)

@@ -312,6 +312,8 @@ class Merged:
     receipts: dict[int, Receipt]
     shards: int
     start_spread_s: float  # latest minus earliest shard start (the barrier's spread)
+    # Shards that began more than a second after the common start: (K/N, seconds late).
+    late: list[tuple[str, float]] = dataclasses.field(default_factory=list)
 
 
 def merge_shards(shards: list[ShardResult]) -> Merged:
@@ -352,7 +354,8 @@ def merge_shards(shards: list[ShardResult]) -> Merged:
     records.sort(key=lambda r: r[0])
     starts = [s.started_at for s in shards if s.started_at is not None]
     spread = max(starts) - min(starts) if starts else math.nan
-    return Merged(first.plan, records, receipts, n, spread)
+    late = [(s.shard.label, s.late_s) for s in sorted(shards, key=lambda s: s.shard.index)]
+    return Merged(first.plan, records, receipts, n, spread, [x for x in late if x[1] > 1.0])
 
 
 # --- local worker processes (voxproxy load --workers N) ---------------------------------
