@@ -115,12 +115,14 @@ async def play(
     plan: LoadPlan, workers: int = 1, progress: Callable[[int], None] | None = None
 ) -> list[tuple[int, str, CallRecord]]:
     """All calls of the plan, on this loop or spread over ``workers`` processes."""
+    # No more workers than calls, nor than calls at once (each worker plays at least one).
+    workers = min(workers, plan.calls, plan.concurrency)
     if workers <= 1:
         return await run_calls(plan, list(range(plan.calls)), progress)
     # Shard k/workers of the plan in each process, started together, merged by call index.
     from voxproxy.loadgen.shard import play_workers
 
-    return await asyncio.to_thread(play_workers, plan, min(workers, plan.calls), progress)
+    return await asyncio.to_thread(play_workers, plan, workers, progress)
 
 
 def receipts_by_call(path: Path, secret: bytes) -> dict[str, Receipt]:

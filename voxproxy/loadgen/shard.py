@@ -79,7 +79,8 @@ class Shard:
         return list(range(self.index, calls, self.count))
 
     def concurrency(self, total: int) -> int:
-        """This shard's share of ``total`` calls at once (the shares add up to it)."""
+        """This shard's share of ``total`` calls at once: the shares add up to it when
+        ``total`` ≥ N; each shard plays at least one call at a time."""
         share = total // self.count + (1 if self.index < total % self.count else 0)
         return max(1, share)
 
