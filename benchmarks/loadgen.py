@@ -9,7 +9,18 @@ and the load generator's CPU per call-second; as a baseline in the same run,
 a bare sender (a websockets client that only sends paced frames, no playout,
 no detector) at the same level.
 
+Then ``voxproxy load --workers``: the load command's own path (``play_workers``: W
+processes, shard k/W of one plan each, started together, records merged) at 1 and at
+2 workers, the load processes allowed on W cores (CPU 0, or CPUs 0-1) and the agent
+on the last CPU. Each call says a clip, then stays silent (about ``--seconds`` in
+all). The table gives pacing lag p50/p99 over all callers; "callers per core" is the
+most callers at which p99 stays <= 5 ms with no failed call, divided by W. On a
+2-core machine the second worker shares its core with the agent, which makes the
+2-worker figure conservative.
+
 Run:  .venv/bin/python benchmarks/loadgen.py [--levels 50,150,300] [--seconds 12]
+          [--worker-levels 50,100,200,300] [--workers 1,2]
+      (--workers '' skips the workers part, --levels '' the first)
 """
 
 from __future__ import annotations
@@ -173,6 +184,112 @@ def run_level(calls: int, seconds: float, bare: bool) -> dict[str, Any]:
     }
 
 
+def workers_run(port: int, calls: int, seconds: float, workers: int, out: Path) -> None:
+    """In a child process: ``calls`` callers through ``play_workers`` on ``workers`` cores."""
+    import tempfile
+
+    from voxproxy.loadgen.runner import LoadPlan
+    from voxproxy.loadgen.scenario import load_scenario
+    from voxproxy.loadgen.shard import play_workers
+
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, set(cpus[:workers]))  # the worker processes inherit it
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "paced.yaml"
+        silence_ms = max(1000.0, seconds * 1000 - 4000)
+        path.write_text(f"name: paced\nsteps:\n  - say: caller_iban\n  - silence: {silence_ms}\n")
+        plan = LoadPlan(
+            target=f"ws://127.0.0.1:{port}/",
+            dialect="twilio",
+            scenarios=((load_scenario(path), path.parent),),
+            calls=calls,
+            concurrency=calls,
+            ramp_ms=3.0,
+        )
+        records = play_workers(plan, workers)
+    lags = [lag for _, _, r in records for lag in r.pacing_lag_ns]
+    errors = sum(1 for _, _, r in records if r.error)
+    out.write_text(json.dumps({"lags_ns": lags, "errors": errors, "calls": len(records)}))
+
+
+def run_workers_level(calls: int, seconds: float, workers: int) -> dict[str, Any]:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    agent = subprocess.Popen([PY, __file__, "--agent", str(port)], cwd=ROOT)
+    _pin(agent.pid, (os.cpu_count() or 1) - 1)
+    time.sleep(1.0)
+    out_path = Path(f"/tmp/voxproxy-loadgen-w{os.getpid()}-{calls}-{workers}.json")
+    cmd = [PY, __file__, "--workers-run", str(workers), "--callers", str(port)]
+    cmd += ["--calls", str(calls), "--seconds", str(seconds), "--out", str(out_path)]
+    try:
+        subprocess.run(cmd, cwd=ROOT, check=True, timeout=seconds + 300)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(timeout=10)
+    data = json.loads(out_path.read_text())
+    out_path.unlink()
+    lags = np.array(data["lags_ns"], dtype=np.float64) / 1e6
+    return {
+        "workers": workers,
+        "calls": calls,
+        "p50_ms": round(float(np.percentile(lags, 50)), 2) if lags.size else None,
+        "p99_ms": round(float(np.percentile(lags, 99)), 2) if lags.size else None,
+        "errors": data["errors"] + (calls - data["calls"]),
+    }
+
+
+PACING_P99_LIMIT_MS = 5.0
+
+
+def workers_section(levels: list[int], workers: list[int], seconds: float) -> dict[str, Any]:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="voxproxy load --workers: pacing lag over all callers")
+    for col in ("callers", *(f"{w} worker{'s' if w > 1 else ''} p50 / p99" for w in workers)):
+        table.add_column(col, justify="right")
+    runs: dict[int, list[dict[str, Any]]] = {w: [] for w in workers}
+    for calls in levels:
+        cells = []
+        for w in workers:
+            r = run_workers_level(calls, seconds, w)
+            runs[w].append(r)
+            bad = f", {r['errors']} failed" if r["errors"] else ""
+            cells.append(f"{r['p50_ms']} / {r['p99_ms']} ms{bad}")
+        table.add_row(str(calls), *cells)
+    per_core = {}
+    for w in workers:
+        ok = [
+            r["calls"]
+            for r in runs[w]
+            if r["p99_ms"] is not None and r["p99_ms"] <= PACING_P99_LIMIT_MS and not r["errors"]
+        ]
+        per_core[w] = round(max(ok) / w) if ok else None
+    table.add_section()
+    table.add_row(
+        f"callers per core (p99 <= {PACING_P99_LIMIT_MS:g} ms)",
+        *(
+            str(per_core[w]) if per_core[w] is not None else f"< {min(levels) / w:.0f}"
+            for w in workers
+        ),
+    )
+    Console(width=120).print(table)
+    first, last = workers[0], workers[-1]
+    ratio = None
+    if per_core.get(first) and per_core.get(last):
+        ratio = round(per_core[last] * last / (per_core[first] * first), 2)
+        print(f"{last} workers carry {ratio}x the callers of {first} (within the levels tried)")
+    return {
+        "workers": [
+            {"workers": w, "callers_per_core": per_core[w], "levels": runs[w]} for w in workers
+        ],
+        "workers_ratio": ratio,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", default="50,150,300")
@@ -182,7 +299,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int)
     parser.add_argument("--bare", action="store_true")
     parser.add_argument("--out")
+    parser.add_argument("--workers", default="1,2", help="worker counts to compare ('' skips)")
+    parser.add_argument("--worker-levels", default="50,100,200,300")
+    parser.add_argument("--workers-run", type=int)
     args = parser.parse_args()
+    if args.workers_run:
+        workers_run(args.callers, args.calls, args.seconds, args.workers_run, Path(args.out))
+        return
     import uvloop
 
     if args.agent:
@@ -199,7 +322,7 @@ def main() -> None:
     for col in ("calls", "caller", "pacing lag p50", "p99", "CPU/call-s", "core busy", "errors"):
         table.add_column(col, justify="right")
     rows = []
-    for calls in [int(x) for x in args.levels.split(",")]:
+    for calls in [int(x) for x in args.levels.split(",") if x]:
         bare = run_level(calls, args.seconds, bare=True)
         full = run_level(calls, args.seconds, bare=False)
         for label, r in (("bare sender", bare), ("voxproxy caller", full)):
@@ -220,8 +343,14 @@ def main() -> None:
                 "bare_cpu_per_call_s_ms": bare["cpu_per_call_s_ms"],
             }
         )
-    Console(width=120).print(table)
-    print(json.dumps({"levels": rows}))
+    if rows:
+        Console(width=120).print(table)
+    extra: dict[str, Any] = {}
+    if args.workers:
+        workers = [int(x) for x in args.workers.split(",")]
+        levels = [int(x) for x in args.worker_levels.split(",")]
+        extra = workers_section(levels, workers, args.seconds)
+    print(json.dumps({"levels": rows, **extra}))
 
 
 if __name__ == "__main__":

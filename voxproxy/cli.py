@@ -903,7 +903,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        from voxproxy.commands.load_merge import rewrite_argv  # `load merge` -> `load-merge`
+
+        args = parser.parse_args(rewrite_argv(list(sys.argv[1:] if argv is None else argv)))
         level = getattr(args, "log_level", "info").upper()
         logging.basicConfig(
             level=getattr(logging, level, logging.INFO),

@@ -6,4 +6,4 @@ arguments, returning an exit status). Import work happens inside ``func``, so
 ``voxproxy --help`` stays fast.
 """
 
-MODULES: list[str] = ["load", "verdict", "receipts", "gate", "transcripts"]
+MODULES: list[str] = ["load", "load_merge", "verdict", "receipts", "gate", "transcripts"]

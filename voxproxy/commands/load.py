@@ -6,8 +6,11 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from voxproxy.commands.load_merge import add_shard_arguments, sharding
 
 
 def add_parser(sub: Any) -> None:
@@ -47,7 +50,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--calls", type=int, default=1, help="calls in all (default: 1)")
     p.add_argument("--concurrency", type=int, default=10, help="calls at once (default: 10)")
-    p.add_argument("--workers", type=int, default=1, help="processes to spread calls over")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="local processes to spread the calls over (shards of the run, started together "
+        "and merged into one result)",
+    )
     p.add_argument("--out", default="voxproxy-load", help="output directory")
     p.add_argument("--sample-rate", type=int, default=16000, help="raw: audio rate in Hz")
     p.add_argument(
@@ -77,6 +86,7 @@ def add_parser(sub: Any) -> None:
         metavar="YAML",
         help="meaning-bearing term list for transcript scores (repeatable; default: embedded)",
     )
+    add_shard_arguments(p)
     p.set_defaults(func=_cmd)
 
 
@@ -126,15 +136,21 @@ def _cmd(args: argparse.Namespace) -> int:
         transport=args.transport,
         signaling=args.signaling,
     )
+    shards = sharding(args, plan)  # --shard/--start-at/--run-id (voxproxy.loadgen.shard)
+    if shards is not None:
+        plan = shards.plan
+
+    def run(progress: Callable[[int], None] | None = None) -> Awaitable[list[Any]]:
+        return shards.play(progress) if shards else play(plan, args.workers, progress)
 
     async def main() -> list[Any]:
         from rich.progress import Progress
 
         if sys.stderr.isatty():
             with Progress(transient=True) as bar:
-                task = bar.add_task("calls", total=plan.calls)
-                return await play(plan, args.workers, lambda n: bar.advance(task, n))
-        return await play(plan, args.workers)
+                task = bar.add_task("calls", total=shards.calls if shards else plan.calls)
+                return await run(lambda n: bar.advance(task, n))
+        return await run()
 
     started = time.monotonic()
     try:
@@ -151,7 +167,9 @@ def _cmd(args: argparse.Namespace) -> int:
         receipts = receipts_by_call(Path(args.proxy_receipts), secret)
     calls = outcomes(plan, records, receipts, secret)
     out = Path(args.out)
-    _results, summary = write_results(out, plan, calls, scoring)
+    _results, summary = write_results(out, shards.view() if shards else plan, calls, scoring)
+    if shards is not None:
+        shards.save(out, calls)
     print_summary(summary)
     heard = summary["all"].get("transcripts") or {}
     if heard.get("scorecard"):
@@ -164,8 +182,10 @@ def _cmd(args: argparse.Namespace) -> int:
         )
     failed = summary["all"]["failed_calls"]
     print(
-        f"{plan.calls} calls in {time.monotonic() - started:.0f} s; {failed} failed an "
+        f"{len(calls)} calls in {time.monotonic() - started:.0f} s; {failed} failed an "
         f"expectation. Results: {out / 'results.json'}, {out / 'summary.json'}, "
         f"{out / 'report.html'}"
     )
+    if shards is not None and shards.shard is not None:
+        return 0  # a shard's calls are judged by `voxproxy load merge` (exit 1 there)
     return 1 if failed else 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import sys
 import time
 import uuid
@@ -112,35 +111,18 @@ async def run_calls(
     return out
 
 
-def _worker(plan: LoadPlan, indices: list[int]) -> list[tuple[int, str, CallRecord]]:
-    try:
-        import uvloop
-
-        return uvloop.run(run_calls(plan, indices))
-    except ImportError:
-        return asyncio.run(run_calls(plan, indices))
-
-
 async def play(
     plan: LoadPlan, workers: int = 1, progress: Callable[[int], None] | None = None
 ) -> list[tuple[int, str, CallRecord]]:
     """All calls of the plan, on this loop or spread over ``workers`` processes."""
-    indices = list(range(plan.calls))
+    # No more workers than calls, nor than calls at once (each worker plays at least one).
+    workers = min(workers, plan.calls, plan.concurrency)
     if workers <= 1:
-        return await run_calls(plan, indices, progress)
-    ctx = multiprocessing.get_context("spawn")
-    loop = asyncio.get_running_loop()
-    slices = [indices[w::workers] for w in range(workers)]
-    with ctx.Pool(workers) as pool:
-        futures = [
-            loop.run_in_executor(None, pool.apply, _worker, (plan, part)) for part in slices if part
-        ]
-        parts = await asyncio.gather(*futures)
-    records = [r for part in parts for r in part]
-    if progress is not None:
-        progress(len(records))
-    records.sort(key=lambda x: x[0])
-    return records
+        return await run_calls(plan, list(range(plan.calls)), progress)
+    # Shard k/workers of the plan in each process, started together, merged by call index.
+    from voxproxy.loadgen.shard import play_workers
+
+    return await asyncio.to_thread(play_workers, plan, workers, progress)
 
 
 def receipts_by_call(path: Path, secret: bytes) -> dict[str, Receipt]:
