@@ -82,11 +82,10 @@ from voxproxy.loadgen.truth import TurnTruth, agent_speech  # noqa: E402
 from voxproxy.mockagent import CallLog, MockAgentConfig, default_responses  # noqa: E402
 from voxproxy.mockagent.config import response_clip  # noqa: E402
 from voxproxy.receipts.model import Receipt, TurnRecord  # noqa: E402
+from voxproxy.timebase import NS_PER_MS, NS_PER_S  # noqa: E402
 
 SECRET = b"accuracy-benchmark"
 CALLER_FRAME_NS = 20_000_000  # the load callers' frame (CallerConfig.frame_ms)
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")
 # Figures the proxy says it cannot know: a direction never quiet, audio that ran too far
 # ahead of real time to be analysed, or its own clock readings too late.

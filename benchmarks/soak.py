@@ -55,8 +55,8 @@ from voxproxy.fixtures import load_clips  # noqa: E402
 from voxproxy.receipts.model import CloseInfo  # noqa: E402
 from voxproxy.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render  # noqa: E402
 from voxproxy.session import CallSession  # noqa: E402
+from voxproxy.timebase import NS_PER_S  # noqa: E402
 
-NS_PER_S = 1_000_000_000
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 SECRET = b"soak-secret"
 

@@ -53,7 +53,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-NS_PER_MS = 1_000_000
+from voxproxy.timebase import NS_PER_MS
+
 FRAME_NS = 20 * NS_PER_MS
 
 

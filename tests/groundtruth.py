@@ -72,6 +72,9 @@ class Errors:
 
 def score(call: ScriptedCall, receipt: Receipt, errors: Errors, label: str) -> None:
     """Compare each truth turn with the receipt's turn that answers it."""
+    failures = receipt.anomalies.get("measurement_error", 0)
+    if failures or receipt.measurement_disabled:
+        errors.problems.append(f"{label}: {failures} measurement errors")
     responses = [t for t in receipt.turns if t.kind == "response"]
     if len(responses) != len(call.truth):
         errors.problems.append(

@@ -34,10 +34,9 @@ from voxproxy.mockagent.webrtc import Idle, WebRtcCallLog, WebRtcMockAgent
 from voxproxy.proxy_webrtc import WebRtcCallContext
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import CallSession
+from voxproxy.timebase import NS_PER_MS
 
 pytestmark = pytest.mark.slow
-
-NS_PER_MS = 1_000_000
 
 
 RESPONSES = ("agent_confirm", "agent_order_status", "agent_reprompt", "agent_ask_number")

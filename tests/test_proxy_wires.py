@@ -25,10 +25,9 @@ from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.scripted import BargePlan, ScriptedCall, TurnPlan
 from voxproxy.scripted_wires import WireDialect, WirePlan, render_wire
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.websocket import RelayConfig
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 START_DELAY_NS = 100 * NS_PER_MS  # from both legs up to the first scripted message
 
 

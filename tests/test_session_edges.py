@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from voxproxy.audio.g711 import pcm_to_ulaw
-from voxproxy.clock import EpochAnchor
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
+from voxproxy.errors import UsageError
 from voxproxy.events import AGENT_TO_CALLER as AGENT
 from voxproxy.events import CALLER_TO_AGENT as CALLER
 from voxproxy.events import Direction
@@ -19,6 +19,7 @@ from voxproxy.fixtures import load_clips
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import BargePlan, CallPlan, TurnPlan, render
 from voxproxy.session import MAX_MEASUREMENT_ERRORS, CallSession, SessionConfig
+from voxproxy.timebase import EpochAnchor
 
 MS = 1_000_000
 CLOSE = CloseInfo(initiator="caller")
@@ -91,7 +92,7 @@ class _Boom(Exception):
 def test_measurement_is_disabled_after_repeated_internal_errors(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    s = session("raw")
+    s = session("raw", strict=False)
     calls = 0
 
     def broken(direction: Direction, payload: bytes | str, t_ns: int) -> list[object]:
@@ -123,7 +124,7 @@ def test_a_few_internal_errors_do_not_stop_measurement(monkeypatch: pytest.Monke
             turns=(TurnPlan(clips["caller_hello"], clips["agent_reprompt"], 500.0),),
         )
     )
-    s = session("raw")
+    s = session("raw", strict=False)
     real = s.decoder.decode
     bad_t = {t for t, d, _ in call.messages if d is AGENT}
     bad_t = set(sorted(bad_t)[:10])  # the first ten agent messages blow up
@@ -143,7 +144,7 @@ def test_a_few_internal_errors_do_not_stop_measurement(monkeypatch: pytest.Monke
 
 
 def test_an_error_while_closing_is_counted_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    s = session("raw")
+    s = session("raw", strict=False)
     s.on_message(CALLER, b"\x00\x00" * 320, 20 * MS)
 
     def boom(end_ns: int) -> list[object]:
@@ -153,6 +154,23 @@ def test_an_error_while_closing_is_counted_not_raised(monkeypatch: pytest.Monkey
     r = s.close(100 * MS, "completed", CLOSE)
     assert r.anomalies == {"measurement_error": 1}
     assert r.turns == []
+
+
+def test_a_strict_session_raises_its_own_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = session("raw", strict=True)
+
+    def broken(direction: Direction, payload: bytes | str, t_ns: int) -> list[object]:
+        raise _Boom("bug in a decoder")
+
+    monkeypatch.setattr(s.decoder, "decode", broken)
+    with pytest.raises(_Boom, match="bug in a decoder"):
+        s.on_message(CALLER, b"\x00\x00" * 320, 20 * MS)
+    assert s.anomalies == {}
+
+
+def test_strict_is_the_test_suites_default_and_not_productions() -> None:
+    assert session("raw").strict  # tests/conftest.py
+    assert not session("raw", strict=False).strict
 
 
 def _marks_call(downstream_ms: float = 0.0) -> Receipt:
@@ -202,7 +220,7 @@ def test_no_marks() -> None:
 def test_close_twice_raises() -> None:
     s = session()
     s.close(10 * MS, "completed", CLOSE)
-    with pytest.raises(RuntimeError, match="twice"):
+    with pytest.raises(UsageError, match="already closed"):
         s.close(20 * MS, "completed", CLOSE)
 
 

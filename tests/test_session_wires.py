@@ -19,8 +19,8 @@ from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import BargePlan, Reaction, ScriptedCall, TurnPlan
 from voxproxy.scripted_wires import WireDialect, WirePlan, render_wire
 from voxproxy.session import CallSession
+from voxproxy.timebase import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 SECRET = b"wire-truth"
 
 

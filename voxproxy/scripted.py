@@ -26,8 +26,8 @@ from voxproxy.dialects.raw import RawWire
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
 from voxproxy.fixtures import Clip
+from voxproxy.timebase import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 SendMode = Literal["paced", "burst"]
 Reaction = Literal["flush", "cease", "never"]
 

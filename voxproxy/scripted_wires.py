@@ -57,9 +57,8 @@ from voxproxy.scripted import (
     ms_to_ns,
     to_rate,
 )
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 WireDialect = Literal["telnyx", "plivo", "vonage", "exotel", "openai-realtime"]
 WIRE_DIALECTS: tuple[WireDialect, ...] = ("telnyx", "plivo", "vonage", "exotel", "openai-realtime")
 

@@ -51,9 +51,9 @@ from voxproxy.telemetry import (
 )
 from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.otel import OtelTelemetry
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
-NS_PER_MS = 1_000_000
 TOKEN = "test-token-0123456789abcdef"
 SERVER = 2  # SPAN_KIND_SERVER in the OTLP protobuf
 CLIENT = 3  # SPAN_KIND_CLIENT

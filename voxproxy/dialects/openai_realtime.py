@@ -89,10 +89,9 @@ from voxproxy.events import (
     Transcript,
 )
 from voxproxy.ids import keyed_hash, new_secret
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 NAME = "openai-realtime"
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 _KEEP_APPENDS = 16_384  # appends remembered for mapping server VAD positions (~5 min at 20 ms)
 _KEEP_IDS = 256  # response and item ids remembered
 

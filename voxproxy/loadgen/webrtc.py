@@ -44,6 +44,7 @@ from voxproxy.loadgen.caller import (
 )
 from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
     AudioPeer,
     Channel,
@@ -55,8 +56,6 @@ from voxproxy.transports.webrtc import (
     post_offer,
 )
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 _GAP_NS = 100 * NS_PER_MS  # agent audio arriving this late after the last is a new stretch
 
 

@@ -50,7 +50,8 @@ from voxproxy.events import CALLER_TO_AGENT, Audio, Flush, ToolEvent
 from voxproxy.fixtures import load_clips
 from voxproxy.mockagent.config import AgentClip, prepare_clip
 from voxproxy.mockagent.log import CallLog, ResponseLog
-from voxproxy.mockagent.server import NS_PER_MS, NS_PER_S, MockAgent, _Call, _Pending
+from voxproxy.mockagent.server import MockAgent, _Call, _Pending
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 PREFIX_PADDING_MS = 300  # the server VAD's default prefix_padding_ms
 TRANSCRIPTION_DELAY_S = 0.05  # turn closed -> input audio transcription completed

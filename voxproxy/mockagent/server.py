@@ -43,11 +43,10 @@ from voxproxy.mockagent.config import AgentClip, MockAgentConfig, prepare_clips
 from voxproxy.mockagent.hearing import DEFAULT_HYPOTHESES, Hearing
 from voxproxy.mockagent.log import CallLog, ResponseLog, TaskLog
 from voxproxy.mockagent.task import SimBackend, Task, script_for
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 logger = logging.getLogger("voxproxy.mockagent")
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 _GAP_NS = 60 * NS_PER_MS  # caller audio starting this late after the last chunk is a new anchor
 _LATE_NS = 2 * NS_PER_MS  # a response starting this late keeps its schedule
 _GARBAGE_TEXT = "{not json"

@@ -42,6 +42,7 @@ from voxproxy.fixtures import load_clips
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig
 from voxproxy.mockagent.log import CallLog
 from voxproxy.mockagent.server import MockAgent, _Call
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
     AudioPeer,
     Channel,
@@ -56,8 +57,6 @@ from voxproxy.transports.webrtc import (
 
 logger = logging.getLogger("voxproxy.mockagent.webrtc")
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 CLIP_RATE_HZ = 48000
 FRAME_NS = 20 * NS_PER_MS
 Idle = Literal["silence", "nothing"]

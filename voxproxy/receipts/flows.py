@@ -38,7 +38,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from voxproxy.analysis.vad import Spurt
-from voxproxy.clock import EpochAnchor
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.raw import RawDecoder
 from voxproxy.errors import FixtureError
@@ -47,9 +46,9 @@ from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.receipts.policy import GateName
 from voxproxy.receipts.verdict import Verdict
 from voxproxy.session import CallSession, SessionConfig
+from voxproxy.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.turns import FlushMark
 
-NS_PER_MS = 1_000_000
 FLOW_SECRET = b"voxproxy-flows"
 FLOW_DIALECT = "flow"
 

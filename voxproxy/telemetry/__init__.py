@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from voxproxy.clock import EpochAnchor
     from voxproxy.receipts.model import Receipt
+    from voxproxy.timebase import EpochAnchor
 
 log = logging.getLogger("voxproxy.telemetry")
 
