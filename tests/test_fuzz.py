@@ -413,11 +413,6 @@ def check_session(
     return receipt
 
 
-# Not strict: a caller silent for a while and then sending seconds of audio at once (as
-# after a network stall) has that audio placed before turn-machine input already fed,
-# which a strict session refuses. Any failure of the session still fails the test:
-# check_session asserts zero measurement_error.
-@pytest.mark.usefixtures("lenient_sessions")
 @pytest.mark.parametrize("dialect", sorted(KITS))
 @bounded(25)
 @given(data=st.data())

@@ -362,3 +362,24 @@ def test_an_edge_beside_agent_audio_too_far_ahead_to_analyse_is_withheld() -> No
     assert (b_first.agent_onset_ms, b_first.ttfs_ms) == (2000.0, 500.0)
     assert b_first.agent_offset_ms is None
     assert b_second == second  # the next turn, in real time, is untouched
+
+
+def test_a_burst_after_a_stall_reaches_the_turn_machine_late_and_is_taken() -> None:
+    """A caller silent for 2 s, then 4 s of speech at once (as after a network stall): the
+    audio covers time the watermark has passed, after an agent flush at 0 was fed. The
+    session takes it as it comes (its turn machine is not strict) and measures the turn."""
+    caller, agent = TwilioCallerWire(STREAM, CALL_SID), TwilioAgentWire(STREAM)
+    speech = load_clips()["caller_where_is_order"].pcm[::2]  # 16 kHz to 8 kHz
+    s = session()
+    s.on_message(CALLER, caller.connected(), 0)
+    s.on_message(CALLER, caller.start(), 0)
+    s.on_message(AGENT, agent.clear(), 0)
+    s.on_message(CALLER, caller.mark("x"), 2000 * MS)  # a pump: the flush at 0 is fed
+    assert s.turns.flushes == 1
+    s.on_message(CALLER, caller.media(pcm_to_ulaw(speech[: 4 * 8000])), 2000 * MS)
+    r = s.close(3000 * MS, "completed", CLOSE)
+    assert s.turns.late_inputs >= 1
+    assert r.anomalies == {}
+    (turn,) = r.turns  # the caller's speech, from before the flush, is one open turn
+    assert turn.caller_onset_ms is not None and turn.caller_onset_ms < 0
+    assert turn.reason == "call_ended" and turn.flushes == 0
