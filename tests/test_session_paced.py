@@ -26,9 +26,9 @@ from voxproxy.transports.webrtc import (
     AudioEncoder,
     MeasuredStream,
     RtpIn,
-    _lowpass,
     default_codec,
 )
+from voxproxy.transports.webrtc.codecs import _lowpass
 
 PACED = SessionConfig(transport="webrtc", agent_playout="arrival")
 
