@@ -72,9 +72,9 @@ from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
 
 from voxproxy.analysis.vad import VadConfig  # noqa: E402
 from voxproxy.audio.pcm import write_wav  # noqa: E402
+from voxproxy.clips import Clip, fixtures_dir, load_corpus  # noqa: E402
 from voxproxy.errors import FixtureError  # noqa: E402
-from voxproxy.fixtures import Clip, fixtures_dir, load_corpus  # noqa: E402
-from voxproxy.loadgen.bench import BenchAgent, BenchCall, run_bench  # noqa: E402
+from voxproxy.harness.bench import BenchAgent, BenchCall, run_bench  # noqa: E402
 from voxproxy.loadgen.caller import CallRecord  # noqa: E402
 from voxproxy.loadgen.results import MATCH_TOLERANCE_MS, evaluate  # noqa: E402
 from voxproxy.loadgen.scenario import NoiseSpec, Scenario, builtin_names, find_scenario  # noqa: E402

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
-from voxproxy.fixtures import load_clips  # noqa: E402
+from voxproxy.clips import load_clips  # noqa: E402
 
 FRAME_MS = 20
 PATHS = ("direct", "bare", "forward-only", "voxproxy")

@@ -50,8 +50,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
-from voxproxy.fixtures import load_clips  # noqa: E402
 from voxproxy.receipts.model import CloseInfo  # noqa: E402
 from voxproxy.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render  # noqa: E402
 from voxproxy.session import CallSession  # noqa: E402

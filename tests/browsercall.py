@@ -49,7 +49,7 @@ from aiohttp import web
 
 from voxproxy.audio.pcm import write_wav
 from voxproxy.audio.resample import resample_linear
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.proxy_webrtc import WebRtcProxy, WebRtcProxyConfig

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from voxproxy.fixtures import load_clips
+from voxproxy.clips import load_clips
 from voxproxy.session import CallSession
 
 

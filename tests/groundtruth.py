@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from voxproxy.clips import Clip, load_clips
 from voxproxy.dialects import make_decoder
-from voxproxy.fixtures import Clip, load_clips
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
 from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from groundtruth import Errors, barge_point_ms, score
 
+from voxproxy.clips import Clip, load_clips, load_corpus
 from voxproxy.dialects import make_decoder
-from voxproxy.fixtures import Clip, load_clips, load_corpus
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
 from voxproxy.scripted_wires import WirePlan, render_wire

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from groundtruth import NEVER_WITHHELD, beyond_lag
 
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import (
     BargeIn,
     CallerConfig,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import (
     BargeIn,
     CallerConfig,

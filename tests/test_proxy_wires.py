@@ -19,8 +19,8 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from voxproxy.clips import clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
-from voxproxy.fixtures import clip
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.scripted import BargePlan, ScriptedCall, TurnPlan

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from voxproxy.audio.g711 import pcm_to_ulaw
+from voxproxy.clips import load_clips
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.errors import UsageError
 from voxproxy.events import AGENT_TO_CALLER as AGENT
 from voxproxy.events import CALLER_TO_AGENT as CALLER
 from voxproxy.events import Direction
-from voxproxy.fixtures import load_clips
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import BargePlan, CallPlan, TurnPlan, render
 from voxproxy.session import MAX_MEASUREMENT_ERRORS, CallSession, SessionConfig

@@ -22,10 +22,10 @@ import numpy as np
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.audio.resample import resample_linear
+from voxproxy.clips import Clip
 from voxproxy.dialects.raw import RawWire
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
-from voxproxy.fixtures import Clip
 from voxproxy.timebase import NS_PER_MS
 
 SendMode = Literal["paced", "burst"]

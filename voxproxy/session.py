@@ -32,6 +32,7 @@ from voxproxy.audio.resample import Converter
 from voxproxy.dialects.base import Decoder
 from voxproxy.dialects.detect import PENDING
 from voxproxy.dialects.detect import guess as guess_dialect
+from voxproxy.effects import EffectSummary, derive
 from voxproxy.errors import UsageError
 from voxproxy.events import (
     AGENT_TO_CALLER,
@@ -70,7 +71,6 @@ from voxproxy.receipts.model import (
     TurnStages,
 )
 from voxproxy.timebase import EpochAnchor
-from voxproxy.tools import EffectSummary, derive
 from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnKind, TurnMachine, barge_outcome
 
 NS_PER_MS = 1_000_000

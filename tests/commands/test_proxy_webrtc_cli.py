@@ -14,7 +14,7 @@ import pytest
 from webrtckit import wait_for
 
 from voxproxy.cli import build_parser, main
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import Say, WaitAgentEnd
 from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
 from voxproxy.mockagent import MockAgentConfig

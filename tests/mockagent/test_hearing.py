@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from voxproxy.analysis.vad import Spurt
+from voxproxy.clips import Clip
 from voxproxy.errors import ConfigError
-from voxproxy.fixtures import Clip
 from voxproxy.mockagent.config import halve_rate
 from voxproxy.mockagent.hearing import DEFAULT_HYPOTHESES, Hearing, load_hypotheses
 from voxproxy.timebase import NS_PER_S

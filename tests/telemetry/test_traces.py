@@ -33,9 +33,9 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from voxproxy.clips import clip
 from voxproxy.clock import EpochAnchor
 from voxproxy.eventapi import EventApi
-from voxproxy.fixtures import clip
 from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy import CALL_ID_HEADER, Proxy, ProxyConfig

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from voxproxy.fixtures import Clip
-from voxproxy.fixtures import clip as load_clip
+from voxproxy.clips import Clip
+from voxproxy.clips import clip as load_clip
 from voxproxy.loadgen.caller import CallRecord
-from voxproxy.mockagent import CallLog, ResponseLog
+from voxproxy.simcall.log import CallLog, ResponseLog
 from voxproxy.timebase import NS_PER_S
 
 # The truth rule's run logic (MEASUREMENT.md 2), applied to what played: parts of speech

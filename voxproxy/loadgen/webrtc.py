@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
+from voxproxy.clips import clip as load_clip
 from voxproxy.events import AGENT_TO_CALLER, Audio, Pcm
-from voxproxy.fixtures import clip as load_clip
 from voxproxy.loadgen.caller import (
     TICK_NS,
     CallerConfig,
@@ -43,7 +43,7 @@ from voxproxy.loadgen.caller import (
     Step,
 )
 from voxproxy.loadgen.truth import TurnTruth
-from voxproxy.mockagent.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
+from voxproxy.simcall.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
     AudioPeer,

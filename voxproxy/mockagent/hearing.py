@@ -44,9 +44,9 @@ import numpy.typing as npt
 import yaml
 
 from voxproxy.analysis.vad import Spurt
+from voxproxy.clips import load_clips
 from voxproxy.errors import ConfigError
 from voxproxy.events import Pcm
-from voxproxy.fixtures import load_clips
 from voxproxy.timebase import NS_PER_S
 
 FRAME_S = 0.01

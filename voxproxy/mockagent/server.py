@@ -41,8 +41,9 @@ from voxproxy.errors import UsageError
 from voxproxy.events import CALLER_TO_AGENT, Audio, StreamStart, StreamStop
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig, prepare_clips
 from voxproxy.mockagent.hearing import DEFAULT_HYPOTHESES, Hearing
-from voxproxy.mockagent.log import CallLog, ResponseLog, TaskLog
-from voxproxy.mockagent.task import SimBackend, Task, script_for
+from voxproxy.mockagent.task import SimBackend, Task
+from voxproxy.simcall.log import CallLog, ResponseLog, TaskLog
+from voxproxy.simcall.script import script_for
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 logger = logging.getLogger("voxproxy.mockagent")

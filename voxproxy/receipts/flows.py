@@ -11,7 +11,7 @@ section 5. Each flow may carry the verdict it expects (``expect``).
 the playout model does (a flush cuts the audible agent audio at its time),
 feeds spurts and flushes to :class:`~voxproxy.turns.TurnMachine` in time order,
 hands the tool events to a :class:`~voxproxy.session.CallSession` and lets the
-session build the receipt (which runs :func:`voxproxy.tools.derive`). An edge
+session build the receipt (which runs :func:`voxproxy.effects.derive`). An edge
 whose end is missing lasts until the call ends, as a speech detector's
 ``finish`` does. Files are read and validated at the edge (:func:`load_flow`).
 

@@ -20,6 +20,10 @@ What a call goes through::
                                   as OTLP log records)
 
 Nothing here runs per message, and nothing here may raise into the proxy.
+
+May import: the standard library, OpenTelemetry (only this folder does), and from
+voxproxy ``receipts``, ``timebase`` and ``httpserve``. Never a transport, the proxy,
+the load generator or the mock agent (enforced by tests/test_layers.py).
 """
 
 from __future__ import annotations

@@ -25,11 +25,12 @@ from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.runner import LoadPlan, run_calls
 from voxproxy.loadgen.scenario import Scenario
-from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
+from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.receipts.verdict import judged
+from voxproxy.simcall.log import CallLog
 from voxproxy.transports.websocket import RelayConfig
 
 

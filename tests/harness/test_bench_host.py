@@ -12,8 +12,8 @@ from types import ModuleType
 import pytest
 
 from voxproxy.errors import UsageError
+from voxproxy.harness.bench import BenchAgent, run_bench
 from voxproxy.ids import keyed_hash
-from voxproxy.loadgen.bench import BenchAgent, run_bench
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import MockAgentConfig
 
