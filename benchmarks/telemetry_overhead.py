@@ -39,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 import overhead  # noqa: E402  (benchmarks/overhead.py: the load and the measurement)
 
+from voxproxy.harness.ports import free_port  # noqa: E402
+
 TELEMETRY_ENV = (
     "VOXPROXY_OTEL",
     "VOXPROXY_METRICS_LISTEN",
@@ -99,7 +101,7 @@ def measure(mode: str, calls: int, args: argparse.Namespace, otlp_port: int) -> 
     if mode == "off":
         _set_env(None)
         return overhead.measure("voxproxy", calls, seconds, warmup)
-    metrics_port = overhead._free_port()
+    metrics_port = free_port()
     _set_env(
         {
             "VOXPROXY_OTEL": "1",

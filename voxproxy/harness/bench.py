@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -21,6 +20,7 @@ from typing import Protocol
 
 from voxproxy.errors import UsageError
 from voxproxy.eventapi import EventApi
+from voxproxy.harness.ports import free_port
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.runner import LoadPlan, run_calls
@@ -60,12 +60,6 @@ class ProxyHost(Protocol):
         ...
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def run_bench(
     agents: Sequence[BenchAgent],
     scenarios: tuple[tuple[Scenario, Path | None], ...],
@@ -100,7 +94,7 @@ async def run_bench(
         for spec in agents:
             config = spec.config
             token = secrets.token_hex(16)
-            api_port = _free_port() if spec.post_events else None
+            api_port = free_port() if spec.post_events else None
             if api_port is not None:
                 config = replace(
                     config, post_events_url=f"http://127.0.0.1:{api_port}", events_token=token
