@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from voxproxy.analysis.vad import Spurt
 from voxproxy.dialects.base import DialectOptions
@@ -48,6 +48,7 @@ from voxproxy.receipts.verdict import Verdict
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.turns import FlushMark
+from voxproxy.yamlmodel import validate
 
 FLOW_SECRET = b"voxproxy-flows"
 FLOW_DIALECT = "flow"
@@ -295,14 +296,7 @@ def _tool_event(e: FlowEvent) -> ToolEvent:
 
 
 def parse_flow(data: Any, source: str = "<flow>") -> Flow:
-    try:
-        return Flow.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            lines.append(f"  {where}: {err['msg']}")
-        raise FixtureError(f"{source}: invalid flow:\n" + "\n".join(lines)) from None
+    return validate(Flow, data, source, "flow", error=FixtureError)
 
 
 def load_flow(path: str | Path) -> Flow:
