@@ -127,7 +127,7 @@ def per_call_cost_us(repeat: int = 300) -> float:
     """CPU time of writing one call's spans, metrics and receipt log records (to exporters
     that drop them)."""
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-    from receipt_samples import sample_receipt
+    from support.receipt_samples import sample_receipt
 
     from voxproxy.clock import EpochAnchor
     from voxproxy.telemetry import CallTimes, TelemetryConfig

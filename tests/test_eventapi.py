@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from privacy import assert_content_free
+from support.privacy import assert_content_free
 
 from voxproxy.cli import _events_listen, build_parser
 from voxproxy.clips import clip

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 import pytest
-from faultkit import (
+from support.faultkit import (
     ULAW_SILENCE,
     assert_healthy,
     call_hash,

@@ -32,7 +32,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from faultkit import (
+from support.faultkit import (
     assert_healthy,
     call_sid,
     healthy_call,

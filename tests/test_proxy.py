@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 
 import numpy as np
-from groundtruth import NEVER_WITHHELD, beyond_lag
+from support.groundtruth import NEVER_WITHHELD, beyond_lag
 
 from voxproxy.clips import clip
 from voxproxy.loadgen.caller import (

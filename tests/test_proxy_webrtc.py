@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from groundtruth import NEVER_WITHHELD, beyond_lag
-from webrtckit import open_counts, wait_for, webrtc_proxy
+from support.groundtruth import NEVER_WITHHELD, beyond_lag
+from support.webrtckit import open_counts, wait_for, webrtc_proxy
 
 from voxproxy.clips import clip
 from voxproxy.loadgen.caller import BargeIn, Say, Step, WaitAgentEnd

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import numpy as np
-from groundtruth import measure
+from support.groundtruth import measure
 
 from voxproxy.analysis.vad import MASKING_TABLE, masked_ms
 from voxproxy.clips import load_clips

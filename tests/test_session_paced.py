@@ -15,7 +15,7 @@ import random
 from dataclasses import replace
 
 import numpy as np
-from groundtruth import Errors, random_plan, score
+from support.groundtruth import Errors, random_plan, score
 
 from voxproxy.audio.pcm import bytes_to_pcm
 from voxproxy.events import AGENT_TO_CALLER, Direction

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from groundtruth import Errors, barge_point_ms, score, speech_clips
+from support.groundtruth import Errors, barge_point_ms, score, speech_clips
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions

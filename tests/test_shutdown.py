@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent
+from support.faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from webrtckit import wait_for
+from support.webrtckit import wait_for
 
 from voxproxy.cli import build_parser, main
 from voxproxy.clips import clip

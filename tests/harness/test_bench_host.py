@@ -74,7 +74,7 @@ async def test_calls_go_through_the_hosts_proxies_and_get_its_receipts() -> None
 
 
 def test_receipts_from_a_newer_tree_are_read_without_the_fields_this_one_lacks() -> None:
-    from receipt_samples import sample_receipt
+    from support.receipt_samples import sample_receipt
 
     parse = _proxyhost().parse_receipt
     receipt = sample_receipt()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from privacy import assert_content_free
+from support.privacy import assert_content_free
 
 from voxproxy.errors import FixtureError
 from voxproxy.harness.testbench import (

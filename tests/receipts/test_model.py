@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from privacy import assert_content_free
 from pydantic import ValidationError
+from support.privacy import assert_content_free
 
 from voxproxy.clips import load_clips
 from voxproxy.dialects import make_decoder

@@ -7,7 +7,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from receipt_samples import sample_receipt
+from support.receipt_samples import sample_receipt
 
 from voxproxy.telemetry import CallTimes, FlushTime
 from voxproxy.telemetry import attributes as A

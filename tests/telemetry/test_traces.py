@@ -26,9 +26,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from otlp_receiver import GrpcReceiver, HttpReceiver, Received, SpanRecord
-from ports import refusing_port
-from receipt_samples import sample_receipt
+from support.otlp_receiver import GrpcReceiver, HttpReceiver, Received, SpanRecord
+from support.ports import refusing_port
+from support.receipt_samples import sample_receipt
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed

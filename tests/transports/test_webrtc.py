@@ -10,8 +10,8 @@ import asyncio
 
 import aiohttp
 import pytest
-from ports import refusing_port
-from webrtckit import open_counts, wait_for, webrtc_proxy
+from support.ports import refusing_port
+from support.webrtckit import open_counts, wait_for, webrtc_proxy
 
 from voxproxy.clips import clip
 from voxproxy.loadgen.caller import Say, Silence, WaitAgentEnd

@@ -14,8 +14,7 @@ import functools
 import random
 from dataclasses import dataclass
 
-from groundtruth import Errors, barge_point_ms, score
-
+from support.groundtruth import Errors, barge_point_ms, score
 from voxproxy.clips import Clip, load_clips, load_corpus
 from voxproxy.dialects import make_decoder
 from voxproxy.receipts.model import CloseInfo, Receipt
