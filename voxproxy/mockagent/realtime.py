@@ -1,6 +1,6 @@
 """The mock agent as an OpenAI Realtime server (dialect ``openai-realtime``, PROTOCOLS.md 2).
 
-The conversation logic is the mock agent's own (:class:`~voxproxy.mockagent.server._Call`:
+The conversation logic is the mock agent's own (:class:`~voxproxy.mockagent.call._Call`:
 its VAD closes the caller's turns, answers come after the configured delay, paced
 or in bursts, and its own barge-in reaction); this class speaks the Realtime
 protocol around it:
@@ -48,8 +48,9 @@ from voxproxy.dialects.openai_realtime import (
     parse_format,
 )
 from voxproxy.events import CALLER_TO_AGENT, Audio, Flush, ToolEvent
+from voxproxy.mockagent.call import _Call, _Pending
 from voxproxy.mockagent.config import AgentClip, prepare_clip
-from voxproxy.mockagent.server import MockAgent, _Call, _Pending
+from voxproxy.mockagent.server import MockAgent
 from voxproxy.simcall.log import CallLog, ResponseLog
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 

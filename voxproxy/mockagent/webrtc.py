@@ -2,7 +2,7 @@
 
 It takes offers by WHIP or Pipecat signaling (:class:`~voxproxy.transports.webrtc.SignalingServer`)
 and answers each with its own peer connection. The conversation logic is the
-websocket mock agent's (:class:`~voxproxy.mockagent.server._Call`): its VAD hears
+websocket mock agent's (:class:`~voxproxy.mockagent.call._Call`): its VAD hears
 the caller's decoded audio stamped on RTP arrival, closes the turn, answers
 with a fixture clip after the configured delay, and stops talking on a barge-in
 after its reaction time. Only the wire differs:
@@ -37,8 +37,9 @@ from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import load_clips
 from voxproxy.errors import UsageError
 from voxproxy.events import CALLER_TO_AGENT, Audio
+from voxproxy.mockagent.call import _Call
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig
-from voxproxy.mockagent.server import MockAgent, _Call
+from voxproxy.mockagent.server import MockAgent
 from voxproxy.simcall.webrtc import CLIP_RATE_HZ, SentChunk, WebRtcCallLog, payload_key
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
