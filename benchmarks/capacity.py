@@ -67,13 +67,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
-import overhead  # noqa: E402  (benchmarks/overhead.py: frames, pinning, CPU, ports, bare relay)
+import overhead  # noqa: E402  (benchmarks/overhead.py: frames, pinning, CPU, bare relay)
 from websockets.client import ClientProtocol  # noqa: E402
 from websockets.frames import Frame  # noqa: E402
 from websockets.http11 import Request, Response  # noqa: E402
 from websockets.protocol import State  # noqa: E402
 from websockets.server import ServerProtocol  # noqa: E402
 from websockets.uri import parse_uri  # noqa: E402
+
+from voxproxy.harness.ports import free_port  # noqa: E402
 
 ROOT = overhead.ROOT
 PY = overhead.PY
@@ -414,14 +416,14 @@ def _own_s() -> float:
 
 
 def measure(path: str, calls: int, warmup: float, window: float) -> Run:
-    agent_port = overhead._free_port()
+    agent_port = free_port()
     relay = None
     with tempfile.TemporaryDirectory(prefix="capacity-") as tmpdir:
         tmp = Path(tmpdir)
         if path == "direct":
             target = agent_port
         else:
-            target = overhead._free_port()
+            target = free_port()
             relay = start_relay(path, target, agent_port, tmp)
             overhead._wait_port(target)
         cmd = [PY, __file__, "--load", str(target), str(agent_port), str(calls)]

@@ -4,7 +4,7 @@ Run as a script, this is the child: one :class:`~voxproxy.proxy.Proxy` per upstr
 agent URL on 127.0.0.1, optionally pinned to one CPU, each receipt written to stdout as
 one line (``R <receipt json>``), until its stdin closes (or ``--max-seconds`` pass);
 then it drains, prints ``END <stats json>`` and exits. :class:`SubprocessProxyHost` is
-the parent's side (a :class:`voxproxy.loadgen.bench.ProxyHost`), :class:`CpuHog` a
+the parent's side (a :class:`voxproxy.harness.bench.ProxyHost`), :class:`CpuHog` a
 busy loop pinned to a CPU that stops by itself when its parent goes away.
 
 Child:  python benchmarks/proxyhost.py --upstream ws://127.0.0.1:PORT [--cpu 0]
@@ -132,7 +132,7 @@ def parse_receipt(text: str) -> Receipt | None:
 
 
 class SubprocessProxyHost:
-    """Proxies in a child process (a :class:`voxproxy.loadgen.bench.ProxyHost`)."""
+    """Proxies in a child process (a :class:`voxproxy.harness.bench.ProxyHost`)."""
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from faultkit import SECRET, ULAW_SILENCE, call_hash, call_sid, router_agent, twilio_start
+from support.faultkit import SECRET, ULAW_SILENCE, call_hash, call_sid, router_agent, twilio_start
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 

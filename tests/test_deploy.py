@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from receipt_samples import sample_receipt
+from support.receipt_samples import sample_receipt
 
 from voxproxy.cli import _env, build_parser
 from voxproxy.telemetry import TelemetryConfig, make_telemetry

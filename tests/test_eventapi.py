@@ -12,9 +12,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from privacy import assert_content_free
+from support.privacy import assert_content_free
 
 from voxproxy.cli import _events_listen, build_parser
+from voxproxy.clips import clip
 from voxproxy.errors import ConfigError
 from voxproxy.eventapi import (
     API_EVENT_TYPES,
@@ -25,7 +26,6 @@ from voxproxy.eventapi import (
     value_digest,
 )
 from voxproxy.events import TOOL_EVENT_KINDS, ToolEvent
-from voxproxy.fixtures import clip
 from voxproxy.ids import keyed_hash
 from voxproxy.livecalls import LiveCalls, wire_ids
 from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, WaitAgentEnd

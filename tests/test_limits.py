@@ -19,7 +19,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from faultkit import (
+from support.faultkit import (
     assert_healthy,
     call_sid,
     healthy_call,
@@ -47,6 +46,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from voxproxy.cli import _proxy_config, _server_ssl, build_parser, redact_url
 from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.harness.ports import free_port
 from voxproxy.proxy import Proxy
 from voxproxy.receipts.model import Receipt
 
@@ -299,7 +299,7 @@ async def test_event_api_needs_its_token_binds_loopback_and_logs_hold_no_secrets
     the upstream URL, and callers sending Authorization and Cookie headers and audio."""
     async with router_agent() as agent:
         agent.refuse["refuse"] = 401
-        port = _free_port()
+        port = free_port()
         upstream = f"ws://user:{URL_PASSWORD}@127.0.0.1:{agent.port}/?api_key={URL_KEY}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VOXPROXY_", "OTEL_"))}
         env |= {"VOXPROXY_SECRET": SECRET, "VOXPROXY_EVENTS_TOKEN": TOKEN}
@@ -343,12 +343,6 @@ async def test_event_api_needs_its_token_binds_loopback_and_logs_hold_no_secrets
     audio_b64 = base64.b64encode(AUDIO).decode()
     leaked = [s for s in [*secrets, audio_b64, audio_b64[:40]] if s in log]
     assert not leaked, f"in the proxy's log: {leaked}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _wait_listening(proc: subprocess.Popen[bytes], port: int) -> dict[int, str]:

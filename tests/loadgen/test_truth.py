@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from voxproxy.fixtures import Clip
+from voxproxy.clips import Clip
 from voxproxy.loadgen.caller import AgentChunk
 from voxproxy.loadgen.truth import response_speech
-from voxproxy.mockagent.log import ResponseLog
+from voxproxy.simcall.log import ResponseLog
 
 RATE = 8000
 MS = 1_000_000

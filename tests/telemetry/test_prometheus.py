@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import CallerConfig, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 

@@ -20,9 +20,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from voxproxy.loadgen.results import CallOutcome, overload_warning
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transcripts.html import transcripts_section
 
-NS_PER_MS = 1_000_000
 MAX_TIMELINES = 24
 
 _CSS = " ".join(

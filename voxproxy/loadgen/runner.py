@@ -23,9 +23,9 @@ from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, ScriptedCaller
 from voxproxy.loadgen.results import CallOutcome, evaluate, overload_warning, summarize
 from voxproxy.loadgen.scenario import Scenario
-from voxproxy.mockagent import CallLog
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts
+from voxproxy.simcall.log import CallLog
 from voxproxy.transcripts.score import Scoring
 
 

@@ -17,12 +17,12 @@ import numpy.typing as npt
 
 from voxproxy.analysis.truth import truth_threshold_dbfs
 from voxproxy.audio.levels import window_energy_db
-from voxproxy.fixtures import Clip
-from voxproxy.fixtures import clip as load_clip
+from voxproxy.clips import Clip
+from voxproxy.clips import clip as load_clip
 from voxproxy.loadgen.caller import CallRecord
-from voxproxy.mockagent import CallLog, ResponseLog
+from voxproxy.simcall.log import CallLog, ResponseLog
+from voxproxy.timebase import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 # The truth rule's run logic (MEASUREMENT.md 2), applied to what played: parts of speech
 # closer than the merge gap are one run, and a run shorter than min_speech is a click.
 MERGE_GAP_MS = 300.0

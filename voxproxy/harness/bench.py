@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -21,15 +20,17 @@ from typing import Protocol
 
 from voxproxy.errors import UsageError
 from voxproxy.eventapi import EventApi
+from voxproxy.harness.ports import free_port
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.runner import LoadPlan, run_calls
 from voxproxy.loadgen.scenario import Scenario
-from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
+from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.receipts.verdict import judged
+from voxproxy.simcall.log import CallLog
 from voxproxy.transports.websocket import RelayConfig
 
 
@@ -57,12 +58,6 @@ class ProxyHost(Protocol):
     async def stop(self) -> Mapping[str, Receipt]:
         """Drain and stop every proxy; returns every receipt written, by call."""
         ...
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def run_bench(
@@ -99,7 +94,7 @@ async def run_bench(
         for spec in agents:
             config = spec.config
             token = secrets.token_hex(16)
-            api_port = _free_port() if spec.post_events else None
+            api_port = free_port() if spec.post_events else None
             if api_port is not None:
                 config = replace(
                     config, post_events_url=f"http://127.0.0.1:{api_port}", events_token=token
