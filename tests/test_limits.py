@@ -312,7 +312,8 @@ async def test_event_api_needs_its_token_binds_loopback_and_logs_hold_no_secrets
         upstream = f"ws://user:{URL_PASSWORD}@127.0.0.1:{agent.port}/?api_key={URL_KEY}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VOXPROXY_", "OTEL_"))}
         env |= {"VOXPROXY_SECRET": SECRET, "VOXPROXY_EVENTS_TOKEN": TOKEN}
-        cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--listen", f"127.0.0.1:{port}"]
+        cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", "1"]
+        cmd += ["--listen", f"127.0.0.1:{port}"]
         cmd += ["--upstream", upstream, "--dialect", "twilio", "--log-level", "debug"]
         cmd += ["--receipts", str(tmp_path / "r.jsonl"), "--events-listen", ":0"]
         cmd += ["--metrics-listen", ":0", "--drain-timeout", "0"]

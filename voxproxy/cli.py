@@ -249,6 +249,14 @@ def _add_proxy(sub: Any) -> None:
         "real time",
     )
     p.add_env_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="processes serving --listen, sharing its port (SO_REUSEPORT), one receipts file, "
+        "one /metrics and one event API; --max-calls is each worker's. Default: one per CPU "
+        "this process may run on (websocket), 1 (webrtc); 1 serves in this process",
+    )
+    p.add_env_argument(
         "--idle-timeout",
         type=non_negative_float,
         default=DEFAULT_IDLE_TIMEOUT_S,
@@ -562,7 +570,18 @@ def serve_config(args: argparse.Namespace) -> Any:
         drain_timeout_s=args.drain_timeout,
         watch_fds=True,
         ice_hosts=_csv(args.ice_host) if webrtc else (),
+        workers=_workers(args, webrtc),
     )
+
+
+def _workers(args: argparse.Namespace, webrtc: bool) -> int:
+    if args.workers is not None:
+        return int(args.workers)
+    if webrtc:
+        return 1
+    from voxproxy.workers import default_workers
+
+    return default_workers()
 
 
 def _cmd_proxy(args: argparse.Namespace) -> int:

@@ -85,6 +85,12 @@ class ServeConfig:
     drain_timeout_s: float = 10.0
     watch_fds: bool = False  # raise the open-files limit and log when it runs low
     ice_hosts: tuple[str, ...] = ()  # webrtc: addresses to gather ICE host candidates on
+    # Processes serving the listener (websocket): 1 serves in this process; N > 1 starts
+    # N workers sharing the port (SO_REUSEPORT), the receipts file, one /metrics and one
+    # event API (see voxproxy.workers).
+    workers: int = 1
+    reuse_port: bool = False  # share the listening port with other processes
+    journal: str | Path | None = None  # the crash journal (default: beside the receipts)
 
     @property
     def transport(self) -> str:
@@ -93,6 +99,13 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if self.transport == "webrtc" and self.tls is not None:
             raise ConfigError("--tls-cert is not supported with --transport webrtc yet")
+        if self.workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        if self.workers > 1 and self.transport == "webrtc":
+            raise ConfigError(
+                "--transport webrtc runs in one process (--workers 1): a WHIP session's "
+                "later requests must reach the process that answered its offer"
+            )
 
 
 class ProxyServer:
@@ -140,7 +153,11 @@ class ProxyServer:
         sinks: list[Callable[[Receipt], None]] = []
         left: list[dict[str, Any]] = []
         if cfg.receipts is not None:
-            self.journal = CallJournal.beside(cfg.receipts)
+            self.journal = (
+                CallJournal(cfg.journal)
+                if cfg.journal is not None
+                else CallJournal.beside(cfg.receipts)
+            )
             left = self.journal.open()  # calls a killed proxy left open
             self.writer = ReceiptWriter(cfg.receipts, on_written=self.journal.written)
             sinks.append(self.writer.write)
@@ -169,7 +186,7 @@ class ProxyServer:
             from voxproxy.proxy import Proxy
 
             assert isinstance(proxy, Proxy)
-            self.port = await proxy.start(host, port, cfg.tls)
+            self.port = await proxy.start(host, port, cfg.tls, reuse_port=cfg.reuse_port)
         if cfg.watch_fds:
             self._tasks.append(_watch_fds())
         if self.journal is not None:
@@ -243,18 +260,27 @@ class ProxyServer:
 
     # -- serving until told to stop -------------------------------------------------------
 
-    async def run(self, stop: asyncio.Event | None = None) -> None:
-        """Serve until SIGINT or SIGTERM (or ``stop`` is set), then drain and stop."""
+    async def run(
+        self,
+        stop: asyncio.Event | None = None,
+        on_started: Callable[[ProxyServer], None] | None = None,
+    ) -> None:
+        """Serve until SIGINT or SIGTERM (or ``stop`` is set), then drain and stop.
+        ``on_started`` is called once listening (a worker tells its parent; see
+        :mod:`voxproxy.workers`); without it the start is logged."""
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
         await self.start()
         # Everything built at startup lives as long as the process: keep it out of the
         # cyclic garbage collector's full passes (they would rescan it under load).
         if self.config.transport == "websocket":
             gc.freeze()
-        self._log_started()
-        stop = stop or asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        if on_started is not None:
+            on_started(self)
+        else:
+            self._log_started()
         await stop.wait()
         log.info(
             "shutting down: draining %d call(s) for up to %.0f s",
@@ -267,37 +293,8 @@ class ProxyServer:
             self._log_stopped()
 
     def _log_started(self) -> None:
-        cfg = self.config
-        host = cfg.listen[0]
-        where = cfg.receipts if cfg.receipts is not None else "the sinks given"
-        if cfg.transport == "webrtc":
-            log.info(
-                "voxproxy %s (webrtc) answering offers on http://%s:%d/whip and /api/offer -> "
-                "%s (%s), receipts to %s",
-                __version__,
-                host,
-                self.port,
-                redact_url(cfg.proxy.relay.upstream),
-                cfg.proxy.relay.signaling,  # type: ignore[union-attr]
-                where,
-            )
-            return
-        log.info(
-            "voxproxy %s listening on %s://%s:%d -> %s (dialect %s), receipts to %s",
-            __version__,
-            "wss" if cfg.tls else "ws",
-            host,
-            self.port,
-            redact_url(cfg.proxy.relay.upstream),
-            cfg.proxy.dialect,
-            where,
-        )
-        log.info(
-            "verdicts under policy %s (version %s)%s",
-            self.policy.hash,
-            self.policy.version,
-            f"; receipts also stored in {cfg.store}" if cfg.store is not None else "",
-        )
+        assert self.port is not None
+        log_started(self.config, self.policy, self.port)
 
     def _log_stopped(self) -> None:
         cfg = self.config
@@ -311,8 +308,49 @@ class ProxyServer:
             log.info("%d %s refused at capacity", refused, what)
 
 
+def log_started(cfg: ServeConfig, policy: Policy, port: int, workers: str = "") -> None:
+    """Say where the proxy listens and where its receipts go (``workers``: a suffix)."""
+    host = cfg.listen[0]
+    where = cfg.receipts if cfg.receipts is not None else "the sinks given"
+    if cfg.transport == "webrtc":
+        log.info(
+            "voxproxy %s (webrtc) answering offers on http://%s:%d/whip and /api/offer -> "
+            "%s (%s), receipts to %s",
+            __version__,
+            host,
+            port,
+            redact_url(cfg.proxy.relay.upstream),
+            cfg.proxy.relay.signaling,  # type: ignore[union-attr]
+            where,
+        )
+        return
+    log.info(
+        "voxproxy %s listening on %s://%s:%d -> %s (dialect %s), receipts to %s%s",
+        __version__,
+        "wss" if cfg.tls else "ws",
+        host,
+        port,
+        redact_url(cfg.proxy.relay.upstream),
+        cfg.proxy.dialect,
+        where,
+        workers,
+    )
+    log.info(
+        "verdicts under policy %s (version %s)%s",
+        policy.hash,
+        policy.version,
+        f"; receipts also stored in {cfg.store}" if cfg.store is not None else "",
+    )
+
+
 def serve(config: ServeConfig) -> None:
-    """Run a proxy in this process until SIGINT or SIGTERM (on uvloop when installed)."""
+    """Run a proxy until SIGINT or SIGTERM (on uvloop when installed): in this process,
+    or with ``config.workers`` > 1 in that many worker processes (:mod:`voxproxy.workers`)."""
+    if config.workers > 1:
+        from voxproxy.workers import run_workers
+
+        run_workers(config)
+        return
     run_loop(ProxyServer(config).run())
 
 
