@@ -423,7 +423,12 @@ class Front:
     async def _event(self, request: Any) -> Any:
         from aiohttp import web
 
-        body = await request.read()
+        from voxproxy.httpserve import BodyTimeout, body_timeout_response, read_body
+
+        try:
+            body = await read_body(request)
+        except BodyTimeout:
+            return body_timeout_response()
         call = quote(request.match_info["call"], safe="")
         headers = {
             k: v

@@ -63,7 +63,8 @@ def merge_expositions(texts: list[str]) -> CollectorRegistry:
     """One view of several processes' ``/metrics`` (Prometheus text format): samples with
     the same name and labels are added up (counters, histogram buckets, sums and counts,
     and the gauge of calls in progress); ``target_info`` and info metrics, which say the
-    same of every process, are kept once. Returned as a registry to encode."""
+    same of every process, are kept once, and a ``_created`` time is the earliest.
+    Returned as a registry to encode."""
     from prometheus_client.metrics_core import Metric
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -80,7 +81,8 @@ def merge_expositions(texts: list[str]) -> CollectorRegistry:
             once = family.type == "info" or family.name == "target_info"
             for sample in family.samples:
                 key = (sample.name, tuple(sorted(sample.labels.items())))
-                if key in seen and once:
+                if key in seen and (once or sample.name.endswith("_created")):
+                    seen[key] = min(seen[key], sample.value) if not once else seen[key]
                     continue
                 seen[key] = seen.get(key, 0.0) + sample.value
     merged = []
