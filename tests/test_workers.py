@@ -56,6 +56,25 @@ def _logged(log: Path, pattern: str) -> re.Match[str] | None:
     return re.search(pattern, log.read_text(errors="replace"))
 
 
+def _start_proxy(log: Path, upstream: str, receipts: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
+    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", "2"]
+    cmd += ["--listen", "127.0.0.1:0", "--upstream", upstream, "--dialect", "twilio"]
+    cmd += ["--secret", "fault-secret", "--receipts", str(receipts), "--drain-timeout", "5"]
+    cmd += ["--metrics-listen", "127.0.0.1:0"]
+    cmd += ["--events-token", TOKEN, "--events-listen", "127.0.0.1:0"]
+    with open(log, "w") as err:
+        return subprocess.Popen(cmd, stderr=err, env=env)
+
+
+async def _started(log: Path) -> tuple[int, list[int]]:
+    """The port the workers share and their pids, once the parent says they listen."""
+    await wait_for(lambda: _logged(log, r"listening on ws://") is not None, 60)
+    started = _logged(log, r"listening on ws://127\.0\.0\.1:(\d+).*pids (\d+), (\d+)")
+    assert started is not None, log.read_text()
+    return int(started[1]), [int(started[2]), int(started[3])]
+
+
 @pytest.mark.slow
 async def test_two_workers_serve_one_port_one_receipts_file_one_metrics_one_event_api(
     tmp_path: Path,
@@ -70,44 +89,9 @@ async def test_two_workers_serve_one_port_one_receipts_file_one_metrics_one_even
         await echo_media(ws)
 
     async with router_agent(record=record) as agent:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
-        with open(log, "w") as err:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "voxproxy.cli",
-                    "proxy",
-                    "--workers",
-                    "2",
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--upstream",
-                    agent.url,
-                    "--dialect",
-                    "twilio",
-                    "--secret",
-                    "fault-secret",
-                    "--receipts",
-                    str(receipts),
-                    "--metrics-listen",
-                    "127.0.0.1:0",
-                    "--events-token",
-                    TOKEN,
-                    "--events-listen",
-                    "127.0.0.1:0",
-                    "--drain-timeout",
-                    "5",
-                ],
-                stderr=err,
-                env=env,
-            )
+        proc = _start_proxy(log, agent.url, receipts)
         try:
-            await wait_for(lambda: _logged(log, r"listening on ws://") is not None, 60)
-            started = _logged(log, r"listening on ws://127\.0\.0\.1:(\d+).*pids (\d+), (\d+)")
-            assert started is not None, log.read_text()
-            port = int(started[1])
-            pids = [int(started[2]), int(started[3])]
+            port, pids = await _started(log)
             metrics = _logged(log, r"metrics on http://127\.0\.0\.1:(\d+)/metrics \(merged")
             events = _logged(log, r"event API on http://127\.0\.0\.1:(\d+)/v1\S+ \(forwarded")
             assert metrics is not None and events is not None, log.read_text()
@@ -230,3 +214,41 @@ def test_merged_metrics_add_up_samples_and_keep_target_info_once() -> None:
     assert samples[("voxproxy_calls_total", (("verdict", "pass"),))] == 7.0
     assert samples[("voxproxy_calls_active", ())] == 3.0
     assert samples[("target_info", (("service_name", "voxproxy"),))] == 1.0
+
+
+@pytest.mark.slow
+async def test_sigterm_lets_every_worker_s_calls_finish(tmp_path: Path) -> None:
+    receipts = tmp_path / "receipts.jsonl"
+    log = tmp_path / "proxy.log"
+    async with router_agent() as agent:
+        proc = _start_proxy(log, agent.url, receipts)
+        try:
+            port, _pids = await _started(log)
+            names = [f"d{i:02d}" for i in range(8)]
+            wires = {n: TwilioCallerWire("MZ" + call_sid(n)[2:], call_sid(n)) for n in names}
+            calls = {}
+            for n in names:
+                ws = await connect(f"ws://127.0.0.1:{port}/echo/{n}", compression=None)
+                await ws.send(wires[n].connected())
+                await ws.send(wires[n].start())
+                await ws.send(wires[n].media(ULAW_SILENCE))
+                await asyncio.wait_for(ws.recv(), 10)
+                calls[n] = ws
+            proc.send_signal(signal.SIGTERM)
+            await wait_for(lambda: _logged(log, r"worker 1: shutting down") is not None, 10)
+            await wait_for(lambda: _logged(log, r"worker 0: shutting down") is not None, 10)
+            # Draining: every call, whichever worker holds it, still goes through, then ends.
+            for n, ws in calls.items():
+                await ws.send(wires[n].media(ULAW_SILENCE))
+                await asyncio.wait_for(ws.recv(), 10)
+                await ws.send(wires[n].stop())
+                await ws.close()
+            code = await asyncio.to_thread(proc.wait, 30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert code == 0, log.read_text()
+    written = list(read_receipts(receipts))
+    assert sorted(r.call for r in written) == sorted(call_hash(call_sid(n)) for n in names)
+    assert {r.terminal for r in written} == {"completed"}
