@@ -317,6 +317,8 @@ def measure(path: str, calls: int, seconds: float, warmup: float) -> PathResult:
                 "-m",
                 "voxproxy.cli",
                 "proxy",
+                "--workers",
+                "1",
                 "--listen",
                 f"127.0.0.1:{target}",
                 "--upstream",
