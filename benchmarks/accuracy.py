@@ -89,7 +89,8 @@ NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")
 # Figures the proxy says it cannot know: a direction never quiet, audio that ran too far
-# ahead of real time to be analysed, or its own clock readings too late.
+# ahead of real time to be analysed, its own clock readings too late, or its measurement
+# shed under load.
 WITHHELD = (
     *NEVER_QUIET,
     "caller_unanalysed",
@@ -97,6 +98,7 @@ WITHHELD = (
     "clock_lag",
     "caller_noise",
     "agent_noise",
+    "measurement_shed",
 )
 WRONG_MS = 100.0  # babble: a published figure off by more than this is wrong
 WORST_MS = 10.0  # the three worst figures of a class are named when off by more than this
