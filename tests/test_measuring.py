@@ -111,6 +111,23 @@ def test_past_the_budget_messages_wait_for_later_turns_in_order() -> None:
     assert a.measured[-1] == ("a6", False) and a.backlog is None
 
 
+def test_a_busy_loop_lets_measurement_take_as_long_as_forwarding_took() -> None:
+    queue, loop, cpu, _ = make(budget_ms=1.0)  # share 1.0, at most 10 ms
+    a = Call("a", cpu, cost_ns=MS)
+    for k in range(40):
+        a.message(queue, f"m{k}", 0)  # m0 at once (1 ms), the rest queued
+    loop.turn()  # nothing known of forwarding yet: 1 ms
+    assert len(a.measured) == 2
+    cpu[0] += 4 * MS  # forwarding took 4 ms of the loop before the next turn
+    loop.turn()
+    assert len(a.measured) == 6
+    cpu[0] += 50 * MS  # a long turn of forwarding: measurement still gets at most 10 ms
+    loop.turn()
+    assert len(a.measured) == 16
+    loop.turn()  # no forwarding in between: back to 1 ms
+    assert len(a.measured) == 17
+
+
 def test_a_call_with_a_backlog_queues_even_under_the_budget() -> None:
     queue, loop, cpu, _ = make(budget_ms=1.0)
     a = Call("a", cpu, cost_ns=2 * MS)

@@ -97,7 +97,7 @@ def texts(messages: list[tuple[bool, bytes | str]]) -> list[bytes | str]:
 
 
 async def test_queued_measurement_forwards_everything_and_gives_the_same_figures() -> None:
-    queue = MeasurementQueue(budget_ms=0.0)  # nothing is measured at once: all is queued
+    queue = MeasurementQueue(budget_ms=0.0, share=0.0)  # nothing measured at once: all queued
     receipt, record, log, _ = await call_through(queue)
     assert texts(log.caller_messages) == record.messages_sent
     assert texts(log.sent_messages) == record.messages_received
@@ -121,7 +121,11 @@ async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
     turns: list[Callable[[], None]] = []  # the loop's turns for measurement: run by hand
     now = [0]
     queue = MeasurementQueue(
-        budget_ms=0.0, shed_after_ms=0.0, call_soon=turns.append, now_ns=lambda: now[0]
+        budget_ms=0.0,
+        share=0.0,
+        shed_after_ms=0.0,
+        call_soon=turns.append,
+        now_ns=lambda: now[0],
     )
     shed_until = [0]
     pending_at_end: list[int] = []

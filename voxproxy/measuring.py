@@ -6,11 +6,14 @@ microsecond it spends delays the next message of every call: a core saturated
 by measurement would make the calls wait for it. :class:`MeasurementQueue` puts
 a bound on that:
 
-* While measurement has spent less than ``budget_ms`` of CPU since the loop last
-  went round, a message is measured at once (the common case: nothing queues).
+* Each turn of the loop measurement may spend a budget: ``budget_ms``, or as much
+  as forwarding took since the previous turn (``share`` times it, at most
+  ``max_budget_ms``), so that measurement keeps up with a busy loop without ever
+  taking more of it than forwarding does. While under its budget, a message is
+  measured at once (the common case: nothing queues).
 * Past the budget, and for as long as a call has messages queued (its order is
   kept), messages are queued per call and measured on the loop's next turns,
-  ``budget_ms`` at a time, the calls taking turns message by message. Messages
+  within the budget, the calls taking turns message by message. Messages
   carry their arrival times, and the measurement core reads no clock, so a
   message measured late gives exactly the figures it would have given at once.
 * A message that has waited longer than ``shed_after_ms`` is *shed*: decoded
@@ -24,7 +27,8 @@ a bound on that:
   memory stays bounded whatever the load.
 
 Forwarding never waits on more than one budget of measurement per turn of the
-loop (plus the one message being measured when the budget ran out).
+loop (plus the one message being measured when the budget ran out): at most
+``max_budget_ms``, and no more than the forwarding of that turn took.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from typing import Protocol
 
 NS_PER_MS = 1_000_000
 DEFAULT_BUDGET_MS = 1.0
+DEFAULT_SHARE = 1.0
+DEFAULT_MAX_BUDGET_MS = 10.0
 DEFAULT_SHED_AFTER_MS = 500.0
 DEFAULT_MAX_BACKLOG = 5000  # messages queued per call (50 s of 20 ms frames one way)
 
@@ -71,6 +77,8 @@ class MeasurementQueue:
         self,
         *,
         budget_ms: float = DEFAULT_BUDGET_MS,
+        share: float = DEFAULT_SHARE,
+        max_budget_ms: float = DEFAULT_MAX_BUDGET_MS,
         shed_after_ms: float = DEFAULT_SHED_AFTER_MS,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
         cpu_ns: Callable[[], int] = time.perf_counter_ns,
@@ -81,6 +89,11 @@ class MeasurementQueue:
         messages were stamped with, ``call_soon`` schedules the next turn's work (the
         running loop's by default); tests pass fakes of all three."""
         self.budget_ns = int(budget_ms * NS_PER_MS)
+        self.share = share
+        self.max_budget_ns = int(max_budget_ms * NS_PER_MS)
+        self._turn_budget_ns = self.budget_ns  # this turn's
+        self._turn_end_ns: int | None = None  # when the last turn's measurement ended
+        self._inline_ns = 0  # measured at once since then
         self.shed_after_ns = int(shed_after_ms * NS_PER_MS)
         self.max_backlog = max_backlog
         self._cpu_ns = cpu_ns
@@ -99,11 +112,12 @@ class MeasurementQueue:
 
     def may_measure_now(self, call: Measured) -> bool:
         """Whether a message of ``call`` may be measured at once (then :meth:`charge`)."""
-        return call.backlog is None and self._spent_ns < self.budget_ns
+        return call.backlog is None and self._spent_ns < self._turn_budget_ns
 
     def charge(self, cpu_ns: int) -> None:
         """Measurement spent ``cpu_ns`` outside the queue's own turns."""
         self._spent_ns += cpu_ns
+        self._inline_ns += cpu_ns
         self._schedule()
 
     def cpu_now(self) -> int:
@@ -143,16 +157,22 @@ class MeasurementQueue:
     def run_turn(self) -> None:
         """One turn of the loop has passed: measure queued items within the budget."""
         self._turn_pending = False
+        cpu = self._cpu_ns
+        start = cpu()
+        # What forwarding took since the last turn: the loop's time less measurement's.
+        end = self._turn_end_ns
+        forwarding = 0 if end is None else start - end - self._inline_ns
+        self._inline_ns = 0
+        budget = max(self.budget_ns, min(self.max_budget_ns, int(self.share * forwarding)))
+        self._turn_budget_ns = budget
         self._spent_ns = 0
         waiting = self._waiting
         if not waiting:
             self.oldest_ns = None
+            self._turn_end_ns = start
             return
-        cpu = self._cpu_ns
-        start = cpu()
         now = self._now_ns()
         shed_before = now - self.shed_after_ns
-        budget = self.budget_ns
         oldest: int | None = None
         spent = 0
         while waiting:  # at least one item a turn, however small the budget
@@ -177,6 +197,7 @@ class MeasurementQueue:
             if spent >= budget:
                 break
         self._spent_ns = spent
+        self._turn_end_ns = start + spent
         self.oldest_ns = oldest
         if waiting or spent:
             self._schedule()  # the next turn measures the rest, or just starts afresh
