@@ -257,6 +257,14 @@ def _add_proxy(sub: Any) -> None:
         "this process may run on (websocket), 1 (webrtc); 1 serves in this process",
     )
     p.add_env_argument(
+        "--max-loop-lag-ms",
+        type=non_negative_float,
+        default=100.0,
+        help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop ran "
+        "this many ms late in the last second, or while its measurement is shedding: the "
+        "calls it has stay transparent (0: no such refusal; websocket transport; default 100)",
+    )
+    p.add_env_argument(
         "--idle-timeout",
         type=non_negative_float,
         default=DEFAULT_IDLE_TIMEOUT_S,
@@ -434,6 +442,7 @@ def _proxy_config(args: argparse.Namespace) -> Any:
         ),
         session=_session_config(args),
         secret=args.secret.encode() if args.secret else None,
+        max_loop_lag_ms=args.max_loop_lag_ms or None,
     )
 
 
