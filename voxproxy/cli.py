@@ -53,6 +53,17 @@ class _EnvDefaults(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        choice = re.fullmatch(
+            r"argument (.+?): invalid choice: (.+?) \(choose from (.*)\)", message
+        )
+        if choice is not None:  # a mistyped command or value: name the closest one
+            given = choice.group(2).strip("'")
+            choices = [c.strip().strip("'") for c in choice.group(3).split(",")]
+            close = difflib.get_close_matches(given, choices, n=1)
+            what = choice.group(1) if choice.group(1).startswith("-") else "command"
+            message = f"unknown {what} {given!r}; " + (
+                f"did you mean {close[0]}?" if close else f"one of: {', '.join(choices)}"
+            )
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def add_env_argument(self, flag: str, **kwargs: Any) -> None:
@@ -880,7 +891,7 @@ def _run(coro: Any) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _EnvDefaults(
         prog="voxproxy",
         description="Measure voice agents on the wire: time-to-first-sound, barge-in stop "
         "latency, one content-free receipt per call.",
