@@ -1,4 +1,5 @@
-"""The run summary says when the load generator could not keep its own clock."""
+"""The run summary says first what went wrong with the run itself: calls that did not get
+through, a wire the target did not expect, a generator that could not keep its own clock."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import io
 from typing import Any
 
 from voxproxy.loadgen.report import write_report
-from voxproxy.loadgen.results import PACING_LAG_LIMIT_MS, overload_warning, summarize
+from voxproxy.loadgen.results import (
+    PACING_LAG_LIMIT_MS,
+    error_cause,
+    overload_warning,
+    problem_lines,
+    summarize,
+)
 from voxproxy.loadgen.runner import print_summary
 
 
@@ -53,3 +60,35 @@ def test_the_summary_fits_the_terminal_and_cuts_no_name() -> None:
         lines = out.getvalue().splitlines()
         assert lines and max(len(line) for line in lines) <= width, width
         assert "…" not in out.getvalue()
+
+
+def test_a_wire_the_target_proxy_did_not_expect_comes_first() -> None:
+    def spoke(wire: str | None) -> dict[str, Any]:
+        r = _result("a", 1.0)
+        r["receipt"] = {"dialect": "twilio", "wire_looks_like": wire}
+        return r
+
+    summary = summarize([spoke("raw"), spoke("raw"), spoke(None), _result("a", 1.0)])
+    assert summary["all"]["dialect_mismatches"] == {"raw twilio": 2}
+    (line,) = problem_lines(summary)
+    assert line.startswith("2 calls spoke raw, but the target's voxproxy expects twilio")
+    assert "--dialect twilio" in line
+    out = io.StringIO()
+    print_summary(summary, file=out, width=80)
+    assert out.getvalue().startswith(line + "\n")
+    assert problem_lines(summarize([spoke(None)])) == []
+
+
+def test_a_failed_call_is_counted_under_its_cause_without_addresses() -> None:
+    refused = "ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 9)"
+    assert error_cause(refused) == "connection refused"
+    status = "InvalidStatus: HTTP 503 from the target: voxproxy is shutting down"
+    assert error_cause(status) == "HTTP 503 from the target: voxproxy is shutting down"
+    rs = [_result("a", 1.0) for _ in range(3)]
+    rs[0]["error"], rs[1]["error"] = refused, status
+    summary = summarize(rs)
+    assert summary["all"]["errors"] == 2
+    assert problem_lines(summary) == [
+        "2 of 3 calls failed: connection refused (×1); "
+        "HTTP 503 from the target: voxproxy is shutting down (×1)"
+    ]

@@ -45,8 +45,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--dialect",
         choices=["raw", "twilio", "openai-realtime"],
-        default="raw",
-        help="wire to speak",
+        default=None,
+        help="wire to speak (default: raw, said on stderr; a voxproxy target expects its own "
+        "--dialect)",
     )
     p.add_argument("--calls", type=int, default=1, help="calls in all (default: 1)")
     p.add_argument("--concurrency", type=int, default=10, help="calls at once (default: 10)")
@@ -122,6 +123,13 @@ def _cmd(args: argparse.Namespace) -> int:
         if not sep or not name.strip():
             raise ConfigError(f"--header wants NAME:VALUE, got {h!r}")
         headers.append((name.strip(), value.strip()))
+    if args.dialect is None:
+        args.dialect = "raw"
+        print(
+            "voxproxy load: speaking the raw wire (the default); pass --dialect twilio or "
+            "openai-realtime to speak another",
+            file=sys.stderr,
+        )
     scenarios = tuple(find_scenario(ref) for ref in args.scenarios)
     scoring = Scoring.load(args.transcript_policy, args.transcript_terms)
     plan = LoadPlan(
@@ -181,10 +189,12 @@ def _cmd(args: argparse.Namespace) -> int:
             "(not-recognized list in report.html)"
         )
     failed = summary["all"]["failed_calls"]
+    errors = summary["all"]["errors"]
     print(
         f"{len(calls)} calls in {time.monotonic() - started:.0f} s; {failed} failed an "
-        f"expectation. Results: {out / 'results.json'}, {out / 'summary.json'}, "
-        f"{out / 'report.html'}"
+        "expectation"
+        + (f" ({errors} did not get through: causes above)" if errors else "")
+        + f". Results: {out / 'results.json'}, {out / 'summary.json'}, {out / 'report.html'}"
     )
     if shards is not None and shards.shard is not None:
         return 0  # a shard's calls are judged by `voxproxy load merge` (exit 1 there)

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
@@ -579,8 +579,14 @@ class ScriptedCaller:
                     while self._agent_vad.spurts:
                         s = self._agent_vad.spurts.popleft()
                         self.record.agent_spurts.append((s.onset_ns, s.offset_ns))
+        except InvalidStatus as exc:  # the target refused the call: its status and its words
+            body = (exc.response.body or b"").decode("utf-8", "replace").strip()[:200]
+            status = exc.response.status_code
+            self.record.error = f"InvalidStatus: HTTP {status} from the target" + (
+                f": {body}" if body else ""
+            )
         except (OSError, ConnectionClosed) as exc:
             self.record.error = f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # an InvalidStatus from the handshake, for example
+        except Exception as exc:
             self.record.error = f"{type(exc).__name__}: {exc}"
         return self.record

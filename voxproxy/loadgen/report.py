@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from voxproxy.loadgen.results import CallOutcome, overload_warning
+from voxproxy.loadgen.results import CallOutcome, overload_warning, problem_lines
 from voxproxy.transcripts.html import transcripts_section
 
 NS_PER_MS = 1_000_000
@@ -144,6 +144,8 @@ def write_report(
         f"{esc(str(meta['finished_at']))}</p>",
     ]
     a = summary["all"]
+    for line in problem_lines(summary):
+        parts.append(f"<p class='fail'><b>{esc(line)}</b></p>")
     warning = overload_warning(summary)
     if warning is not None:
         parts.append(f"<p class='fail'><b>{esc(warning)}</b></p>")

@@ -21,7 +21,13 @@ from typing import Any
 
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, ScriptedCaller
-from voxproxy.loadgen.results import CallOutcome, evaluate, overload_warning, summarize
+from voxproxy.loadgen.results import (
+    CallOutcome,
+    evaluate,
+    overload_warning,
+    problem_lines,
+    summarize,
+)
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import CallLog
 from voxproxy.receipts.model import Receipt
@@ -197,6 +203,8 @@ def print_summary(summary: dict[str, Any], file: Any = None, width: int | None =
     from rich.table import Table
 
     console = Console(file=file or sys.stdout, width=width or Console().width)
+    for line in problem_lines(summary):  # the cause in front, not only in results.json
+        console.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)
     table = Table(title="load run: ground truth at the caller (and the proxy's error, if any)")
     for col in (
         "scenario",

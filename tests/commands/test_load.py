@@ -1,0 +1,114 @@
+"""``voxproxy load`` against a target that is not there: the causes come first."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ports import refusing_port
+
+from voxproxy.cli import main
+
+
+def test_a_dead_target_is_named_with_its_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with refusing_port() as port:
+        status = main(
+            [
+                "load",
+                "normal_question",
+                "--target",
+                f"ws://127.0.0.1:{port}",
+                "--calls",
+                "2",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+    out, err = capsys.readouterr()
+    assert status == 1
+    # The default wire is said, not assumed.
+    assert "speaking the raw wire (the default)" in err
+    # Before the table: how many calls failed, and why, counted per cause.
+    first = out.splitlines()[0]
+    assert first == "2 of 2 calls failed: connection refused (×2)", out
+    assert "2 did not get through: causes above" in out
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["all"]["error_causes"] == {"connection refused": 2}
+    report = (tmp_path / "run" / "report.html").read_text()
+    assert "2 of 2 calls failed: connection refused (×2)" in report
+
+
+def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
+    with refusing_port() as dead:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "voxproxy.cli",
+                "proxy",
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                f"ws://127.0.0.1:{dead}",
+                "--dialect",
+                "twilio",
+                "--receipts",
+                str(tmp_path / "r.jsonl"),
+                "--secret",
+                "s",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            assert proc.stderr is not None
+            port = None
+            while port is None:
+                line = proc.stderr.readline()
+                assert line, "the proxy exited before listening"
+                found = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", line)
+                port = int(found.group(1)) if found else None
+            status = main(
+                [
+                    "load",
+                    "normal_question",
+                    "--target",
+                    f"ws://127.0.0.1:{port}",
+                    "--dialect",
+                    "twilio",
+                    "--calls",
+                    "3",
+                    "--out",
+                    str(tmp_path / "run"),
+                ]
+            )
+            proc.send_signal(signal.SIGTERM)
+            _, log = proc.communicate(timeout=15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert "speaking the raw wire" not in err
+    cause = "HTTP 502 from the target: agent unreachable: Connection refused"
+    assert out.splitlines()[0] == f"3 of 3 calls failed: {cause} (×3)", out
+    # The proxy logged every call it could not put through, with the cause.
+    warnings = re.findall(r"WARNING voxproxy\.proxy: call (c_\w+): (.*)", log)
+    assert len(warnings) == 3, log
+    assert len({call for call, _ in warnings}) == 3
+    assert {why for _, why in warnings} == {
+        "agent unreachable: Connection refused (the caller was answered HTTP 502)"
+    }
