@@ -578,6 +578,9 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
 
 def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
     """``voxproxy proxy --transport webrtc``: the same receipts, sinks and telemetry."""
+    from voxproxy.extras import require
+
+    require("webrtc", "--transport webrtc")
     from voxproxy.proxy_webrtc import WebRtcProxy
     from voxproxy.receipts.journal import CallJournal
     from voxproxy.receipts.model import Receipt

@@ -112,3 +112,83 @@ def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary
     assert {why for _, why in warnings} == {
         "agent unreachable: Connection refused (the caller was answered HTTP 502)"
     }
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, workers: int) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "voxproxy.cli",
+            "mock-agent",
+            "--listen",
+            "127.0.0.1:0",
+            "--send-mode",
+            "burst",
+            "--delay-ms",
+            "100",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert agent.stdout is not None
+        found = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", agent.stdout.readline())
+        assert found, "the mock agent did not start"
+        load = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "voxproxy.cli",
+                "load",
+                "normal_question",
+                "--target",
+                f"ws://127.0.0.1:{found.group(1)}",
+                "--dialect",
+                "raw",
+                "--calls",
+                "6",
+                "--concurrency",
+                str(workers),
+                "--workers",
+                str(workers),
+                "--out",
+                str(tmp_path / "run"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            assert load.stderr is not None
+            lines = []
+            # Without a terminal, load says its progress in lines: wait for the first call.
+            while not any(ln.startswith("voxproxy load: 1/6 calls") for ln in lines):
+                line = load.stderr.readline()
+                assert line, lines
+                lines.append(line)
+            assert lines[-1].startswith("voxproxy load: 1/6 calls · 0 failed · ETA "), lines
+            load.send_signal(signal.SIGINT)
+            out, err = load.communicate(timeout=60)
+        finally:
+            if load.poll() is None:
+                load.kill()
+                load.communicate()
+    finally:
+        agent.kill()
+        agent.communicate()
+    assert load.returncode == 130, (out, err)
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    finished = len(results["calls"])
+    assert 1 <= finished < 6
+    assert results["run"]["interrupted"] is True and results["run"]["finished_calls"] == finished
+    assert f"interrupted: {finished} of 6 calls had finished" in err, err
+    assert "Traceback" not in err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["all"]["calls"] == finished
+    report = (tmp_path / "run" / "report.html").read_text()
+    assert f"interrupted: {finished} of 6 calls had finished" in report

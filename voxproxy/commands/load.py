@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -93,6 +95,7 @@ def add_parser(sub: Any) -> None:
 
 def _cmd(args: argparse.Namespace) -> int:
     from voxproxy.errors import ConfigError
+    from voxproxy.loadgen.progress import CallCounter, CallDone
     from voxproxy.loadgen.runner import (
         LoadPlan,
         outcomes,
@@ -107,6 +110,9 @@ def _cmd(args: argparse.Namespace) -> int:
     if args.calls < 1 or args.concurrency < 1 or args.workers < 1:
         raise ConfigError("--calls, --concurrency and --workers must be at least 1")
     if args.transport == "webrtc":
+        from voxproxy.extras import require
+
+        require("webrtc", "--transport webrtc")
         if not args.target.startswith(("http://", "https://")):
             raise ConfigError(f"--transport webrtc needs an http(s):// target, got {args.target!r}")
         if args.proxy_receipts:
@@ -148,17 +154,81 @@ def _cmd(args: argparse.Namespace) -> int:
     if shards is not None:
         plan = shards.plan
 
-    def run(progress: Callable[[int], None] | None = None) -> Awaitable[list[Any]]:
-        return shards.play(progress) if shards else play(plan, args.workers, progress)
+    finished: list[Any] = []  # the calls that finished, as they finish
+    stop = threading.Event()  # set on Ctrl-C: workers stop and report what finished
+
+    def run(progress: Callable[[CallDone], None] | None) -> Awaitable[list[Any]]:
+        if shards:
+            return shards.play(progress, finished)
+        return play(plan, args.workers, progress, finished, stop)
+
+    total = shards.calls if shards else plan.calls
+    at_once = shards.shard.concurrency(plan.concurrency) if shards and shards.shard else None
+    counter = CallCounter(total, at_once or plan.concurrency, time.monotonic())
+    # Played on this loop (else by worker processes, told through `stop`).
+    one_loop = shards is not None or min(args.workers, plan.calls, plan.concurrency) <= 1
+    interrupted = False
 
     async def main() -> list[Any]:
-        from rich.progress import Progress
+        loop = asyncio.get_running_loop()
+        playing = _shown(run, counter) if sys.stderr.isatty() else run(_logged(counter))
+        task = asyncio.ensure_future(playing)
 
-        if sys.stderr.isatty():
-            with Progress(transient=True) as bar:
-                task = bar.add_task("calls", total=shards.calls if shards else plan.calls)
-                return await run(lambda n: bar.advance(task, n))
-        return await run()
+        def on_sigint() -> None:
+            nonlocal interrupted
+            interrupted = True
+            stop.set()
+            if one_loop:
+                task.cancel()  # on this loop: the finished calls are in `finished`
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if not interrupted:
+                raise
+            return sorted(finished, key=lambda r: r[0])
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    def _logged(counter: CallCounter) -> Callable[[CallDone], None]:
+        """Without a terminal: a progress line at each tenth of the calls (for CI logs)."""
+        said = [0]
+
+        def tick(call: CallDone) -> None:
+            counter.add(call)
+            tenth = 10 * counter.done // counter.total
+            if tenth > said[0]:
+                said[0] = tenth
+                print(f"voxproxy load: {counter.line(time.monotonic())}", file=sys.stderr)
+
+        return tick
+
+    async def _shown(
+        play_with: Callable[[Callable[[CallDone], None]], Awaitable[list[Any]]],
+        counter: CallCounter,
+    ) -> list[Any]:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (BarColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn())
+        with Progress(*columns, transient=True) as bar:
+            task = bar.add_task("calls", total=counter.total, info=counter.line(time.monotonic()))
+
+            def tick(call: CallDone | None = None) -> None:
+                if call is not None:
+                    counter.add(call)
+                bar.update(task, completed=counter.done, info=counter.line(time.monotonic()))
+
+            async def clock() -> None:  # the ETA counts down between calls too
+                while True:
+                    await asyncio.sleep(1.0)
+                    tick()
+
+            ticking = asyncio.ensure_future(clock())
+            try:
+                return await play_with(tick)
+            finally:
+                ticking.cancel()
 
     started = time.monotonic()
     try:
@@ -175,8 +245,9 @@ def _cmd(args: argparse.Namespace) -> int:
         receipts = receipts_by_call(Path(args.proxy_receipts), secret)
     calls = outcomes(plan, records, receipts, secret)
     out = Path(args.out)
-    _results, summary = write_results(out, shards.view() if shards else plan, calls, scoring)
-    if shards is not None:
+    view = shards.view() if shards else plan
+    _results, summary = write_results(out, view, calls, scoring, interrupted=interrupted)
+    if shards is not None and not interrupted:
         shards.save(out, calls)
     print_summary(summary)
     heard = summary["all"].get("transcripts") or {}
@@ -196,6 +267,14 @@ def _cmd(args: argparse.Namespace) -> int:
         + (f" ({errors} did not get through: causes above)" if errors else "")
         + f". Results: {out / 'results.json'}, {out / 'summary.json'}, {out / 'report.html'}"
     )
+    if interrupted:
+        print(
+            f"interrupted: {len(calls)} of {total} calls had finished; the results, summary "
+            "and report above are theirs (calls cut off in flight are left out)"
+            + ("; no shard.json.gz was written" if shards is not None else ""),
+            file=sys.stderr,
+        )
+        return 130
     if shards is not None and shards.shard is not None:
         return 0  # a shard's calls are judged by `voxproxy load merge` (exit 1 there)
     return 1 if failed else 0

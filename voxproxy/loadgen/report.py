@@ -2,8 +2,9 @@
 
 Distributions as CDF plots, a table per scenario, the failures, and a timeline
 per call (caller speech, agent speech, barge-ins, flushes, noises and tool
-calls on lanes). Plots are drawn with matplotlib and embedded as SVG, so the
-page needs nothing else.
+calls on lanes). Plots are drawn with matplotlib (the ``report`` extra) and embedded
+as SVG, so the page needs nothing else; without matplotlib the page has its tables
+and says which ``pip install`` draws the charts.
 """
 
 from __future__ import annotations
@@ -13,10 +14,6 @@ import io
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
 from voxproxy.loadgen.results import CallOutcome, overload_warning, problem_lines
@@ -40,7 +37,29 @@ _CSS = " ".join(
 )
 
 
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, or None without the ``report`` extra."""
+    from voxproxy.extras import has
+
+    if not has("report"):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _no_chart() -> str:
+    from voxproxy.extras import install_line
+
+    line = install_line("report")
+    return f"<p class='muted'>(chart left out: matplotlib is not installed; {line})</p>"
+
+
 def _svg(fig: Any) -> str:
+    plt = _pyplot()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
@@ -49,6 +68,9 @@ def _svg(fig: Any) -> str:
 
 
 def _cdf(series: dict[str, list[float]], xlabel: str, title: str) -> str:
+    plt = _pyplot()
+    if plt is None:
+        return _no_chart()
     fig, ax = plt.subplots(figsize=(5.2, 3.2))
     drawn = False
     for label, values in series.items():
@@ -77,6 +99,9 @@ def _timeline(o: CallOutcome, result: dict[str, Any]) -> str:
         return (ns - t0) / NS_PER_MS / 1000.0
 
     lanes = ["caller speech", "caller noise", "agent speech", "events"]
+    plt = _pyplot()
+    if plt is None:
+        return _no_chart()
     fig, ax = plt.subplots(figsize=(10.5, 1.9))
     for s in rec.speech:
         ax.broken_barh(
@@ -144,6 +169,11 @@ def write_report(
         f"{esc(str(meta['finished_at']))}</p>",
     ]
     a = summary["all"]
+    if meta.get("interrupted"):
+        parts.append(
+            f"<p class='fail'><b>interrupted: {meta['finished_calls']} of {meta['calls']} calls "
+            "had finished; this report is theirs</b></p>"
+        )
     for line in problem_lines(summary):
         parts.append(f"<p class='fail'><b>{esc(line)}</b></p>")
     warning = overload_warning(summary)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from typing import Any
 
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, ScriptedCaller
+from voxproxy.loadgen.progress import CallDone
 from voxproxy.loadgen.results import (
     CallOutcome,
     evaluate,
@@ -70,18 +72,27 @@ def _url(plan: LoadPlan, cid: str, scenario: str | None = None) -> str:
     return f"{base.rstrip('/')}/{name}{cid}" + (sep + query if sep else "")
 
 
+Progress = Callable[[CallDone], None]
+Records = list[tuple[int, str, CallRecord]]
+
+
 async def run_calls(
     plan: LoadPlan,
     indices: list[int],
-    progress: Callable[[int], None] | None = None,
-) -> list[tuple[int, str, CallRecord]]:
-    """Play the calls ``indices`` of ``plan``; returns (index, call id, record) each."""
+    progress: Progress | None = None,
+    into: Records | None = None,
+) -> Records:
+    """Play the calls ``indices`` of ``plan``; returns (index, call id, record) each.
+
+    ``into``: the list the finished calls are appended to as they finish (what is
+    left of an interrupted run: calls cancelled in flight are not in it)."""
     sem = asyncio.Semaphore(max(1, plan.concurrency))
-    out: list[tuple[int, str, CallRecord]] = []
+    out: Records = into if into is not None else []
 
     async def one(k: int, index: int) -> None:
         await asyncio.sleep(k * plan.ramp_ms / 1000 if k < plan.concurrency else 0)
         async with sem:
+            started = time.monotonic()
             scenario, base = plan.scenarios[index % len(plan.scenarios)]
             cid = call_id(plan, index)
             config = CallerConfig(
@@ -110,7 +121,7 @@ async def run_calls(
                 record = await ScriptedCaller(config, scenario.caller_steps(base)).run()
             out.append((index, cid, record))
             if progress is not None:
-                progress(1)
+                progress(CallDone(time.monotonic() - started, record.error is not None))
 
     await asyncio.gather(*(one(k, i) for k, i in enumerate(indices)))
     out.sort(key=lambda x: x[0])
@@ -118,17 +129,24 @@ async def run_calls(
 
 
 async def play(
-    plan: LoadPlan, workers: int = 1, progress: Callable[[int], None] | None = None
-) -> list[tuple[int, str, CallRecord]]:
-    """All calls of the plan, on this loop or spread over ``workers`` processes."""
+    plan: LoadPlan,
+    workers: int = 1,
+    progress: Progress | None = None,
+    into: Records | None = None,
+    stop: threading.Event | None = None,
+) -> Records:
+    """All calls of the plan, on this loop or spread over ``workers`` processes.
+
+    To interrupt: on one loop, cancel this and read ``into``; with workers, set ``stop``
+    and this returns the calls the workers finished."""
     # No more workers than calls, nor than calls at once (each worker plays at least one).
     workers = min(workers, plan.calls, plan.concurrency)
     if workers <= 1:
-        return await run_calls(plan, list(range(plan.calls)), progress)
+        return await run_calls(plan, list(range(plan.calls)), progress, into)
     # Shard k/workers of the plan in each process, started together, merged by call index.
     from voxproxy.loadgen.shard import play_workers
 
-    return await asyncio.to_thread(play_workers, plan, workers, progress)
+    return await asyncio.to_thread(play_workers, plan, workers, progress, stop=stop)
 
 
 def receipts_by_call(path: Path, secret: bytes) -> dict[str, Receipt]:
@@ -166,12 +184,17 @@ def outcomes(
 
 
 def write_results(
-    out_dir: Path, plan: LoadPlan, calls: list[CallOutcome], scoring: Scoring | None = None
+    out_dir: Path,
+    plan: LoadPlan,
+    calls: list[CallOutcome],
+    scoring: Scoring | None = None,
+    interrupted: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Judge every call; write results.json, summary.json and report.html.
 
     Returns the per-call results and the summary. ``scoring``: how the agent's
-    transcripts are scored (None: the defaults)."""
+    transcripts are scored (None: the defaults). ``interrupted``: the run was stopped
+    and ``calls`` are the ones that finished (said in the run's metadata and report)."""
     from voxproxy.loadgen.report import write_report
     from voxproxy.transcripts.loadrun import default_scoring
 
@@ -189,6 +212,9 @@ def write_results(
         "transcript_scoring": scoring.labels,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if interrupted:
+        meta["interrupted"] = True
+        meta["finished_calls"] = len(calls)
     (out_dir / "results.json").write_text(
         json.dumps({"run": meta, "calls": results}, indent=1) + "\n"
     )
