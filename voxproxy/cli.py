@@ -87,6 +87,27 @@ class _EnvDefaults(argparse.ArgumentParser):
         self.add_argument(flag, help=f"{help_text}{shown} [env {env}]", **kwargs)
 
 
+class DefaultsShown(argparse.HelpFormatter):
+    """Help that shows each option's default as it is typed (HOST:PORT, not a tuple),
+    unless the help already says it or there is none (None, False, empty)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "default" in text
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or default == []
+        ):
+            return text
+        if isinstance(default, tuple) and len(default) == 2:
+            default = f"{default[0]}:{default[1]}"
+        return f"{text} (default: {default})".replace("%", "%%").replace("%%(", "%(")
+
+
 def host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -762,6 +783,7 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
 def _add_mock_agent(sub: Any) -> None:
     p: _EnvDefaults = sub.add_parser(
         "mock-agent",
+        formatter_class=DefaultsShown,
         help="run the reference voice agent (for tests, demos and load runs)",
         description="A websocket voice agent that answers each caller turn with recorded speech.",
     )
@@ -787,7 +809,12 @@ def _add_mock_agent(sub: Any) -> None:
     p.add_argument(
         "--reaction-ms", type=non_negative_float, default=150.0, help="barge-in reaction time"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed for jitter")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the response jitter (the same seed, the same delays)",
+    )
     p.add_argument(
         "--post-events-url",
         default=os.environ.get("VOXPROXY_POST_EVENTS_URL"),

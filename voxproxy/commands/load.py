@@ -16,8 +16,11 @@ from voxproxy.commands.load_merge import add_shard_arguments, sharding
 
 
 def add_parser(sub: Any) -> None:
+    from voxproxy.cli import DefaultsShown
+
     p = sub.add_parser(
         "load",
+        formatter_class=DefaultsShown,
         help="replay scripted callers against a target, many at once; write results and a report",
         description="Each call streams recorded caller audio at real-time pace, plays the "
         "agent's audio with the playout rule and follows a scenario script. Writes "
@@ -75,7 +78,13 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="the target voxproxy's --secret (to find each call's receipt)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the callers' random noise (white noise under a call); call i uses "
+        "SEED + i, so a run with the same seed plays the same calls",
+    )
     p.add_argument(
         "--transcript-policy",
         default=None,

@@ -32,9 +32,14 @@ _CSS = " ".join(
         "th{background:#f4f5fa}td:first-child,th:first-child{text-align:left}",
         ".muted{color:#667}.fail{color:#b3261e}.ok{color:#1b7f3b}",
         ".grid{display:flex;flex-wrap:wrap;gap:1rem}.grid figure{margin:0}",
-        "figcaption{font-size:.85rem;color:#556}",
+        "figcaption{font-size:.85rem;color:#556}td{white-space:nowrap}",
     ]
 )
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 missed response``, ``2 missed responses``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _pyplot() -> Any:
@@ -81,6 +86,7 @@ def _cdf(series: dict[str, list[float]], xlabel: str, title: str) -> str:
         ax.step(x, y, where="post", label=f"{label} (n={x.size})")
         drawn = True
     ax.set_xlabel(xlabel)
+    ax.set_ylim(0, 1.02)  # a CDF starts at 0: the axis does too
     ax.set_ylabel("fraction of turns")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
@@ -119,6 +125,15 @@ def _timeline(o: CallOutcome, result: dict[str, Any]) -> str:
         ax.broken_barh([(ms(a), ms(b) - ms(a))], (1, 0.8), color="#2f9e6f")
     for f in rec.flushes:
         ax.plot([ms(f)], [0.4], marker="v", color="#b3261e")
+    for turn in result["turns"]:  # time to first sound: the caller's end -> the agent's sound
+        end, ttfs = turn["truth"]["caller_offset_ms"], turn["truth"]["ttfs_ms"]
+        if end is None or ttfs is None:
+            continue
+        a, b = end / 1000, (end + ttfs) / 1000
+        ax.annotate(
+            "", xy=(b, 1.9), xytext=(a, 1.9), arrowprops={"arrowstyle": "|-|", "color": "#1d2230"}
+        )
+        ax.text((a + b) / 2, 1.95, f"ttfs {ttfs:.0f} ms", ha="center", va="bottom", fontsize=7)
     receipt = o.receipt
     shift = None
     if receipt is not None and rec.speech:
@@ -182,8 +197,10 @@ def write_report(
     failed = a["failed_calls"]
     parts.append(
         f"<p class='{'fail' if failed else 'ok'}'><b>{a['calls'] - failed} of {a['calls']} calls "
-        f"met every expectation</b>; {a['turns']} turns, {a['barge_ins']['total']} barge-ins, "
-        f"{a['missed_responses']} missed responses, {a['false_barge_ins']} yields to noise.</p>"
+        f"met every expectation</b>; {_n(a['turns'], 'turn')}, "
+        f"{_n(a['barge_ins']['total'], 'barge-in')}, "
+        f"{_n(a['missed_responses'], 'missed response')}, "
+        f"{_n(a['false_barge_ins'], 'yield')} to noise.</p>"
     )
     parts.append(
         "<h2>By scenario</h2><table><tr><th>scenario</th><th>calls</th><th>failed</th>"
