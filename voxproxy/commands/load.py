@@ -49,10 +49,17 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--dialect",
-        choices=["raw", "twilio", "openai-realtime"],
+        choices=["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime"],
         default=None,
         help="wire to speak (default: raw, said on stderr; a voxproxy target expects its own "
         "--dialect)",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="twilio: a start.customParameters entry; telnyx: start.custom_parameters (repeatable)",
     )
     p.add_argument("--calls", type=int, default=1, help="calls in all (default: 1)")
     p.add_argument("--concurrency", type=int, default=10, help="calls at once (default: 10)")
@@ -64,7 +71,9 @@ def add_parser(sub: Any) -> None:
         "and merged into one result)",
     )
     p.add_argument("--out", default="voxproxy-load", help="output directory")
-    p.add_argument("--sample-rate", type=int, default=16000, help="raw: audio rate in Hz")
+    p.add_argument(
+        "--sample-rate", type=int, default=16000, help="raw and vonage: caller audio rate in Hz"
+    )
     p.add_argument(
         "--header", action="append", default=[], metavar="NAME:VALUE", help="extra header"
     )
@@ -141,10 +150,18 @@ def _cmd(args: argparse.Namespace) -> int:
     if args.dialect is None:
         args.dialect = "raw"
         print(
-            "voxproxy load: speaking the raw wire (the default); pass --dialect twilio or "
-            "openai-realtime to speak another",
+            "voxproxy load: speaking the raw wire (the default); pass --dialect to speak "
+            "another (twilio, telnyx, plivo, vonage, exotel, openai-realtime)",
             file=sys.stderr,
         )
+    params = []
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--param wants NAME=VALUE, got {item!r}")
+        params.append((name.strip(), value))
+    if params and args.dialect not in ("twilio", "telnyx"):
+        raise ConfigError("--param: only the twilio and telnyx wires carry custom parameters")
     scenarios = tuple(find_scenario(ref) for ref in args.scenarios)
     scoring = Scoring.load(args.transcript_policy, args.transcript_terms)
     plan = LoadPlan(
@@ -158,6 +175,7 @@ def _cmd(args: argparse.Namespace) -> int:
         seed=args.seed,
         transport=args.transport,
         signaling=args.signaling,
+        custom_parameters=tuple(params),
     )
     shards = sharding(args, plan)  # --shard/--start-at/--run-id (voxproxy.loadgen.shard)
     if shards is not None:

@@ -57,6 +57,8 @@ class LoadPlan:
     # (an http(s) signaling URL) with ``signaling`` ("whip" or "pipecat").
     transport: str = "websocket"
     signaling: str = "whip"
+    # twilio/telnyx: the start message's custom parameters, (NAME, VALUE) pairs
+    custom_parameters: tuple[tuple[str, str], ...] = ()
 
 
 def call_id(plan: LoadPlan, index: int) -> str:
@@ -104,6 +106,7 @@ async def run_calls(
                 noise_bed=scenario.noise_bed(base),
                 keep_messages=False,
                 seed=plan.seed + index,
+                custom_parameters=plan.custom_parameters,
             )
             if plan.transport == "webrtc":
                 from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
