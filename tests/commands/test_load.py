@@ -192,3 +192,69 @@ def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, worke
     assert summary["all"]["calls"] == finished
     report = (tmp_path / "run" / "report.html").read_text()
     assert f"interrupted: {finished} of 6 calls had finished" in report
+
+
+def test_an_arrival_rate_starts_calls_on_schedule_and_counts_the_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "voxproxy.cli", "mock-agent", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert agent.stdout is not None
+        found = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", agent.stdout.readline())
+        assert found, "the mock agent did not start"
+        # 4 calls a second for 1 s: due at 0, 0.25, 0.5 and 0.75 s; a call lasts seconds,
+        # so with 2 in flight at most, the last two find both busy.
+        status = main(
+            [
+                "load",
+                "normal_question",
+                "--target",
+                f"ws://127.0.0.1:{found.group(1)}",
+                "--dialect",
+                "raw",
+                "--arrival-rate",
+                "4",
+                "--duration",
+                "1",
+                "--concurrency",
+                "2",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+    finally:
+        agent.kill()
+        agent.communicate()
+    out = capsys.readouterr().out
+    assert status == 1
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["run"]["calls"] == 4 and results["run"]["arrivals_over_s"] == 0.75
+    errors = [c["error"] for c in results["calls"]]
+    assert errors[:2] == [None, None]
+    assert errors[2:] == ["dropped: --concurrency calls were in flight when it was due"] * 2
+    assert out.splitlines()[0] == (
+        "2 of 4 calls failed: dropped: --concurrency calls were in flight when it was due (×2)"
+    )
+    report = (tmp_path / "run" / "report.html").read_text()
+    assert "4 calls arriving over 0.75 s, at most 2 in flight" in report
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--arrival-rate", "2"], "--arrival-rate needs --duration"),
+        (["--arrival-rate", "2", "--duration", "5", "--calls", "3"], "give no --calls"),
+        (["--duration", "5"], "--duration and --ramp-up go with --arrival-rate"),
+    ],
+)
+def test_arrival_rate_flags_go_together(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["load", "normal_question", "--target", "ws://127.0.0.1:9", *argv]) == 2
+    assert message in capsys.readouterr().err

@@ -61,8 +61,37 @@ def add_parser(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="twilio: a start.customParameters entry; telnyx: start.custom_parameters (repeatable)",
     )
-    p.add_argument("--calls", type=int, default=1, help="calls in all (default: 1)")
-    p.add_argument("--concurrency", type=int, default=10, help="calls at once (default: 10)")
+    p.add_argument("--calls", type=int, default=None, help="calls in all (default: 1)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="calls at once (default: 10); with --arrival-rate, the most in flight (default: "
+        "30 s of arrivals): an arrival that finds them all busy is dropped and counted",
+    )
+    p.add_argument(
+        "--arrival-rate",
+        type=float,
+        default=None,
+        metavar="PER_S",
+        help="the open model, like k6's arrival-rate executors: start calls at this rate "
+        "(calls per second) whether or not earlier ones finished, for --duration seconds "
+        "(after --ramp-up); instead of --calls",
+    )
+    p.add_argument(
+        "--ramp-up",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="with --arrival-rate: seconds to climb linearly from 0 to the rate",
+    )
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --arrival-rate: seconds to hold the rate (after --ramp-up)",
+    )
     p.add_argument(
         "--workers",
         type=int,
@@ -125,6 +154,22 @@ def _cmd(args: argparse.Namespace) -> int:
     from voxproxy.loadgen.scenario import find_scenario
     from voxproxy.transcripts.score import Scoring
 
+    arrivals = None
+    if args.arrival_rate is not None:
+        from voxproxy.loadgen.arrivals import arrival_times, default_cap
+
+        if args.calls is not None:
+            raise ConfigError("--arrival-rate plays calls on a schedule: give no --calls")
+        if args.duration is None:
+            raise ConfigError("--arrival-rate needs --duration (seconds at the rate)")
+        arrivals = arrival_times(args.arrival_rate, args.ramp_up, args.duration)
+        args.calls = len(arrivals)
+        if args.concurrency is None:
+            args.concurrency = default_cap(args.arrival_rate)
+    elif args.duration is not None or args.ramp_up:
+        raise ConfigError("--duration and --ramp-up go with --arrival-rate")
+    args.calls = 1 if args.calls is None else args.calls
+    args.concurrency = 10 if args.concurrency is None else args.concurrency
     if args.calls < 1 or args.concurrency < 1 or args.workers < 1:
         raise ConfigError("--calls, --concurrency and --workers must be at least 1")
     if args.transport == "webrtc":
@@ -176,6 +221,7 @@ def _cmd(args: argparse.Namespace) -> int:
         transport=args.transport,
         signaling=args.signaling,
         custom_parameters=tuple(params),
+        arrivals=arrivals,
     )
     shards = sharding(args, plan)  # --shard/--start-at/--run-id (voxproxy.loadgen.shard)
     if shards is not None:
@@ -191,7 +237,8 @@ def _cmd(args: argparse.Namespace) -> int:
 
     total = shards.calls if shards else plan.calls
     at_once = shards.shard.concurrency(plan.concurrency) if shards and shards.shard else None
-    counter = CallCounter(total, at_once or plan.concurrency, time.monotonic())
+    last = plan.arrivals[-1] if plan.arrivals else None
+    counter = CallCounter(total, at_once or plan.concurrency, time.monotonic(), last)
     # Played on this loop (else by worker processes, told through `stop`).
     one_loop = shards is not None or min(args.workers, plan.calls, plan.concurrency) <= 1
     interrupted = False

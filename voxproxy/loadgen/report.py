@@ -180,7 +180,13 @@ def write_report(
         f"<style>{_CSS}</style></head><body>",
         "<h1>voxproxy load report</h1>",
         f"<p class='muted'>target {esc(str(meta['target']))} · dialect {esc(str(meta['dialect']))}"
-        f" · {meta['calls']} calls, {meta['concurrency']} at a time · finished "
+        + (
+            f" · {meta['calls']} calls, {meta['concurrency']} at a time"
+            if meta.get("arrivals_over_s") is None
+            else f" · {meta['calls']} calls arriving over {meta['arrivals_over_s']:g} s, at "
+            f"most {meta['concurrency']} in flight"
+        )
+        + " · finished "
         f"{esc(str(meta['finished_at']))}</p>",
     ]
     a = summary["all"]

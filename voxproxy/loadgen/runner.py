@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from voxproxy.ids import keyed_hash
+from voxproxy.loadgen.arrivals import DROPPED
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, ScriptedCaller
 from voxproxy.loadgen.progress import CallDone
 from voxproxy.loadgen.results import (
@@ -59,6 +60,9 @@ class LoadPlan:
     signaling: str = "whip"
     # twilio/telnyx: the start message's custom parameters, (NAME, VALUE) pairs
     custom_parameters: tuple[tuple[str, str], ...] = ()
+    # The open model (voxproxy.loadgen.arrivals): call i starts arrivals[i] s after the
+    # run's start, ``concurrency`` is the most in flight. None: ``concurrency`` at a time.
+    arrivals: tuple[float, ...] | None = None
 
 
 def call_id(plan: LoadPlan, index: int) -> str:
@@ -94,39 +98,64 @@ async def run_calls(
     async def one(k: int, index: int) -> None:
         await asyncio.sleep(k * plan.ramp_ms / 1000 if k < plan.concurrency else 0)
         async with sem:
-            started = time.monotonic()
-            scenario, base = plan.scenarios[index % len(plan.scenarios)]
-            cid = call_id(plan, index)
-            config = CallerConfig(
-                url=_url(plan, cid, scenario.name),
-                dialect=plan.dialect,  # type: ignore[arg-type]
-                sample_rate_hz=plan.sample_rate_hz,
-                headers=dict(plan.headers),
-                call_id=cid,
-                noise_bed=scenario.noise_bed(base),
-                keep_messages=False,
-                seed=plan.seed + index,
-                custom_parameters=plan.custom_parameters,
-            )
-            if plan.transport == "webrtc":
-                from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
+            await call(index)
 
-                wconfig = WebRtcCallerConfig(
-                    url=plan.target,
-                    signaling=plan.signaling,  # type: ignore[arg-type]
-                    headers=dict(plan.headers),
-                    noise_bed=config.noise_bed,
-                    seed=config.seed,
-                    keep_arrivals=False,
-                )
-                record = await WebRtcCaller(wconfig, scenario.caller_steps(base)).run()
-            else:
-                record = await ScriptedCaller(config, scenario.caller_steps(base)).run()
-            out.append((index, cid, record))
+    loop = asyncio.get_running_loop()
+    t_start = loop.time()
+    in_flight = 0
+
+    async def arriving(index: int) -> None:  # the open model: on the schedule, or dropped
+        nonlocal in_flight
+        assert plan.arrivals is not None
+        await asyncio.sleep(max(0.0, t_start + plan.arrivals[index] - loop.time()))
+        if in_flight >= plan.concurrency:
+            out.append((index, call_id(plan, index), CallRecord(error=DROPPED)))
             if progress is not None:
-                progress(CallDone(time.monotonic() - started, record.error is not None))
+                progress(CallDone(0.0, True))
+            return
+        in_flight += 1
+        try:
+            await call(index)
+        finally:
+            in_flight -= 1
 
-    await asyncio.gather(*(one(k, i) for k, i in enumerate(indices)))
+    async def call(index: int) -> None:
+        started = time.monotonic()
+        scenario, base = plan.scenarios[index % len(plan.scenarios)]
+        cid = call_id(plan, index)
+        config = CallerConfig(
+            url=_url(plan, cid, scenario.name),
+            dialect=plan.dialect,  # type: ignore[arg-type]
+            sample_rate_hz=plan.sample_rate_hz,
+            headers=dict(plan.headers),
+            call_id=cid,
+            noise_bed=scenario.noise_bed(base),
+            keep_messages=False,
+            seed=plan.seed + index,
+            custom_parameters=plan.custom_parameters,
+        )
+        if plan.transport == "webrtc":
+            from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
+
+            wconfig = WebRtcCallerConfig(
+                url=plan.target,
+                signaling=plan.signaling,  # type: ignore[arg-type]
+                headers=dict(plan.headers),
+                noise_bed=config.noise_bed,
+                seed=config.seed,
+                keep_arrivals=False,
+            )
+            record = await WebRtcCaller(wconfig, scenario.caller_steps(base)).run()
+        else:
+            record = await ScriptedCaller(config, scenario.caller_steps(base)).run()
+        out.append((index, cid, record))
+        if progress is not None:
+            progress(CallDone(time.monotonic() - started, record.error is not None))
+
+    if plan.arrivals is not None:
+        await asyncio.gather(*(arriving(i) for i in indices))
+    else:
+        await asyncio.gather(*(one(k, i) for k, i in enumerate(indices)))
     out.sort(key=lambda x: x[0])
     return out
 
@@ -215,6 +244,8 @@ def write_results(
         "transcript_scoring": scoring.labels,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if plan.arrivals is not None:  # the open model: when the calls were due
+        meta["arrivals_over_s"] = round(plan.arrivals[-1], 3)
     if interrupted:
         meta["interrupted"] = True
         meta["finished_calls"] = len(calls)
