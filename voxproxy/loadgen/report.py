@@ -131,9 +131,12 @@ def _timeline(o: CallOutcome, result: dict[str, Any]) -> str:
             continue
         a, b = end / 1000, (end + ttfs) / 1000
         ax.annotate(
-            "", xy=(b, 1.9), xytext=(a, 1.9), arrowprops={"arrowstyle": "|-|", "color": "#1d2230"}
+            "",
+            xy=(b, 1.9),
+            xytext=(a, 1.9),
+            arrowprops={"arrowstyle": "|-|,widthA=0.25,widthB=0.25", "color": "#1d2230"},
         )
-        ax.text((a + b) / 2, 1.95, f"ttfs {ttfs:.0f} ms", ha="center", va="bottom", fontsize=7)
+        ax.text((a + b) / 2, 2.0, f"ttfs {ttfs:.0f} ms", ha="center", va="bottom", fontsize=7)
     receipt = o.receipt
     shift = None
     if receipt is not None and rec.speech:
