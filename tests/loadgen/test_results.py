@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import pytest
+
 from voxproxy.loadgen.report import write_report
 from voxproxy.loadgen.results import (
     PACING_LAG_LIMIT_MS,
@@ -14,7 +16,7 @@ from voxproxy.loadgen.results import (
     problem_lines,
     summarize,
 )
-from voxproxy.loadgen.runner import print_summary
+from voxproxy.loadgen.runner import NO_TERMINAL_COLUMNS, print_summary
 
 
 def _result(scenario: str, lag_p99: float | None) -> dict[str, Any]:
@@ -92,3 +94,20 @@ def test_a_failed_call_is_counted_under_its_cause_without_addresses() -> None:
         "2 of 3 calls failed: connection refused (×1); "
         "HTTP 503 from the target: voxproxy is shutting down (×1)"
     ]
+
+
+def test_without_a_terminal_the_table_is_not_squeezed_to_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    summary = summarize([_result("normal_question", 1.0)])
+    out = io.StringIO()  # a pipe or a log file
+    print_summary(summary, file=out)
+    lines = out.getvalue().splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("┏"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("┡"))
+    header = " ".join(lines[top + 1 : end])
+    assert end - top - 1 <= 2, lines[top:end]  # at most two header lines, no word cut
+    for word in ("scenario", "ttfs", "barge-ins", "stopped", "reprompts", "missed", "proxy"):
+        assert f" {word} " in header, word
+    assert max(len(line) for line in lines) <= NO_TERMINAL_COLUMNS

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import threading
 import time
@@ -257,12 +258,21 @@ def write_results(
     return results, summary
 
 
+NO_TERMINAL_COLUMNS = 150  # the summary table's width when it goes to a file or a pipe
+
+
 def print_summary(summary: dict[str, Any], file: Any = None, width: int | None = None) -> None:
     """The run's table, fitted to the terminal (``width``: its columns, when known)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=file or sys.stdout, width=width or Console().width)
+    out = file or sys.stdout
+    if width is None:
+        probe = Console(file=out)
+        width = probe.width
+        if not probe.is_terminal and "COLUMNS" not in os.environ:
+            width = NO_TERMINAL_COLUMNS  # a log file or a pipe: nothing to fit, no wrapping
+    console = Console(file=out, width=width)
     for line in problem_lines(summary):  # the cause in front, not only in results.json
         console.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)
     table = Table(title="load run: ground truth at the caller (and the proxy's error, if any)")
