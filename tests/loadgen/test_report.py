@@ -50,6 +50,30 @@ def test_a_timeline_marks_each_time_to_first_sound(figures: list[Any]) -> None:
     assert arrow.xy == (pytest.approx(2.14), 1.9) and arrow.xyann == (1.5, 1.9)
 
 
+def test_a_timeline_marks_where_each_threshold_falls(figures: list[Any]) -> None:
+    scenario, _ = find_scenario("interruption")
+    outcome = CallOutcome(scenario, 0, "CA1", "raw", CallRecord(t0_ns=0))
+    result = {
+        "passed": True,
+        "turns": [
+            {
+                "barge_in": False,
+                "truth": {"caller_onset_ms": 200.0, "caller_offset_ms": 1500.0, "ttfs_ms": 640.0},
+                "limits": {"ttfs_ms_max": 1200.0, "stop_latency_ms_max": None},
+            },
+            {
+                "barge_in": True,
+                "truth": {"caller_onset_ms": 3000.0, "caller_offset_ms": 4000.0, "ttfs_ms": None},
+                "limits": {"ttfs_ms_max": None, "stop_latency_ms_max": 500.0},
+            },
+        ],
+    }
+    report._timeline(outcome, result)
+    (ax,) = figures[0].axes
+    dashed = [ln.get_xdata()[0] for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert dashed == [pytest.approx(2.7), pytest.approx(3.5)]
+
+
 def _result(no_response: int) -> dict[str, Any]:
     return {
         "scenario": "a",

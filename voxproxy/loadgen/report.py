@@ -137,6 +137,19 @@ def _timeline(o: CallOutcome, result: dict[str, Any]) -> str:
             arrowprops={"arrowstyle": "|-|,widthA=0.25,widthB=0.25", "color": "#1d2230"},
         )
         ax.text((a + b) / 2, 2.0, f"ttfs {ttfs:.0f} ms", ha="center", va="bottom", fontsize=7)
+    for turn in result["turns"]:  # the step's thresholds: dashed, where the limit falls
+        limits = turn.get("limits") or {}
+        truth = turn["truth"]
+        for start, limit in (
+            (truth["caller_offset_ms"], limits.get("ttfs_ms_max")),
+            (
+                truth["caller_onset_ms"] if turn.get("barge_in") else None,
+                limits.get("stop_latency_ms_max"),
+            ),
+        ):
+            if start is not None and limit is not None:
+                x = (start + limit) / 1000
+                ax.plot([x, x], [0.9, 1.9], linestyle="--", linewidth=0.9, color="#b3261e")
     receipt = o.receipt
     shift = None
     if receipt is not None and rec.speech:
@@ -283,7 +296,8 @@ def write_report(
     parts.append(
         "<p class='muted'>blue: caller speech · orange: caller barge-in · grey: "
         "caller noise · green: agent speech as the caller heard it · red ▼: flush · "
-        "purple: tool calls (from the receipt)</p>"
+        "purple: tool calls (from the receipt) · |—|: each turn's ttfs · dashed red: "
+        "where a step's ttfs or stop threshold falls</p>"
     )
     for i in shown:
         parts.append(f"<figure>{_timeline(calls[i], results[i])}</figure>")

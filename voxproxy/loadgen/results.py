@@ -190,6 +190,13 @@ def _turn_entry(
             "ttfs_ms": t_ttfs,
             "stop_latency_ms": t_stop,
         },
+        # The step's thresholds (drawn on the report's timeline).
+        "limits": {
+            "ttfs_ms_max": step.expect.ttfs_ms_max if step.expect is not None else None,
+            "stop_latency_ms_max": step.expect.stop_latency_ms_max
+            if step.expect is not None
+            else None,
+        },
         "proxy": None
         if turn is None
         else {
