@@ -66,6 +66,17 @@ class _EnvDefaults(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        choice = re.fullmatch(
+            r"argument (.+?): invalid choice: (.+?) \(choose from (.*)\)", message
+        )
+        if choice is not None:  # a mistyped command or value: name the closest one
+            given = choice.group(2).strip("'")
+            choices = [c.strip().strip("'") for c in choice.group(3).split(",")]
+            close = difflib.get_close_matches(given, choices, n=1)
+            what = choice.group(1) if choice.group(1).startswith("-") else "command"
+            message = f"unknown {what} {given!r}; " + (
+                f"did you mean {close[0]}?" if close else f"one of: {', '.join(choices)}"
+            )
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
@@ -104,6 +115,31 @@ class _EnvDefaults(argparse.ArgumentParser):
         shown = f" (default: {default})" if default not in (None, False) else ""
         kwargs["help"] = kwargs.get("help", "") + shown
         self.add_argument(flag, **kwargs)
+
+
+class DefaultsShown(argparse.HelpFormatter):
+    """Help that shows each option's default as it is typed (HOST:PORT, not a tuple),
+    unless the help already says it or there is none (None, False, empty)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "default" in text
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or default == []
+        ):
+            return text
+        if isinstance(default, tuple) and len(default) == 2:
+            default = f"{default[0]}:{default[1]}"
+        shown = f" (default: {default})"
+        head, env, tail = text.rpartition(" [env ")
+        # the default before the environment variable that can set it
+        out = f"{head}{shown}{env}{tail}" if env else f"{text}{shown}"
+        return out.replace("%", "%%").replace("%%(", "%(")
 
 
 def host_port(value: str) -> tuple[str, int]:
@@ -543,6 +579,9 @@ def serve_config(args: argparse.Namespace) -> Any:
 
     webrtc = getattr(args, "transport", "websocket") == "webrtc"
     if webrtc:
+        from voxproxy.extras import require
+
+        require("webrtc", "--transport webrtc")
         proxy = _webrtc_config(args)
         if args.tls_cert:
             raise ConfigError("--tls-cert is not supported with --transport webrtc yet")
@@ -611,7 +650,7 @@ def _run(coro: Any) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _EnvDefaults(
         prog="voxproxy",
         description="Measure voice agents on the wire: time-to-first-sound, barge-in stop "
         "latency, one content-free receipt per call.",

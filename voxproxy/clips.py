@@ -3,8 +3,10 @@
 ``fixtures/corpus`` (:func:`load_corpus`: other synthesizers, voices, languages
 and levels, and synthetic signals, made by ``tools/make_corpus.py``).
 
-The directory is found from ``$VOXPROXY_FIXTURES`` or next to the package (an
-editable install or a checkout).
+The directory is ``$VOXPROXY_FIXTURES`` when set (a directory laid out like the
+repository's ``fixtures/``), else the one inside the package: ``voxproxy/_fixtures``,
+which in a checkout links to ``fixtures/`` and in the wheel holds what commands read
+at run time (``audio``, ``scenarios``, ``testbench``; not the corpus).
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ def fixtures_dir() -> Path:
     env = os.environ.get("VOXPROXY_FIXTURES")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[1] / "fixtures"
+    packaged = Path(__file__).resolve().parent / "_fixtures"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[1] / "fixtures"  # a checkout without symlinks
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,10 @@ LAG_WINDOW_NS = 1_000 * NS_PER_MS  # the event-loop lag admission looks at: the 
 
 CALL_ID_HEADER = "X-Voxproxy-Call"
 
+# The agent could not be reached, refused the call or did not answer its handshake.
+_AGENT_FAILURES = frozenset(
+    (EndCause.UPSTREAM_REFUSED, EndCause.UPSTREAM_UNREACHABLE, EndCause.UPSTREAM_TIMEOUT)
+)
 _TERMINALS: dict[EndCause, Terminal] = {
     EndCause.CALLER_CLOSED: "caller_closed",
     EndCause.AGENT_CLOSED: "agent_closed",
@@ -267,6 +271,8 @@ class CallContext:
             proxy.receipt_errors += 1
             proxy.journal_closed(self.link_id)
             return
+        if info.cause in _AGENT_FAILURES:  # one line per call, with its cause
+            log.warning("call %s: %s", receipt.call, info.detail or info.cause.value)
         if receipt.wire_looks_like is not None:
             log.warning(
                 "call %s: the caller's wire looks like %s, not the configured %s: nothing of "

@@ -95,3 +95,16 @@ def test_missing_and_garbage_files_are_fixture_errors(tmp_path: Path) -> None:
     garbage.write_bytes(b"this is not a RIFF file at all")
     with pytest.raises(FixtureError):
         read_wav(garbage)
+
+
+def test_a_stereo_wav_is_mixed_down_when_asked(tmp_path: Path) -> None:
+    left = np.array([1000, -2000, 300, 7], dtype=np.int16)
+    right = np.array([3000, 2000, -301, 8], dtype=np.int16)
+    frames = np.stack([left, right], axis=1).reshape(-1).astype("<i2").tobytes()
+    path = tmp_path / "stereo.wav"
+    _write_raw_wav(path, 2, 2, frames)
+    pcm, rate = read_wav(path, downmix=True)
+    assert rate == 8000
+    assert pcm.tolist() == [2000, 0, 0, 8]  # the mean of each frame (-0.5 rounds to 0)
+    with pytest.raises(FixtureError, match="mono 16-bit"):
+        read_wav(path)

@@ -135,3 +135,18 @@ def test_interpolation_of_a_ramp_is_exact(rate: int) -> None:
         expected = np.arange(out.size) * step
         assert out.size == pytest.approx(19999 / step, abs=1)
         assert np.all(np.abs(out - expected) < 1.0 + 1e-6)
+
+
+def test_a_recording_is_brought_to_16_khz_without_aliasing() -> None:
+    from voxproxy.audio.resample import resample_clip
+
+    t = np.arange(44100) / 44100
+    tone = np.rint(8000 * np.sin(2 * np.pi * 1000 * t)).astype(np.int16)
+    high = np.rint(8000 * np.sin(2 * np.pi * 11000 * t)).astype(np.int16)  # above 8 kHz
+    out = resample_clip(tone, 44100, 16000)
+    assert out.size == 16000
+    spectrum = np.abs(np.fft.rfft(out.astype(np.float64)))
+    assert int(np.argmax(spectrum)) == 1000  # 1 Hz bins: the tone stays at 1 kHz
+    kept = resample_clip(high, 44100, 16000).astype(np.float64)[100:-100]
+    # An 11 kHz tone has no place at 16 kHz: filtered out, not folded to 5 kHz.
+    assert np.sqrt(np.mean(kept**2)) < 0.01 * 8000 / np.sqrt(2)

@@ -48,6 +48,11 @@ def test_a_port_already_in_use(busy_port: int, tmp_path: Path) -> None:
         line = _one_line_error(_run("proxy", *base, *extra, flag, f"127.0.0.1:{busy_port}"))
         assert "address already in use" in line and str(busy_port) in line, line
         assert "choose another port" in line
+    events = ["--listen", "127.0.0.1:0", "--events-token", "t" * 24]
+    line = _one_line_error(
+        _run("proxy", *base, *events, "--events-listen", f"127.0.0.1:{busy_port}")
+    )
+    assert "address already in use" in line and str(busy_port) in line, line
     line = _one_line_error(_run("mock-agent", "--listen", f"127.0.0.1:{busy_port}"))
     assert "address already in use" in line
 
@@ -84,3 +89,42 @@ def test_help_shows_a_listen_default_as_it_is_typed() -> None:
     assert done.returncode == 0
     assert "127.0.0.1:8765" in done.stdout.replace("\n", " ")
     assert "('127.0.0.1'" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["prxy"], "voxproxy: error: unknown command 'prxy'; did you mean proxy?"),
+        (
+            ["transcripts", "scor"],
+            "voxproxy transcripts: error: unknown command 'scor'; did you mean score?",
+        ),
+        (
+            ["proxy", "--upstream", "ws://127.0.0.1:9/", "--dialect", "twillio"],
+            "voxproxy proxy: error: unknown --dialect 'twillio'; did you mean twilio?",
+        ),
+        (
+            ["load", "normal_question", "--target", "ws://127.0.0.1:9", "--dialect", "zzz"],
+            "voxproxy load: error: unknown --dialect 'zzz'; one of: raw,",
+        ),
+    ],
+)
+def test_a_mistyped_command_or_value_names_the_closest_one(argv: list[str], expected: str) -> None:
+    done = _run(*argv)
+    assert done.returncode == 2
+    assert done.stderr.startswith(expected), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "usage:" not in done.stderr
+
+
+def test_load_and_mock_agent_help_show_their_defaults() -> None:
+    load = " ".join(_run("load", "--help").stdout.split())
+    for said in ("calls in all (default: 1)", "calls at once (default: 10)", "(default: 1)"):
+        assert said in load, said
+    assert "--seed SEED seed of the callers' random noise" in load
+    assert "(default: None)" not in load
+    agent = " ".join(_run("mock-agent", "--help").stdout.split())
+    for said in ("HOST:PORT (default: 127.0.0.1:8766)", "response delay (default: 600.0)"):
+        assert said in agent, said
+    assert "± response jitter (default: 0.0)" in agent and "(default: 0)" in agent
+    assert "('127.0.0.1'" not in agent and "(default: None)" not in agent

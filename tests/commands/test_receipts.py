@@ -18,7 +18,7 @@ from voxproxy.receipts.verdict import judged
 @pytest.fixture(autouse=True)
 def _wide_and_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-    for name in ("VOXPROXY_POLICY", "VOXPROXY_STORE"):
+    for name in ("VOXPROXY_POLICY", "VOXPROXY_STORE", "VOXPROXY_RECEIPTS"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -228,6 +228,44 @@ def test_export_mistakes_exit_2(
     assert message in capsys.readouterr().err
 
 
-def test_listing_still_needs_a_store(capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_receipts_here_listing_says_what_to_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VOXPROXY_RECEIPTS", raising=False)
     assert main(["receipts"]) == 2
-    assert "--store is required" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "receipts.jsonl is not a file; give --receipts PATH" in err and "--store" in err
+
+
+def test_the_proxy_receipts_file_lists_like_the_store_with_latency_columns(
+    store: tuple[Path, list[Receipt]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path, receipts = store
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VOXPROXY_RECEIPTS", raising=False)
+    # The proxy's default --receipts file, read without a flag.
+    (tmp_path / "receipts.jsonl").write_text("".join(r.to_json_line() for r in receipts))
+    for filters in (
+        [],
+        ["--verdict", "tool_effect_failed", "--verdict", "unreachable"],
+        ["--since", "2025-06-02", "--dialect", "raw"],
+        ["--until", "2025-06-01T23:00", "--limit", "3"],
+        ["--terminal", "agent_closed"],
+    ):
+        assert main(["receipts", "--json", "--store", str(path), *filters]) == 0
+        want = json_calls(capsys.readouterr().out)
+        assert main(["receipts", "--json", *filters]) == 0
+        assert json_calls(capsys.readouterr().out) == want, filters
+    assert main(["receipts"]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(receipts)} receipt(s) in receipts.jsonl" in out
+    header = next(line for line in out.splitlines() if "ttfs p50" in line)
+    assert "ttfs max" in header and "stop max" in header and "barge-ins" in header
+    timed = next(r for r in receipts if r.summary.ttfs_ms_median is not None)
+    row = next(line for line in out.splitlines() if timed.call in line)
+    assert f"{timed.summary.ttfs_ms_median:.0f} ms" in row, row
+    assert f"{timed.summary.barge_ins_stopped}/{timed.summary.barge_ins}" in row

@@ -1,13 +1,22 @@
-"""The run summary says when the load generator could not keep its own clock."""
+"""The run summary says first what went wrong with the run itself: calls that did not get
+through, a wire the target did not expect, a generator that could not keep its own clock."""
 
 from __future__ import annotations
 
 import io
 from typing import Any
 
+import pytest
+
 from voxproxy.loadgen.report import write_report
-from voxproxy.loadgen.results import PACING_LAG_LIMIT_MS, overload_warning, summarize
-from voxproxy.loadgen.runner import print_summary
+from voxproxy.loadgen.results import (
+    PACING_LAG_LIMIT_MS,
+    error_cause,
+    overload_warning,
+    problem_lines,
+    summarize,
+)
+from voxproxy.loadgen.runner import NO_TERMINAL_COLUMNS, print_summary
 
 
 def _result(scenario: str, lag_p99: float | None) -> dict[str, Any]:
@@ -53,3 +62,52 @@ def test_the_summary_fits_the_terminal_and_cuts_no_name() -> None:
         lines = out.getvalue().splitlines()
         assert lines and max(len(line) for line in lines) <= width, width
         assert "…" not in out.getvalue()
+
+
+def test_a_wire_the_target_proxy_did_not_expect_comes_first() -> None:
+    def spoke(wire: str | None) -> dict[str, Any]:
+        r = _result("a", 1.0)
+        r["receipt"] = {"dialect": "twilio", "wire_looks_like": wire}
+        return r
+
+    summary = summarize([spoke("raw"), spoke("raw"), spoke(None), _result("a", 1.0)])
+    assert summary["all"]["dialect_mismatches"] == {"raw twilio": 2}
+    (line,) = problem_lines(summary)
+    assert line.startswith("2 calls spoke raw, but the target's voxproxy expects twilio")
+    assert "--dialect twilio" in line
+    out = io.StringIO()
+    print_summary(summary, file=out, width=80)
+    assert out.getvalue().startswith(line + "\n")
+    assert problem_lines(summarize([spoke(None)])) == []
+
+
+def test_a_failed_call_is_counted_under_its_cause_without_addresses() -> None:
+    refused = "ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 9)"
+    assert error_cause(refused) == "connection refused"
+    status = "InvalidStatus: HTTP 503 from the target: voxproxy is shutting down"
+    assert error_cause(status) == "HTTP 503 from the target: voxproxy is shutting down"
+    rs = [_result("a", 1.0) for _ in range(3)]
+    rs[0]["error"], rs[1]["error"] = refused, status
+    summary = summarize(rs)
+    assert summary["all"]["errors"] == 2
+    assert problem_lines(summary) == [
+        "2 of 3 calls failed: connection refused (×1); "
+        "HTTP 503 from the target: voxproxy is shutting down (×1)"
+    ]
+
+
+def test_without_a_terminal_the_table_is_not_squeezed_to_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    summary = summarize([_result("normal_question", 1.0)])
+    out = io.StringIO()  # a pipe or a log file
+    print_summary(summary, file=out)
+    lines = out.getvalue().splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("┏"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("┡"))
+    header = " ".join(lines[top + 1 : end])
+    assert end - top - 1 <= 2, lines[top:end]  # at most two header lines, no word cut
+    for word in ("scenario", "ttfs", "barge-ins", "stopped", "reprompts", "missed", "proxy"):
+        assert f" {word} " in header, word
+    assert max(len(line) for line in lines) <= NO_TERMINAL_COLUMNS

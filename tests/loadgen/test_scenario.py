@@ -109,3 +109,34 @@ def test_unknown_scenario_name_lists_the_builtin_ones() -> None:
     with pytest.raises(FixtureError) as info:
         find_scenario("no_such_scenario")
     assert "normal_question" in str(info.value)
+
+
+def test_a_44k1_stereo_recording_is_said_as_the_clip_it_holds(tmp_path: Path) -> None:
+    import wave
+
+    import numpy as np
+    from scipy.signal import resample_poly
+
+    from voxproxy.clips import clip
+
+    c = clip("caller_hello")
+    # The fixture as a phone or a DAW would export it: 44.1 kHz, two channels (the right
+    # one 6 dB down).
+    up = np.rint(resample_poly(c.pcm.astype(np.float64), 441, 160)).astype(np.int16)
+    right = (up // 2).astype(np.int16)
+    frames = np.stack([up, right], axis=1).reshape(-1).astype("<i2").tobytes()
+    with wave.open(str(tmp_path / "hello.wav"), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(44100)
+        w.writeframes(frames)
+    s = load_scenario(write(tmp_path, "name: x\nsteps:\n  - say: hello.wav\n"))
+    step = s.caller_steps(tmp_path)[0]
+    assert isinstance(step, Say)
+    assert step.clip.sample_rate_hz == 16000
+    assert abs(step.clip.pcm.size - c.pcm.size) <= 1
+    # The speech is where the fixture's truth says: each edge within 10 ms (the mix is
+    # 3.5 dB below the original; the truth rule's threshold is relative to the level).
+    assert len(step.clip.segments_ms) == len(c.segments_ms)
+    for (a, b), (ta, tb) in zip(step.clip.segments_ms, c.segments_ms, strict=True):
+        assert abs(a - ta) <= 10.0 and abs(b - tb) <= 10.0, (a, b, ta, tb)

@@ -258,7 +258,7 @@ async def test_caller_close_code_and_reason_reach_the_agent() -> None:
     assert receipts[0].close.initiator == "caller"
 
 
-async def test_upstream_refusal_is_mirrored_and_recorded() -> None:
+async def test_upstream_refusal_is_mirrored_and_recorded(caplog: pytest.LogCaptureFixture) -> None:
     def refuse(conn: ServerConnection, request: Request) -> Response:
         return conn.respond(403, "forbidden by agent\n")
 
@@ -276,16 +276,28 @@ async def test_upstream_refusal_is_mirrored_and_recorded() -> None:
     assert r.terminal == "upstream_refused"
     assert r.close.upstream_status == 403
     assert r.turns == []
+    # The proxy's log says, for this call, why it failed.
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "voxproxy.proxy"]
+    assert f"call {r.call}: forbidden by agent (the caller was answered HTTP 403)" in lines
 
 
-async def test_unreachable_upstream_gets_502_and_a_receipt() -> None:
+async def test_unreachable_upstream_gets_502_and_a_receipt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with running_proxy("ws://127.0.0.1:9") as (port, receipts, _):
-        with pytest.raises(InvalidStatus) as info:
-            async with connect(f"ws://127.0.0.1:{port}"):
-                pass
-        await wait_for(lambda: len(receipts) == 1)
+        for _ in range(2):
+            with pytest.raises(InvalidStatus) as info:
+                async with connect(f"ws://127.0.0.1:{port}"):
+                    pass
+        await wait_for(lambda: len(receipts) == 2)
     assert info.value.response.status_code == 502
-    assert receipts[0].terminal == "upstream_unreachable"
+    assert [r.terminal for r in receipts] == ["upstream_unreachable"] * 2
+    # One warning per call, naming the call and the cause.
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "voxproxy.proxy"]
+    for r in receipts:
+        (line,) = [ln for ln in lines if ln.startswith(f"call {r.call}: ")]
+        assert "agent unreachable" in line and "refused" in line.lower(), line
+        assert line.endswith("(the caller was answered HTTP 502)"), line
 
 
 async def test_silent_upstream_handshake_times_out_with_504() -> None:

@@ -94,11 +94,13 @@ class Sharding:
     start_at: float | None
     result: ShardResult | None = None
 
-    async def play(self, progress: Callable[[int], None] | None = None) -> list[Any]:
+    async def play(
+        self, progress: Callable[[Any], None] | None = None, into: list[Any] | None = None
+    ) -> list[Any]:
         from voxproxy.loadgen.shard import Shard, run_shard
 
         shard = self.shard or Shard(0, 1)
-        self.result = await run_shard(self.plan, shard, self.start_at, progress, _say)
+        self.result = await run_shard(self.plan, shard, self.start_at, progress, _say, into)
         return list(self.result.records)
 
     @property

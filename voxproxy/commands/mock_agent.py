@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
-from voxproxy.cli import host_port, non_negative_float, positive_int
+from voxproxy.cli import DefaultsShown, host_port, non_negative_float, positive_int
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "mock-agent",
+        formatter_class=DefaultsShown,
         help="run the reference voice agent (for tests, demos and load runs)",
         description="A websocket voice agent that answers each caller turn with recorded speech.",
     )
     p.add_argument("--listen", type=host_port, default=("127.0.0.1", 8766), help="HOST:PORT")
     p.add_argument(
+        "--transport",
+        choices=["websocket", "webrtc"],
+        default="websocket",
+        help="webrtc: answer WebRTC offers (WHIP at /whip, Pipecat at /api/offer) and talk "
+        "over Opus, paced in real time (needs the webrtc extra)",
+    )
+    p.add_argument(
         "--dialect",
         choices=["raw", "twilio", "openai-realtime"],
         default="raw",
-        help="wire to speak (openai-realtime: as an OpenAI Realtime server)",
+        help="websocket: wire to speak (openai-realtime: as an OpenAI Realtime server)",
     )
     p.add_argument("--sample-rate", type=positive_int, default=16000, help="raw: audio rate in Hz")
     p.add_argument("--delay-ms", type=non_negative_float, default=600.0, help="response delay")
@@ -36,7 +45,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--reaction-ms", type=non_negative_float, default=150.0, help="barge-in reaction time"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed for jitter")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the response jitter (the same seed, the same delays)",
+    )
     p.add_argument(
         "--post-events-url",
         default=None,
@@ -90,5 +104,28 @@ def run(args: argparse.Namespace) -> int:
         transcript_hypotheses=load_hypotheses(args.hypotheses) if args.hypotheses else None,
     )
     host, port = args.listen
+    if args.transport == "webrtc":
+        from voxproxy.extras import require
+
+        require("webrtc", "mock-agent --transport webrtc")
+        run_loop(_webrtc_mock_agent(config, host, port))
+        return 0
     run_loop(run_cli(config, host, port))
     return 0
+
+
+async def _webrtc_mock_agent(config: Any, host: str, port: int) -> None:
+    from voxproxy.mockagent.webrtc import WebRtcMockAgent
+
+    agent = WebRtcMockAgent(config)
+    bound = await agent.start(host, port)
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"mock-agent answering WebRTC offers on http://{shown}:{bound}/whip (WHIP) and "
+        f"http://{shown}:{bound}/api/offer (Pipecat)",
+        flush=True,
+    )
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await agent.stop()

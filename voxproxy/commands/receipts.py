@@ -23,7 +23,16 @@ def add_parser(sub: Any) -> None:
         description="List receipts from the SQLite store the proxy writes with --store. "
         "`voxproxy receipts export --help` writes them as flat tables instead.",
     )
-    p.add_env_argument("--store", default=None, metavar="PATH", help="the receipt store")
+    p.add_env_argument(
+        "--store", default=None, metavar="PATH", help="the receipt store (proxy --store)"
+    )
+    p.add_env_argument(
+        "--receipts",
+        default=None,
+        metavar="PATH",
+        help="without --store: the proxy's JSON-lines receipts file (proxy --receipts; "
+        "default: receipts.jsonl here, when it exists)",
+    )
     p.add_argument(
         "--verdict",
         action="append",
@@ -86,10 +95,17 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
     from typing import get_args
 
-    if args.store is None:
-        raise ConfigError("--store is required (or VOXPROXY_STORE): the receipt store to query")
+    source = args.store
+    if source is None:
+        source = args.receipts or "receipts.jsonl"
+        if not Path(source).is_file():
+            raise ConfigError(
+                f"no receipts to show: {source} is not a file; give --receipts PATH (the "
+                "proxy's --receipts file) or --store PATH (its --store)"
+            )
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -116,14 +132,22 @@ def run(args: argparse.Namespace) -> int:
         terminal=args.terminal,
         limit=args.limit,
     )
-    receipts = list(query_receipts(args.store, query))
+    if args.store is not None:
+        receipts = list(query_receipts(args.store, query))
+    else:
+        receipts = _filtered(source, query)
     if args.json:
         for r in receipts:
             sys.stdout.write(r.to_json_line())
         return 0
-    table = Table(title=f"{len(receipts)} receipt(s) in {args.store}", title_justify="left")
-    for col in ("started", "call", "dialect", "terminal", "duration", "verdict", "gate", "cause"):
-        table.add_column(col, justify="right" if col == "duration" else "left", overflow="fold")
+    table = Table(title=f"{len(receipts)} receipt(s) in {source}", title_justify="left")
+    numeric = ("duration", "turns", "ttfs p50", "ttfs max", "stop max", "barge-ins stopped")
+    for col in ("started", "call", "dialect", "terminal", *numeric, "verdict", "gate", "cause"):
+        table.add_column(col, justify="right" if col in numeric else "left", overflow="fold")
+
+    def ms(x: float | None) -> str:
+        return "—" if x is None else f"{x:.0f} ms"
+
     for r in receipts:
         v = r.verdict
         if v is None:
@@ -131,18 +155,52 @@ def run(args: argparse.Namespace) -> int:
         else:
             style = "green" if v.verdict == "pass" else "red"
             verdict, gate, cause = Text(v.verdict, style=style), v.gate or "", v.cause or ""
+        s = r.summary
         table.add_row(
             Text(r.started_at),
             Text(r.call),
             Text(r.dialect),
             Text(r.terminal),
             f"{r.duration_ms / 1000:.1f} s",
+            str(s.turns),
+            ms(s.ttfs_ms_median),
+            ms(s.ttfs_ms_max),
+            ms(s.stop_latency_ms_max),
+            f"{s.barge_ins_stopped}/{s.barge_ins}",
             verdict,
             Text(gate),
             Text(cause),
         )
     Console().print(table)
     return 0
+
+
+def _filtered(path: str, q: Any) -> list[Any]:
+    """The receipts of a JSON-lines file that match the query, oldest first (as the
+    store answers it)."""
+    from voxproxy.receipts.store import utc_text
+    from voxproxy.receipts.writer import read_receipts
+
+    try:
+        since = utc_text(q.since) if q.since is not None else None
+        until = utc_text(q.until) if q.until is not None else None
+    except ValueError:
+        raise ConfigError(f"not an ISO 8601 time: {q.since or q.until!r}") from None
+    out = []
+    for r in read_receipts(path):
+        verdict = r.verdict.verdict if r.verdict is not None else "none"
+        started = utc_text(r.started_at)
+        if (
+            (q.verdicts and verdict not in q.verdicts)
+            or (since is not None and started < since)
+            or (until is not None and started >= until)
+            or (q.dialect is not None and r.dialect != q.dialect)
+            or (q.terminal is not None and r.terminal != q.terminal)
+        ):
+            continue
+        out.append(r)
+    out.sort(key=lambda r: utc_text(r.started_at))
+    return out[: q.limit] if q.limit is not None else out
 
 
 def _export_format(args: argparse.Namespace) -> str:

@@ -71,9 +71,11 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from voxproxy.errors import ConfigError
+    from voxproxy.extras import require
     from voxproxy.transcripts.score import Scoring
     from voxproxy.transcripts.scorecard import load_human_scores
 
+    require("transcripts", "voxproxy transcripts")
     if args.results is not None and (args.ref or args.hyp):
         raise ConfigError("give either RESULTS_JSON or --ref and --hyp, not both")
     if args.results is None and not (args.ref and args.hyp):

@@ -10,6 +10,7 @@ caller's truth next to the proxy's figures and verdict.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,9 @@ def _fmt(x: float | None) -> str:
 
 
 async def run_demo(out: str) -> int:
+    # The demo's own proxies and event APIs are scaffolding: their start-up lines would
+    # only stand in front of the results.
+    logging.getLogger("voxproxy.eventapi").setLevel(logging.WARNING)
     console = Console(width=max(Console().width, 120))
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)

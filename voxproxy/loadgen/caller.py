@@ -22,19 +22,16 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
-from voxproxy.audio.g711 import pcm_to_ulaw
-from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.audio.resample import Converter, resample_linear
 from voxproxy.clips import Clip
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
-from voxproxy.dialects.raw import RawWire
-from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent, Transcript
+from voxproxy.loadgen.wires import CallerWire, caller_wire
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 TICK_NS = 10 * NS_PER_MS  # the caller's own playout and detector run at most this often
@@ -99,8 +96,8 @@ Step = Say | Silence | WaitAgentStart | WaitAgentEnd | BargeIn | Interject
 @dataclass(frozen=True, slots=True)
 class CallerConfig:
     url: str
-    dialect: Literal["raw", "twilio", "openai-realtime"]
-    sample_rate_hz: int = 16000  # raw only; twilio is 8 kHz
+    dialect: Literal["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime"]
+    sample_rate_hz: int = 16000  # raw and vonage; twilio, telnyx, plivo and exotel are 8 kHz
     frame_ms: int = 20
     headers: dict[str, str] = field(default_factory=dict)
     subprotocols: tuple[str, ...] = ()
@@ -110,6 +107,8 @@ class CallerConfig:
     noise_bed: NoiseBed | None = None  # recorded background noise at an SNR
     keep_messages: bool = True  # keep every message sent and received (transparency tests)
     seed: int = 0
+    # twilio: start.customParameters; telnyx: start.custom_parameters (NAME, VALUE) pairs
+    custom_parameters: tuple[tuple[str, str], ...] = ()
     # openai-realtime: the caller is a Realtime client (formats by their beta names).
     realtime_input_format: str = "pcm16"
     realtime_output_format: str = "pcm16"
@@ -191,7 +190,16 @@ class ScriptedCaller:
     def __init__(self, config: CallerConfig, script: list[Step]) -> None:
         self.config = config
         self.script = script
-        self.rate = 8000 if config.dialect == "twilio" else config.sample_rate_hz
+        self._wire: CallerWire | None = None
+        self.rate = config.sample_rate_hz
+        if config.dialect != "openai-realtime":
+            self._wire = caller_wire(
+                config.dialect,
+                config.call_id,
+                config.sample_rate_hz,
+                dict(config.custom_parameters),
+            )
+            self.rate = self._wire.rate_hz
         self._realtime: OpenAIRealtimeCallerWire | None = None
         if config.dialect == "openai-realtime":
             fin = parse_format(config.realtime_input_format)
@@ -215,7 +223,6 @@ class ScriptedCaller:
         self._agent_vad: SpeechDetector | None = None
         self._agent_pos = 0
         self._marks: deque[tuple[int, str]] = deque()  # (play-out time, name) awaiting echo
-        self._twilio = TwilioCallerWire("MZ" + config.call_id[2:], config.call_id)
         self._ws: ClientConnection | None = None
         self._done_sending = asyncio.Event()
         self._last_agent_audible_ns = 0
@@ -292,9 +299,8 @@ class ScriptedCaller:
     def _encode(self, frame: Pcm) -> bytes | str:
         if self._realtime is not None:
             return self._realtime.append(self._in_fmt.encode(frame))
-        if self.config.dialect == "raw":
-            return pcm_to_bytes(frame)
-        return self._twilio.media(pcm_to_ulaw(frame))
+        assert self._wire is not None
+        return self._wire.media(frame)
 
     async def _send(self, payload: bytes | str) -> None:
         assert self._ws is not None
@@ -348,7 +354,10 @@ class ScriptedCaller:
 
     async def _echo_mark(self, name: str) -> None:
         with contextlib.suppress(ConnectionClosed):
-            await self._send(self._twilio.mark(name))
+            assert self._wire is not None
+            echo = self._wire.echo(name)
+            if echo is not None:
+                await self._send(echo)
 
     async def _receiver(self) -> None:
         assert self._ws is not None
@@ -551,11 +560,10 @@ class ScriptedCaller:
                 self._ws = ws
                 if self._realtime is not None:
                     await self._send(self._realtime.session_update(self._in_fmt, self._out_fmt))
-                elif cfg.dialect == "twilio":
-                    await self._send(self._twilio.connected())
-                    await self._send(self._twilio.start())
                 else:
-                    await self._send(RawWire.start(self.rate, cfg.call_id))
+                    assert self._wire is not None
+                    for opening in self._wire.opening():
+                        await self._send(opening)
                 self.record.t0_ns = time.monotonic_ns()
                 receiver = asyncio.create_task(self._receiver())
                 sender = asyncio.create_task(self._sender())
@@ -564,8 +572,8 @@ class ScriptedCaller:
                 finally:
                     self._done_sending.set()
                     await sender
-                if cfg.dialect == "twilio":
-                    await self._send(self._twilio.stop())
+                for closing in self._wire.closing() if self._wire is not None else []:
+                    await self._send(closing)
                 await ws.close()
                 await receiver
                 for task in list(self._tasks):
@@ -578,8 +586,14 @@ class ScriptedCaller:
                     while self._agent_vad.spurts:
                         s = self._agent_vad.spurts.popleft()
                         self.record.agent_spurts.append((s.onset_ns, s.offset_ns))
+        except InvalidStatus as exc:  # the target refused the call: its status and its words
+            body = (exc.response.body or b"").decode("utf-8", "replace").strip()[:200]
+            status = exc.response.status_code
+            self.record.error = f"InvalidStatus: HTTP {status} from the target" + (
+                f": {body}" if body else ""
+            )
         except (OSError, ConnectionClosed) as exc:
             self.record.error = f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # an InvalidStatus from the handshake, for example
+        except Exception as exc:
             self.record.error = f"{type(exc).__name__}: {exc}"
         return self.record

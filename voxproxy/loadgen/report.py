@@ -2,8 +2,9 @@
 
 Distributions as CDF plots, a table per scenario, the failures, and a timeline
 per call (caller speech, agent speech, barge-ins, flushes, noises and tool
-calls on lanes). Plots are drawn with matplotlib and embedded as SVG, so the
-page needs nothing else.
+calls on lanes). Plots are drawn with matplotlib (the ``report`` extra) and embedded
+as SVG, so the page needs nothing else; without matplotlib the page has its tables
+and says which ``pip install`` draws the charts.
 """
 
 from __future__ import annotations
@@ -13,13 +14,9 @@ import io
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
-from voxproxy.loadgen.results import CallOutcome, overload_warning
+from voxproxy.loadgen.results import CallOutcome, overload_warning, problem_lines
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transcripts.html import transcripts_section
 
@@ -35,12 +32,39 @@ _CSS = " ".join(
         "th{background:#f4f5fa}td:first-child,th:first-child{text-align:left}",
         ".muted{color:#667}.fail{color:#b3261e}.ok{color:#1b7f3b}",
         ".grid{display:flex;flex-wrap:wrap;gap:1rem}.grid figure{margin:0}",
-        "figcaption{font-size:.85rem;color:#556}",
+        "figcaption{font-size:.85rem;color:#556}td{white-space:nowrap}",
     ]
 )
 
 
+def _n(count: int, noun: str) -> str:
+    """``1 missed response``, ``2 missed responses``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, or None without the ``report`` extra."""
+    from voxproxy.extras import has
+
+    if not has("report"):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _no_chart() -> str:
+    from voxproxy.extras import install_line
+
+    line = install_line("report")
+    return f"<p class='muted'>(chart left out: matplotlib is not installed; {line})</p>"
+
+
 def _svg(fig: Any) -> str:
+    plt = _pyplot()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
@@ -49,6 +73,9 @@ def _svg(fig: Any) -> str:
 
 
 def _cdf(series: dict[str, list[float]], xlabel: str, title: str) -> str:
+    plt = _pyplot()
+    if plt is None:
+        return _no_chart()
     fig, ax = plt.subplots(figsize=(5.2, 3.2))
     drawn = False
     for label, values in series.items():
@@ -59,6 +86,7 @@ def _cdf(series: dict[str, list[float]], xlabel: str, title: str) -> str:
         ax.step(x, y, where="post", label=f"{label} (n={x.size})")
         drawn = True
     ax.set_xlabel(xlabel)
+    ax.set_ylim(0, 1.02)  # a CDF starts at 0: the axis does too
     ax.set_ylabel("fraction of turns")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
@@ -77,6 +105,9 @@ def _timeline(o: CallOutcome, result: dict[str, Any]) -> str:
         return (ns - t0) / NS_PER_MS / 1000.0
 
     lanes = ["caller speech", "caller noise", "agent speech", "events"]
+    plt = _pyplot()
+    if plt is None:
+        return _no_chart()
     fig, ax = plt.subplots(figsize=(10.5, 1.9))
     for s in rec.speech:
         ax.broken_barh(
@@ -94,6 +125,31 @@ def _timeline(o: CallOutcome, result: dict[str, Any]) -> str:
         ax.broken_barh([(ms(a), ms(b) - ms(a))], (1, 0.8), color="#2f9e6f")
     for f in rec.flushes:
         ax.plot([ms(f)], [0.4], marker="v", color="#b3261e")
+    for turn in result["turns"]:  # time to first sound: the caller's end -> the agent's sound
+        end, ttfs = turn["truth"]["caller_offset_ms"], turn["truth"]["ttfs_ms"]
+        if end is None or ttfs is None:
+            continue
+        a, b = end / 1000, (end + ttfs) / 1000
+        ax.annotate(
+            "",
+            xy=(b, 1.9),
+            xytext=(a, 1.9),
+            arrowprops={"arrowstyle": "|-|,widthA=0.25,widthB=0.25", "color": "#1d2230"},
+        )
+        ax.text((a + b) / 2, 2.0, f"ttfs {ttfs:.0f} ms", ha="center", va="bottom", fontsize=7)
+    for turn in result["turns"]:  # the step's thresholds: dashed, where the limit falls
+        limits = turn.get("limits") or {}
+        truth = turn["truth"]
+        for start, limit in (
+            (truth["caller_offset_ms"], limits.get("ttfs_ms_max")),
+            (
+                truth["caller_onset_ms"] if turn.get("barge_in") else None,
+                limits.get("stop_latency_ms_max"),
+            ),
+        ):
+            if start is not None and limit is not None:
+                x = (start + limit) / 1000
+                ax.plot([x, x], [0.9, 1.9], linestyle="--", linewidth=0.9, color="#b3261e")
     receipt = o.receipt
     shift = None
     if receipt is not None and rec.speech:
@@ -140,18 +196,33 @@ def write_report(
         f"<style>{_CSS}</style></head><body>",
         "<h1>voxproxy load report</h1>",
         f"<p class='muted'>target {esc(str(meta['target']))} · dialect {esc(str(meta['dialect']))}"
-        f" · {meta['calls']} calls, {meta['concurrency']} at a time · finished "
+        + (
+            f" · {meta['calls']} calls, {meta['concurrency']} at a time"
+            if meta.get("arrivals_over_s") is None
+            else f" · {meta['calls']} calls arriving over {meta['arrivals_over_s']:g} s, at "
+            f"most {meta['concurrency']} in flight"
+        )
+        + " · finished "
         f"{esc(str(meta['finished_at']))}</p>",
     ]
     a = summary["all"]
+    if meta.get("interrupted"):
+        parts.append(
+            f"<p class='fail'><b>interrupted: {meta['finished_calls']} of {meta['calls']} calls "
+            "had finished; this report is theirs</b></p>"
+        )
+    for line in problem_lines(summary):
+        parts.append(f"<p class='fail'><b>{esc(line)}</b></p>")
     warning = overload_warning(summary)
     if warning is not None:
         parts.append(f"<p class='fail'><b>{esc(warning)}</b></p>")
     failed = a["failed_calls"]
     parts.append(
         f"<p class='{'fail' if failed else 'ok'}'><b>{a['calls'] - failed} of {a['calls']} calls "
-        f"met every expectation</b>; {a['turns']} turns, {a['barge_ins']['total']} barge-ins, "
-        f"{a['missed_responses']} missed responses, {a['false_barge_ins']} yields to noise.</p>"
+        f"met every expectation</b>; {_n(a['turns'], 'turn')}, "
+        f"{_n(a['barge_ins']['total'], 'barge-in')}, "
+        f"{_n(a['missed_responses'], 'missed response')}, "
+        f"{_n(a['false_barge_ins'], 'yield')} to noise.</p>"
     )
     parts.append(
         "<h2>By scenario</h2><table><tr><th>scenario</th><th>calls</th><th>failed</th>"
@@ -225,7 +296,8 @@ def write_report(
     parts.append(
         "<p class='muted'>blue: caller speech · orange: caller barge-in · grey: "
         "caller noise · green: agent speech as the caller heard it · red ▼: flush · "
-        "purple: tool calls (from the receipt)</p>"
+        "purple: tool calls (from the receipt) · |—|: each turn's ttfs · dashed red: "
+        "where a step's ttfs or stop threshold falls</p>"
     )
     for i in shown:
         parts.append(f"<figure>{_timeline(calls[i], results[i])}</figure>")

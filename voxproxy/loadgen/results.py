@@ -3,6 +3,9 @@ their difference, and the scenario's expectations; then the summary across calls
 
 from __future__ import annotations
 
+import os
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +141,8 @@ def evaluate(o: CallOutcome, scoring: Scoring | None = None) -> dict[str, Any]:
             "verdict": o.receipt.verdict.verdict if o.receipt.verdict is not None else None,
             "anomalies": o.receipt.anomalies,
             "caller_noise_events": o.receipt.summary.caller_noise_events,
+            "dialect": o.receipt.dialect,
+            "wire_looks_like": o.receipt.wire_looks_like,
             "yielded_without_caller_speech": o.receipt.summary.yielded_without_caller_speech,
         },
         "pacing_lag_ms_p99": round(float(np.percentile(rec.pacing_lag_ns, 99)) / NS_PER_MS, 2)
@@ -184,6 +189,13 @@ def _turn_entry(
             "caller_offset_ms": _rel(rec, truth.caller_offset_ns),
             "ttfs_ms": t_ttfs,
             "stop_latency_ms": t_stop,
+        },
+        # The step's thresholds (drawn on the report's timeline).
+        "limits": {
+            "ttfs_ms_max": step.expect.ttfs_ms_max if step.expect is not None else None,
+            "stop_latency_ms_max": step.expect.stop_latency_ms_max
+            if step.expect is not None
+            else None,
         },
         "proxy": None
         if turn is None
@@ -358,6 +370,16 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             "calls": len(rs),
             "failed_calls": sum(1 for r in rs if not r["passed"]),
             "errors": sum(1 for r in rs if r["error"]),
+            "error_causes": dict(
+                Counter(error_cause(r["error"]) for r in rs if r["error"]).most_common()
+            ),
+            "dialect_mismatches": dict(
+                Counter(
+                    f"{r['receipt']['wire_looks_like']} {r['receipt']['dialect']}"
+                    for r in rs
+                    if (r.get("receipt") or {}).get("wire_looks_like")
+                ).most_common()
+            ),
             "turns": len(turns),
             "ttfs_ms": _stats(ttfs),
             "stop_latency_ms": _stats(stops),
@@ -388,6 +410,43 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
             **_pacing(rs),
         }
     return out
+
+
+_ERRNO = re.compile(r"\[Errno (\d+)\]")
+
+
+def error_cause(error: str) -> str:
+    """Why a call failed, in the words every call it hit shares (no addresses, no ids):
+    ``connection refused``, ``HTTP 502 from the target: agent unreachable: ...``."""
+    kind, _, text = error.partition(": ")
+    if kind == "InvalidStatus":
+        return text  # the target's status and the first words of its answer
+    errno = _ERRNO.search(text)
+    if errno is not None:
+        return os.strerror(int(errno.group(1))).lower()
+    return error[:200]
+
+
+def problem_lines(summary: dict[str, Any]) -> list[str]:
+    """What went wrong with the run itself, first: calls that never got through (counted
+    per cause) and a wire the target's voxproxy did not expect."""
+    a = summary.get("all", {})
+    lines = []
+    causes: dict[str, int] = a.get("error_causes") or {}
+    if causes:
+        n = sum(causes.values())
+        lines.append(
+            f"{n} of {a['calls']} call{'s' if a['calls'] != 1 else ''} failed: "
+            + "; ".join(f"{cause} (×{count})" for cause, count in causes.items())
+        )
+    for pair, count in (a.get("dialect_mismatches") or {}).items():
+        spoke, expected = pair.split(" ", 1)
+        lines.append(
+            f"{count} call{'s' if count != 1 else ''} spoke {spoke}, but the target's voxproxy "
+            f"expects {expected}: nothing of {'them' if count != 1 else 'it'} was measured "
+            f"(run load with --dialect {expected}, or the proxy with --dialect auto)"
+        )
+    return lines
 
 
 # The load generator keeps its callers' frames within this of their deadlines (p99) on a

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -20,8 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from voxproxy.ids import keyed_hash
+from voxproxy.loadgen.arrivals import DROPPED
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, ScriptedCaller
-from voxproxy.loadgen.results import CallOutcome, evaluate, overload_warning, summarize
+from voxproxy.loadgen.progress import CallDone
+from voxproxy.loadgen.results import (
+    CallOutcome,
+    evaluate,
+    overload_warning,
+    problem_lines,
+    summarize,
+)
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts
@@ -49,6 +59,11 @@ class LoadPlan:
     # (an http(s) signaling URL) with ``signaling`` ("whip" or "pipecat").
     transport: str = "websocket"
     signaling: str = "whip"
+    # twilio/telnyx: the start message's custom parameters, (NAME, VALUE) pairs
+    custom_parameters: tuple[tuple[str, str], ...] = ()
+    # The open model (voxproxy.loadgen.arrivals): call i starts arrivals[i] s after the
+    # run's start, ``concurrency`` is the most in flight. None: ``concurrency`` at a time.
+    arrivals: tuple[float, ...] | None = None
 
 
 def call_id(plan: LoadPlan, index: int) -> str:
@@ -64,65 +79,107 @@ def _url(plan: LoadPlan, cid: str, scenario: str | None = None) -> str:
     return f"{base.rstrip('/')}/{name}{cid}" + (sep + query if sep else "")
 
 
+Progress = Callable[[CallDone], None]
+Records = list[tuple[int, str, CallRecord]]
+
+
 async def run_calls(
     plan: LoadPlan,
     indices: list[int],
-    progress: Callable[[int], None] | None = None,
-) -> list[tuple[int, str, CallRecord]]:
-    """Play the calls ``indices`` of ``plan``; returns (index, call id, record) each."""
+    progress: Progress | None = None,
+    into: Records | None = None,
+) -> Records:
+    """Play the calls ``indices`` of ``plan``; returns (index, call id, record) each.
+
+    ``into``: the list the finished calls are appended to as they finish (what is
+    left of an interrupted run: calls cancelled in flight are not in it)."""
     sem = asyncio.Semaphore(max(1, plan.concurrency))
-    out: list[tuple[int, str, CallRecord]] = []
+    out: Records = into if into is not None else []
 
     async def one(k: int, index: int) -> None:
         await asyncio.sleep(k * plan.ramp_ms / 1000 if k < plan.concurrency else 0)
         async with sem:
-            scenario, base = plan.scenarios[index % len(plan.scenarios)]
-            cid = call_id(plan, index)
-            config = CallerConfig(
-                url=_url(plan, cid, scenario.name),
-                dialect=plan.dialect,  # type: ignore[arg-type]
-                sample_rate_hz=plan.sample_rate_hz,
-                headers=dict(plan.headers),
-                call_id=cid,
-                noise_bed=scenario.noise_bed(base),
-                keep_messages=False,
-                seed=plan.seed + index,
-            )
-            if plan.transport == "webrtc":
-                from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
+            await call(index)
 
-                wconfig = WebRtcCallerConfig(
-                    url=plan.target,
-                    signaling=plan.signaling,  # type: ignore[arg-type]
-                    headers=dict(plan.headers),
-                    noise_bed=config.noise_bed,
-                    seed=config.seed,
-                    keep_arrivals=False,
-                )
-                record = await WebRtcCaller(wconfig, scenario.caller_steps(base)).run()
-            else:
-                record = await ScriptedCaller(config, scenario.caller_steps(base)).run()
-            out.append((index, cid, record))
+    loop = asyncio.get_running_loop()
+    t_start = loop.time()
+    in_flight = 0
+
+    async def arriving(index: int) -> None:  # the open model: on the schedule, or dropped
+        nonlocal in_flight
+        assert plan.arrivals is not None
+        await asyncio.sleep(max(0.0, t_start + plan.arrivals[index] - loop.time()))
+        if in_flight >= plan.concurrency:
+            out.append((index, call_id(plan, index), CallRecord(error=DROPPED)))
             if progress is not None:
-                progress(1)
+                progress(CallDone(0.0, True))
+            return
+        in_flight += 1
+        try:
+            await call(index)
+        finally:
+            in_flight -= 1
 
-    await asyncio.gather(*(one(k, i) for k, i in enumerate(indices)))
+    async def call(index: int) -> None:
+        started = time.monotonic()
+        scenario, base = plan.scenarios[index % len(plan.scenarios)]
+        cid = call_id(plan, index)
+        config = CallerConfig(
+            url=_url(plan, cid, scenario.name),
+            dialect=plan.dialect,  # type: ignore[arg-type]
+            sample_rate_hz=plan.sample_rate_hz,
+            headers=dict(plan.headers),
+            call_id=cid,
+            noise_bed=scenario.noise_bed(base),
+            keep_messages=False,
+            seed=plan.seed + index,
+            custom_parameters=plan.custom_parameters,
+        )
+        if plan.transport == "webrtc":
+            from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
+
+            wconfig = WebRtcCallerConfig(
+                url=plan.target,
+                signaling=plan.signaling,  # type: ignore[arg-type]
+                headers=dict(plan.headers),
+                noise_bed=config.noise_bed,
+                seed=config.seed,
+                keep_arrivals=False,
+            )
+            record = await WebRtcCaller(wconfig, scenario.caller_steps(base)).run()
+        else:
+            record = await ScriptedCaller(config, scenario.caller_steps(base)).run()
+        out.append((index, cid, record))
+        if progress is not None:
+            progress(CallDone(time.monotonic() - started, record.error is not None))
+
+    if plan.arrivals is not None:
+        await asyncio.gather(*(arriving(i) for i in indices))
+    else:
+        await asyncio.gather(*(one(k, i) for k, i in enumerate(indices)))
     out.sort(key=lambda x: x[0])
     return out
 
 
 async def play(
-    plan: LoadPlan, workers: int = 1, progress: Callable[[int], None] | None = None
-) -> list[tuple[int, str, CallRecord]]:
-    """All calls of the plan, on this loop or spread over ``workers`` processes."""
+    plan: LoadPlan,
+    workers: int = 1,
+    progress: Progress | None = None,
+    into: Records | None = None,
+    stop: threading.Event | None = None,
+) -> Records:
+    """All calls of the plan, on this loop or spread over ``workers`` processes.
+
+    To interrupt: on one loop, cancel this and read ``into``; with workers, set ``stop``
+    and this returns the calls the workers finished."""
     # No more workers than calls, nor than calls at once (each worker plays at least one).
     workers = min(workers, plan.calls, plan.concurrency)
     if workers <= 1:
-        return await run_calls(plan, list(range(plan.calls)), progress)
+        return await run_calls(plan, list(range(plan.calls)), progress, into)
     # Shard k/workers of the plan in each process, started together, merged by call index.
     from voxproxy.loadgen.shard import play_workers
 
-    return await asyncio.to_thread(play_workers, plan, workers, progress)
+    return await asyncio.to_thread(play_workers, plan, workers, progress, stop=stop)
 
 
 def receipts_by_call(path: Path, secret: bytes) -> dict[str, Receipt]:
@@ -160,12 +217,17 @@ def outcomes(
 
 
 def write_results(
-    out_dir: Path, plan: LoadPlan, calls: list[CallOutcome], scoring: Scoring | None = None
+    out_dir: Path,
+    plan: LoadPlan,
+    calls: list[CallOutcome],
+    scoring: Scoring | None = None,
+    interrupted: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Judge every call; write results.json, summary.json and report.html.
 
     Returns the per-call results and the summary. ``scoring``: how the agent's
-    transcripts are scored (None: the defaults)."""
+    transcripts are scored (None: the defaults). ``interrupted``: the run was stopped
+    and ``calls`` are the ones that finished (said in the run's metadata and report)."""
     from voxproxy.loadgen.report import write_report
     from voxproxy.transcripts.loadrun import default_scoring
 
@@ -183,6 +245,11 @@ def write_results(
         "transcript_scoring": scoring.labels,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if plan.arrivals is not None:  # the open model: when the calls were due
+        meta["arrivals_over_s"] = round(plan.arrivals[-1], 3)
+    if interrupted:
+        meta["interrupted"] = True
+        meta["finished_calls"] = len(calls)
     (out_dir / "results.json").write_text(
         json.dumps({"run": meta, "calls": results}, indent=1) + "\n"
     )
@@ -191,12 +258,23 @@ def write_results(
     return results, summary
 
 
+NO_TERMINAL_COLUMNS = 150  # the summary table's width when it goes to a file or a pipe
+
+
 def print_summary(summary: dict[str, Any], file: Any = None, width: int | None = None) -> None:
     """The run's table, fitted to the terminal (``width``: its columns, when known)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=file or sys.stdout, width=width or Console().width)
+    out = file or sys.stdout
+    if width is None:
+        probe = Console(file=out)
+        width = probe.width
+        if not probe.is_terminal and "COLUMNS" not in os.environ:
+            width = NO_TERMINAL_COLUMNS  # a log file or a pipe: nothing to fit, no wrapping
+    console = Console(file=out, width=width)
+    for line in problem_lines(summary):  # the cause in front, not only in results.json
+        console.print(line, style="bold red", markup=False, highlight=False, soft_wrap=True)
     table = Table(title="load run: ground truth at the caller (and the proxy's error, if any)")
     for col in (
         "scenario",

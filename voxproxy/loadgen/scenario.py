@@ -65,6 +65,7 @@ from pydantic import (
 
 from voxproxy.analysis.truth import speech_edges
 from voxproxy.audio.pcm import read_wav
+from voxproxy.audio.resample import resample_clip
 from voxproxy.clips import Clip, fixtures_dir, load_clips
 from voxproxy.errors import ConfigError, FixtureError
 from voxproxy.loadgen.caller import (
@@ -292,9 +293,11 @@ def resolve_clip(ref: str, base: Path | None = None) -> Clip:
 
 @functools.cache
 def _wav_clip(path: str) -> Clip:
-    pcm, rate = read_wav(path)
+    # Recordings as people have them: stereo is mixed down, other rates (44.1 kHz, 22.05
+    # kHz...) are brought to 16 kHz; the detectors run at 8, 16, 32 and 48 kHz.
+    pcm, rate = read_wav(path, downmix=True)
     if rate not in (8000, 16000, 32000, 48000):
-        raise FixtureError(f"{path}: sample rate {rate} Hz; use 8, 16, 32 or 48 kHz")
+        pcm, rate = resample_clip(pcm, rate, 16000), 16000
     edges = speech_edges(pcm, rate)
     if not edges:
         raise FixtureError(f"{path}: no speech found (nothing above the truth threshold)")

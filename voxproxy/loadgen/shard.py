@@ -28,8 +28,11 @@ import gzip
 import hashlib
 import math
 import multiprocessing
+import os
 import queue as queue_mod
 import re
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +45,7 @@ from pydantic import TypeAdapter
 
 from voxproxy.errors import ConfigError
 from voxproxy.loadgen.caller import CallRecord
+from voxproxy.loadgen.progress import CallDone
 from voxproxy.loadgen.runner import LoadPlan, run_calls
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.receipts.model import Receipt
@@ -188,14 +192,16 @@ async def run_shard(
     plan: LoadPlan,
     shard: Shard,
     start_at: float | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[CallDone], None] | None = None,
     say: Callable[[str], None] | None = None,
+    into: Records | None = None,
 ) -> ShardResult:
-    """Play this shard's calls of ``plan`` (after ``start_at``, when given)."""
+    """Play this shard's calls of ``plan`` (after ``start_at``, when given); ``into``
+    collects the finished calls as they finish (see ``run_calls``)."""
     sub = dataclasses.replace(plan, concurrency=shard.concurrency(plan.concurrency))
     late = await wait_until(start_at, say) if start_at is not None else 0.0
     started = time.time()
-    records = await run_calls(sub, shard.indices(plan.calls), progress)
+    records = await run_calls(sub, shard.indices(plan.calls), progress, into)
     return ShardResult(plan, shard, records, started_at=started, late_s=late)
 
 
@@ -369,25 +375,35 @@ def _worker_main(
     go: Any,
     start_at: Any,
 ) -> None:
-    """One worker process: prepare, report ready, wait for the common start, play."""
+    """One worker process: prepare, report ready, wait for the common start, play.
+    On SIGINT it stops its calls and reports the ones that finished."""
 
-    def progress(n: int) -> None:
-        messages.put(("calls", shard.index, n))
+    def progress(call: CallDone) -> None:
+        messages.put(("calls", shard.index, call))
 
-    async def main() -> ShardResult:
+    async def main() -> Records:
         messages.put(("ready", shard.index, None))
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, go.wait)
-        return await run_shard(plan, shard, float(start_at.value), progress)
+        finished: Records = []
+        task = asyncio.ensure_future(loop.run_in_executor(None, go.wait))
+        loop.add_signal_handler(signal.SIGINT, lambda: task.cancel())
+        try:
+            await task
+            task = asyncio.ensure_future(
+                run_shard(plan, shard, float(start_at.value), progress, into=finished)
+            )
+            return list((await task).records)
+        except asyncio.CancelledError:
+            return sorted(finished, key=lambda r: r[0])
 
     try:
         try:
             import uvloop
 
-            result = uvloop.run(main())
+            records = uvloop.run(main())
         except ImportError:
-            result = asyncio.run(main())
-        messages.put(("done", shard.index, result.records))
+            records = asyncio.run(main())
+        messages.put(("done", shard.index, records))
     except KeyboardInterrupt:
         pass
     except Exception as exc:
@@ -397,14 +413,16 @@ def _worker_main(
 def play_workers(
     plan: LoadPlan,
     workers: int,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[CallDone], None] | None = None,
     ready_timeout_s: float = 120.0,
+    stop: threading.Event | None = None,
 ) -> Records:
     """Every call of ``plan``, over ``workers`` local processes (shard ``k/workers`` each).
 
     They start together: each reports ready once imported and prepared, then all wait
     for one wall-clock time shortly after the last is ready. Progress counts calls
-    finished in any worker. Returns the merged records, by call index."""
+    finished in any worker. Returns the merged records, by call index. When ``stop`` is
+    set, each worker is interrupted (SIGINT) and the calls they finished are returned."""
     ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
     go = ctx.Event()
@@ -424,13 +442,21 @@ def play_workers(
     ready: set[int] = set()
     done: dict[int, Records] = {}
     deadline = time.monotonic() + ready_timeout_s
+    stopping = False
     try:
         while len(done) < workers:
+            if stop is not None and stop.is_set() and not stopping:
+                stopping = True
+                for p in procs:
+                    if p.is_alive() and p.pid is not None:
+                        os.kill(p.pid, signal.SIGINT)
             try:
-                kind, k, payload = messages.get(timeout=0.5)
+                kind, k, payload = messages.get(timeout=0.2 if stop is not None else 0.5)
             except queue_mod.Empty:
                 for s, p in zip(shards, procs, strict=True):
-                    if s.index not in done and not p.is_alive():
+                    if s.index not in done and not p.is_alive() and stopping:
+                        done[s.index] = []  # interrupted before it could report
+                    elif s.index not in done and not p.is_alive():
                         raise ConfigError(
                             f"load worker {s.label} exited (status {p.exitcode}) before it "
                             "finished its calls"
@@ -459,5 +485,7 @@ def play_workers(
                 p.terminate()
         for p in procs:
             p.join(timeout=10)
+    if stopping:  # an interrupted run: the calls that finished, in no shard's full set
+        return sorted((r for k in sorted(done) for r in done[k]), key=lambda r: r[0])
     merged = merge_shards([ShardResult(plan, s, done[s.index]) for s in shards])
     return merged.records

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jiwer
-
 from voxproxy.transcripts.normalize import Normalizer
 from voxproxy.transcripts.policy import NormalizationPolicy, load_normalization
 from voxproxy.transcripts.terms import TermList, load_terms, mark_positions, split_markup
@@ -105,6 +103,11 @@ def align(ref: list[str], hyp: list[str]) -> tuple[list[str], list[str | None], 
         return [], [], list(hyp)
     if not hyp:
         return ["del"] * len(ref), [None] * len(ref), []
+    from voxproxy.extras import require
+
+    require("transcripts", "scoring transcripts")
+    import jiwer
+
     out = jiwer.process_words(" ".join(ref), " ".join(hyp))
     ops: list[str] = []
     heard: list[str | None] = []

@@ -59,6 +59,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import os
 import ssl
 import sys
 import time
@@ -181,6 +182,7 @@ class EndInfo:
     agent_code: int | None = None
     upstream_status: int | None = None
     initiator: str = "none"  # "caller", "agent", "proxy" or "none"
+    detail: str = ""  # a call refused at the handshake: why, and what the caller was answered
 
 
 class CallObserver(Protocol):
@@ -588,7 +590,10 @@ class Relay:
         except OSError as exc:
             if exc.errno in FD_ERRNOS:
                 FD_ALARM.hit("connecting to the agent")
-            reason = f"agent unreachable: {exc.strerror or exc}"
+            # "Connection refused", not asyncio's "Connect call failed (...)"; a name that
+            # does not resolve keeps its resolver's words (negative errno).
+            why = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else exc.strerror
+            reason = f"agent unreachable: {why or exc}"
             self._refuse(502, reason, EndCause.UPSTREAM_UNREACHABLE)
             return
         self.agent = leg
@@ -615,6 +620,7 @@ class Relay:
                 cause,
                 upstream_status=status if refused else None,
                 initiator="agent" if refused else "proxy",
+                detail=f"{text} (the caller was answered HTTP {status})",
             )
         )
         if self.server.state is State.CONNECTING and not self._caller_gone:
