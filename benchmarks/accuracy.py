@@ -97,6 +97,8 @@ WITHHELD = (
     "clock_lag",
     "caller_noise",
     "agent_noise",
+    "caller_edge_ambiguous",
+    "agent_edge_ambiguous",
     "measurement_shed",
 )
 WRONG_MS = 100.0  # babble: a published figure off by more than this is wrong

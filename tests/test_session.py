@@ -10,6 +10,9 @@ def test_ttfs_and_stop_latency_match_ground_truth() -> None:
     # response delays 150-3000 ms, barge-ins inside agent speech, with and without flush.
     errors = run_many(seed=2026, calls_per_combo=14)
     assert not errors.problems, errors.problems
+    # Withheld because an edge moves with the level read 0.5 dB off (a slow release
+    # near the truth's threshold): said, not missed, and rare.
+    assert len(errors.ambiguous) <= 0.05 * len(errors.ttfs), errors.ambiguous
     assert len(errors.ttfs) >= 200
     assert len(errors.stop) >= 50
     ttfs_p95, ttfs_max = Errors.stats(errors.ttfs)

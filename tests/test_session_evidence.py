@@ -12,7 +12,7 @@ import numpy as np
 from support.groundtruth import measure
 
 from voxproxy.analysis.vad import MASKING_TABLE, masked_ms
-from voxproxy.clips import load_clips
+from voxproxy.clips import load_clips, load_corpus
 from voxproxy.dialects import make_decoder
 from voxproxy.receipts.model import CloseInfo
 from voxproxy.receipts.policy import load_policy
@@ -83,13 +83,25 @@ def test_a_babble_bed_under_a_single_short_answer_publishes_no_figure() -> None:
 
 
 def test_a_quiet_direction_is_measured_as_before() -> None:
-    # The control: the same calls without the bed publish every figure.
+    # The control: the same calls without the bed publish every figure, but one whose
+    # caller edge is a slow release that moves 48 ms with the level read 0.5 dB off: that
+    # one is said to be uncertain (caller_edge_ambiguous), not published.
+    published = 0
     for seed in range(3):
         call = render(_plan(seed))
         receipt = measure(call, "raw")
         responses = [t for t in receipt.turns if t.kind == "response"]
-        assert len(responses) == 3 and all(t.ttfs_ms is not None for t in responses)
-        assert all(t.ttfs_uncertainty_ms == DETECTOR_UNCERTAINTY_MS for t in responses)
+        assert len(responses) == 3
+        for t in responses:
+            assert t.ttfs_uncertainty_ms is not None
+            assert t.ttfs_uncertainty_ms >= DETECTOR_UNCERTAINTY_MS
+            if t.ttfs_ms is None:
+                assert t.reason == "caller_edge_ambiguous", t
+                assert t.ttfs_uncertainty_ms > 50.0
+            else:
+                published += 1
+                assert t.ttfs_uncertainty_ms <= 50.0
+    assert published >= 8
 
 
 def test_clock_lag_near_an_edge_widens_its_uncertainty_and_withholds_it() -> None:
@@ -193,3 +205,60 @@ def test_the_masking_table_bounds_the_voices_it_was_measured_on() -> None:
         assert on >= measured[depth][0] - 0.5 and off >= measured[depth][1] - 0.5, depth
     # In quiet (seen 35 dB or more under the talker) nothing is hidden.
     assert masked_ms(60.0) == (0.0, 0.0) and masked_ms(-5.0) == MASKING_TABLE[0][1:]
+
+
+def _measure_lifted(call: object, dialect: str) -> list[tuple[float | None, float | None]]:
+    """(ttfs_ms, uncertainty) of each response, with the withholding bound lifted."""
+    session = CallSession(
+        make_decoder(dialect),
+        0,
+        secret=b"k",
+        link_id="l",
+        config=SessionConfig(max_uncertainty_ms=10_000.0),
+    )
+    for t_ns, d, p in call.messages:  # type: ignore[attr-defined]
+        session.on_message(d, p, t_ns)
+    receipt = session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))  # type: ignore[attr-defined]
+    return [(t.ttfs_ms, t.ttfs_uncertainty_ms) for t in receipt.turns if t.kind == "response"]
+
+
+def test_an_onset_that_moves_with_the_level_states_it_and_is_withheld_past_the_bound() -> None:
+    """Issue 13: festival's kal voice breathes 1-10 dB under the truth's threshold for
+    200 ms before it speaks. On 8 kHz mu-law its onset landed up to 130 ms early in the
+    accuracy benchmark (the truth is the clean 16 kHz recording's); on 16 kHz PCM it is
+    found to the millisecond. The proxy measures how
+    far the onset moves with the level read 0.5 dB off and adds it to the uncertainty:
+    every figure lies inside it, and one that could be that far off is withheld as
+    agent_edge_ambiguous. A steep onset (espeak) states nothing extra."""
+    corpus = load_corpus()
+    caller, breathy, steep = (
+        corpus["espeak_en_us_f3_caller"],
+        corpus["festival_kal_m_agent"],
+        corpus["espeak_es_m_agent"],
+    )
+    withheld = 0
+    for dialect in ("raw", "twilio"):
+        for mode in ("paced", "burst"):
+            for agent, extra in ((breathy, True), (steep, False)):
+                plan = CallPlan(
+                    dialect=dialect,  # type: ignore[arg-type]
+                    send_mode=mode,  # type: ignore[arg-type]
+                    turns=(TurnPlan(caller, agent, 900.0),),
+                    seed=1,
+                )
+                call = render(plan)
+                receipt = measure(call, dialect)
+                (turn,) = [t for t in receipt.turns if t.kind == "response"]
+                assert turn.ttfs_uncertainty_ms is not None
+                if not extra:
+                    assert turn.ttfs_uncertainty_ms <= DETECTOR_UNCERTAINTY_MS + 2.0, turn
+                elif dialect == "twilio":  # at 16 kHz PCM the breath stays under
+                    assert turn.ttfs_uncertainty_ms >= DETECTOR_UNCERTAINTY_MS + 20.0, turn
+                if turn.ttfs_ms is None:
+                    assert turn.reason == "agent_edge_ambiguous" and extra, turn
+                    withheld += 1
+                ((ttfs, unc),) = _measure_lifted(call, dialect)
+                assert ttfs is not None and unc is not None
+                err = ttfs - call.truth[0].ttfs_ns / 1e6
+                assert abs(err) <= unc, (dialect, mode, agent.name, err, unc)
+    assert withheld >= 1  # twilio/burst: 116 ms early, 123 ms stated

@@ -117,6 +117,7 @@ def _run(seed: int, calls: int, opus: bool) -> Errors:
 def test_paced_audio_on_arrival_matches_ground_truth() -> None:
     errors = _run(seed=7, calls=24, opus=False)
     assert not errors.problems, errors.problems
+    assert len(errors.ambiguous) <= 0.05 * max(len(errors.ttfs), 1), errors.ambiguous
     ttfs_p95, ttfs_max = Errors.stats(errors.ttfs)
     stop_p95, stop_max = Errors.stats(errors.stop)
     print(
@@ -131,6 +132,7 @@ def test_paced_audio_on_arrival_matches_ground_truth() -> None:
 def test_paced_audio_through_opus_matches_ground_truth() -> None:
     errors = _run(seed=11, calls=6, opus=True)
     assert not errors.problems, errors.problems
+    assert len(errors.ambiguous) <= 0.05 * max(len(errors.ttfs), 1), errors.ambiguous
     ttfs_p95, ttfs_max = Errors.stats(errors.ttfs)
     stop_p95, stop_max = Errors.stats(errors.stop)
     print(

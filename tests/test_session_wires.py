@@ -188,7 +188,8 @@ def test_telephony_wires_against_ground_truth() -> None:
             f"stop p95 {stop_p95:.1f} max {stop_max:.1f} ({len(errors.stop)}); "
             f"mark check max {max(mark_errors):.1f} ms"
         )
-        assert len(errors.ttfs) >= 24
+        # Withheld because an edge moves with the level read 0.5 dB off: said, and rare.
+        assert len(errors.ttfs) + len(errors.ambiguous) >= 24 and len(errors.ambiguous) <= 2
         assert ttfs_p95 <= 10.0 and ttfs_max <= 30.0
         assert stop_p95 <= 20.0 and stop_max <= 40.0
         assert max(mark_errors) <= 25.0  # echo once per caller frame, plus jitter

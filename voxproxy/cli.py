@@ -339,7 +339,8 @@ def _add_proxy(sub: Any) -> None:
         "--max-uncertainty-ms",
         type=non_negative_float,
         default=50.0,
-        help="withhold a figure (null, reason clock_lag, caller_noise or agent_noise) whose "
+        help="withhold a figure (null, reason clock_lag, caller_noise, agent_noise, "
+        "caller_edge_ambiguous or agent_edge_ambiguous) whose "
         "uncertainty exceeds this: the detector's own 10 ms plus how late the proxy's clock "
         "readings ran near its edges (a busy CPU) plus what noise may hide of them; default 50",
     )

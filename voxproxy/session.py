@@ -205,6 +205,8 @@ class CallSession:
         self._spans: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
         # Per direction, how much of each spurt edge (by its time) noise may have hidden.
         self._masked: tuple[dict[int, float], dict[int, float]] = ({}, {})
+        # ... and how far each moves with the talker's level read EDGE_LEVEL_DB off.
+        self._ambiguous: tuple[dict[int, float], dict[int, float]] = ({}, {})
         self._busy: list[bool] = [False, False]  # a direction active under the other's speech
         # Spans of each direction the detector did not hear although audio was there (audio
         # too far ahead of real time): an edge near one is not a speech edge one can trust.
@@ -784,6 +786,11 @@ class CallSession:
                 masked[spurt.onset_ns] = spurt.masked_onset_ms
             if spurt.masked_offset_ms:
                 masked[spurt.offset_ns] = spurt.masked_offset_ms
+            ambiguous = self._ambiguous[direction]
+            if spurt.ambiguous_onset_ms:
+                ambiguous[spurt.onset_ns] = spurt.ambiguous_onset_ms
+            if spurt.ambiguous_offset_ms:
+                ambiguous[spurt.offset_ns] = spurt.ambiguous_offset_ms
 
     def _judge_busy(self) -> None:
         """A direction that stays active through most of the other side's speech is not
@@ -871,13 +878,20 @@ class CallSession:
         that is no spurt's, a flush's time for one)."""
         return 0.0 if t_ns is None else self._masked[direction].get(t_ns, 0.0)
 
+    def _ambiguous_ms(self, direction: Direction, t_ns: int | None) -> float:
+        """How far the speech edge at ``t_ns`` moves with the talker's level read
+        EDGE_LEVEL_DB off (0 for a steep edge, a flush's time, or no spurt's)."""
+        return 0.0 if t_ns is None else self._ambiguous[direction].get(t_ns, 0.0)
+
     def _uncertainty_ms(self, caller_edge: int | None, agent_edge: int | None) -> float:
         """The detector's own uncertainty, plus the clock lag near each edge, plus what
-        noise may hide of each."""
+        noise may hide of each, plus how far each moves with the level read off."""
         masked = self._masked_ms(CALLER_TO_AGENT, caller_edge)
         masked += self._masked_ms(AGENT_TO_CALLER, agent_edge)
+        ambiguous = self._ambiguous_ms(CALLER_TO_AGENT, caller_edge)
+        ambiguous += self._ambiguous_ms(AGENT_TO_CALLER, agent_edge)
         lag = self._lag_ms(caller_edge, agent_edge)
-        return round(DETECTOR_UNCERTAINTY_MS + lag + masked, 1)
+        return round(DETECTOR_UNCERTAINTY_MS + lag + masked + ambiguous, 1)
 
     def _withheld(self, caller_edge: int | None, agent_edge: int | None) -> str | None:
         """Why a figure between these edges cannot be published, or None."""
@@ -892,11 +906,17 @@ class CallSession:
         if self._unheard_near(AGENT_TO_CALLER, agent_edge):
             return "agent_unanalysed"
         if self._uncertainty_ms(caller_edge, agent_edge) > self.config.max_uncertainty_ms:
-            caller_masked = self._masked_ms(CALLER_TO_AGENT, caller_edge)
-            agent_masked = self._masked_ms(AGENT_TO_CALLER, agent_edge)
-            if max(caller_masked, agent_masked) < self._lag_ms(caller_edge, agent_edge):
+            # The largest share names the reason.
+            shares = {
+                "caller_noise": self._masked_ms(CALLER_TO_AGENT, caller_edge),
+                "agent_noise": self._masked_ms(AGENT_TO_CALLER, agent_edge),
+                "caller_edge_ambiguous": self._ambiguous_ms(CALLER_TO_AGENT, caller_edge),
+                "agent_edge_ambiguous": self._ambiguous_ms(AGENT_TO_CALLER, agent_edge),
+            }
+            worst = max(shares, key=lambda k: shares[k])
+            if shares[worst] < self._lag_ms(caller_edge, agent_edge):
                 return "clock_lag"
-            return "caller_noise" if caller_masked >= agent_masked else "agent_noise"
+            return worst
         return None
 
     def _receipt(

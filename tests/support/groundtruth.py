@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,11 +58,17 @@ def measure(call: ScriptedCall, dialect: str) -> Receipt:
     return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
 
 
+# Withheld because the edge itself is uncertain (it moves that far with the talker's level
+# read EDGE_LEVEL_DB off): said, not missed; tests bound how often.
+AMBIGUOUS = ("caller_edge_ambiguous", "agent_edge_ambiguous")
+
+
 @dataclass
 class Errors:
     ttfs: list[float]
     stop: list[float]
     problems: list[str]
+    ambiguous: list[str] = field(default_factory=list)
 
     @staticmethod
     def stats(values: list[float]) -> tuple[float, float]:
@@ -83,7 +89,8 @@ def score(call: ScriptedCall, receipt: Receipt, errors: Errors, label: str) -> N
         return
     for i, (truth, turn) in enumerate(zip(call.truth, responses, strict=True)):
         if turn.ttfs_ms is None:
-            errors.problems.append(f"{label} turn {i}: no ttfs ({turn.reason})")
+            said = errors.ambiguous if turn.reason in AMBIGUOUS else errors.problems
+            said.append(f"{label} turn {i}: no ttfs ({turn.reason})")
         else:
             errors.ttfs.append(turn.ttfs_ms - truth.ttfs_ns / 1e6)
         if truth.barge_onset_ns is not None:
@@ -94,9 +101,8 @@ def score(call: ScriptedCall, receipt: Receipt, errors: Errors, label: str) -> N
             true_latency = (truth.stop_ns - truth.barge_onset_ns) / 1e6  # type: ignore[operator]
             measured = nxt.barge_in.stop_latency_ms
             if measured is None:
-                errors.problems.append(
-                    f"{label} turn {i + 1}: no stop latency ({nxt.barge_in.reason})"
-                )
+                said = errors.ambiguous if nxt.barge_in.reason in AMBIGUOUS else errors.problems
+                said.append(f"{label} turn {i + 1}: no stop latency ({nxt.barge_in.reason})")
                 continue
             errors.stop.append(measured - true_latency)
             expected_evidence = "flush" if truth.reaction == "flush" else "ceased"

@@ -59,6 +59,14 @@ LEVEL_BIAS_DB = 1.0
 # 0.4 dB off P.56's, and a breath's tail that hovers on the threshold for tens of ms
 # (the project's caller_topic_change: 47 ms within 0.3 dB) is kept rather than cut.
 LEVEL_SLACK_DB = 0.5
+# How far the level read from an utterance may stand from the whole recording's, which
+# the truth rule takes (MEASUREMENT.md 2): each edge also carries how far it moves when
+# the edge threshold moves this much either way. A steep edge moves a millisecond or
+# two; a breath or a slow release hovering near the threshold moves by its length.
+# About the level reading's own error on the corpus (0.4 dB): festival's kal voice
+# breathes 1-10 dB under the truth's threshold for 200 ms before it speaks; heard on
+# 8 kHz mu-law the proxy's onset landed up to 130 ms early there (113 ms stated).
+EDGE_LEVEL_DB = 0.5
 UTTERANCE_FRAMES = 1500  # an utterance's level is read from at most this many frames
 # A talk-spurt this long never had the quiet of a merge gap: the direction is never
 # quiet (babble, music, a bed of speech) and its edges are not speech edges.
@@ -151,6 +159,10 @@ class Spurt:
     # how far under the talker's level the detector could see): 0 in quiet.
     masked_onset_ms: float = 0.0
     masked_offset_ms: float = 0.0
+    # How far each edge moves when the talker's level reads EDGE_LEVEL_DB off (in quiet:
+    # the truth's threshold follows the level of the whole recording).
+    ambiguous_onset_ms: float = 0.0
+    ambiguous_offset_ms: float = 0.0
 
     @property
     def never_quiet(self) -> bool:
@@ -970,6 +982,7 @@ class SpeechDetector:
     def _close(self, end_win: int) -> None:
         cfg = self.config
         self._final_onset()
+        amb_on, amb_off = self._edge_ambiguity(end_win)
         self._in_spurt = False
         self._prev_offset_win = end_win
         self._prev_offset_t = self._t_of_end(end_win)
@@ -983,4 +996,28 @@ class SpeechDetector:
         seen = (NOMINAL_LEVEL_DBFS if level is None else level) - self._raw_floor_db
         masked_on, masked_off = masked_ms(seen - cfg.edge_margin_db)
         voiced = min(self._voiced_ms, VOICED_ENOUGH_MS)
-        self.spurts.append(Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off))
+        self.spurts.append(
+            Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off, amb_on, amb_off)
+        )
+
+    def _edge_ambiguity(self, end_win: int) -> tuple[float, float]:
+        """How far (ms) the onset and the offset move when the edge threshold moves
+        EDGE_LEVEL_DB either way, where the threshold follows the talker's level (in
+        quiet; above a noise floor the floor sets it and MASKING_TABLE covers it)."""
+        cfg = self.config
+        level = self.level_dbfs
+        thr = self._edge_threshold()
+        if level is None or thr - EDGE_LEVEL_DB <= self._raw_floor_db + cfg.edge_margin_db:
+            return 0.0, 0.0
+        first, onset = self._first_above_win, self._onset_win
+        lookback = 2 * cfg.onset_lookback_ms
+        if not self._timeline.covers(max(first - lookback, 0) * self._win):
+            return 0.0, 0.0
+        early = self._walk_back(first, thr - EDGE_LEVEL_DB, lookback=lookback)
+        late = self._walk_back(first, thr + EDGE_LEVEL_DB, lookback=lookback)
+        amb_on = max(onset - early, late - onset, 0)
+        last = self._last_active_win
+        longer = self._walk_forward(last, thr - EDGE_LEVEL_DB)
+        shorter = self._walk_forward(last, thr + EDGE_LEVEL_DB)
+        amb_off = max(longer - end_win, end_win - shorter, 0)
+        return float(amb_on), float(amb_off)

@@ -55,7 +55,9 @@ class BargeInRecord(_Model):
         "caller_unanalysed or agent_unanalysed (an edge beside audio that ran too far ahead "
         "of real time to be analysed), clock_lag, caller_noise and agent_noise (the "
         "uncertainty exceeds the policy's bound because noise may hide that much of an "
-        "edge), or measurement_shed (the proxy's measurement fell behind under load and shed "
+        "edge), caller_edge_ambiguous and agent_edge_ambiguous (an edge that moves that "
+        "much with the talker's level read 0.5 dB off), or measurement_shed (the proxy's "
+        "measurement fell behind under load and shed "
         "audio near the figure: see the measurement_shed anomaly).",
     )
     evidence: Literal["flush", "ceased"]
@@ -112,7 +114,10 @@ class TurnRecord(_Model):
         "caller_unanalysed and agent_unanalysed (an edge beside audio that ran too far ahead "
         "of real time to be analysed), clock_lag (the proxy's clock readings ran too late to "
         "trust), caller_noise and agent_noise (noise may hide more of an edge than the "
-        "policy's bound), measurement_shed (the proxy's measurement fell behind under load "
+        "policy's bound), caller_edge_ambiguous and agent_edge_ambiguous (an edge that moves "
+        "more than the bound with the talker's level read 0.5 dB off: a breath or a slow "
+        "release near the truth's threshold), measurement_shed (the proxy's measurement "
+        "fell behind under load "
         "and shed audio near the figure or where the answer may lie), ...",
     )
     talk_over_ms: float | None = None
