@@ -72,9 +72,9 @@ from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
 
 from voxproxy.analysis.vad import VadConfig  # noqa: E402
 from voxproxy.audio.pcm import write_wav  # noqa: E402
+from voxproxy.clips import Clip, fixtures_dir, load_corpus  # noqa: E402
 from voxproxy.errors import FixtureError  # noqa: E402
-from voxproxy.fixtures import Clip, fixtures_dir, load_corpus  # noqa: E402
-from voxproxy.loadgen.bench import BenchAgent, BenchCall, run_bench  # noqa: E402
+from voxproxy.harness.bench import BenchAgent, BenchCall, run_bench  # noqa: E402
 from voxproxy.loadgen.caller import CallRecord  # noqa: E402
 from voxproxy.loadgen.results import MATCH_TOLERANCE_MS, evaluate  # noqa: E402
 from voxproxy.loadgen.scenario import NoiseSpec, Scenario, builtin_names, find_scenario  # noqa: E402
@@ -82,11 +82,10 @@ from voxproxy.loadgen.truth import TurnTruth, agent_speech  # noqa: E402
 from voxproxy.mockagent import CallLog, MockAgentConfig, default_responses  # noqa: E402
 from voxproxy.mockagent.config import response_clip  # noqa: E402
 from voxproxy.receipts.model import Receipt, TurnRecord  # noqa: E402
+from voxproxy.timebase import NS_PER_MS, NS_PER_S  # noqa: E402
 
 SECRET = b"accuracy-benchmark"
 CALLER_FRAME_NS = 20_000_000  # the load callers' frame (CallerConfig.frame_ms)
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")
 # Figures the proxy says it cannot know: a direction never quiet, audio that ran too far
 # ahead of real time to be analysed, or its own clock readings too late.

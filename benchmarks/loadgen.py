@@ -81,7 +81,7 @@ async def minimal_agent(port: int) -> None:
 
 
 async def callers(port: int, calls: int, seconds: float, bare: bool) -> dict[str, Any]:
-    from voxproxy.fixtures import clip
+    from voxproxy.clips import clip
     from voxproxy.loadgen.caller import CallerConfig, Say, ScriptedCaller, Silence
 
     lags: list[int] = []

@@ -41,7 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
-from voxproxy.fixtures import load_clips  # noqa: E402
+from voxproxy.clips import load_clips  # noqa: E402
+from voxproxy.harness.ports import free_port  # noqa: E402
 
 FRAME_MS = 20
 PATHS = ("direct", "bare", "forward-only", "voxproxy")
@@ -275,14 +276,6 @@ def load_main(args: argparse.Namespace) -> None:
 # -- orchestration ----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_port(port: int, timeout: float = 10.0) -> None:
     import socket
 
@@ -307,13 +300,13 @@ class PathResult:
 
 
 def measure(path: str, calls: int, seconds: float, warmup: float) -> PathResult:
-    agent_port = _free_port()
+    agent_port = free_port()
     relay: subprocess.Popen[bytes] | None = None
     receipts = tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False)
     if path == "direct":
         target = agent_port
     else:
-        target = _free_port()
+        target = free_port()
         if path == "bare":
             cmd = [PY, __file__, "--bare-relay", str(target), f"ws://127.0.0.1:{agent_port}"]
         elif path == "forward-only":
@@ -324,6 +317,8 @@ def measure(path: str, calls: int, seconds: float, warmup: float) -> PathResult:
                 "-m",
                 "voxproxy.cli",
                 "proxy",
+                "--workers",
+                "1",
                 "--listen",
                 f"127.0.0.1:{target}",
                 "--upstream",

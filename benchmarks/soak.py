@@ -37,7 +37,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,13 +49,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
-from voxproxy.fixtures import load_clips  # noqa: E402
+from voxproxy.harness.ports import free_port  # noqa: E402
 from voxproxy.receipts.model import CloseInfo  # noqa: E402
 from voxproxy.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render  # noqa: E402
 from voxproxy.session import CallSession  # noqa: E402
+from voxproxy.timebase import NS_PER_S  # noqa: E402
 
-NS_PER_S = 1_000_000_000
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 SECRET = b"soak-secret"
 
@@ -194,12 +194,6 @@ def core_short(calls: int) -> dict[str, Any]:
 # -- phase 2: real time through the proxy ------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _callers(proxy_port: int, agent_port: int, calls: int, seconds: float, each_s: float):  # type: ignore[no-untyped-def]
     """The child process: the mock agent, and callers placing calls back to back."""
     from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, WaitAgentEnd
@@ -255,7 +249,7 @@ async def proxy_phase(minutes: float, calls: int, each_s: float, sample_s: float
     from voxproxy.transports.websocket import RelayConfig
 
     tmp = Path(tempfile.mkdtemp(prefix="soak-"))
-    agent_port, proxy_port = _free_port(), _free_port()
+    agent_port, proxy_port = free_port(), free_port()
     writer = ReceiptWriter(tmp / "receipts.jsonl")
     proxy = Proxy(
         ProxyConfig(RelayConfig(f"ws://127.0.0.1:{agent_port}"), dialect="twilio", secret=SECRET),

@@ -39,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 import overhead  # noqa: E402  (benchmarks/overhead.py: the load and the measurement)
 
+from voxproxy.harness.ports import free_port  # noqa: E402
+
 TELEMETRY_ENV = (
     "VOXPROXY_OTEL",
     "VOXPROXY_METRICS_LISTEN",
@@ -99,7 +101,7 @@ def measure(mode: str, calls: int, args: argparse.Namespace, otlp_port: int) -> 
     if mode == "off":
         _set_env(None)
         return overhead.measure("voxproxy", calls, seconds, warmup)
-    metrics_port = overhead._free_port()
+    metrics_port = free_port()
     _set_env(
         {
             "VOXPROXY_OTEL": "1",
@@ -125,7 +127,7 @@ def per_call_cost_us(repeat: int = 300) -> float:
     """CPU time of writing one call's spans, metrics and receipt log records (to exporters
     that drop them)."""
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-    from receipt_samples import sample_receipt
+    from support.receipt_samples import sample_receipt
 
     from voxproxy.clock import EpochAnchor
     from voxproxy.telemetry import CallTimes, TelemetryConfig

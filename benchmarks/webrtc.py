@@ -53,7 +53,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-NS_PER_MS = 1_000_000
+from voxproxy.timebase import NS_PER_MS
+
 FRAME_NS = 20 * NS_PER_MS
 
 
@@ -167,7 +168,7 @@ class Load:
 def _variants(codec: str, n: int, packets: int) -> list[list[bytes]]:
     """``n`` distinct loops of a speech clip, ``packets`` 20 ms payloads each."""
     from voxproxy.audio.resample import resample_linear
-    from voxproxy.fixtures import clip
+    from voxproxy.clips import clip
     from voxproxy.transports.webrtc import encode_clip
 
     c = clip("agent_long_answer")
@@ -216,7 +217,7 @@ class BenchAgent:
 
 
 def _arrived(load: Load, direction: int, p: Any) -> None:
-    from voxproxy.mockagent.webrtc import payload_key
+    from voxproxy.simcall.webrtc import payload_key
 
     if not load.recording:
         return
@@ -227,7 +228,7 @@ def _arrived(load: Load, direction: int, p: Any) -> None:
 
 async def _ticker(load: Load, senders: list[tuple[Any, list[bytes], int]], stop: asyncio.Event):
     """Every 20 ms each sender sends its next payload; sender i at offset i mod 20 ms."""
-    from voxproxy.mockagent.webrtc import payload_key
+    from voxproxy.simcall.webrtc import payload_key
 
     t0 = time.monotonic_ns()
     k = 0

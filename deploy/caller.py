@@ -14,7 +14,7 @@ import itertools
 import logging
 import random
 
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import (
     BargeIn,
     CallerConfig,

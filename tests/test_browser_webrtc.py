@@ -1,7 +1,7 @@
 """A real browser: headless Chromium calls the WebRTC mock agent through voxproxy.
 
 The call runs in a private network namespace (``unshare -n``, loopback only)
-driven by ``tests/browsercall.py``; see there for what the page does. The
+driven by ``tests/support/browsercall.py``; see there for what the page does. The
 receipt is checked against what is known without the proxy:
 
 * the caller's speech edges: the fixture's edges in the fake microphone's file,
@@ -33,7 +33,8 @@ CHROMIUM = shutil.which("chromium") or (
 
 
 def _run_in_namespace(out: Path) -> subprocess.CompletedProcess[str]:
-    script = f"ip link set lo up && exec {sys.executable} {HERE / 'browsercall.py'} --out {out}"
+    caller = HERE / "support" / "browsercall.py"
+    script = f"ip link set lo up && exec {sys.executable} {caller} --out {out}"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent), env.get("PYTHONPATH")) if p)
     return subprocess.run(

@@ -13,8 +13,8 @@ import pytest
 
 from voxproxy.analysis.truth import TRUTH_RULE, speech_edges
 from voxproxy.audio.levels import active_speech_level
+from voxproxy.clips import Clip, fixtures_dir, load_corpus
 from voxproxy.errors import FixtureError
-from voxproxy.fixtures import Clip, fixtures_dir, load_corpus
 
 CORPUS = fixtures_dir() / "corpus"
 RATE = 16000

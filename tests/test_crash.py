@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from faultkit import SECRET, ULAW_SILENCE, call_hash, call_sid, router_agent, twilio_start
+from support.faultkit import SECRET, ULAW_SILENCE, call_hash, call_sid, router_agent, twilio_start
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 
@@ -28,7 +28,16 @@ def proxy_process(
     upstream: str, receipts: Path, log: Path, *extra: str, fd_limit: int | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VOXPROXY_", "OTEL_"))}
-    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--listen", "127.0.0.1:0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "voxproxy.cli",
+        "proxy",
+        "--workers",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+    ]
     cmd += ["--upstream", upstream, "--dialect", "twilio", "--secret", SECRET.decode()]
     cmd += ["--receipts", str(receipts), "--drain-timeout", "0", *extra]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ports import refusing_port
+from support.ports import refusing_port
 
 from voxproxy.cli import main
 from voxproxy.extras import EXTRAS, MissingExtra, has, require

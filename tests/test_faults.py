@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 import pytest
-from faultkit import (
+from support.faultkit import (
     ULAW_SILENCE,
     assert_healthy,
     call_hash,
@@ -365,6 +365,7 @@ async def test_caller_floods() -> None:
 # -- the measurement plane fails ---------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("lenient_sessions")  # counts injected failures
 async def test_a_decoder_that_raises_on_some_frames(monkeypatch: pytest.MonkeyPatch) -> None:
     from voxproxy.dialects import twilio
 
@@ -406,6 +407,7 @@ async def test_a_decoder_that_raises_on_some_frames(monkeypatch: pytest.MonkeyPa
     assert r.terminal == "completed" and not r.measurement_disabled
 
 
+@pytest.mark.usefixtures("lenient_sessions")  # counts injected failures
 @pytest.mark.parametrize("where", ["session", "receipt", "setup"])
 async def test_a_broken_measurement_component_never_costs_a_receipt(
     monkeypatch: pytest.MonkeyPatch, where: str

@@ -36,6 +36,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from voxproxy.audio.g711 import pcm_to_alaw, pcm_to_ulaw
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.audio.resample import resample_linear
+from voxproxy.clips import load_clips
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import Decoder, DialectOptions
 from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire
@@ -67,7 +68,6 @@ from voxproxy.events import (
     ToolEvent,
     Transcript,
 )
-from voxproxy.fixtures import load_clips
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import CallSession
 

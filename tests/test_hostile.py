@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import pytest
-from faultkit import (
+from support.faultkit import (
     assert_healthy,
     call_hash,
     call_sid,

@@ -86,7 +86,7 @@ def test_the_wheel_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> None
         [
             str(python),
             "-c",
-            "import voxproxy, voxproxy.fixtures as f; print(voxproxy.__file__); "
+            "import voxproxy, voxproxy.clips as f; print(voxproxy.__file__); "
             "print(f.fixtures_dir())",
         ],
         empty,

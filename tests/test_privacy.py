@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from otlp_receiver import HttpReceiver
-from privacy import content_leaks
+from support.otlp_receiver import HttpReceiver
+from support.privacy import content_leaks
 
 from voxproxy.dialects import twilio as twilio_dialect
 from voxproxy.loadgen import caller as caller_module

@@ -11,9 +11,9 @@ import asyncio
 from dataclasses import dataclass
 
 import numpy as np
-from groundtruth import NEVER_WITHHELD, beyond_lag
+from support.groundtruth import NEVER_WITHHELD, beyond_lag
 
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import (
     BargeIn,
     CallerConfig,
@@ -28,9 +28,8 @@ from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import SessionConfig
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
-
-NS_PER_MS = 1_000_000
 
 
 def script(barge_after_ms: float) -> list[Step]:

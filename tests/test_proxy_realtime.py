@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import (
     BargeIn,
     CallerConfig,
@@ -28,9 +28,9 @@ from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
-NS_PER_MS = 1_000_000
 RESPONSES = ("agent_order_status", "agent_confirm", "agent_ask_number")
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from groundtruth import NEVER_WITHHELD, beyond_lag
-from webrtckit import open_counts, wait_for, webrtc_proxy
+from support.groundtruth import NEVER_WITHHELD, beyond_lag
+from support.webrtckit import open_counts, wait_for, webrtc_proxy
 
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import BargeIn, Say, Step, WaitAgentEnd
 from voxproxy.loadgen.webrtc import (
     WebRtcCaller,
@@ -30,14 +30,14 @@ from voxproxy.loadgen.webrtc import (
     webrtc_turn_truths,
 )
 from voxproxy.mockagent import MockAgentConfig
-from voxproxy.mockagent.webrtc import Idle, WebRtcCallLog, WebRtcMockAgent
+from voxproxy.mockagent.webrtc import Idle, WebRtcMockAgent
 from voxproxy.proxy_webrtc import WebRtcCallContext
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import CallSession
+from voxproxy.simcall.webrtc import WebRtcCallLog
+from voxproxy.timebase import NS_PER_MS
 
 pytestmark = pytest.mark.slow
-
-NS_PER_MS = 1_000_000
 
 
 RESPONSES = ("agent_confirm", "agent_order_status", "agent_reprompt", "agent_ask_number")

@@ -1,6 +1,6 @@
 """End to end over loopback on Telnyx, Plivo, Vonage and Exotel: a scripted call through the proxy.
 
-Each call is rendered with its truth (:mod:`voxproxy.scripted_wires`) and played
+Each call is rendered with its truth (:mod:`voxproxy.scripted`) and played
 in real time by a small scripted telephony side (the caller) and a small
 scripted agent, both on one clock: every message is sent at its rendered time.
 The proxy runs with ``--dialect auto``; its receipt must name the wire, hold the
@@ -19,16 +19,14 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from voxproxy.clips import clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
-from voxproxy.fixtures import clip
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted import BargePlan, ScriptedCall, TurnPlan
-from voxproxy.scripted_wires import WireDialect, WirePlan, render_wire
+from voxproxy.scripted import BargePlan, ScriptedCall, TurnPlan, WireDialect, WirePlan, render
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.websocket import RelayConfig
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 START_DELAY_NS = 100 * NS_PER_MS  # from both legs up to the first scripted message
 
 
@@ -78,7 +76,7 @@ async def _collect(ws: object, into: list[bytes | str]) -> None:
 
 
 async def play(p: WirePlan) -> Played:
-    call = render_wire(p)
+    call = render(p)
     upstream = [(t, m) for t, d, m in call.messages if d is CALLER_TO_AGENT]
     downstream = [(t, m) for t, d, m in call.messages if d is AGENT_TO_CALLER]
     t0_future: asyncio.Future[int] = asyncio.get_running_loop().create_future()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from groundtruth import Errors, run_many
+from support.groundtruth import Errors, run_many
 
 
 def test_ttfs_and_stop_latency_match_ground_truth() -> None:

@@ -9,16 +9,17 @@ import numpy as np
 import pytest
 
 from voxproxy.audio.g711 import pcm_to_ulaw
-from voxproxy.clock import EpochAnchor
+from voxproxy.clips import load_clips
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
+from voxproxy.errors import UsageError
 from voxproxy.events import AGENT_TO_CALLER as AGENT
 from voxproxy.events import CALLER_TO_AGENT as CALLER
 from voxproxy.events import Direction
-from voxproxy.fixtures import load_clips
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import BargePlan, CallPlan, TurnPlan, render
 from voxproxy.session import MAX_MEASUREMENT_ERRORS, CallSession, SessionConfig
+from voxproxy.timebase import EpochAnchor
 
 MS = 1_000_000
 CLOSE = CloseInfo(initiator="caller")
@@ -91,7 +92,7 @@ class _Boom(Exception):
 def test_measurement_is_disabled_after_repeated_internal_errors(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    s = session("raw")
+    s = session("raw", strict=False)
     calls = 0
 
     def broken(direction: Direction, payload: bytes | str, t_ns: int) -> list[object]:
@@ -123,7 +124,7 @@ def test_a_few_internal_errors_do_not_stop_measurement(monkeypatch: pytest.Monke
             turns=(TurnPlan(clips["caller_hello"], clips["agent_reprompt"], 500.0),),
         )
     )
-    s = session("raw")
+    s = session("raw", strict=False)
     real = s.decoder.decode
     bad_t = {t for t, d, _ in call.messages if d is AGENT}
     bad_t = set(sorted(bad_t)[:10])  # the first ten agent messages blow up
@@ -143,7 +144,7 @@ def test_a_few_internal_errors_do_not_stop_measurement(monkeypatch: pytest.Monke
 
 
 def test_an_error_while_closing_is_counted_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    s = session("raw")
+    s = session("raw", strict=False)
     s.on_message(CALLER, b"\x00\x00" * 320, 20 * MS)
 
     def boom(end_ns: int) -> list[object]:
@@ -153,6 +154,23 @@ def test_an_error_while_closing_is_counted_not_raised(monkeypatch: pytest.Monkey
     r = s.close(100 * MS, "completed", CLOSE)
     assert r.anomalies == {"measurement_error": 1}
     assert r.turns == []
+
+
+def test_a_strict_session_raises_its_own_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = session("raw", strict=True)
+
+    def broken(direction: Direction, payload: bytes | str, t_ns: int) -> list[object]:
+        raise _Boom("bug in a decoder")
+
+    monkeypatch.setattr(s.decoder, "decode", broken)
+    with pytest.raises(_Boom, match="bug in a decoder"):
+        s.on_message(CALLER, b"\x00\x00" * 320, 20 * MS)
+    assert s.anomalies == {}
+
+
+def test_strict_is_the_test_suites_default_and_not_productions() -> None:
+    assert session("raw").strict  # tests/conftest.py
+    assert not session("raw", strict=False).strict
 
 
 def _marks_call(downstream_ms: float = 0.0) -> Receipt:
@@ -202,7 +220,7 @@ def test_no_marks() -> None:
 def test_close_twice_raises() -> None:
     s = session()
     s.close(10 * MS, "completed", CLOSE)
-    with pytest.raises(RuntimeError, match="twice"):
+    with pytest.raises(UsageError, match="already closed"):
         s.close(20 * MS, "completed", CLOSE)
 
 
@@ -344,3 +362,24 @@ def test_an_edge_beside_agent_audio_too_far_ahead_to_analyse_is_withheld() -> No
     assert (b_first.agent_onset_ms, b_first.ttfs_ms) == (2000.0, 500.0)
     assert b_first.agent_offset_ms is None
     assert b_second == second  # the next turn, in real time, is untouched
+
+
+def test_a_burst_after_a_stall_reaches_the_turn_machine_late_and_is_taken() -> None:
+    """A caller silent for 2 s, then 4 s of speech at once (as after a network stall): the
+    audio covers time the watermark has passed, after an agent flush at 0 was fed. The
+    session takes it as it comes (its turn machine is not strict) and measures the turn."""
+    caller, agent = TwilioCallerWire(STREAM, CALL_SID), TwilioAgentWire(STREAM)
+    speech = load_clips()["caller_where_is_order"].pcm[::2]  # 16 kHz to 8 kHz
+    s = session()
+    s.on_message(CALLER, caller.connected(), 0)
+    s.on_message(CALLER, caller.start(), 0)
+    s.on_message(AGENT, agent.clear(), 0)
+    s.on_message(CALLER, caller.mark("x"), 2000 * MS)  # a pump: the flush at 0 is fed
+    assert s.turns.flushes == 1
+    s.on_message(CALLER, caller.media(pcm_to_ulaw(speech[: 4 * 8000])), 2000 * MS)
+    r = s.close(3000 * MS, "completed", CLOSE)
+    assert s.turns.late_inputs >= 1
+    assert r.anomalies == {}
+    (turn,) = r.turns  # the caller's speech, from before the flush, is one open turn
+    assert turn.caller_onset_ms is not None and turn.caller_onset_ms < 0
+    assert turn.reason == "call_ended" and turn.flushes == 0

@@ -9,11 +9,11 @@ import random
 from pathlib import Path
 
 import numpy as np
-from groundtruth import measure
+from support.groundtruth import measure
 
 from voxproxy.analysis.vad import MASKING_TABLE, masked_ms
+from voxproxy.clips import load_clips
 from voxproxy.dialects import make_decoder
-from voxproxy.fixtures import load_clips
 from voxproxy.receipts.model import CloseInfo
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import check, judged

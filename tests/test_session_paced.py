@@ -15,7 +15,7 @@ import random
 from dataclasses import replace
 
 import numpy as np
-from groundtruth import Errors, random_plan, score
+from support.groundtruth import Errors, random_plan, score
 
 from voxproxy.audio.pcm import bytes_to_pcm
 from voxproxy.events import AGENT_TO_CALLER, Direction
@@ -26,9 +26,9 @@ from voxproxy.transports.webrtc import (
     AudioEncoder,
     MeasuredStream,
     RtpIn,
-    _lowpass,
     default_codec,
 )
+from voxproxy.transports.webrtc.codecs import _lowpass
 
 PACED = SessionConfig(transport="webrtc", agent_playout="arrival")
 

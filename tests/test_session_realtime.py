@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from privacy import assert_content_free
+from support.privacy import assert_content_free
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions

@@ -20,10 +20,10 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from groundtruth import Errors, score
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spacekit import (
+from support.groundtruth import Errors, score
+from support.spacekit import (
     WIRES,
     SpaceCase,
     agent_pool,

@@ -11,16 +11,23 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from groundtruth import Errors, barge_point_ms, score, speech_clips
+from support.groundtruth import Errors, barge_point_ms, score, speech_clips
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import BargePlan, Reaction, ScriptedCall, TurnPlan
-from voxproxy.scripted_wires import WireDialect, WirePlan, render_wire
+from voxproxy.scripted import (
+    BargePlan,
+    Reaction,
+    ScriptedCall,
+    TurnPlan,
+    WireDialect,
+    WirePlan,
+    render,
+)
 from voxproxy.session import CallSession
+from voxproxy.timebase import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 SECRET = b"wire-truth"
 
 
@@ -87,7 +94,7 @@ def test_openai_realtime_against_ground_truth() -> None:
         for mode in ("paced", "burst"):
             for k in range(4):
                 plan = random_wire_plan(rng, "openai-realtime", mode, **variant)
-                call = render_wire(plan)
+                call = render(plan)
                 receipt = measure(call, "openai-realtime")
                 label = f"{variant}/{mode}/{k}"
                 assert receipt.anomalies == {}, (label, receipt.anomalies)
@@ -164,7 +171,7 @@ def test_telephony_wires_against_ground_truth() -> None:
         for mode in ("paced", "burst"):
             for k in range(3):
                 plan = random_wire_plan(rng, dialect, mode)  # type: ignore[arg-type]
-                call = render_wire(plan)
+                call = render(plan)
                 receipt = measure(call, dialect)
                 label = f"{dialect}/{mode}/{k}"
                 assert receipt.anomalies == {}, (label, receipt.anomalies)

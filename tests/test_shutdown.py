@@ -15,28 +15,22 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent
+from support.faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.harness.ports import free_port
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts
 
 SECRET = "fault-secret"  # the same as faultkit's, so call_hash() finds the receipts
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
@@ -60,6 +54,8 @@ def _start_proxy(port: int, upstream: str, receipts: Path, *extra: str) -> subpr
         "-m",
         "voxproxy.cli",
         "proxy",
+        "--workers",
+        "1",
         "--listen",
         f"127.0.0.1:{port}",
         "--upstream",
@@ -126,7 +122,7 @@ async def test_sigterm_drains_then_closes_live_calls_with_1001(tmp_path: Path) -
     drain_s = 1.5
     receipts_path = tmp_path / "receipts.jsonl"
     async with router_agent() as agent:
-        port = _free_port()
+        port = free_port()
         proc = _start_proxy(
             port, agent.url, receipts_path, "--drain-timeout", str(drain_s), "--log-level", "info"
         )
@@ -205,7 +201,7 @@ def _check_complete_lines(path: Path) -> tuple[int, bool]:
 async def test_sigkill_under_load_leaves_only_complete_receipts(tmp_path: Path) -> None:
     path = tmp_path / "receipts.jsonl"
     async with router_agent() as agent:
-        port = _free_port()
+        port = free_port()
         proc = _start_proxy(port, agent.url, path)
         try:
             await _wait_port(port, proc)

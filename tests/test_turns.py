@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import textwrap
+
+import pytest
+
 from voxproxy.analysis.vad import Spurt
+from voxproxy.errors import UsageError
 from voxproxy.turns import (
+    TRANSITIONS,
     BargeOutcome,
     FlushMark,
     StopEvidence,
     Turn,
     TurnConfig,
+    TurnInput,
     TurnKind,
     TurnMachine,
+    TurnPhase,
     barge_outcome,
+    describe_transitions,
 )
 
 MS = 1_000_000
@@ -343,3 +352,84 @@ def test_a_flush_that_cut_nothing_is_not_a_yield() -> None:
 def test_a_flush_before_any_speech_is_counted_but_belongs_to_no_turn() -> None:
     m, turns = run(("flush", 100, False))
     assert m.flushes == 1 and turns == []
+
+
+# -- the machine as a table ----------------------------------------------------------------
+
+
+def test_the_docstring_draws_the_transition_table() -> None:
+    drawn = textwrap.indent(describe_transitions(), " " * 8)
+    assert TurnMachine.__doc__ is not None and drawn in TurnMachine.__doc__
+
+
+def test_every_phase_but_finished_takes_every_input() -> None:
+    for phase in TurnPhase:
+        for inp in TurnInput:
+            assert ((phase, inp) in TRANSITIONS) == (phase is not TurnPhase.FINISHED)
+
+
+def test_phases_follow_a_barge_in() -> None:
+    m = TurnMachine()
+    assert m.phase is TurnPhase.START
+    m.caller_spurt(sp(1000, 2000))
+    assert m.phase is TurnPhase.CALLER
+    m.agent_spurt(sp(2500, 4300))
+    assert m.phase is TurnPhase.AGENT
+    m.caller_spurt(sp(4000, 5000))
+    assert m.phase is TurnPhase.BARGE_IN
+    m.flush(FlushMark(4300 * MS, True))
+    assert m.phase is TurnPhase.BARGE_IN
+    m.agent_spurt(sp(5600, 7000))
+    assert m.phase is TurnPhase.AGENT
+    m.finish(8000 * MS)
+    assert m.phase is TurnPhase.FINISHED
+
+
+def test_caller_speech_in_an_agent_pause_has_its_own_phase() -> None:
+    m = TurnMachine()
+    m.agent_spurt(sp(0, 1000))
+    m.caller_spurt(sp(1200, 2500))  # in the pause: the agent may resume over it
+    assert m.phase is TurnPhase.CALLER_IN_PAUSE
+    m.agent_spurt(sp(1800, 3000))  # it does, while the caller talks: a barge-in
+    assert m.phase is TurnPhase.BARGE_IN
+    (_, turn) = m.finish(10_000 * MS)
+    assert turn.barge_in is not None and turn.barge_in.in_pause
+
+
+def test_input_out_of_time_order_names_the_phase_the_input_and_its_time() -> None:
+    m = TurnMachine()
+    m.caller_spurt(sp(1000, 2000))
+    with pytest.raises(UsageError) as err:
+        m.agent_spurt(sp(900, 1500))
+    assert str(err.value) == (
+        "TurnMachine: agent_spurt at 900000000 ns in phase caller is out of time order "
+        "(the input before it was at 1000000000 ns)"
+    )
+    with pytest.raises(UsageError, match="flush at 999000000 ns in phase caller"):
+        m.flush(FlushMark(999 * MS, False))
+    assert m.phase is TurnPhase.CALLER  # a refused input changes nothing
+    m.agent_spurt(sp(1000, 1500))  # the same time as the last input is in order
+    assert m.phase is TurnPhase.AGENT
+
+
+def test_input_after_finish_is_refused() -> None:
+    m = TurnMachine()
+    m.caller_spurt(sp(1000, 2000))
+    turns = m.finish(3000 * MS)
+    with pytest.raises(UsageError, match="caller_spurt at 4000000000 ns in phase finished"):
+        m.caller_spurt(sp(4000, 5000))
+    with pytest.raises(UsageError, match="finish in phase finished"):
+        m.finish(5000 * MS)
+    assert len(turns) == 1 and turns[0].reason == "call_ended"
+
+
+def test_not_strict_a_late_input_is_taken_and_counted() -> None:
+    m = TurnMachine(strict=False)
+    m.flush(FlushMark(2000 * MS, False))
+    m.caller_spurt(sp(1000, 1500))  # a burst after a stall: audio from before the flush
+    m.agent_spurt(sp(1700, 2500))
+    assert m.late_inputs == 2  # both are earlier than the flush
+    (t,) = m.finish(5000 * MS)
+    assert ms(t.ttfs_ns) == 200
+    with pytest.raises(UsageError, match="in phase finished"):
+        m.flush(FlushMark(6000 * MS, False))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from voxproxy.audio.levels import active_speech_level, window_energy_db
-from voxproxy.fixtures import Clip, load_clips, load_corpus
+from voxproxy.clips import Clip, load_clips, load_corpus
 
 DEPTHS_DB = (0, 5, 10, 15, 20, 25, 28, 30, 31, 32, 33, 34, 35)
 

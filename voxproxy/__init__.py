@@ -1,12 +1,20 @@
 """voxproxy: a measuring media proxy for voice agents.
 
-The package is split in two planes (see README, "Architecture"):
+The package is split in two planes (docs/architecture.md: the planes, the layers, the
+path of one message, where to add a wire, a gate or a sink):
 
-* the measurement plane, pure and sans-I/O: :mod:`voxproxy.events`,
+* the measurement plane, sans-I/O: :mod:`voxproxy.events`, :mod:`voxproxy.timebase`,
   :mod:`voxproxy.audio`, :mod:`voxproxy.dialects`, :mod:`voxproxy.analysis`,
-  :mod:`voxproxy.turns`, :mod:`voxproxy.session`, :mod:`voxproxy.receipts`;
+  :mod:`voxproxy.turns`, :mod:`voxproxy.effects`, :mod:`voxproxy.session` and the
+  receipt document :mod:`voxproxy.receipts.model`;
 * the forwarding plane and the shells around it: :mod:`voxproxy.transports`,
-  :mod:`voxproxy.proxy`, :mod:`voxproxy.mockagent`, :mod:`voxproxy.cli`.
+  :mod:`voxproxy.proxy`, :mod:`voxproxy.proxy_webrtc`, the receipt sinks in
+  :mod:`voxproxy.receipts`, :mod:`voxproxy.telemetry`, :mod:`voxproxy.cli`.
+
+Around them: the load generator (:mod:`voxproxy.loadgen`), the mock agent
+(:mod:`voxproxy.mockagent`), what both share (:mod:`voxproxy.simcall`) and the
+harness that runs them together (:mod:`voxproxy.harness`). ``tests/test_layers.py``
+enforces who may import whom.
 """
 
 __version__ = "0.1.0"

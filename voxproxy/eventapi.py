@@ -55,7 +55,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal
 
 import orjson
 from aiohttp import web
@@ -344,10 +344,6 @@ def problems(exc: ValidationError, many: bool) -> list[dict[str, str]]:
         msg = str(err["msg"]).removeprefix("Value error, ")
         out.append({"field": where or "(body)", "reason": msg})
     return out
-
-
-class EventTarget(Protocol):
-    def on_event(self, ev: ToolEvent) -> None: ...
 
 
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:

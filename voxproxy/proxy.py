@@ -384,9 +384,16 @@ class Proxy(ReceiptOutlet):
         """Callers refused with 503 because ``max_calls`` calls were in progress."""
         return self.server.admission.refused
 
-    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
+    async def start(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        reuse_port: bool = False,
+    ) -> int:
         self.clock_lag.start()
-        return await self.server.start(host, port, ssl_context)
+        return await self.server.start(host, port, ssl_context, reuse_port=reuse_port)
 
     async def stop(self, drain_s: float = 0.0) -> None:
         await self.server.stop(drain_s)

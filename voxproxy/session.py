@@ -22,16 +22,18 @@ import statistics
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from voxproxy.analysis.playout import MAX_AHEAD_NS, Playout
 from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig
 from voxproxy.audio.resample import Converter
-from voxproxy.clock import EpochAnchor
 from voxproxy.dialects.base import Decoder
 from voxproxy.dialects.detect import PENDING
 from voxproxy.dialects.detect import guess as guess_dialect
+from voxproxy.effects import EffectSummary, derive
+from voxproxy.errors import UsageError
 from voxproxy.events import (
     AGENT_TO_CALLER,
     CALLER_TO_AGENT,
@@ -68,7 +70,7 @@ from voxproxy.receipts.model import (
     TurnRecord,
     TurnStages,
 )
-from voxproxy.tools import EffectSummary, derive
+from voxproxy.timebase import EpochAnchor
 from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnKind, TurnMachine, barge_outcome
 
 NS_PER_MS = 1_000_000
@@ -165,7 +167,16 @@ class SessionConfig:
 
 
 class CallSession:
-    """The measurement of one call."""
+    """The measurement of one call.
+
+    ``strict``: re-raise the session's own failures instead of counting them as
+    ``measurement_error`` (for tests: a bug in the core then fails the test that met it
+    rather than showing up only as worse figures). ``None`` takes
+    :attr:`strict_by_default`, which is ``False`` (production: a bug is counted and the
+    call goes on) and which the test suite sets to ``True``.
+    """
+
+    strict_by_default: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -177,10 +188,12 @@ class CallSession:
         config: SessionConfig | None = None,
         anchor: EpochAnchor | None = None,
         clock_lag: Callable[[int, int], int] | None = None,
+        strict: bool | None = None,
     ) -> None:
         """``clock_lag(start_ns, end_ns)``: the most a clock reading the shell took in
         that interval can be late (its event-loop lag), or ``None`` when not measured."""
         self.config = cfg = config or SessionConfig()
+        self.strict = self.strict_by_default if strict is None else strict
         self._clock_lag = clock_lag
         # Spans of spurts so long that their direction was never quiet, per direction, and
         # every spurt's span (for how much each direction talked over the other).
@@ -206,7 +219,9 @@ class CallSession:
         self._paced = cfg.agent_playout == "arrival"
         self._agent_end_ns: int | None = None  # paced: end of the last agent chunk heard
         self._downstream_ns = int(cfg.downstream_offset_ms * NS_PER_MS)
-        self.turns = TurnMachine(cfg.turns)
+        # Not strict, even in a strict session: a burst of caller audio after a stall of the
+        # caller's network covers time the watermark has passed (counted in late_inputs).
+        self.turns = TurnMachine(cfg.turns, strict=False)
         self._flush_queue: deque[FlushMark] = deque()
         self._now_ns = start_ns
         self._last_pump_ns = start_ns
@@ -252,11 +267,11 @@ class CallSession:
             events = self.decoder.decode(direction, payload, t_ns)
             for ev in events:
                 self._handle(ev)
-            if t_ns - self._last_pump_ns >= self._pump_interval_ns:
+            if t_ns - self._last_pump_ns >= self._pump_interval_ns and not self._closed:
                 self._pump(t_ns)
             return events
         except Exception:
-            self.note_measurement_error()
+            self._own_failure()
             return []
 
     def _note_wire(self, payload: bytes | str) -> None:
@@ -265,6 +280,8 @@ class CallSession:
         try:
             looks = guess_dialect(payload)
         except Exception:
+            if self.strict:
+                raise
             return
         if looks is not None and looks != PENDING:
             self._wire_looks[looks] += 1
@@ -310,7 +327,7 @@ class CallSession:
             if t_ns - self._last_pump_ns >= self._pump_interval_ns:
                 self._pump(t_ns)
         except Exception:
-            self.note_measurement_error()
+            self._own_failure()
 
     def on_event(self, ev: ToolEvent | StageMark) -> None:
         """An event from outside the media (the event API), stamped by the shell."""
@@ -319,7 +336,13 @@ class CallSession:
         try:
             self._handle(ev)
         except Exception:
-            self.note_measurement_error()
+            self._own_failure()
+
+    def _own_failure(self) -> None:
+        """The session itself failed (a voxproxy bug): raise when strict, else count it."""
+        if self.strict:
+            raise  # re-raises the exception being handled: called only in ``except``
+        self.note_measurement_error()
 
     def note_measurement_error(self) -> None:
         self.anomalies[AnomalyKind.MEASUREMENT_ERROR.value] += 1
@@ -334,12 +357,12 @@ class CallSession:
 
     def advance(self, t_ns: int) -> None:
         """Time has passed with no message: let spurts close and turns settle."""
-        if self.measurement_disabled:
+        if self.measurement_disabled or self._closed:
             return
         try:
             self._pump(t_ns)
         except Exception:
-            self.note_measurement_error()
+            self._own_failure()
 
     def next_deadline(self) -> int | None:
         """When :meth:`advance` next has something to do, if nothing arrives before."""
@@ -676,7 +699,7 @@ class CallSession:
     ) -> Receipt:
         """The call is over: settle everything and return its receipt."""
         if self._closed:
-            raise RuntimeError("CallSession.close() called twice")
+            raise UsageError(f"CallSession.close() at {end_ns} ns: the call was already closed")
         self._closed = True
         turns: list[Turn] = []
         if not self.measurement_disabled:
@@ -691,12 +714,14 @@ class CallSession:
                 turns = self.turns.finish(end_ns)
                 self.final_turns = turns
             except Exception:
-                self.note_measurement_error()
+                self._own_failure()
                 turns = []
         name = dialect or self.decoder.name
         try:
             return self._receipt(end_ns, terminal, close, turns, name)
         except Exception:
+            if self.strict:
+                raise
             # A bug in building the full receipt must not cost the call its receipt: it
             # gets one without the measurements (counted, and flagged measurement_disabled).
             self.note_measurement_error()

@@ -19,7 +19,7 @@ import pytest
 from voxproxy.analysis.truth import speech_edges, truth_threshold_dbfs
 from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig
 from voxproxy.audio.levels import active_speech_level
-from voxproxy.fixtures import Clip, load_clips, load_corpus
+from voxproxy.clips import Clip, load_clips, load_corpus
 
 MS = 1_000_000
 LEAD_MS = 2000

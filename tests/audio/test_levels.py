@@ -12,7 +12,7 @@ from voxproxy.audio.levels import (
     rms_dbfs,
     window_energy_db,
 )
-from voxproxy.fixtures import load_corpus
+from voxproxy.clips import load_corpus
 
 
 def square(n: int, amplitude: int = 32767, period: int = 16) -> np.ndarray:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flowkit import flow_receipts, healthy, write_jsonl
+from support.flowkit import flow_receipts, healthy, write_jsonl
 
 from voxproxy.cli import main
 from voxproxy.commands.gate import MAX_ROWS

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ports import refusing_port
+from support.ports import refusing_port
 
 from voxproxy.cli import main
 
@@ -106,7 +106,7 @@ def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary
     cause = "HTTP 502 from the target: agent unreachable: Connection refused"
     assert out.splitlines()[0] == f"3 of 3 calls failed: {cause} (×3)", out
     # The proxy logged every call it could not put through, with the cause.
-    warnings = re.findall(r"WARNING voxproxy\.proxy: call (c_\w+): (.*)", log)
+    warnings = re.findall(r"WARNING voxproxy\.proxy: (?:worker \d+: )?call (c_\w+): (.*)", log)
     assert len(warnings) == 3, log
     assert len({call for call, _ in warnings}) == 3
     assert {why for _, why in warnings} == {

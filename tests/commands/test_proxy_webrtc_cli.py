@@ -6,15 +6,15 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
 import pytest
-from webrtckit import wait_for
+from support.webrtckit import wait_for
 
-from voxproxy.cli import build_parser, main
-from voxproxy.fixtures import clip
+from voxproxy.cli import build_parser, main, serve_config
+from voxproxy.clips import clip
+from voxproxy.harness.ports import free_port
 from voxproxy.loadgen.caller import Say, WaitAgentEnd
 from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
 from voxproxy.mockagent import MockAgentConfig
@@ -39,17 +39,11 @@ def test_mismatched_upstream_urls_are_refused(capsys: pytest.CaptureFixture[str]
     assert "ws:// or wss://" in capsys.readouterr().err
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_the_webrtc_proxy_process_relays_a_call_and_writes_its_receipt(
     tmp_path: Path,
 ) -> None:
     receipts = tmp_path / "receipts.jsonl"
-    port = _free_port()
+    port = free_port()
     async with WebRtcMockAgent(MockAgentConfig(delay_ms=400)) as agent:
         env = dict(os.environ, VOXPROXY_TRANSPORT="webrtc")
         proc = await asyncio.create_subprocess_exec(
@@ -98,12 +92,10 @@ async def test_the_webrtc_proxy_process_relays_a_call_and_writes_its_receipt(
 
 
 def test_max_calls_and_idle_timeout_reach_the_webrtc_relay() -> None:
-    from voxproxy.cli import _webrtc_config
-
     args = build_parser().parse_args(["proxy", "--transport", "webrtc", "--upstream", "http://a"])
-    relay = _webrtc_config(args).relay
+    relay = serve_config(args).proxy.relay
     assert (relay.max_calls, relay.idle_timeout_s) == (200, 120.0)
     args = build_parser().parse_args(
         ["proxy", "--transport", "webrtc", "--upstream", "http://a", "--max-calls", "10"]
     )
-    assert _webrtc_config(args).relay.max_calls == 10
+    assert serve_config(args).proxy.relay.max_calls == 10

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from flowkit import flow_receipts
+from support.flowkit import flow_receipts
 
 from voxproxy.cli import main
 from voxproxy.receipts.model import Receipt

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from flowkit import flow_receipts, healthy, write_jsonl
+from support.flowkit import flow_receipts, healthy, write_jsonl
 
 from voxproxy.cli import main
 from voxproxy.receipts.policy import Policy, load_policy

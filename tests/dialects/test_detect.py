@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from eventview import views
+from support.eventview import views
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions

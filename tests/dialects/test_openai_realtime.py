@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 import pytest
-from eventview import views
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.eventview import views
 
 from voxproxy.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import bytes_to_pcm, pcm_to_bytes

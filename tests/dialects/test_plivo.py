@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from eventview import views
+from support.eventview import views
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes

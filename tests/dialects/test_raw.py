@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from eventview import views
+from support.eventview import views
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions

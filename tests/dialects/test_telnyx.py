@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from eventview import views
+from support.eventview import views
 
 from voxproxy.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.dialects import make_decoder

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from flowkit import call
 from pydantic import ValidationError
+from support.flowkit import call
 
 from voxproxy.eventapi import value_digest
 from voxproxy.loadgen.outcome import (

@@ -94,7 +94,7 @@ def test_invalid_files_name_the_file_and_the_step(tmp_path: Path, text: str, mes
 
 def test_a_wav_file_next_to_the_scenario_can_be_said(tmp_path: Path) -> None:
     from voxproxy.audio.pcm import write_wav
-    from voxproxy.fixtures import clip
+    from voxproxy.clips import clip
 
     c = clip("caller_yes")
     write_wav(tmp_path / "mine.wav", c.pcm, c.sample_rate_hz)
@@ -117,7 +117,7 @@ def test_a_44k1_stereo_recording_is_said_as_the_clip_it_holds(tmp_path: Path) ->
     import numpy as np
     from scipy.signal import resample_poly
 
-    from voxproxy.fixtures import clip
+    from voxproxy.clips import clip
 
     c = clip("caller_hello")
     # The fixture as a phone or a DAW would export it: 44.1 kHz, two channels (the right

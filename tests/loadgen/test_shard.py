@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from receipt_samples import sample_receipt
+from support.receipt_samples import sample_receipt
 
 from voxproxy.cli import main
 from voxproxy.errors import ConfigError

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import webrtckit  # noqa: F401  (ICE on 127.0.0.1 only)
+import support.webrtckit as webrtckit  # noqa: F401  (ICE on 127.0.0.1 only)
 
 from voxproxy.cli import main
 from voxproxy.mockagent import MockAgentConfig

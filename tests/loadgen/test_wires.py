@@ -20,21 +20,21 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from voxproxy.clips import clip
 from voxproxy.dialects import make_decoder
 from voxproxy.events import CALLER_TO_AGENT, Audio, MarkEcho
-from voxproxy.fixtures import clip
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted import to_rate
-from voxproxy.scripted_wires import _Exotel, _Kit, _Plivo, _Telnyx, _Vonage
+from voxproxy.scripted.kits import Exotel, Kit, Plivo, Telnyx, Vonage
+from voxproxy.scripted.render import to_rate
 from voxproxy.transports.websocket import RelayConfig
 
-KITS: dict[str, type[_Kit]] = {
-    "telnyx": _Telnyx,
-    "plivo": _Plivo,
-    "vonage": _Vonage,
-    "exotel": _Exotel,
+KITS: dict[str, type[Kit]] = {
+    "telnyx": Telnyx,
+    "plivo": Plivo,
+    "vonage": Vonage,
+    "exotel": Exotel,
 }
 ANSWER_AFTER_QUIET_MS = 400.0
 

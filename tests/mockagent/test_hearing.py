@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from voxproxy.analysis.vad import Spurt
+from voxproxy.clips import Clip
 from voxproxy.errors import ConfigError
-from voxproxy.fixtures import Clip
 from voxproxy.mockagent.config import halve_rate
 from voxproxy.mockagent.hearing import DEFAULT_HYPOTHESES, Hearing, load_hypotheses
+from voxproxy.timebase import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 CALLER = [
     "caller_where_is_order",
     "caller_interrupt",

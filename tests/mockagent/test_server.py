@@ -22,11 +22,11 @@ from websockets.typing import Subprotocol
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.levels import window_energy_db
+from voxproxy.clips import clip
 from voxproxy.dialects.raw import RawWire
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.errors import ConfigError
 from voxproxy.events import Pcm
-from voxproxy.fixtures import clip
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig, default_responses, run_cli
 from voxproxy.mockagent.config import halve_rate
 

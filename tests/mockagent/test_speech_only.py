@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from voxproxy.analysis.vad import VadConfig
+from voxproxy.clips import clip, load_corpus
 from voxproxy.errors import ConfigError
-from voxproxy.fixtures import clip, load_corpus
 from voxproxy.loadgen.caller import CallerConfig, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.mockagent.config import halve_rate, prepare_clips, response_clip, trim_to_speech

@@ -10,13 +10,12 @@ import pytest
 
 from voxproxy.errors import ConfigError
 from voxproxy.mockagent.config import MockAgentConfig
-from voxproxy.mockagent.log import TaskLog
-from voxproxy.mockagent.task import (
+from voxproxy.mockagent.task import SimBackend, Task
+from voxproxy.simcall.log import TaskLog
+from voxproxy.simcall.script import (
     ATTEMPT_KINDS,
     TASK_FAULTS,
     Attempt,
-    SimBackend,
-    Task,
     TaskScript,
     Turn,
     script_for,

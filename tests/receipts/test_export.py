@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from receipt_samples import sample_receipt
+from support.receipt_samples import sample_receipt
 
 from voxproxy.errors import ConfigError
 from voxproxy.receipts.export import COLUMNS, parse_tags, rows, write_jsonl, write_parquet

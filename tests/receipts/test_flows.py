@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from flowkit import FLOWS_DIR, POLICIES_DIR, events
+from support.flowkit import FLOWS_DIR, POLICIES_DIR, events
 
 from voxproxy.errors import FixtureError
 from voxproxy.receipts.flows import Flow, load_flow, load_flows, parse_flow, replay

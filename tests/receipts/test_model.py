@@ -7,14 +7,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from privacy import assert_content_free
 from pydantic import ValidationError
+from support.privacy import assert_content_free
 
+from voxproxy.clips import load_clips
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.raw import RawWire
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, Direction
-from voxproxy.fixtures import load_clips
 from voxproxy.ids import keyed_hash
 from voxproxy.receipts.model import SCHEMA, CloseInfo, Receipt
 from voxproxy.scripted import CallPlan, TurnPlan, render

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from flowkit import POLICIES_DIR
+from support.flowkit import POLICIES_DIR
 
 from voxproxy.errors import ConfigError
 from voxproxy.receipts.policy import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowkit import FLOWS_DIR, flow_receipts, healthy
+from support.flowkit import FLOWS_DIR, flow_receipts, healthy
 
 from voxproxy.receipts.flows import load_flows, replay
 from voxproxy.receipts.policy import Policy

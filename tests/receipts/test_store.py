@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from flowkit import flow_receipts, healthy
+from support.flowkit import flow_receipts, healthy
 
 from voxproxy.errors import ConfigError
 from voxproxy.receipts import store as store_module

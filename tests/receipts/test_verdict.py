@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 import pytest
-from flowkit import call, healthy
+from support.flowkit import call, healthy
 
 from voxproxy.receipts import verdict as verdict_module
 from voxproxy.receipts.model import Receipt

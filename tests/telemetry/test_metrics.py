@@ -6,7 +6,7 @@ from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from receipt_samples import sample_receipt
+from support.receipt_samples import sample_receipt
 
 from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.metrics import Instruments

@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import CallerConfig, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 
@@ -119,6 +119,8 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
             "-m",
             "voxproxy.cli",
             "proxy",
+            "--workers",
+            "1",
             "--listen",
             "127.0.0.1:0",
             "--upstream",

@@ -26,16 +26,16 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from otlp_receiver import GrpcReceiver, HttpReceiver, Received, SpanRecord
-from ports import refusing_port
-from receipt_samples import sample_receipt
+from support.otlp_receiver import GrpcReceiver, HttpReceiver, Received, SpanRecord
+from support.ports import refusing_port
+from support.receipt_samples import sample_receipt
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from voxproxy.clips import clip
 from voxproxy.clock import EpochAnchor
 from voxproxy.eventapi import EventApi
-from voxproxy.fixtures import clip
 from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy import CALL_ID_HEADER, Proxy, ProxyConfig
@@ -51,9 +51,9 @@ from voxproxy.telemetry import (
 )
 from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.otel import OtelTelemetry
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
-NS_PER_MS = 1_000_000
 TOKEN = "test-token-0123456789abcdef"
 SERVER = 2  # SPAN_KIND_SERVER in the OTLP protobuf
 CLIENT = 3  # SPAN_KIND_CLIENT

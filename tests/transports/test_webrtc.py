@@ -10,15 +10,16 @@ import asyncio
 
 import aiohttp
 import pytest
-from ports import refusing_port
-from webrtckit import open_counts, wait_for, webrtc_proxy
+from support.ports import refusing_port
+from support.webrtckit import open_counts, wait_for, webrtc_proxy
 
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.loadgen.caller import Say, Silence, WaitAgentEnd
 from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
 from voxproxy.mockagent import MockAgentConfig
-from voxproxy.mockagent.webrtc import WebRtcMockAgent, payload_key
+from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.receipts.model import Receipt
+from voxproxy.simcall.webrtc import payload_key
 from voxproxy.transports.webrtc import (
     AudioPeer,
     Channel,
@@ -361,7 +362,8 @@ def test_what_opus_carries_over_a_pause_is_not_heard() -> None:
     import numpy as np
 
     from voxproxy.mockagent.config import MockAgentConfig, prepare_clips
-    from voxproxy.mockagent.webrtc import CLIP_RATE_HZ, _clips48
+    from voxproxy.mockagent.webrtc import _clips48
+    from voxproxy.simcall.webrtc import CLIP_RATE_HZ
     from voxproxy.transports.webrtc import AudioEncoder, MeasuredStream, RtpIn, default_codec
 
     clips = _clips48(prepare_clips(MockAgentConfig(responses=("agent_order_status",))))

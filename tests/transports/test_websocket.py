@@ -427,6 +427,7 @@ async def test_many_concurrent_calls_do_not_mix() -> None:
     assert len({r.call for r in receipts}) == 60
 
 
+@pytest.mark.usefixtures("lenient_sessions")  # counts injected failures
 async def test_a_measurement_failure_is_counted_and_forwarding_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

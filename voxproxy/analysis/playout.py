@@ -27,8 +27,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from voxproxy.events import Pcm
+from voxproxy.timebase import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 MAX_AHEAD_NS = 60 * NS_PER_S  # samples due later than this after their arrival are not kept
 MAX_QUEUED_CHUNKS = 8192  # chunks queued with their samples (more: kept as spans only)
 

@@ -9,8 +9,7 @@ import numpy as np
 
 from voxproxy.errors import FixtureError
 from voxproxy.events import Pcm
-
-NS_PER_S = 1_000_000_000
+from voxproxy.timebase import NS_PER_S
 
 
 def bytes_to_pcm(data: bytes) -> Pcm:

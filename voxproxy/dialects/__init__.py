@@ -3,7 +3,14 @@
 Each decoder turns one websocket message (text or binary) into normalized
 events (:mod:`voxproxy.events`). Decoders never raise on bad input from a
 peer: they return :class:`~voxproxy.events.Anomaly` events instead. Wire names
-stay verbatim inside each module.
+stay verbatim inside each module. The ``*CallerWire``/``*AgentWire`` classes beside
+the decoders build messages for the load generator, the mock agent and tests; the
+proxy never builds a message.
+
+Part of the measurement core. May import: the standard library (no asyncio, socket,
+time, os, random, threads), numpy, orjson, and from voxproxy only the core
+(``events``, ``errors``, ``ids``, ``timebase``, ``audio``). Enforced by
+tests/test_layers.py.
 """
 
 from voxproxy.dialects.base import DIALECTS, Decoder, make_decoder

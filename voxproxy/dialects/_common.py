@@ -61,10 +61,6 @@ ENCODINGS = ("pcm_s16le", "pcm_s16be", "ulaw", "alaw")
 """Sample encodings the telephony and realtime wires carry, by voxproxy's names."""
 
 
-def bytes_per_sample(encoding: str) -> int:
-    return 2 if encoding in ("pcm_s16le", "pcm_s16be") else 1
-
-
 class PcmDecoder:
     """Decodes one direction's audio bytes; a trailing odd byte of 16-bit PCM is carried."""
 

@@ -27,14 +27,13 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
 from voxproxy.audio.resample import Converter, resample_linear
+from voxproxy.clips import Clip
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
 from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent, Transcript
-from voxproxy.fixtures import Clip
 from voxproxy.loadgen.wires import CallerWire, caller_wire
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 TICK_NS = 10 * NS_PER_MS  # the caller's own playout and detector run at most this often
 
 

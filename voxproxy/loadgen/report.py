@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from voxproxy.loadgen.results import CallOutcome, overload_warning, problem_lines
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transcripts.html import transcripts_section
 
-NS_PER_MS = 1_000_000
 MAX_TIMELINES = 24
 
 _CSS = " ".join(

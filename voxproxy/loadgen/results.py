@@ -14,12 +14,12 @@ import numpy as np
 from voxproxy.loadgen.caller import CallRecord
 from voxproxy.loadgen.scenario import Scenario, StepSpec
 from voxproxy.loadgen.truth import TurnTruth, caller_view_truths, turn_truths
-from voxproxy.mockagent import CallLog
 from voxproxy.receipts.model import Receipt, TurnRecord
+from voxproxy.simcall.log import CallLog
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transcripts.loadrun import score_call, summarize_calls
 from voxproxy.transcripts.score import Scoring
 
-NS_PER_MS = 1_000_000
 MATCH_TOLERANCE_MS = 250.0  # a receipt turn belongs to a caller utterance within this
 YIELD_WINDOW_MS = 1500.0  # a flush this soon after a noise means the agent yielded to it
 

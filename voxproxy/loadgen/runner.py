@@ -33,9 +33,9 @@ from voxproxy.loadgen.results import (
     summarize,
 )
 from voxproxy.loadgen.scenario import Scenario
-from voxproxy.mockagent import CallLog
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts
+from voxproxy.simcall.log import CallLog
 from voxproxy.transcripts.score import Scoring
 
 

@@ -66,8 +66,8 @@ from pydantic import (
 from voxproxy.analysis.truth import speech_edges
 from voxproxy.audio.pcm import read_wav
 from voxproxy.audio.resample import resample_clip
+from voxproxy.clips import Clip, fixtures_dir, load_clips
 from voxproxy.errors import ConfigError, FixtureError
-from voxproxy.fixtures import Clip, fixtures_dir, load_clips
 from voxproxy.loadgen.caller import (
     BargeIn,
     Interject,
@@ -79,7 +79,7 @@ from voxproxy.loadgen.caller import (
     WaitAgentStart,
 )
 from voxproxy.loadgen.outcome import ExpectedOutcome
-from voxproxy.mockagent.task import Attempt, AttemptKind, Effect, TaskScript, Turn
+from voxproxy.simcall.script import Attempt, AttemptKind, Effect, TaskScript, Turn
 
 ACTIONS = ("say", "wait", "barge_in", "interject", "silence")
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
+from voxproxy.clips import clip as load_clip
 from voxproxy.events import AGENT_TO_CALLER, Audio, Pcm
-from voxproxy.fixtures import clip as load_clip
 from voxproxy.loadgen.caller import (
     TICK_NS,
     CallerConfig,
@@ -43,7 +43,8 @@ from voxproxy.loadgen.caller import (
     Step,
 )
 from voxproxy.loadgen.truth import TurnTruth
-from voxproxy.mockagent.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
+from voxproxy.simcall.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
     AudioPeer,
     Channel,
@@ -55,8 +56,6 @@ from voxproxy.transports.webrtc import (
     post_offer,
 )
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
 _GAP_NS = 100 * NS_PER_MS  # agent audio arriving this late after the last is a new stretch
 
 

@@ -12,11 +12,11 @@ import numpy as np
 from voxproxy.analysis.vad import VadConfig
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.audio.resample import resample_linear
+from voxproxy.clips import Clip, load_clips, load_corpus
 from voxproxy.dialects.openai_realtime import parse_format
 from voxproxy.errors import ConfigError, FixtureError
 from voxproxy.events import Pcm
-from voxproxy.fixtures import Clip, load_clips, load_corpus
-from voxproxy.mockagent.task import TaskScript
+from voxproxy.simcall.script import TaskScript
 
 Dialect = Literal["raw", "twilio", "openai-realtime"]
 SendMode = Literal["paced", "burst"]
@@ -49,7 +49,7 @@ class MockAgentConfig:
     barge_in: BargeIn = "flush"
     noise_is_speech: bool = False  # fault: yield to (and answer) a cough or a door
     reaction_ms: float = 150.0
-    # Clip names, from the fixtures (voxproxy.fixtures.load_clips) or the generalization
+    # Clip names, from the fixtures (voxproxy.clips.load_clips) or the generalization
     # corpus (load_corpus). None: default_responses(); stored as a tuple.
     responses: Sequence[str] | None = None
     greeting: str | None = None

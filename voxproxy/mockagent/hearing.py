@@ -44,11 +44,11 @@ import numpy.typing as npt
 import yaml
 
 from voxproxy.analysis.vad import Spurt
+from voxproxy.clips import load_clips
 from voxproxy.errors import ConfigError
 from voxproxy.events import Pcm
-from voxproxy.fixtures import load_clips
+from voxproxy.timebase import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 FRAME_S = 0.01
 MAX_LAG_FRAMES = 15
 MIN_OVERLAP = 0.5

@@ -1,6 +1,6 @@
 """The mock agent as an OpenAI Realtime server (dialect ``openai-realtime``, PROTOCOLS.md 2).
 
-The conversation logic is the mock agent's own (:class:`~voxproxy.mockagent.server._Call`:
+The conversation logic is the mock agent's own (:class:`~voxproxy.mockagent.call._Call`:
 its VAD closes the caller's turns, answers come after the configured delay, paced
 or in bursts, and its own barge-in reaction); this class speaks the Realtime
 protocol around it:
@@ -26,7 +26,7 @@ protocol around it:
   ``response.done``); the audio answer follows the client's ``function_call_output``
   and ``response.create``, ``realtime_followup_ms`` later.
 
-The :class:`~voxproxy.mockagent.log.ResponseLog` keeps stream positions as for
+The :class:`~voxproxy.simcall.log.ResponseLog` keeps stream positions as for
 the other dialects, so :mod:`voxproxy.loadgen.truth` works unchanged.
 """
 
@@ -40,6 +40,7 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 
 from voxproxy.analysis.vad import Spurt
+from voxproxy.clips import load_clips
 from voxproxy.dialects.openai_realtime import (
     PCM16,
     AudioFormat,
@@ -47,10 +48,11 @@ from voxproxy.dialects.openai_realtime import (
     parse_format,
 )
 from voxproxy.events import CALLER_TO_AGENT, Audio, Flush, ToolEvent
-from voxproxy.fixtures import load_clips
+from voxproxy.mockagent.call import _Call, _Pending
 from voxproxy.mockagent.config import AgentClip, prepare_clip
-from voxproxy.mockagent.log import CallLog, ResponseLog
-from voxproxy.mockagent.server import NS_PER_MS, NS_PER_S, MockAgent, _Call, _Pending
+from voxproxy.mockagent.server import MockAgent
+from voxproxy.simcall.log import CallLog, ResponseLog
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 PREFIX_PADDING_MS = 300  # the server VAD's default prefix_padding_ms
 TRANSCRIPTION_DELAY_S = 0.05  # turn closed -> input audio transcription completed

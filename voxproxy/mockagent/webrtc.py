@@ -2,7 +2,7 @@
 
 It takes offers by WHIP or Pipecat signaling (:class:`~voxproxy.transports.webrtc.SignalingServer`)
 and answers each with its own peer connection. The conversation logic is the
-websocket mock agent's (:class:`~voxproxy.mockagent.server._Call`): its VAD hears
+websocket mock agent's (:class:`~voxproxy.mockagent.call._Call`): its VAD hears
 the caller's decoded audio stamped on RTP arrival, closes the turn, answers
 with a fixture clip after the configured delay, and stops talking on a barge-in
 after its reaction time. Only the wire differs:
@@ -25,10 +25,8 @@ sample reached it (:func:`voxproxy.loadgen.webrtc.webrtc_turn_truths`).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, cast
 
@@ -36,12 +34,14 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 
 from voxproxy.audio.resample import resample_linear
+from voxproxy.clips import load_clips
 from voxproxy.errors import UsageError
 from voxproxy.events import CALLER_TO_AGENT, Audio
-from voxproxy.fixtures import load_clips
+from voxproxy.mockagent.call import _Call
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig
-from voxproxy.mockagent.log import CallLog
-from voxproxy.mockagent.server import MockAgent, _Call
+from voxproxy.mockagent.server import MockAgent
+from voxproxy.simcall.webrtc import CLIP_RATE_HZ, SentChunk, WebRtcCallLog, payload_key
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
     AudioPeer,
     Channel,
@@ -56,38 +56,8 @@ from voxproxy.transports.webrtc import (
 
 logger = logging.getLogger("voxproxy.mockagent.webrtc")
 
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
-CLIP_RATE_HZ = 48000
 FRAME_NS = 20 * NS_PER_MS
 Idle = Literal["silence", "nothing"]
-
-
-def payload_key(payload: bytes) -> bytes:
-    """A short key for a payload, to match what was sent with what arrived."""
-    return hashlib.blake2b(payload, digest_size=12).digest()
-
-
-@dataclass(slots=True)
-class SentChunk:
-    """One payload of an answer: which response, which clip samples, when."""
-
-    response: int  # ResponseLog.index
-    clip_pos: int  # the clip sample (48 kHz) at the start of the payload
-    n: int
-    key: bytes  # payload_key(payload)
-    sent_ns: int
-
-
-@dataclass(slots=True)
-class WebRtcCallLog(CallLog):
-    """A :class:`CallLog` plus every answer payload sent and the data channel traffic."""
-
-    chunks: list[SentChunk] = field(default_factory=list)
-    channel_messages: list[tuple[str, str | bytes]] = field(default_factory=list)
-    signaling: str = "whip"
-    connected_ns: int | None = None
-    caller_packets: int = 0
 
 
 class WebRtcCall(_Call):

@@ -1,4 +1,13 @@
-"""Receipts: the one content-free record of each call, and how they are written."""
+"""Receipts: the one content-free record of each call, how they are written and stored
+(``writer``, ``store``, ``journal``, ``export``), and how they are judged (``policy``,
+``verdict``, ``release``).
+
+``model`` is part of the measurement core (pure pydantic). May import, for the rest: the
+standard library (threads and files: it is a sink), pydantic, yaml, and from voxproxy
+the core, ``effects`` and ``session`` (``flows`` replays call flows through it).
+Never a transport, the proxy, telemetry, the load generator or the mock agent
+(enforced by tests/test_layers.py).
+"""
 
 from voxproxy.receipts.model import BargeInRecord, Receipt, TurnRecord
 

@@ -11,7 +11,7 @@ section 5. Each flow may carry the verdict it expects (``expect``).
 the playout model does (a flush cuts the audible agent audio at its time),
 feeds spurts and flushes to :class:`~voxproxy.turns.TurnMachine` in time order,
 hands the tool events to a :class:`~voxproxy.session.CallSession` and lets the
-session build the receipt (which runs :func:`voxproxy.tools.derive`). An edge
+session build the receipt (which runs :func:`voxproxy.effects.derive`). An edge
 whose end is missing lasts until the call ends, as a speech detector's
 ``finish`` does. Files are read and validated at the edge (:func:`load_flow`).
 
@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from voxproxy.analysis.vad import Spurt
-from voxproxy.clock import EpochAnchor
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.raw import RawDecoder
 from voxproxy.errors import FixtureError
@@ -47,9 +46,10 @@ from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.receipts.policy import GateName
 from voxproxy.receipts.verdict import Verdict
 from voxproxy.session import CallSession, SessionConfig
+from voxproxy.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.turns import FlushMark
+from voxproxy.yamlmodel import validate
 
-NS_PER_MS = 1_000_000
 FLOW_SECRET = b"voxproxy-flows"
 FLOW_DIALECT = "flow"
 
@@ -296,14 +296,7 @@ def _tool_event(e: FlowEvent) -> ToolEvent:
 
 
 def parse_flow(data: Any, source: str = "<flow>") -> Flow:
-    try:
-        return Flow.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            lines.append(f"  {where}: {err['msg']}")
-        raise FixtureError(f"{source}: invalid flow:\n" + "\n".join(lines)) from None
+    return validate(Flow, data, source, "flow", error=FixtureError)
 
 
 def load_flow(path: str | Path) -> Flow:

@@ -26,10 +26,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import ErrorDetails
 
 from voxproxy.errors import ConfigError
+from voxproxy.yamlmodel import parse_yaml, validate
 
 GateName = Literal["reachability", "turn_timing", "interruption", "tool_effect", "outcome"]
 GATE_ORDER: tuple[GateName, ...] = get_args(GateName)
@@ -129,32 +130,20 @@ class Policy(BaseModel):
         return "sha256:" + digest[:16]
 
 
-def _errors(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            known = ", ".join(Policy.model_fields)
-            msg = f"unknown field (known: {known})"
-        lines.append(f"  {where}: {msg}")
-    return "\n".join(lines)
+def _message(err: ErrorDetails) -> str:
+    if err["type"] == "extra_forbidden":
+        return f"unknown field (known: {', '.join(Policy.model_fields)})"
+    return err["msg"]
 
 
 def parse_policy(text: str, source: str = "<policy>") -> Policy:
     """Validate a policy document. Raises :class:`ConfigError` naming ``source``."""
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    data: Any = parse_yaml(text, source)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a policy is a mapping of fields, got {type(data).__name__}")
-    try:
-        return Policy.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid policy:\n{_errors(exc)}") from None
+    return validate(Policy, data, source, "policy", message=_message)
 
 
 def default_policy_text() -> str:

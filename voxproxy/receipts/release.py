@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from voxproxy.effects import mismatched_confirmations
 from voxproxy.receipts.model import EventRecord, Receipt, ToolCallRecord
 from voxproxy.receipts.policy import Policy
-from voxproxy.tools import mismatched_confirmations
 
 ReleaseCheck = Literal[
     "stale_write", "confirmation_mismatch", "unsafe_retry", "unverified_critical"

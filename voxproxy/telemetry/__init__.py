@@ -20,6 +20,10 @@ What a call goes through::
                                   as OTLP log records)
 
 Nothing here runs per message, and nothing here may raise into the proxy.
+
+May import: the standard library, OpenTelemetry (only this folder does), and from
+voxproxy ``receipts``, ``timebase`` and ``httpserve``. Never a transport, the proxy,
+the load generator or the mock agent (enforced by tests/test_layers.py).
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from voxproxy.clock import EpochAnchor
     from voxproxy.receipts.model import Receipt
+    from voxproxy.timebase import EpochAnchor
 
 log = logging.getLogger("voxproxy.telemetry")
 

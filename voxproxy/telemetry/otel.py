@@ -58,7 +58,6 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from voxproxy import __version__
-from voxproxy.clock import EpochAnchor
 from voxproxy.receipts.model import Receipt
 from voxproxy.telemetry import (
     CallTimes,
@@ -71,6 +70,7 @@ from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.logs import receipt_records
 from voxproxy.telemetry.metrics import Instruments
 from voxproxy.telemetry.spans import write_call
+from voxproxy.timebase import EpochAnchor
 
 if TYPE_CHECKING:
     from voxproxy.telemetry.prometheus import MetricsServer

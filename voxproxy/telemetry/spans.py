@@ -3,7 +3,7 @@
 When a call ends, its receipt (times in ms relative to call start) and the
 session's absolute times (monotonic ns) are turned into spans with explicit
 start and end times, converted to wall-clock time through the proxy's one
-:class:`~voxproxy.clock.EpochAnchor`:
+:class:`~voxproxy.timebase.EpochAnchor`:
 
 * ``voxproxy.call`` (SERVER; opened at call start; ended here);
 * ``voxproxy.upstream`` (CLIENT, under the call): the agent's leg, from the proxy's
@@ -41,13 +41,12 @@ from opentelemetry.util.types import AttributeValue
 from voxproxy.telemetry import attributes as A
 
 if TYPE_CHECKING:
-    from voxproxy.clock import EpochAnchor
     from voxproxy.receipts.model import Receipt, ToolCallRecord, TurnRecord
     from voxproxy.telemetry import CallTimes
+    from voxproxy.timebase import EpochAnchor
 
 from voxproxy.telemetry.metrics import FAILED_TERMINALS, TOOL_ERRORS
-
-NS_PER_MS = 1_000_000
+from voxproxy.timebase import NS_PER_MS
 
 UPSTREAM_FAILURES = frozenset(
     {"upstream_refused", "upstream_unreachable", "upstream_timeout", "agent_vanished"}

@@ -28,10 +28,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transcripts.score import Scoring, Tally
 from voxproxy.transcripts.scorecard import HumanScores, scorecard
 
-NS_PER_MS = 1_000_000
 SCORED = ("scored", "no_hypothesis")
 LOAD_ATTRIBUTION_MISSING = (
     "a load run has one reference speaker (the caller), and the agent's reports are "

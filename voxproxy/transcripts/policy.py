@@ -17,10 +17,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from voxproxy.errors import ConfigError
+from voxproxy.yamlmodel import parse_yaml, validate
 
 DEFAULT_RESOURCE = "data/normalization.default.yaml"
 _HASH_EXCLUDE = {"description"}
@@ -115,26 +115,12 @@ class NormalizationPolicy(_Frozen):
         return f"{self.name}@{self.hash}"
 
 
-def _errors(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        lines.append(f"  {where}: {err['msg']}")
-    return "\n".join(lines)
-
-
 def parse_normalization(text: str, source: str = "<normalization policy>") -> NormalizationPolicy:
     """Validate a policy document. Raises :class:`ConfigError` naming ``source``."""
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    data: Any = parse_yaml(text, source)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a normalization policy is a mapping of fields")
-    try:
-        return NormalizationPolicy.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid normalization policy:\n{_errors(exc)}") from None
+    return validate(NormalizationPolicy, data, source, "normalization policy")
 
 
 def default_normalization_text() -> str:

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from voxproxy.errors import ConfigError
 from voxproxy.transcripts.score import Tally
+from voxproxy.yamlmodel import parse_yaml, validate
 
 WEIGHTS: dict[str, int] = {
     "terms": 30,
@@ -60,16 +60,10 @@ class HumanScores(BaseModel):
 
 def load_human_scores(path: str | Path) -> HumanScores:
     try:
-        data: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read human scores: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML or JSON: {exc}") from None
-    try:
-        return HumanScores.model_validate(data)
-    except ValidationError as exc:
-        lines = [f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError(f"{path}: invalid human scores:\n" + "\n".join(lines)) from None
+    return validate(HumanScores, parse_yaml(text, str(path)), str(path), "human scores")
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from voxproxy.errors import ConfigError
+from voxproxy.yamlmodel import parse_yaml, validate
 
 DEFAULT_RESOURCE = "data/terms.default.yaml"
 MARKUP = re.compile(r"\[\[(.+?)\]\]", re.DOTALL)
@@ -95,19 +95,12 @@ def split_markup(text: str) -> tuple[str, list[str]]:
 
 
 def parse_terms(text: str, source: str = "<terms>") -> TermList:
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    data: Any = parse_yaml(text, source)
     if isinstance(data, list):  # a bare list of terms
         data = {"name": Path(source).stem or "terms", "terms": {"terms": data}}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a term list is a mapping with name and terms")
-    try:
-        return TermList.model_validate(data)
-    except ValidationError as exc:
-        lines = [f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError(f"{source}: invalid term list:\n" + "\n".join(lines)) from None
+    return validate(TermList, data, source, "term list")
 
 
 def load_terms(paths: Sequence[str | Path] | None = None) -> TermList:

@@ -923,9 +923,19 @@ class RelayServer:
         relay = Relay(self.config, self.observer_factory, self.relays, self.admission)
         return relay.caller
 
-    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
+    async def start(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        reuse_port: bool = False,
+    ) -> int:
+        """Listen; ``reuse_port`` shares the port with other processes (SO_REUSEPORT)."""
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(self._protocol, host, port, ssl=ssl_context)
+        self.server = await loop.create_server(
+            self._protocol, host, port, ssl=ssl_context, reuse_port=reuse_port or None
+        )
         sock = self.server.sockets[0]
         return int(sock.getsockname()[1])
 

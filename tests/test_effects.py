@@ -1,9 +1,9 @@
-"""Derived tool checks (voxproxy.tools) on hand-built event timelines."""
+"""Derived tool checks (voxproxy.effects) on hand-built event timelines."""
 
 from __future__ import annotations
 
+from voxproxy.effects import derive, mismatched_confirmations
 from voxproxy.events import ToolEvent
-from voxproxy.tools import derive, mismatched_confirmations
 
 MS = 1_000_000
 

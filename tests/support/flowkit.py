@@ -9,8 +9,8 @@ from typing import Any
 from voxproxy.receipts.flows import load_flows, parse_flow, replay
 from voxproxy.receipts.model import Receipt
 
-FLOWS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "flows"
-POLICIES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "policies"
+FLOWS_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "flows"
+POLICIES_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "policies"
 
 Edge = tuple[float, float | None]  # (start, end); end None: still going when the call ends
 

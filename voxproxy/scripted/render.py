@@ -1,93 +1,79 @@
-"""Scripted calls with known truth on the newer wires (Telnyx, Plivo, Vonage, Exotel, OpenAI).
-
-The same conversation model as :mod:`voxproxy.scripted` (whose plan pieces, truth
-records and truth helpers it uses): the caller says clips, the agent answers each
-after a delay, paced or in bursts ahead of real time, and the caller may barge in.
-What changes per wire is the messages, and for OpenAI Realtime who does what:
-
-* the caller side is the Realtime *client*: it appends 20 ms frames, and on a
-  barge-in it flushes its own playout and says so with ``conversation.item.truncate``
-  (``audio_end_ms`` = how much of the item it played when it sent the truncate,
-  plus ``claim_offset_ms`` to model a client whose estimate is off) followed by
-  ``response.cancel``;
-* the agent side is the Realtime *server*: its VAD reports ``speech_started``
-  ``vad_detect_ms`` after the speech onset (``audio_start_ms`` = onset -
-  ``vad_prefix_ms``) and ``speech_stopped`` ``vad_silence_ms`` after its end
-  (``audio_end_ms`` = that position), then ``response.created``, audio deltas, and
-  ``response.done`` (``cancelled`` when the client cancelled or its VAD interrupted);
-* with ``tool_every``, a turn's answer starts with a function call: the server
-  sends ``response.function_call_arguments.done``, the client answers
-  ``tool_latency_ms`` later with a ``function_call_output`` and ``response.create``,
-  and the audio response follows.
-
-:func:`render_wire` returns a :class:`~voxproxy.scripted.ScriptedCall`; beside the
-per-turn truth, ``meta`` holds the OpenAI truth: ``"stages"`` (per turn: the true
-proxy-clock times of the server's VAD end position, ``response.created`` and the
-first delta), ``"truncations"`` (arrival, claimed ms, and the ns of the item that
-had really played by the arrival) and ``"tools"`` (call id, start and finish arrivals).
+"""Rendering a scripted call: the wire messages both sides would exchange, each with
+its arrival time at the proxy, and the ground truth of every turn, computed from the
+clips' own speech edges. One renderer for every wire; the wire's kit
+(:mod:`voxproxy.scripted.kits`) supplies the messages.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Literal
 
-from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire
-from voxproxy.dialects.openai_realtime import (
-    AudioFormat,
-    OpenAIRealtimeAgentWire,
-    OpenAIRealtimeCallerWire,
-    parse_format,
-)
-from voxproxy.dialects.plivo import PlivoAgentWire, PlivoCallerWire
-from voxproxy.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire
-from voxproxy.dialects.telnyx import encode as telnyx_encode
-from voxproxy.dialects.vonage import VonageAgentWire, VonageCallerWire
+import numpy as np
+
+from voxproxy.audio.resample import resample_linear
+from voxproxy.clips import Clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
-from voxproxy.scripted import (
-    ScriptedCall,
-    SendMode,
-    TurnPlan,
-    TurnTruth,
-    _last_speech_before,
-    _Link,
-    _play_time,
-    mix_caller_track,
-    ms_to_ns,
-    to_rate,
-)
-
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
-WireDialect = Literal["telnyx", "plivo", "vonage", "exotel", "openai-realtime"]
-WIRE_DIALECTS: tuple[WireDialect, ...] = ("telnyx", "plivo", "vonage", "exotel", "openai-realtime")
+from voxproxy.scripted.kits import Realtime, call_kit, wire_kit
+from voxproxy.scripted.plan import CallPlan, ScriptedCall, TurnTruth, WirePlan
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 
-@dataclass(frozen=True, slots=True)
-class WirePlan:
-    dialect: WireDialect
-    send_mode: SendMode
-    turns: tuple[TurnPlan, ...]
-    caller_gap_ms: float = 700.0
-    lead_ms: float = 500.0
-    tail_ms: float = 1500.0
-    frame_ms: int = 20
-    burst_chunk_ms: int = 200
-    burst_speedup: float = 10.0
-    jitter_ms: float = 2.0
-    seed: int = 0
-    # OpenAI Realtime only.
-    input_format: str = "pcm16"  # pcm16, g711_ulaw or g711_alaw (GA names are sent unless beta)
-    output_format: str = "pcm16"
-    beta: bool = False
-    vad_detect_ms: float = 120.0
-    vad_prefix_ms: float = 300.0
-    vad_silence_ms: float = 500.0
-    claim_offset_ms: float = 0.0
-    tool_every: int = 0  # every n-th turn (0: none) starts its answer with a function call
-    tool_latency_ms: float = 250.0
-    telnyx_encoding: str = "PCMU"  # Telnyx only: PCMU or PCMA, both directions
+def to_rate(pcm: Pcm, rate: int, target: int) -> Pcm:
+    """A clip at ``target`` Hz: decimation by averaging, else linear interpolation."""
+    if rate == target:
+        return pcm
+    if rate % target == 0:
+        f = rate // target
+        n = (pcm.size // f) * f
+        out: Pcm = pcm[:n].reshape(-1, f).astype(np.int32).mean(axis=1).astype(np.int16)
+        return out
+    return resample_linear(pcm, rate, target)
+
+
+def ms_to_ns(ms: float) -> int:
+    return round(ms * NS_PER_MS)
+
+
+def mix_caller_track(
+    pieces: list[tuple[int, Pcm]], total: int, noise_dbfs: float | None = None, seed: int = 0
+) -> Pcm:
+    """The caller's whole stream: each ``(start sample, pcm)`` placed over silence (and
+    white noise at ``noise_dbfs``, if given), ``total`` samples long."""
+    track = np.zeros(total, dtype=np.float64)
+    for start, pcm in pieces:
+        n = min(pcm.size, total - start)
+        if n > 0:
+            track[start : start + n] += pcm[:n]
+    if noise_dbfs is not None:
+        nrng = np.random.default_rng(seed)
+        track += nrng.standard_normal(total) * 32768.0 * 10 ** (noise_dbfs / 20)
+    mixed: Pcm = np.clip(track, -32768, 32767).astype(np.int16)
+    return mixed
+
+
+def add_bed(track: Pcm, bed: Pcm, dbfs: float) -> Pcm:
+    """``track`` with ``bed`` (looped) under it at an RMS of ``dbfs``."""
+    reps = -(-track.size // max(bed.size, 1))
+    loop = np.tile(bed.astype(np.float64), reps)[: track.size]
+    rms = float(np.sqrt(np.mean(loop**2))) or 1.0
+    loop *= 32768.0 * 10 ** (dbfs / 20) / rms
+    mixed: Pcm = np.clip(track.astype(np.float64) + loop, -32768, 32767).astype(np.int16)
+    return mixed
+
+
+class _Link:
+    """One direction of the network: jitter that never reorders messages (TCP)."""
+
+    def __init__(self, rng: random.Random, jitter_ms: float) -> None:
+        self._rng = rng
+        self._jitter_ms = jitter_ms
+        self._last = -1
+
+    def arrival(self, send_ms: float) -> int:
+        t = ms_to_ns(send_ms) + ms_to_ns(self._rng.uniform(0.0, self._jitter_ms))
+        t = max(t, self._last + 1)
+        self._last = t
+        return t
 
 
 def played_ns(starts: list[tuple[int, int, Pcm, int]], t_ns: int, rate: int) -> int:
@@ -99,188 +85,45 @@ def played_ns(starts: list[tuple[int, int, Pcm, int]], t_ns: int, rate: int) -> 
     return total
 
 
-class _Kit:
-    """One wire's messages, as the scripted conversation needs them."""
-
-    caller_rate = 8000
-    agent_rate = 8000
-    marks = True  # the agent places a played-marker after each answer
-    echo_on_flush = True  # pending markers come back at a flush (Twilio, Telnyx, Exotel)
-    min_chunk_ms = 0
-
-    def setup(self) -> list[bytes | str]:
-        return []
-
-    def caller_audio(self, pcm: Pcm) -> bytes | str:
-        raise NotImplementedError
-
-    def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        raise NotImplementedError
-
-    def mark(self, name: str) -> str:
-        raise NotImplementedError
-
-    def echo(self, name: str) -> str:
-        raise NotImplementedError
-
-    def flush(self) -> str:
-        raise NotImplementedError
-
-    def end(self) -> list[bytes | str]:
-        return []
+def _last_speech_before(
+    clip: Clip, rate: int, starts: list[tuple[int, int, Pcm, int]], end_ns: int
+) -> int:
+    """Truth: the last audible speech sample of ``clip`` when its audio ends at ``end_ns``."""
+    best: int | None = None
+    spm = rate // 1000
+    for a_ms, b_ms in clip.segments_ms:
+        for p_ms in (a_ms, b_ms):
+            del p_ms
+        a_pos, b_pos = round(a_ms * spm), round(b_ms * spm)
+        a_t = _play_time(starts, a_pos, rate)
+        b_t = _play_time(starts, b_pos, rate)
+        if a_t >= end_ns:
+            break
+        best = min(b_t, end_ns)
+    return best if best is not None else end_ns
 
 
-class _Telnyx(_Kit):
-    def __init__(self, seed: int, encoding: str = "PCMU") -> None:
-        self.caller = TelnyxCallerWire(f"st-{seed}", f"v3:call-{seed}", encoding=encoding)
-        self.agent = TelnyxAgentWire()
-        self.encoding = encoding
-
-    def setup(self) -> list[bytes | str]:
-        return [self.caller.connected(), self.caller.start()]
-
-    def caller_audio(self, pcm: Pcm) -> bytes | str:
-        return self.caller.media(telnyx_encode(pcm, self.encoding))
-
-    def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        return self.agent.media(telnyx_encode(pcm, self.encoding))
-
-    def mark(self, name: str) -> str:
-        return self.agent.mark(name)
-
-    def echo(self, name: str) -> str:
-        return self.caller.mark(name)
-
-    def flush(self) -> str:
-        return self.agent.clear()
-
-    def end(self) -> list[bytes | str]:
-        return [self.caller.stop()]
+def _play_time(starts: list[tuple[int, int, Pcm, int]], sample_pos: int, rate: int) -> int:
+    for _arr, play, piece, p0 in starts:
+        if p0 <= sample_pos < p0 + piece.size:
+            return play + (sample_pos - p0) * 1_000_000_000 // rate
+    last = starts[-1]
+    return last[1] + (sample_pos - last[3]) * 1_000_000_000 // rate
 
 
-class _Plivo(_Kit):
-    echo_on_flush = False  # playedStream only "if the preceding events were played"
+def render(plan: CallPlan | WirePlan) -> ScriptedCall:
+    """The wire messages of ``plan`` with their arrival times, and the truth of each turn.
 
-    def __init__(self, seed: int) -> None:
-        self.caller = PlivoCallerWire(f"st-{seed}", f"call-{seed}")
-        self.agent = PlivoAgentWire(f"st-{seed}")
-
-    def setup(self) -> list[bytes | str]:
-        return [self.caller.start()]
-
-    def caller_audio(self, pcm: Pcm) -> bytes | str:
-        return self.caller.media(pcm)
-
-    def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        return self.agent.play_audio(pcm)
-
-    def mark(self, name: str) -> str:
-        return self.agent.checkpoint(name)
-
-    def echo(self, name: str) -> str:
-        return self.caller.played_stream(name)
-
-    def flush(self) -> str:
-        return self.agent.clear_audio()
-
-
-class _Vonage(_Kit):
-    caller_rate = 16000
-    agent_rate = 16000
-    echo_on_flush = False  # assumed: a cleared notify is not reported as played [D]
-
-    def __init__(self, seed: int) -> None:
-        self.caller = VonageCallerWire(16000, {"call_ref": f"call-{seed}"})
-
-    def setup(self) -> list[bytes | str]:
-        return [self.caller.connected()]
-
-    def caller_audio(self, pcm: Pcm) -> bytes | str:
-        return VonageCallerWire.audio(pcm)
-
-    def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        return VonageAgentWire.audio(pcm)
-
-    def mark(self, name: str) -> str:
-        return VonageAgentWire.notify({"name": name})
-
-    def echo(self, name: str) -> str:
-        return VonageCallerWire.notify({"name": name})
-
-    def flush(self) -> str:
-        return VonageAgentWire.clear()
-
-
-class _Exotel(_Kit):
-    min_chunk_ms = 100  # agent chunks of at least 3.2 KB (100 ms)
-
-    def __init__(self, seed: int) -> None:
-        self.caller = ExotelCallerWire(f"st-{seed}", f"call-{seed}")
-        self.agent = ExotelAgentWire(f"st-{seed}")
-
-    def setup(self) -> list[bytes | str]:
-        return [self.caller.connected(), self.caller.start()]
-
-    def caller_audio(self, pcm: Pcm) -> bytes | str:
-        return self.caller.media(pcm)
-
-    def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        return self.agent.media(pcm)
-
-    def mark(self, name: str) -> str:
-        return self.agent.mark(name)
-
-    def echo(self, name: str) -> str:
-        return self.caller.mark(name)
-
-    def flush(self) -> str:
-        return self.agent.clear()
-
-    def end(self) -> list[bytes | str]:
-        return [self.caller.stop()]
-
-
-class _Realtime(_Kit):
-    marks = False
-
-    def __init__(self, plan: WirePlan) -> None:
-        fin, fout = parse_format(plan.input_format), parse_format(plan.output_format)
-        if fin is None or fout is None:
-            raise ValueError(f"unknown format {plan.input_format!r} or {plan.output_format!r}")
-        self.fin: AudioFormat = fin
-        self.fout: AudioFormat = fout
-        self.caller_rate = fin.sample_rate_hz
-        self.agent_rate = fout.sample_rate_hz
-        self.client = OpenAIRealtimeCallerWire(beta=plan.beta)
-        self.server = OpenAIRealtimeAgentWire(beta=plan.beta)
-
-    def setup(self) -> list[bytes | str]:
-        return [self.client.session_update(self.fin, self.fout)]
-
-    def caller_audio(self, pcm: Pcm) -> bytes | str:
-        return self.client.append(self.fin.encode(pcm))
-
-    def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        return self.server.audio_delta(f"resp_{turn}", f"item_{turn}", self.fout.encode(pcm))
-
-
-def _kit(plan: WirePlan) -> _Kit:
-    if plan.dialect == "telnyx":
-        return _Telnyx(plan.seed, plan.telnyx_encoding)
-    if plan.dialect == "plivo":
-        return _Plivo(plan.seed)
-    if plan.dialect == "vonage":
-        return _Vonage(plan.seed)
-    if plan.dialect == "exotel":
-        return _Exotel(plan.seed)
-    return _Realtime(plan)
-
-
-def render_wire(plan: WirePlan) -> ScriptedCall:
-    """The wire messages of ``plan`` with their arrival times, and the truth of each turn."""
+    Every wire goes through the same steps; ``meta`` (a :class:`WirePlan`'s only) holds
+    the OpenAI Realtime truth: ``"stages"`` (per turn: the true proxy-clock times of the
+    server's VAD end position, ``response.created`` and the first delta),
+    ``"truncations"`` (arrival, claimed ms, and the ns of the item that had really played
+    by the arrival) and ``"tools"`` (call id, start and finish arrivals).
+    """
     rng = random.Random(plan.seed)
-    kit = _kit(plan)
-    realtime = kit if isinstance(kit, _Realtime) else None
+    kit = call_kit(plan) if isinstance(plan, CallPlan) else wire_kit(plan)
+    realtime = kit if isinstance(kit, Realtime) else None
+    rt = plan if isinstance(plan, WirePlan) else None  # the Realtime server's timings
     crate, arate = kit.caller_rate, kit.agent_rate
     cspm, aspm = crate // 1000, arate // 1000
     frame = plan.frame_ms * cspm
@@ -322,20 +165,21 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
         stage: dict[str, int] = {}
         response_id = f"resp_{i}"
         if realtime is not None:
+            assert rt is not None
             server, client = realtime.server, realtime.client
             user_item = f"item_u{i}"
-            start_pos = max(0, round(c_on - plan.vad_prefix_ms))
+            start_pos = max(0, round(c_on - rt.vad_prefix_ms))
             control.append(
-                (c_on + plan.vad_detect_ms, server.speech_started(start_pos, user_item), None)
+                (c_on + rt.vad_detect_ms, server.speech_started(start_pos, user_item), None)
             )
-            stop_pos = round(c_off + plan.vad_silence_ms)
+            stop_pos = round(c_off + rt.vad_silence_ms)
             stage["server_speech_stopped"] = stop_pos * NS_PER_MS  # where the position lies
             control.append((float(stop_pos), server.speech_stopped(stop_pos, user_item), None))
             control.append((stop_pos + 1.0, server.committed(user_item), None))
             # One response at a time: a new one is created after the last is done.
             created_ms = max(min(stop_pos + 40.0, audio_start_ms - 10.0), last_done_ms + 1.0)
             audio_start_ms = max(audio_start_ms, created_ms + 10.0)
-            if plan.tool_every and i % plan.tool_every == 0:
+            if rt.tool_every and i % rt.tool_every == 0:
                 tool_resp = f"resp_{i}_tool"
                 call_id = f"call_{i}"
                 control.append((created_ms, server.response_created(tool_resp), None))
@@ -351,7 +195,7 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
                     )
                 )
                 control.append((args_ms + 1.0, server.response_done(tool_resp), None))
-                output_ms = args_ms + plan.tool_latency_ms
+                output_ms = args_ms + rt.tool_latency_ms
                 client_extra.append(
                     (
                         output_ms,
@@ -414,10 +258,11 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
         if barge is not None and barge.reaction == "flush":
             assert stop_send_ms is not None
             if realtime is not None:
+                assert rt is not None
                 # The client flushes its own playout and tells the server what it played.
                 t_sent = ms_to_ns(stop_send_ms)
                 flush_arrival = t_sent + ms_to_ns(rng.uniform(0.0, plan.jitter_ms))
-                claimed = played_ns(starts, t_sent, arate) / NS_PER_MS + plan.claim_offset_ms
+                claimed = played_ns(starts, t_sent, arate) / NS_PER_MS + rt.claim_offset_ms
                 claimed_ms = max(0, round(claimed))
                 truncate = realtime.client.truncate(f"item_{i}", claimed_ms)
                 msgs.append((flush_arrival, CALLER_TO_AGENT, truncate))
@@ -441,7 +286,9 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
             cursor = min(cursor, flush_arrival)
             stop_ns = _last_speech_before(a, arate, starts, cursor)
             if mark_name is not None:
-                if kit.echo_on_flush:
+                if kit.echo_at_flush:
+                    echo_at = flush_arrival
+                elif kit.echo_on_flush:
                     echo_at = min(echo_at, flush_arrival)
                 elif echo_at > flush_arrival:
                     mark_name = None  # dropped by the flush: never reported as played
@@ -489,7 +336,13 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
     # The caller's audio: continuous frames from t=0, each sent when its interval ends.
     total = round(end_ms * cspm)
     total -= total % frame
-    caller_all = mix_caller_track(caller_track, total)
+    if isinstance(plan, CallPlan):
+        caller_all = mix_caller_track(caller_track, total, plan.caller_noise_dbfs, plan.seed)
+        if plan.caller_bed is not None:
+            bed = to_rate(plan.caller_bed, 16000, crate)
+            caller_all = add_bed(caller_all, bed, plan.caller_bed_dbfs)
+    else:
+        caller_all = mix_caller_track(caller_track, total)
     to_agent = _Link(rng, plan.jitter_ms)
     upstream: list[tuple[float, bytes | str, tuple[str, int] | None]] = [
         (1.0 if realtime is not None else 0.0, m, None) for m in kit.setup()
@@ -515,7 +368,10 @@ def render_wire(plan: WirePlan) -> ScriptedCall:
         truth=truth,
         end_ns=max(msgs[-1][0], ms_to_ns(end_ms)) + 1,
         sample_rate_hz=crate,
-        meta={
+        wire_call_id=kit.wire_call_id,
+        meta={}
+        if rt is None
+        else {
             "stages": stages,
             "truncations": truncations,
             "tools": [tuple(t) for t in tools],

@@ -4,7 +4,7 @@ Run it inside a private network namespace with only loopback (PROTOCOLS.md
 section 6: even with 127.0.0.1 offered on both sides Chromium may pair a
 candidate on an outside interface)::
 
-    unshare -n sh -c 'ip link set lo up && exec python tests/browsercall.py --out r.json'
+    unshare -n sh -c 'ip link set lo up && exec python tests/support/browsercall.py --out r.json'
 
 What happens:
 
@@ -49,7 +49,7 @@ from aiohttp import web
 
 from voxproxy.audio.pcm import write_wav
 from voxproxy.audio.resample import resample_linear
-from voxproxy.fixtures import clip
+from voxproxy.clips import clip
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.proxy_webrtc import WebRtcProxy, WebRtcProxyConfig

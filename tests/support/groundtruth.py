@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from voxproxy.clips import Clip, load_clips
 from voxproxy.dialects import make_decoder
-from voxproxy.fixtures import Clip, load_clips
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
 from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
@@ -72,6 +72,9 @@ class Errors:
 
 def score(call: ScriptedCall, receipt: Receipt, errors: Errors, label: str) -> None:
     """Compare each truth turn with the receipt's turn that answers it."""
+    failures = receipt.anomalies.get("measurement_error", 0)
+    if failures or receipt.measurement_disabled:
+        errors.problems.append(f"{label}: {failures} measurement errors")
     responses = [t for t in receipt.turns if t.kind == "response"]
     if len(responses) != len(call.truth):
         errors.problems.append(

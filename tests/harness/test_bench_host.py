@@ -12,8 +12,8 @@ from types import ModuleType
 import pytest
 
 from voxproxy.errors import UsageError
+from voxproxy.harness.bench import BenchAgent, run_bench
 from voxproxy.ids import keyed_hash
-from voxproxy.loadgen.bench import BenchAgent, run_bench
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import MockAgentConfig
 
@@ -74,7 +74,7 @@ async def test_calls_go_through_the_hosts_proxies_and_get_its_receipts() -> None
 
 
 def test_receipts_from_a_newer_tree_are_read_without_the_fields_this_one_lacks() -> None:
-    from receipt_samples import sample_receipt
+    from support.receipt_samples import sample_receipt
 
     parse = _proxyhost().parse_receipt
     receipt = sample_receipt()

@@ -8,13 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
-from privacy import assert_content_free
+from support.privacy import assert_content_free
 
 from voxproxy.errors import FixtureError
-from voxproxy.loadgen.outcome import CAUSE_AXIS
-from voxproxy.loadgen.runner import LoadPlan, _url
-from voxproxy.loadgen.scenario import Scenario
-from voxproxy.loadgen.testbench import (
+from voxproxy.harness.testbench import (
     AGENTS,
     FAULT_CAUSE,
     fault_checks,
@@ -23,9 +20,12 @@ from voxproxy.loadgen.testbench import (
     run_testbench,
     scenarios_dir,
 )
-from voxproxy.mockagent.task import TASK_FAULTS
+from voxproxy.loadgen.outcome import CAUSE_AXIS
+from voxproxy.loadgen.runner import LoadPlan, _url
+from voxproxy.loadgen.scenario import Scenario
 from voxproxy.receipts.release import release_gate
 from voxproxy.receipts.verdict import check
+from voxproxy.simcall.script import TASK_FAULTS
 
 SECRET = b"testbench-test"
 

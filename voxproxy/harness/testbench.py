@@ -15,15 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from voxproxy.clips import fixtures_dir
 from voxproxy.errors import FixtureError
-from voxproxy.fixtures import fixtures_dir
-from voxproxy.loadgen.bench import BenchAgent, run_bench
+from voxproxy.harness.bench import BenchAgent, run_bench
 from voxproxy.loadgen.outcome import CAUSE_AXIS, Axis, CallScore, Cause, score
 from voxproxy.loadgen.scenario import Scenario, load_scenario
 from voxproxy.mockagent import MockAgentConfig
-from voxproxy.mockagent.log import TaskLog
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
+from voxproxy.simcall.log import TaskLog
 
 AGENT = MockAgentConfig(
     dialect="raw",

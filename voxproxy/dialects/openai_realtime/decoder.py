@@ -1,60 +1,5 @@
-"""Dialect ``openai-realtime``: the OpenAI Realtime API over a websocket (PROTOCOLS.md section 2).
-
-The proxy sits between a Realtime *client* (the caller side: it appends the
-caller's audio and plays the model's audio) and the Realtime *server* (the
-agent side). Every message is JSON text with a ``type``; GA and beta event
-names are both understood (openai-python ``types/realtime`` and
-``types/beta/realtime``).
-
-Audio
-
-* Caller audio: ``input_audio_buffer.append`` ``audio`` (base64). Agent audio:
-  ``response.output_audio.delta`` (beta ``response.audio.delta``) ``delta``.
-  Formats (PROTOCOLS.md 2, "Audio formats"): pcm16 = 16-bit little-endian mono at
-  24 kHz (48 bytes/ms) by default, or G.711 μ-law / A-law at 8 kHz, as
-  ``session.update`` sets them (GA ``session.audio.input|output.format.type`` =
-  ``audio/pcm|audio/pcmu|audio/pcma``; beta ``input_audio_format`` /
-  ``output_audio_format`` = ``pcm16|g711_ulaw|g711_alaw``). The server's
-  ``session.created`` / ``session.updated`` set them too.
-* The server "will produce audio faster than realtime" (truncate docstring):
-  agent audio goes through the session's playout model like Twilio bursts.
-
-Flushes (the client drops audio it has not played; MEASUREMENT.md 3)
-
-* ``conversation.item.truncate``: ``audio_end_ms`` is the client's claimed
-  playout position in the item's audio, an *estimate* (PROTOCOLS.md 2,
-  "Proxy implications"); it rides on the :class:`~voxproxy.events.Flush` so the
-  session can compare it with the playout model.
-* ``response.cancel`` (``response_id`` optional: the response in progress) and
-  ``output_audio_buffer.clear`` (WebRTC/SIP only, but harmless here).
-* After a truncate of an item or a cancel of a response, later deltas of that
-  item or response are not played by the client (the point of truncating is to
-  "synchronize the server's understanding of the audio with the client's
-  playback"), so they are dropped here and never reach the playout model.
-
-Stages (``StageMark``; MEASUREMENT.md 4, "Stage breakdown")
-
-* ``input_audio_buffer.speech_started`` / ``speech_stopped`` become
-  ``server_speech_started`` / ``server_speech_stopped``, placed on the proxy clock
-  from ``audio_start_ms`` / ``audio_end_ms``, which count ms "from the start of all
-  audio written to the buffer during the session" (they include
-  ``prefix_padding_ms`` and the silence duration the server VAD waited). Each
-  append's arrival time and cumulative duration are recorded; an append of
-  duration d arriving at t covers [t - d, t] (MEASUREMENT.md 1).
-* ``response.created`` -> ``response_created``; the first audio delta of each
-  response -> ``first_audio_delta``; ``response.done`` -> ``response_done`` with
-  ``detail`` = ``status`` or ``status/status_details.reason`` (enumerations only).
-
-Tool calls (MEASUREMENT.md 5)
-
-* ``response.function_call_arguments.done`` -> ``tool.started`` (``operation_id`` =
-  ``call_id``, ``tool`` = ``name``, ``args_hash`` = keyed hash of the canonical
-  arguments); ``conversation.item.create`` with a ``function_call_output`` item ->
-  ``tool.finished`` (``ok``, ``result_hash``). Argument and output text is hashed
-  and dropped at once: it is never kept.
-* A response cancelled (client ``response.cancel``, or ``response.done`` with
-  status ``cancelled``) while one of its calls is in flight gives a
-  ``tool.response_cancelled`` event for that call: the tool was *not* cancelled.
+"""The ``openai-realtime`` decoder: Realtime client and server events to normalized events
+(see the package docstring for what each event means to the measurement).
 """
 
 from __future__ import annotations
@@ -62,15 +7,13 @@ from __future__ import annotations
 import bisect
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from voxproxy.audio.g711 import pcm_to_alaw, pcm_to_ulaw
-from voxproxy.audio.pcm import pcm_to_bytes
-from voxproxy.dialects._common import PcmDecoder, b64decode, b64encode, dumps, loads_object
+from voxproxy.dialects._common import PcmDecoder, b64decode, dumps, loads_object
 from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.dialects.openai_realtime.formats import PCM16, parse_format
 from voxproxy.events import (
     AGENT_TO_CALLER,
     CALLER_TO_AGENT,
@@ -82,70 +25,28 @@ from voxproxy.events import (
     Dtmf,
     Event,
     Flush,
-    Pcm,
     StageMark,
     StreamStart,
     ToolEvent,
     Transcript,
 )
 from voxproxy.ids import keyed_hash, new_secret
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 NAME = "openai-realtime"
-NS_PER_MS = 1_000_000
-NS_PER_S = 1_000_000_000
+
+
 _KEEP_APPENDS = 16_384  # appends remembered for mapping server VAD positions (~5 min at 20 ms)
+
+
 _KEEP_IDS = 256  # response and item ids remembered
 
 
-@dataclass(frozen=True, slots=True)
-class AudioFormat:
-    """One of the Realtime audio formats, by its GA and beta names."""
-
-    encoding: str  # voxproxy's name: pcm_s16le, ulaw or alaw
-    sample_rate_hz: int
-    ga: str
-    beta: str
-
-    def encode(self, pcm: Pcm) -> bytes:
-        if self.encoding == "ulaw":
-            return pcm_to_ulaw(pcm)
-        if self.encoding == "alaw":
-            return pcm_to_alaw(pcm)
-        return pcm_to_bytes(pcm)
-
-    def ga_object(self) -> dict[str, object]:
-        if self.encoding == "pcm_s16le":
-            return {"type": self.ga, "rate": self.sample_rate_hz}
-        return {"type": self.ga}
-
-
-PCM16 = AudioFormat("pcm_s16le", 24000, "audio/pcm", "pcm16")
-PCMU = AudioFormat("ulaw", 8000, "audio/pcmu", "g711_ulaw")
-PCMA = AudioFormat("alaw", 8000, "audio/pcma", "g711_alaw")
-FORMATS = (PCM16, PCMU, PCMA)
-_BY_NAME = {name: f for f in FORMATS for name in (f.ga, f.beta)}
-
-
-def parse_format(value: object) -> AudioFormat | None:
-    """A GA format object (``{"type": "audio/pcm", "rate": 24000}``) or a beta name."""
-    if isinstance(value, str):
-        return _BY_NAME.get(value)
-    if not isinstance(value, dict):
-        return None
-    fmt = _BY_NAME.get(value.get("type"))  # type: ignore[arg-type]
-    if fmt is not PCM16:
-        return fmt
-    rate = value.get("rate")
-    if rate is None or rate == PCM16.sample_rate_hz:
-        return PCM16
-    # GA documents 24 kHz only; take another plausible rate at its word.
-    if isinstance(rate, int) and not isinstance(rate, bool) and 8000 <= rate <= 48000:
-        return AudioFormat("pcm_s16le", rate, PCM16.ga, PCM16.beta)
-    return None
-
-
 _STATUSES = frozenset({"completed", "cancelled", "failed", "incomplete", "in_progress"})
+
+
 _REASONS = frozenset({"turn_detected", "client_cancelled", "max_output_tokens", "content_filter"})
+
 
 # Events understood and deliberately not measured, per direction.
 _CLIENT_QUIET = frozenset(
@@ -157,6 +58,8 @@ _CLIENT_QUIET = frozenset(
         "conversation.item.delete",
     }
 )
+
+
 _SERVER_QUIET = frozenset(
     {
         "error",
@@ -540,6 +443,7 @@ class OpenAIRealtimeDecoder:
 
 _Handler = Callable[[OpenAIRealtimeDecoder, dict[str, Any], int], list[Event]]
 
+
 _CLIENT: dict[str, _Handler] = {
     "session.update": OpenAIRealtimeDecoder._session_update,
     "transcription_session.update": OpenAIRealtimeDecoder._session_update,
@@ -548,6 +452,7 @@ _CLIENT: dict[str, _Handler] = {
     "output_audio_buffer.clear": OpenAIRealtimeDecoder._output_clear,
     "conversation.item.create": OpenAIRealtimeDecoder._item_create,
 }
+
 
 _SERVER: dict[str, _Handler] = {
     "session.created": OpenAIRealtimeDecoder._session_created,
@@ -565,273 +470,18 @@ _SERVER: dict[str, _Handler] = {
     "input_audio_buffer.dtmf_event_received": OpenAIRealtimeDecoder._dtmf,
 }
 
+
 CLIENT_EVENTS = frozenset({"input_audio_buffer.append", *_CLIENT, *_CLIENT_QUIET})
+
+
 SERVER_EVENTS = frozenset(
     {"response.output_audio.delta", "response.audio.delta", *_SERVER, *_SERVER_QUIET}
 )
+
+
 """Every event type the decoder knows, per direction (used by dialect detection)."""
 
 
 @register(NAME)
 def _make(options: DialectOptions) -> OpenAIRealtimeDecoder:
     return OpenAIRealtimeDecoder(options)
-
-
-# -- message builders (the load generator, the mock agent and tests) ---------------------------
-
-
-class OpenAIRealtimeCallerWire:
-    """Builds the messages a Realtime client sends (GA names; ``beta`` for beta sessions)."""
-
-    def __init__(self, beta: bool = False) -> None:
-        self.beta = beta
-
-    def session_update(
-        self,
-        input_format: AudioFormat = PCM16,
-        output_format: AudioFormat = PCM16,
-        *,
-        server_vad: bool = True,
-        tools: list[dict[str, object]] | None = None,
-    ) -> str:
-        turn: dict[str, object] | None = {"type": "server_vad"} if server_vad else None
-        session: dict[str, object]
-        if self.beta:
-            session = {
-                "input_audio_format": input_format.beta,
-                "output_audio_format": output_format.beta,
-                "turn_detection": turn,
-            }
-        else:
-            session = {
-                "type": "realtime",
-                "audio": {
-                    "input": {"format": input_format.ga_object(), "turn_detection": turn},
-                    "output": {"format": output_format.ga_object()},
-                },
-            }
-        if tools is not None:
-            session["tools"] = tools
-        return dumps({"type": "session.update", "session": session})
-
-    @staticmethod
-    def append(audio: bytes) -> str:
-        return dumps({"type": "input_audio_buffer.append", "audio": b64encode(audio)})
-
-    @staticmethod
-    def commit() -> str:
-        return '{"type":"input_audio_buffer.commit"}'
-
-    @staticmethod
-    def truncate(item_id: str, audio_end_ms: int, content_index: int = 0) -> str:
-        return dumps(
-            {
-                "type": "conversation.item.truncate",
-                "item_id": item_id,
-                "content_index": content_index,
-                "audio_end_ms": audio_end_ms,
-            }
-        )
-
-    @staticmethod
-    def response_cancel(response_id: str | None = None) -> str:
-        if response_id is None:
-            return '{"type":"response.cancel"}'
-        return dumps({"type": "response.cancel", "response_id": response_id})
-
-    @staticmethod
-    def response_create() -> str:
-        return '{"type":"response.create"}'
-
-    @staticmethod
-    def function_call_output(call_id: str, output: str) -> str:
-        return dumps(
-            {
-                "type": "conversation.item.create",
-                "item": {"type": "function_call_output", "call_id": call_id, "output": output},
-            }
-        )
-
-    @staticmethod
-    def output_audio_buffer_clear() -> str:
-        return '{"type":"output_audio_buffer.clear"}'
-
-
-class OpenAIRealtimeAgentWire:
-    """Builds the messages a Realtime server sends (GA names; ``beta`` for beta names)."""
-
-    def __init__(self, beta: bool = False) -> None:
-        self.beta = beta
-        self._events = 0
-
-    def _eid(self) -> str:
-        self._events += 1
-        return f"event_{self._events:06d}"
-
-    def _session(
-        self, session_id: str, input_format: AudioFormat, output_format: AudioFormat
-    ) -> dict[str, object]:
-        if self.beta:
-            return {
-                "id": session_id,
-                "object": "realtime.session",
-                "input_audio_format": input_format.beta,
-                "output_audio_format": output_format.beta,
-            }
-        return {
-            "type": "realtime",
-            "id": session_id,
-            "object": "realtime.session",
-            "audio": {
-                "input": {"format": input_format.ga_object()},
-                "output": {"format": output_format.ga_object()},
-            },
-        }
-
-    def session_created(
-        self, session_id: str, input_format: AudioFormat = PCM16, output_format: AudioFormat = PCM16
-    ) -> str:
-        session = self._session(session_id, input_format, output_format)
-        return dumps({"type": "session.created", "event_id": self._eid(), "session": session})
-
-    def session_updated(
-        self, session_id: str, input_format: AudioFormat, output_format: AudioFormat
-    ) -> str:
-        session = self._session(session_id, input_format, output_format)
-        return dumps({"type": "session.updated", "event_id": self._eid(), "session": session})
-
-    def speech_started(self, audio_start_ms: int, item_id: str) -> str:
-        return dumps(
-            {
-                "type": "input_audio_buffer.speech_started",
-                "event_id": self._eid(),
-                "audio_start_ms": audio_start_ms,
-                "item_id": item_id,
-            }
-        )
-
-    def speech_stopped(self, audio_end_ms: int, item_id: str) -> str:
-        return dumps(
-            {
-                "type": "input_audio_buffer.speech_stopped",
-                "event_id": self._eid(),
-                "audio_end_ms": audio_end_ms,
-                "item_id": item_id,
-            }
-        )
-
-    def committed(self, item_id: str, previous_item_id: str | None = None) -> str:
-        return dumps(
-            {
-                "type": "input_audio_buffer.committed",
-                "event_id": self._eid(),
-                "previous_item_id": previous_item_id,
-                "item_id": item_id,
-            }
-        )
-
-    def response_created(self, response_id: str) -> str:
-        return dumps(
-            {
-                "type": "response.created",
-                "event_id": self._eid(),
-                "response": {
-                    "id": response_id,
-                    "object": "realtime.response",
-                    "status": "in_progress",
-                    "status_details": None,
-                    "output": [],
-                },
-            }
-        )
-
-    def audio_delta(self, response_id: str, item_id: str, audio: bytes) -> str:
-        return dumps(
-            {
-                "type": "response.audio.delta" if self.beta else "response.output_audio.delta",
-                "event_id": self._eid(),
-                "response_id": response_id,
-                "item_id": item_id,
-                "output_index": 0,
-                "content_index": 0,
-                "delta": b64encode(audio),
-            }
-        )
-
-    def audio_done(self, response_id: str, item_id: str) -> str:
-        return dumps(
-            {
-                "type": "response.audio.done" if self.beta else "response.output_audio.done",
-                "event_id": self._eid(),
-                "response_id": response_id,
-                "item_id": item_id,
-                "output_index": 0,
-                "content_index": 0,
-            }
-        )
-
-    def function_call_arguments_done(
-        self, response_id: str, item_id: str, call_id: str, name: str, arguments: str
-    ) -> str:
-        return dumps(
-            {
-                "type": "response.function_call_arguments.done",
-                "event_id": self._eid(),
-                "response_id": response_id,
-                "item_id": item_id,
-                "output_index": 0,
-                "call_id": call_id,
-                "name": name,
-                "arguments": arguments,
-            }
-        )
-
-    def response_done(
-        self, response_id: str, status: str = "completed", reason: str | None = None
-    ) -> str:
-        details = None if reason is None else {"type": status, "reason": reason}
-        return dumps(
-            {
-                "type": "response.done",
-                "event_id": self._eid(),
-                "response": {
-                    "id": response_id,
-                    "object": "realtime.response",
-                    "status": status,
-                    "status_details": details,
-                    "output": [],
-                },
-            }
-        )
-
-    def input_transcription_completed(self, item_id: str, transcript: str) -> str:
-        """What the server's transcription model heard in a user item."""
-        return dumps(
-            {
-                "type": "conversation.item.input_audio_transcription.completed",
-                "event_id": self._eid(),
-                "item_id": item_id,
-                "content_index": 0,
-                "transcript": transcript,
-            }
-        )
-
-    def item_truncated(self, item_id: str, audio_end_ms: int) -> str:
-        return dumps(
-            {
-                "type": "conversation.item.truncated",
-                "event_id": self._eid(),
-                "item_id": item_id,
-                "content_index": 0,
-                "audio_end_ms": audio_end_ms,
-            }
-        )
-
-    def error(self, code: str, message: str) -> str:
-        return dumps(
-            {
-                "type": "error",
-                "event_id": self._eid(),
-                "error": {"type": "invalid_request_error", "code": code, "message": message},
-            }
-        )

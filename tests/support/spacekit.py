@@ -14,13 +14,19 @@ import functools
 import random
 from dataclasses import dataclass
 
-from groundtruth import Errors, barge_point_ms, score
-
+from support.groundtruth import Errors, barge_point_ms, score
+from voxproxy.clips import Clip, load_clips, load_corpus
 from voxproxy.dialects import make_decoder
-from voxproxy.fixtures import Clip, load_clips, load_corpus
 from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
-from voxproxy.scripted_wires import WirePlan, render_wire
+from voxproxy.scripted import (
+    BargePlan,
+    CallPlan,
+    Reaction,
+    ScriptedCall,
+    TurnPlan,
+    WirePlan,
+    render,
+)
 from voxproxy.session import CallSession
 
 # (dialect, raw rate or Telnyx encoding)
@@ -121,7 +127,7 @@ def render_case(case: SpaceCase) -> tuple[ScriptedCall, str]:
     }
     if dialect == "telnyx":
         plan = WirePlan(dialect="telnyx", telnyx_encoding=str(param), **common)  # type: ignore[arg-type]
-        return render_wire(plan), dialect
+        return render(plan), dialect
     rate = int(param) if dialect == "raw" else 8000
     call_plan = CallPlan(dialect=dialect, sample_rate_hz=rate, **common)  # type: ignore[arg-type]
     return render(call_plan), dialect

@@ -1,0 +1,4 @@
+"""Helpers shared by the tests (and a few benchmarks): scripted ground truth
+(``groundtruth``, ``spacekit``), call flows (``flowkit``), fault injection
+(``faultkit``), WebRTC peers and a browser (``webrtckit``, ``browsercall``), an OTLP
+receiver, receipt samples, privacy checks, event views and ports."""

@@ -1,0 +1,11 @@
+"""The harness: mock agents behind proxies, driven by the load generator.
+
+``bench`` runs mock agents and proxies in one process (or the proxies in a child
+process) and a load run against them; ``testbench`` is the outcome testbench built on
+it; ``demo`` is ``voxproxy demo``. The demo, the benchmarks and the tests use it. It
+is the one place where the two independent peers, a scripted caller
+(:mod:`voxproxy.loadgen`) and the mock agent (:mod:`voxproxy.mockagent`), meet.
+
+May import: anything in voxproxy but ``cli`` and ``commands``. Nothing in the proxy,
+the load generator or the mock agent imports it (enforced by tests/test_layers.py).
+"""

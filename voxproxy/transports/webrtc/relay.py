@@ -1,0 +1,516 @@
+"""The relay: a caller's peer connection and the agent's, back to back, media and
+data channels forwarded unchanged, measurement fed copies through :class:`RelayObserver`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn, Protocol
+
+import aiohttp
+
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
+from voxproxy.httpserve import (
+    HEADER_TIMEOUT_S,
+)
+from voxproxy.transports.webrtc.codecs import (
+    AudioEncoder,
+    CodecInfo,
+    MeasuredStream,
+    RtpIn,
+    _frame_ticks,
+)
+from voxproxy.transports.webrtc.ends import EndCause, EndInfo
+from voxproxy.transports.webrtc.media import Channel
+from voxproxy.transports.webrtc.peer import AudioPeer, BadSdp
+from voxproxy.transports.webrtc.signaling_client import (
+    WHIP_PATH,
+    AgentAnswer,
+    Signaling,
+    SignalingError,
+    hang_up,
+    post_offer,
+)
+from voxproxy.transports.webrtc.signaling_server import (
+    HttpError,
+    Offer,
+    Session,
+    SignalingServer,
+    add_trickled,
+)
+from voxproxy.transports.websocket import Admission
+
+log = logging.getLogger("voxproxy.webrtc")
+
+
+@dataclass(frozen=True, slots=True)
+class RelayStats:
+    """What the forwarding plane did with one call's audio (both directions)."""
+
+    packets: tuple[int, int]
+    passthrough: tuple[int, int]
+    transcoded: tuple[int, int]
+    dropped: tuple[int, int]
+    forward_ns: tuple[int, int]  # summed arrival -> handed to the other leg's sender
+
+
+class RelayObserver(Protocol):
+    """What the relay tells the measurement side. Implementations must be cheap."""
+
+    def upstream_headers(self) -> dict[str, str]:
+        """Extra headers for our offer to the agent (call id, trace context)."""
+        ...
+
+    def on_upstream_open(self, t_ns: int, status: int) -> None: ...
+
+    def on_audio(
+        self, direction: Direction, pcm: Pcm, sample_rate_hz: int, t_ns: int, wire_bytes: int
+    ) -> None: ...
+
+    def on_data(
+        self, direction: Direction, label: str, message: str | bytes, t_ns: int
+    ) -> None: ...
+
+    def on_end(self, t_ns: int, info: EndInfo, stats: RelayStats) -> None: ...
+
+
+RelayObserverFactory = Callable[[int, Offer], RelayObserver]
+
+
+@dataclass(frozen=True, slots=True)
+class WebRtcRelayConfig:
+    upstream: str  # the agent's signaling URL (WHIP endpoint, or Pipecat's .../api/offer)
+    signaling: Signaling = "whip"
+    signaling_timeout_s: float = 10.0
+    ice_timeout_s: float = 15.0  # both legs must connect within this time after the answer
+    idle_timeout_s: float | None = None
+    ice_servers: tuple[str, ...] = ()
+    agent_codecs: tuple[str, ...] | None = None  # codec preference towards the agent
+    caller_codecs: tuple[str, ...] | None = None  # codec preference towards the caller
+    measure: bool = True
+    whip_path: str = WHIP_PATH
+    max_calls: int | None = None  # calls in progress at most; more are refused with 503
+    header_timeout_s: float = HEADER_TIMEOUT_S  # for a signaling request's headers to arrive
+
+
+class _Direction:
+    """Forwarding state of one direction: source leg -> destination leg."""
+
+    __slots__ = (
+        "dropped",
+        "dst",
+        "encoder",
+        "forward_ns",
+        "measured",
+        "packets",
+        "passthrough",
+        "transcoded",
+        "tx_pts",
+    )
+
+    def __init__(self, dst: AudioPeer) -> None:
+        self.dst = dst
+        self.measured = MeasuredStream()
+        self.encoder: AudioEncoder | None = None
+        self.tx_pts: int | None = None
+        self.packets = 0
+        self.passthrough = 0
+        self.transcoded = 0
+        self.dropped = 0
+        self.forward_ns = 0
+
+
+class WebRtcRelay:
+    """One relayed call: the caller's peer, the agent's peer, and what passes between them."""
+
+    def __init__(self, server: WebRtcRelayServer, offer: Offer) -> None:
+        self.server = server
+        self.config = cfg = server.config
+        self.offer = offer
+        self.id = uuid.uuid4().hex
+        self.t_start_ns = time.monotonic_ns()
+        self._loop = asyncio.get_running_loop()
+        self.observer: RelayObserver | None = None
+        try:
+            self.observer = server.observer_factory(self.t_start_ns, offer)
+        except Exception:
+            log.exception("observer factory failed; the call is relayed unmeasured")
+        self.caller = AudioPeer(
+            ice_servers=cfg.ice_servers, codecs=cfg.caller_codecs, name="caller"
+        )
+        self.agent = AudioPeer(ice_servers=cfg.ice_servers, codecs=cfg.agent_codecs, name="agent")
+        self._dirs = (_Direction(self.agent), _Direction(self.caller))
+        self.caller.on_rtp = lambda p: self._rtp(CALLER_TO_AGENT, p)
+        self.agent.on_rtp = lambda p: self._rtp(AGENT_TO_CALLER, p)
+        self.caller.on_channel = lambda ch: self._channel(CALLER_TO_AGENT, ch)
+        self.agent.on_channel = lambda ch: self._channel(AGENT_TO_CALLER, ch)
+        self.caller.on_state = lambda s: self._state(CALLER_TO_AGENT, s)
+        self.agent.on_state = lambda s: self._state(AGENT_TO_CALLER, s)
+        self.agent_answer: AgentAnswer | None = None
+        self._end: EndInfo | None = None
+        self._ending: asyncio.Task[None] | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+        self._last_activity = time.monotonic()
+        self.observer_errors = 0
+        self.answered = False
+
+    # -- setup ----------------------------------------------------------------------------
+
+    async def open(self) -> str:
+        """Negotiate both legs; returns the caller's answer or raises :class:`HttpError`."""
+        cfg = self.config
+        try:
+            direction = AudioPeer.offer_direction(self.offer.sdp) if self.offer.sdp.strip() else ""
+        except Exception:
+            direction = ""
+        try:
+            # The caller's offer is checked and applied first; its answer is only created
+            # (and returned) once the agent has answered ours, so that a refusal reaches the
+            # caller as an HTTP error.
+            await self.caller.apply_offer(self.offer.sdp)
+        except BadSdp as exc:
+            await self._fail(400, str(exc), EndInfo(EndCause.BAD_OFFER, initiator="caller"))
+        headers = {}
+        auth = self.offer.headers.get("authorization")
+        if auth:
+            headers["Authorization"] = auth
+        if self.observer is not None:
+            try:
+                headers.update(self.observer.upstream_headers())
+            except Exception:
+                self._observer_failed()
+        try:
+            sdp = await self.agent.create_offer(
+                direction=direction or "sendrecv", data=self.caller.offered_data
+            )
+            answer = await post_offer(
+                self.server.http,
+                cfg.upstream,
+                cfg.signaling,
+                sdp,
+                headers=headers,
+                timeout_s=cfg.signaling_timeout_s,
+                request_data=self.offer.request_data,
+            )
+            self.agent_answer = answer
+            await self.agent.accept_answer(answer.sdp)
+        except SignalingError as exc:
+            initiator = "agent" if exc.cause is EndCause.UPSTREAM_REFUSED else "proxy"
+            await self._fail(
+                exc.status,
+                exc.reason,
+                EndInfo(exc.cause, upstream_status=exc.upstream_status, initiator=initiator),
+            )
+        except BadSdp as exc:
+            status = self.agent_answer.status if self.agent_answer else None
+            await self._fail(
+                502,
+                f"the agent's answer is unusable: {exc}",
+                EndInfo(EndCause.UPSTREAM_UNREACHABLE, upstream_status=status, initiator="agent"),
+            )
+        except Exception as exc:
+            log.exception("could not open the agent leg")
+            await self._fail(
+                500, f"proxy error: {exc!r}", EndInfo(EndCause.PROXY_ERROR, initiator="proxy")
+            )
+        try:
+            answer_sdp = await self.caller.finish_answer()
+        except BadSdp as exc:
+            await self._fail(400, str(exc), EndInfo(EndCause.BAD_OFFER, initiator="caller"))
+        self.answered = True
+        loop = asyncio.get_running_loop()
+        self._timers.append(loop.call_later(cfg.ice_timeout_s, self._ice_deadline))
+        if cfg.idle_timeout_s:
+            self._timers.append(loop.call_later(cfg.idle_timeout_s, self._idle_check))
+        return answer_sdp
+
+    async def _fail(self, status: int, reason: str, info: EndInfo) -> NoReturn:
+        info.http_status = status
+        info.reason = reason
+        await self.end(info)
+        raise HttpError(status, reason) from None
+
+    # -- forwarding -----------------------------------------------------------------------
+
+    def _rtp(self, direction: Direction, p: RtpIn) -> None:
+        d = self._dirs[direction]
+        d.packets += 1
+        self._last_activity = time.monotonic()
+        dst = d.dst
+        out_codec = dst.send_codec if dst.state == "connected" else None
+        pcm: Pcm | None = None
+        if out_codec is None:
+            d.dropped += 1
+        elif out_codec.same_as(p.codec):
+            # The payload as it came, its RTP timestamp carried over.
+            dst.send_payload(p.payload, p.timestamp, out_codec, p.t_ns)
+            d.passthrough += 1
+            d.forward_ns += time.monotonic_ns() - p.t_ns
+        else:
+            pcm = d.measured.decode(p)
+            self._transcode(d, p, pcm, out_codec)
+            d.forward_ns += time.monotonic_ns() - p.t_ns
+        if self.observer is not None and self.config.measure:
+            # After the sender's turn: aiortc's sender task was woken by the push above and
+            # runs first (the loop's ready queue is FIFO), so measuring never delays the send.
+            self._loop.call_soon(self._measure, d, direction, p, pcm)
+
+    def _measure(self, d: _Direction, direction: Direction, p: RtpIn, pcm: Pcm | None) -> None:
+        observer = self.observer
+        if observer is None or self._end is not None:
+            return
+        try:
+            if pcm is None:
+                pcm = d.measured.decode(p)
+            vad_pcm = d.measured.for_vad(p, pcm)
+            observer.on_audio(direction, vad_pcm, d.measured.rate_hz, p.t_ns, len(p.payload))
+        except Exception:
+            self._observer_failed()
+
+    def _transcode(self, d: _Direction, p: RtpIn, pcm: Pcm, out_codec: CodecInfo) -> None:
+        dec = d.measured.decoder
+        assert dec is not None
+        if d.encoder is None or d.encoder.codec != out_codec:
+            d.encoder = AudioEncoder(out_codec)
+        payloads = d.encoder.encode(pcm, dec.sample_rate_hz)
+        ticks = _frame_ticks(out_codec)
+        # Keep the source's timing: a pause in its timestamps is a pause in ours.
+        src_pts = p.timestamp * out_codec.clock_rate // p.codec.clock_rate
+        pts = src_pts if d.tx_pts is None else max(d.tx_pts, src_pts - ticks * len(payloads))
+        for payload in payloads:
+            d.dst.send_payload(payload, pts, out_codec, p.t_ns)
+            pts += ticks
+            d.transcoded += 1
+        d.tx_pts = pts
+
+    # -- data channels --------------------------------------------------------------------
+
+    def _channel(self, direction: Direction, ch: Channel) -> None:
+        """A channel the ``direction``'s sender opened: open its twin on the other leg."""
+        other_peer = self.agent if direction is CALLER_TO_AGENT else self.caller
+        if other_peer.closed:
+            return
+        dc = ch.dc
+        try:
+            twin = other_peer.open_channel(
+                ch.label,
+                ordered=dc.ordered,
+                max_retransmits=dc.maxRetransmits,
+                max_packet_lifetime=dc.maxPacketLifeTime,
+                protocol=dc.protocol,
+            )
+        except Exception:
+            log.exception("could not open data channel %r on the other leg", ch.label)
+            return
+        back = AGENT_TO_CALLER if direction is CALLER_TO_AGENT else CALLER_TO_AGENT
+        ch.on_message = lambda m, t: self._data(direction, ch.label, twin, m, t)
+        twin.on_message = lambda m, t: self._data(back, ch.label, ch, m, t)
+        ch.on_close = twin.close
+        twin.on_close = ch.close
+
+    def _data(
+        self, direction: Direction, label: str, dst: Channel, message: str | bytes, t_ns: int
+    ) -> None:
+        self._last_activity = time.monotonic()
+        dst.send(message)
+        if self.observer is not None:
+            try:
+                self.observer.on_data(direction, label, message, t_ns)
+            except Exception:
+                self._observer_failed()
+
+    # -- life -----------------------------------------------------------------------------
+
+    def _state(self, direction: Direction, state: str) -> None:
+        if self._end is not None:
+            return
+        caller = direction is CALLER_TO_AGENT
+        if state == "connected" and not caller and self.observer is not None:
+            status = self.agent_answer.status if self.agent_answer else 200
+            try:
+                t = self.agent.connected_ns or time.monotonic_ns()
+                self.observer.on_upstream_open(t, status)
+            except Exception:
+                self._observer_failed()
+        elif state == "failed":
+            peer = self.caller if caller else self.agent
+            if peer.connected_ns is None:
+                if caller:
+                    info = EndInfo(EndCause.ICE_FAILED, initiator="caller")
+                else:
+                    info = EndInfo(
+                        EndCause.UPSTREAM_UNREACHABLE,
+                        initiator="agent",
+                        reason="the media path to the agent never connected",
+                    )
+            else:
+                cause = EndCause.CALLER_VANISHED if caller else EndCause.AGENT_VANISHED
+                info = EndInfo(cause, initiator="caller" if caller else "agent")
+            self._spawn_end(info)
+        elif state == "closed" and self.answered:
+            cause = EndCause.CALLER_CLOSED if caller else EndCause.AGENT_CLOSED
+            self._spawn_end(EndInfo(cause, initiator="caller" if caller else "agent"))
+
+    def _ice_deadline(self) -> None:
+        if self._end is not None:
+            return
+        if self.caller.connected_ns is None:
+            self._spawn_end(
+                EndInfo(
+                    EndCause.ICE_FAILED,
+                    initiator="caller",
+                    reason="the caller's ICE did not connect in time",
+                )
+            )
+        elif self.agent.connected_ns is None:
+            self._spawn_end(
+                EndInfo(
+                    EndCause.UPSTREAM_UNREACHABLE,
+                    initiator="agent",
+                    reason="the media path to the agent did not connect in time",
+                )
+            )
+
+    def _idle_check(self) -> None:
+        timeout = self.config.idle_timeout_s
+        if self._end is not None or not timeout:
+            return
+        idle = time.monotonic() - self._last_activity
+        if idle >= timeout:
+            self._spawn_end(EndInfo(EndCause.IDLE_TIMEOUT, initiator="proxy"))
+        else:
+            loop = asyncio.get_running_loop()
+            self._timers.append(loop.call_later(timeout - idle, self._idle_check))
+
+    def _spawn_end(self, info: EndInfo) -> None:
+        if self._ending is None:
+            self._ending = asyncio.get_running_loop().create_task(self.end(info))
+            self.server.ending.add(self._ending)
+            self._ending.add_done_callback(self.server.ending.discard)
+
+    async def hang_up(self) -> None:
+        """The caller's WHIP DELETE."""
+        await self.end(EndInfo(EndCause.CALLER_CLOSED, initiator="caller"))
+
+    async def add_candidates(self, candidates: list[dict[str, Any]]) -> None:
+        await add_trickled(self.caller.pc, candidates)
+
+    async def end(self, info: EndInfo) -> None:
+        """Close both legs (once), hang up on the agent and report."""
+        if self._end is not None:
+            if self._ending is not None and self._ending is not asyncio.current_task():
+                await asyncio.shield(self._ending)
+            return
+        self._end = info
+        t_ns = time.monotonic_ns()
+        for timer in self._timers:
+            timer.cancel()
+        self.server.relays.discard(self)
+        self.server.admission.release()
+        self.server.signaling.forget(self.id)
+        await asyncio.gather(self.caller.close(), self.agent.close(), return_exceptions=True)
+        answer = self.agent_answer
+        if answer is not None and answer.session_url and info.cause is not EndCause.AGENT_CLOSED:
+            await hang_up(self.server.http, answer.session_url)
+        stats = RelayStats(
+            packets=(self._dirs[0].packets, self._dirs[1].packets),
+            passthrough=(self._dirs[0].passthrough, self._dirs[1].passthrough),
+            transcoded=(self._dirs[0].transcoded, self._dirs[1].transcoded),
+            dropped=(
+                self._dirs[0].dropped + self.agent.track.dropped,
+                self._dirs[1].dropped + self.caller.track.dropped,
+            ),
+            forward_ns=(self._dirs[0].forward_ns, self._dirs[1].forward_ns),
+        )
+        self.server.finished.append(stats)
+        observer, self.observer = self.observer, None
+        if observer is not None:
+            try:
+                observer.on_end(t_ns, info, stats)
+            except Exception:
+                self._observer_failed()
+        # (Not held past the call: its measurement is freed at once, not when the cycles
+        # between the relay and its peer connections are collected.)
+
+    def _observer_failed(self) -> None:
+        self.observer_errors += 1
+        if self.observer_errors == 1:
+            log.exception("measurement failed; the call goes on")
+
+
+class WebRtcRelayServer:
+    """Serves callers (WHIP and Pipecat signaling) and relays each call to the agent."""
+
+    def __init__(self, config: WebRtcRelayConfig, observer_factory: RelayObserverFactory) -> None:
+        self.config = config
+        self.observer_factory = observer_factory
+        self.relays: set[WebRtcRelay] = set()
+        self.signaling = SignalingServer(
+            self._open_session,
+            whip_path=config.whip_path,
+            header_timeout_s=config.header_timeout_s,
+        )
+        self.finished: deque[RelayStats] = deque(maxlen=4096)
+        self.admission = Admission(config.max_calls)
+        self.ending: set[asyncio.Task[None]] = set()  # calls ending on their own
+        self._http: aiohttp.ClientSession | None = None
+
+    @property
+    def http(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            self._http = aiohttp.ClientSession()
+        return self._http
+
+    async def _open_session(self, offer: Offer) -> tuple[str, Session]:
+        # Over the cap, the offer is refused before anything is spent on it: no peer
+        # connection (so no UDP socket), no offer to the agent, no receipt.
+        admission = self.admission
+        if not admission.admit():
+            n = admission.refused
+            if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th ... refusal
+                log.warning(
+                    "at capacity (%d calls in progress): offer refused with 503 "
+                    "(%d refused so far)",
+                    admission.active,
+                    n,
+                )
+            raise HttpError(
+                503,
+                f"voxproxy: at capacity ({admission.limit} calls in progress); try again later",
+                {"Retry-After": "1"},
+            )
+        try:
+            relay = WebRtcRelay(self, offer)
+        except BaseException:
+            admission.release()
+            raise
+        self.relays.add(relay)
+        answer = await relay.open()
+        return answer, relay
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        return await self.signaling.start(host, port)
+
+    async def stop(self, drain_s: float = 0.0) -> None:
+        """Stop accepting; let calls finish for ``drain_s``; then end the rest."""
+        await self.signaling.stop()
+        deadline = time.monotonic() + drain_s
+        while self.relays and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.gather(
+            *(
+                r.end(EndInfo(EndCause.PROXY_SHUTDOWN, initiator="proxy"))
+                for r in list(self.relays)
+            ),
+            *list(self.ending),
+            return_exceptions=True,
+        )
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
