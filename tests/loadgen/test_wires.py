@@ -26,19 +26,15 @@ from voxproxy.events import CALLER_TO_AGENT, Audio, MarkEcho
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted.kits import Exotel as _Exotel
-from voxproxy.scripted.kits import Kit as _Kit
-from voxproxy.scripted.kits import Plivo as _Plivo
-from voxproxy.scripted.kits import Telnyx as _Telnyx
-from voxproxy.scripted.kits import Vonage as _Vonage
+from voxproxy.scripted.kits import Exotel, Kit, Plivo, Telnyx, Vonage
 from voxproxy.scripted.render import to_rate
 from voxproxy.transports.websocket import RelayConfig
 
-KITS: dict[str, type[_Kit]] = {
-    "telnyx": _Telnyx,
-    "plivo": _Plivo,
-    "vonage": _Vonage,
-    "exotel": _Exotel,
+KITS: dict[str, type[Kit]] = {
+    "telnyx": Telnyx,
+    "plivo": Plivo,
+    "vonage": Vonage,
+    "exotel": Exotel,
 }
 ANSWER_AFTER_QUIET_MS = 400.0
 
