@@ -62,7 +62,16 @@ MAY_NOT: dict[str, tuple[str, ...]] = {
     "loadgen": ("mockagent", "harness", "proxy", "proxy_webrtc", "cli", "commands"),
     "mockagent": ("loadgen", "harness", "proxy", "proxy_webrtc", "cli", "commands"),
     "telemetry": ("proxy", "proxy_webrtc", "transports", "loadgen", "mockagent", "harness", "cli"),
-    "receipts": ("proxy", "proxy_webrtc", "transports", "telemetry", "loadgen", "mockagent"),
+    "receipts": (
+        "proxy",
+        "proxy_webrtc",
+        "transports",
+        "telemetry",
+        "loadgen",
+        "mockagent",
+        "scripted",
+        "harness",
+    ),
 }
 # Third-party libraries only one folder may import.
 ONLY_IN = {"opentelemetry": "telemetry", "aiortc": "transports.webrtc", "aioice": "transports"}
