@@ -88,7 +88,8 @@ SECRET = b"accuracy-benchmark"
 CALLER_FRAME_NS = 20_000_000  # the load callers' frame (CallerConfig.frame_ms)
 NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")
 # Figures the proxy says it cannot know: a direction never quiet, audio that ran too far
-# ahead of real time to be analysed, or its own clock readings too late.
+# ahead of real time to be analysed, its own clock readings too late, or its measurement
+# shed under load.
 WITHHELD = (
     *NEVER_QUIET,
     "caller_unanalysed",
@@ -96,6 +97,7 @@ WITHHELD = (
     "clock_lag",
     "caller_noise",
     "agent_noise",
+    "measurement_shed",
 )
 WRONG_MS = 100.0  # babble: a published figure off by more than this is wrong
 WORST_MS = 10.0  # the three worst figures of a class are named when off by more than this

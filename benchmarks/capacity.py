@@ -1,10 +1,12 @@
-"""Capacity: the most real-time Twilio calls one relay process sustains on one core.
+"""Capacity: the most real-time Twilio calls a relay sustains, per core, and overload.
 
 For each relay, the largest number of concurrent calls at which the p99 added
 one-way latency stays <= ``--max-p99-ms`` (5 ms) with no failed call:
 
-* ``voxproxy``: ``voxproxy proxy --dialect twilio``, measuring everything (receipts
-  written, telemetry off);
+* ``voxproxy``: ``voxproxy proxy --workers 1 --dialect twilio --max-calls 0``, measuring
+  everything (receipts written, telemetry off), on one core;
+* ``voxproxy-2w``: the same with ``--workers 2`` on two cores (SO_REUSEPORT workers);
+  its calls per core are its count / 2, and its ratio to ``voxproxy`` is the scaling;
 * ``bare``: the minimal relay of ``benchmarks/overhead.py`` on the stock websockets
   asyncio layer (one forwarding task per direction), measuring nothing;
 * ``nginx``: Debian's nginx proxying websockets, one process (``master_process
@@ -12,10 +14,13 @@ one-way latency stays <= ``--max-p99-ms`` (5 ms) with no failed call:
 
 Each call is overhead.py's load: 20 ms Twilio ``media`` messages both ways (mu-law
 speech from the fixtures, the sender's monotonic time in a ``"t"`` field), plus
-``connected`` and ``start``. The relay runs pinned to CPU 0, the load (callers and
-agent in one process) to CPU 1. Added latency = one-way latency through the relay
-minus the median one-way latency of the direct path (no relay) at the same number
-of calls, measured in the same run (as overhead.py defines it).
+``connected`` and ``start``. A relay on k cores runs on CPUs 0..k-1 (pinned before it
+starts, so its workers inherit it; its CPU is the whole process tree's), the load
+(callers and agent in one process) on CPU k, or on the last CPU when the machine has
+no more (then it shares a core with the relay: flagged in the table and the JSON).
+Added latency = one-way latency through the relay minus the median one-way latency
+of the direct path (no relay) at the same number of calls, measured in the same run
+(as overhead.py defines it).
 
 The load generator is not overhead.py's: that one runs on the stock websockets
 asyncio layer (a task and a ``sleep`` per call and direction, a ``json.loads`` per
@@ -41,8 +46,14 @@ partial load run higher than in a busy loop (a process that sleeps between messa
 wakes with cold caches; on this VM about 1.5x), so that estimate is conservative.
 ``--relays`` may add ``forward-only`` (voxproxy's relay with measurement off).
 
+Overload (``--overload 1.2``): once ``voxproxy``'s capacity C is found, C x 1.2 calls are
+placed on one worker twice: with ``--max-calls C`` (the operator's admission limit at the
+measured capacity) and with no limit. Reported: calls admitted and refused (HTTP 503 at
+the handshake), and the added latency p99 of the admitted calls. Admission on measured
+event-loop lag (issue 17, item 2) is not on this branch: it refuses nothing here.
+
 Run:  .venv/bin/python benchmarks/capacity.py [--window 4] [--max-calls 800]
-Prints a table, then one JSON line: the counts and the ratios.
+Prints a table, then one JSON line: the counts, calls per core and the ratios.
 """
 
 from __future__ import annotations
@@ -51,6 +62,7 @@ import argparse
 import array
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import random
@@ -80,9 +92,24 @@ from voxproxy.harness.ports import free_port  # noqa: E402
 ROOT = overhead.ROOT
 PY = overhead.PY
 FRAME_MS = overhead.FRAME_MS
-RELAY_CPU = 0
-LOAD_CPU = 1
-RELAYS = ("voxproxy", "bare", "nginx")
+CPUS = sorted(os.sched_getaffinity(0))
+RELAY_CORES = {"voxproxy-2w": 2}  # cores (and workers) per relay; the others: 1
+RELAYS = ("voxproxy", "voxproxy-2w", "bare")  # (nginx too, with --relays)
+
+
+def relay_cpus(path: str) -> set[int]:
+    return set(CPUS[: RELAY_CORES.get(path, 1)])
+
+
+def load_cpu_of(path: str) -> int:
+    """The load's CPU: the first one the relay does not use, else the last (shared)."""
+    k = RELAY_CORES.get(path, 1)
+    return CPUS[k] if len(CPUS) > k else CPUS[-1]
+
+
+def load_shares_relay(path: str) -> bool:
+    return load_cpu_of(path) in relay_cpus(path)
+
 
 # -- the load generator (a subprocess mode of this file) ---------------------------------------
 
@@ -99,6 +126,7 @@ class Load:
         self.agents: list[_Agent] = []
         self.slots: list[list[Any]] = [[] for _ in range(FRAME_MS)]
         self.opened = 0
+        self.refused = 0  # HTTP 503 at the handshake: refused by admission control
         self.errors = 0
         self.lags = array.array("q")
         caller = [base64.b64encode(f) for f in overhead._frames("caller_where_is_order", 400)]
@@ -199,6 +227,9 @@ class _Caller(_Conn):
             if isinstance(ev, Frame):
                 self.load.note(ev.data)
             elif isinstance(ev, Response):
+                if ev.status_code == 503:
+                    self.load.refused += 1
+                    continue
                 if ev.status_code != 101:
                     self.load.errors += 1
                     continue
@@ -276,7 +307,7 @@ async def run_load(target_port: int, agent_port: int, calls: int, warmup: float,
     results = await asyncio.gather(*pending, return_exceptions=True)
     load.errors += sum(1 for r in results if isinstance(r, BaseException))
     deadline = loop.time() + 15
-    while load.opened + load.errors < calls and loop.time() < deadline:
+    while load.opened + load.errors + load.refused < calls and loop.time() < deadline:
         await asyncio.sleep(0.05)
     await asyncio.sleep(warmup)
     print("window-start", flush=True)
@@ -296,7 +327,8 @@ async def run_load(target_port: int, agent_port: int, calls: int, warmup: float,
     out = {
         "calls": calls,
         "opened": load.opened,
-        "errors": load.errors + (calls - load.opened),
+        "refused": load.refused,
+        "errors": load.errors + (calls - load.opened - load.refused),
         "messages": len(lat),
         "p50_ms": q(lat, 50),
         "p99_ms": q(lat, 99),
@@ -347,13 +379,16 @@ http {{
 """
 
 
-def start_relay(path: str, port: int, agent_port: int, tmp: Path) -> subprocess.Popen[bytes]:
+def start_relay(
+    path: str, port: int, agent_port: int, tmp: Path, max_calls: int = 0
+) -> subprocess.Popen[bytes]:
     upstream = f"ws://127.0.0.1:{agent_port}"
-    if path == "voxproxy":
+    if path in ("voxproxy", "voxproxy-2w"):
+        workers = str(RELAY_CORES.get(path, 1))
         cmd = [PY, "-m", "voxproxy.cli", "proxy", "--listen", f"127.0.0.1:{port}"]
         cmd += ["--upstream", upstream, "--dialect", "twilio", "--receipts"]
         cmd += [str(tmp / "receipts.jsonl"), "--secret", "bench", "--log-level", "warning"]
-        cmd += ["--drain-timeout", "0"]
+        cmd += ["--drain-timeout", "0", "--workers", workers, "--max-calls", str(max_calls)]
     elif path == "bare":
         cmd = [PY, str(HERE / "overhead.py"), "--bare-relay", str(port), upstream]
     elif path == "forward-only":  # voxproxy's relay with a do-nothing observer (diagnosis)
@@ -364,9 +399,35 @@ def start_relay(path: str, port: int, agent_port: int, tmp: Path) -> subprocess.
         cmd = ["nginx", "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")]
     else:
         raise ValueError(path)
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
-    overhead._pin(proc.pid, RELAY_CPU)
-    return proc
+    cpus = relay_cpus(path)
+    # Pinned before it runs: the workers it forks inherit the CPUs.
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, cpus)
+    )
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and of its descendants alive now (a relay's workers)."""
+    total = overhead._cpu_seconds(pid)
+    for child in _children(pid):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            total += tree_cpu_seconds(child)
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out.extend(int(c) for c in fh.read().split())
+        except OSError:
+            continue
+    return out
 
 
 def stop_relay(proc: subprocess.Popen[bytes]) -> None:
@@ -394,6 +455,8 @@ class Run:
     load_cpu: float
     lag_p99_ms: float
     foreign: float = 0.0  # CPU (in cores) used by other processes during the window
+    refused: int = 0  # refused at the handshake (503): admission control
+    opened: int = 0
     added_p99_ms: float = float("nan")
     attempts: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
@@ -415,7 +478,7 @@ def _own_s() -> float:
     return t.user + t.system
 
 
-def measure(path: str, calls: int, warmup: float, window: float) -> Run:
+def measure(path: str, calls: int, warmup: float, window: float, max_calls: int = 0) -> Run:
     agent_port = free_port()
     relay = None
     with tempfile.TemporaryDirectory(prefix="capacity-") as tmpdir:
@@ -424,7 +487,7 @@ def measure(path: str, calls: int, warmup: float, window: float) -> Run:
             target = agent_port
         else:
             target = free_port()
-            relay = start_relay(path, target, agent_port, tmp)
+            relay = start_relay(path, target, agent_port, tmp, max_calls)
             overhead._wait_port(target)
         cmd = [PY, __file__, "--load", str(target), str(agent_port), str(calls)]
         cmd += ["--warmup", str(warmup), "--window", str(window)]
@@ -434,7 +497,7 @@ def measure(path: str, calls: int, warmup: float, window: float) -> Run:
             cwd=ROOT,
             text=True,
         )
-        overhead._pin(load.pid, LOAD_CPU)
+        overhead._pin(load.pid, load_cpu_of(path))
         assert load.stdout is not None
         cpu0 = load_cpu0 = t0 = 0.0
         busy0 = own0 = 0.0
@@ -443,12 +506,12 @@ def measure(path: str, calls: int, warmup: float, window: float) -> Run:
         for line in load.stdout:
             if line.startswith("window-start"):
                 t0 = time.monotonic()
-                cpu0 = overhead._cpu_seconds(relay.pid) if relay else 0.0
+                cpu0 = tree_cpu_seconds(relay.pid) if relay else 0.0
                 load_cpu0 = overhead._cpu_seconds(load.pid)
                 busy0, own0 = _busy_s(), _own_s()
             elif line.startswith("window-end"):
                 elapsed = time.monotonic() - t0
-                relay_cpu = (overhead._cpu_seconds(relay.pid) - cpu0) / elapsed if relay else 0.0
+                relay_cpu = (tree_cpu_seconds(relay.pid) - cpu0) / elapsed if relay else 0.0
                 load_cpu = (overhead._cpu_seconds(load.pid) - load_cpu0) / elapsed
                 ours = (relay_cpu + load_cpu) * elapsed + _own_s() - own0
                 foreign = max(0.0, (_busy_s() - busy0 - ours) / elapsed)
@@ -469,13 +532,17 @@ def measure(path: str, calls: int, warmup: float, window: float) -> Run:
         load_cpu,
         result.get("lag_p99_ms", float("nan")),
         foreign,
+        refused=result.get("refused", 0),
+        opened=result.get("opened", 0),
     )
 
 
-def measure_settled(path: str, calls: int, warmup: float, window: float, max_foreign: float) -> Run:
+def measure_settled(
+    path: str, calls: int, warmup: float, window: float, max_foreign: float, max_calls: int = 0
+) -> Run:
     """``measure``, repeated (up to 3 times) while other processes disturb the run."""
     for attempt in range(1, 4):
-        r = measure(path, calls, warmup, window)
+        r = measure(path, calls, warmup, window, max_calls)
         r.attempts = attempt
         if not r.disturbed(max_foreign):
             break
@@ -513,6 +580,13 @@ def main() -> None:
         "than this share of a core during its window (from /proc/stat, minus our own)",
     )
     parser.add_argument("--relays", default=",".join(RELAYS))
+    parser.add_argument(
+        "--overload",
+        type=float,
+        default=1.2,
+        help="then place this many times voxproxy's capacity on one worker, with --max-calls "
+        "at the capacity and without a limit (0: skip)",
+    )
     args = parser.parse_args()
     if args.load:
         import uvloop
@@ -596,8 +670,35 @@ def main() -> None:
                 hi = mid
         failed[p] = hi
 
+    overload: dict[str, Any] = {}
+    overload_runs: list[tuple[str, Run]] = []
+    capacity = passed.get("voxproxy", 0)
+    if args.overload > 0 and capacity:
+        n = round(capacity * args.overload)
+        run_direct(n)
+        for label, limit in ((f"--max-calls {capacity}", capacity), ("no limit", 0)):
+            r = measure_settled("voxproxy", n, args.warmup, args.window, foreign, limit)
+            r.added_p99_ms = r.p99_ms - direct_p50(n)
+            overload_runs.append((label, r))
+            print(f"overload, {label}: {_line(r)}", file=sys.stderr, flush=True)
+        overload = {"factor": args.overload, "calls": n, "capacity": capacity}
+        for key, (_label, r) in zip(
+            ("with_max_calls", "without_limit"), overload_runs, strict=True
+        ):
+            overload[key] = {
+                "admitted": r.opened,
+                "refused": r.refused,
+                "errors": r.errors,
+                "p99_added_ms": round(r.added_p99_ms, 2),
+                "relay_cpu": round(r.relay_cpu, 2),
+            }
+        # Admission on event-loop lag (issue 17 item 2) is not on this branch.
+        overload["lag_admission_refused"] = 0
+
     console = Console(width=150, stderr=False)
-    table = Table(title="capacity: real-time Twilio calls per relay process on one core")
+    table = Table(
+        title="capacity: real-time Twilio calls per relay (voxproxy-2w: 2 workers, 2 cores)"
+    )
     for col in ("path", "calls", "p50 one-way", "p99 one-way", "p99 added", "relay CPU",
                 "CPU/call-s", "load CPU", "load lag p99", "others' CPU", "runs", "errors",
                 "ok"):  # fmt: skip
@@ -620,7 +721,28 @@ def main() -> None:
             "yes" if ok else "NO",
         )
     console.print(table)
-    summary: dict[str, Any] = {"max_p99_added_ms": args.max_p99_ms}
+    if overload_runs:
+        over = Table(
+            title=f"overload: {overload['calls']} calls on one worker "
+            f"({args.overload:.0%} of its capacity, {capacity})"
+        )
+        for col in ("admission", "admitted", "refused (503)", "errors", "p99 added", "relay CPU"):
+            over.add_column(col, justify="right")
+        for label, r in overload_runs:
+            over.add_row(
+                label,
+                str(r.opened),
+                str(r.refused),
+                str(r.errors),
+                f"{r.added_p99_ms:.2f} ms",
+                f"{r.relay_cpu * 100:.0f}%",
+            )
+        console.print(over)
+        console.print(
+            "admission on measured event-loop lag (issue 17 item 2) is not on this branch: "
+            "it refused 0 calls here"
+        )
+    summary: dict[str, Any] = {"max_p99_added_ms": args.max_p99_ms, "cpus": len(CPUS)}
     for p in relays:
         summary[f"{p}_calls"] = passed[p]
         bound = "relay" if failed[p] is not None else "load"
@@ -635,6 +757,11 @@ def main() -> None:
             summary[f"{p}_cpu_ms_per_call_s"] = round(1000 * float(np.median(per_call)), 3)
             # What one full core would carry on CPU alone (latency aside).
             summary[f"{p}_calls_at_full_core"] = round(1 / float(np.median(per_call)))
+    for p in relays:
+        summary[f"{p}_calls_per_core"] = round(passed[p] / RELAY_CORES.get(p, 1), 1)
+    summary["load_shares_relay_core"] = [p for p in relays if load_shares_relay(p)]
+    if "voxproxy" in relays and "voxproxy-2w" in relays and passed["voxproxy"]:
+        summary["voxproxy_2w_over_1w"] = round(passed["voxproxy-2w"] / passed["voxproxy"], 3)
     if "voxproxy" in relays and "bare" in relays and passed["bare"]:
         summary["voxproxy_over_bare"] = round(passed["voxproxy"] / passed["bare"], 3)
     if "voxproxy" in relays and "nginx" in relays and passed["nginx"]:
@@ -642,6 +769,8 @@ def main() -> None:
     summary["load_limit_calls"] = load_limit
     disturbed = [r for r in runs if r.disturbed(foreign)]
     summary["disturbed_runs"] = len(disturbed)
+    if overload:
+        summary["overload"] = overload
     summary["seconds"] = round(time.monotonic() - t_begin)
     for p in relays:
         bound = {
@@ -649,7 +778,14 @@ def main() -> None:
             "load": "the load generator's limit: a lower bound",
             "max_calls": "--max-calls reached: a lower bound",
         }[summary[f"{p}_bound"]]
-        console.print(f"{p}: {passed[p]} calls ({bound})")
+        cores = RELAY_CORES.get(p, 1)
+        shared = " (the load shares one of its cores)" if load_shares_relay(p) else ""
+        console.print(
+            f"{p}: {passed[p]} calls on {cores} core(s), {summary[f'{p}_calls_per_core']} per "
+            f"core ({bound}){shared}"
+        )
+    if "voxproxy_2w_over_1w" in summary:
+        console.print(f"voxproxy 2 workers / 1 worker = {summary['voxproxy_2w_over_1w']}")
     if "voxproxy_over_bare" in summary:
         ratios = f"voxproxy / bare = {summary['voxproxy_over_bare']}"
         if "voxproxy_over_nginx" in summary:
@@ -669,6 +805,7 @@ def _line(r: Run) -> str:
         f"{r.path:>8} {r.calls:5d} calls: p50 {r.p50_ms:6.2f} p99 {r.p99_ms:6.2f} "
         f"added p99 {r.added_p99_ms:6.2f} ms, relay CPU {r.relay_cpu * 100:4.0f}%, "
         f"load CPU {r.load_cpu * 100:4.0f}%, lag p99 {r.lag_p99_ms:5.2f} ms, errors {r.errors}, "
+        f"refused {r.refused}, "
         f"others' CPU {r.foreign * 100:.0f}%"
     )
 

@@ -62,7 +62,17 @@ def proc_status(pid: int) -> dict[str, int]:
 
 
 def start_proxy(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--listen", "127.0.0.1:0", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "voxproxy.cli",
+        "proxy",
+        "--workers",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+    ]
+    cmd += args
     cmd += ["--receipts", str(log.with_suffix(".jsonl")), "--secret", "bench"]
     with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(cmd, stdout=out, stderr=out)

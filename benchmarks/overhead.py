@@ -12,8 +12,14 @@ both directions (μ-law speech from the fixtures, looped), with the sender's
 monotonic timestamp in an extra field. The relay under test runs in its own
 process pinned to CPU 0; callers and agent share one process pinned to CPU 1.
 Added latency = one-way latency through the relay minus the median one-way
-latency of the direct path in the same run. CPU per message = the relay
-process's user+system CPU over the window / messages it forwarded.
+latency of the direct path in the same run. CPU per message = the user+system
+CPU over the window of every process of the relay (the process started and all
+its descendants: worker processes, and measurement wherever it runs) / messages
+it forwarded.
+
+``--profile FILE`` samples the voxproxy relay with py-spy over the window (the
+``py-spy`` command must be on the PATH or beside this Python) and writes the top
+of the profile, by own and by inclusive time, to FILE; ``--paths`` picks the paths.
 
 Run:  .venv/bin/python benchmarks/overhead.py [--levels 1,50,100] [--seconds 10]
 """
@@ -56,9 +62,39 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from /proc's children lists)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+    return found
+
+
+def _tree_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds of each process of the tree (a process gone since counts 0)."""
+    out: dict[int, float] = {}
+    for p in _tree(pid):
+        with contextlib.suppress(OSError):
+            out[p] = _cpu_seconds(p)
+    return out
+
+
+def _cpu_between(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU spent between two readings, by the processes alive at the second (a process
+    that ended in between is missed: workers live as long as the relay)."""
+    return sum(cpu - before.get(p, 0.0) for p, cpu in after.items())
+
+
 def _pin(pid: int, cpu: int) -> None:
     ncpu = os.cpu_count() or 1
-    os.sched_setaffinity(pid, {cpu % ncpu})
+    for p in _tree(pid):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(p, {cpu % ncpu})
 
 
 # -- the bare relay (a subprocess mode of this file) ------------------------------------
@@ -299,7 +335,9 @@ class PathResult:
     errors: int
 
 
-def measure(path: str, calls: int, seconds: float, warmup: float) -> PathResult:
+def measure(
+    path: str, calls: int, seconds: float, warmup: float, profile: str | None = None
+) -> PathResult:
     agent_port = free_port()
     relay: subprocess.Popen[bytes] | None = None
     receipts = tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False)
@@ -317,6 +355,8 @@ def measure(path: str, calls: int, seconds: float, warmup: float) -> PathResult:
                 "-m",
                 "voxproxy.cli",
                 "proxy",
+                "--workers",
+                "1",
                 "--listen",
                 f"127.0.0.1:{target}",
                 "--upstream",
@@ -335,6 +375,7 @@ def measure(path: str, calls: int, seconds: float, warmup: float) -> PathResult:
         relay = subprocess.Popen(cmd, cwd=ROOT)
         _pin(relay.pid, 0)
         _wait_port(target)
+        _pin(relay.pid, 0)  # processes it started meanwhile too
     load = subprocess.Popen(
         [
             PY,
@@ -356,11 +397,17 @@ def measure(path: str, calls: int, seconds: float, warmup: float) -> PathResult:
     )
     _pin(load.pid, 1)
     time.sleep(warmup + 0.5)
-    cpu0 = _cpu_seconds(relay.pid) if relay else 0.0
+    spy = None
+    if profile and relay is not None and path == "voxproxy":
+        spy = _start_py_spy(relay.pid, seconds, profile + ".raw")
+    cpu0 = _tree_cpu_seconds(relay.pid) if relay else {}
     t0 = time.monotonic()
     time.sleep(seconds)
-    cpu1 = _cpu_seconds(relay.pid) if relay else 0.0
+    cpu1 = _tree_cpu_seconds(relay.pid) if relay else {}
     window = time.monotonic() - t0
+    if spy is not None and profile:
+        spy.wait(timeout=60)
+        Path(profile).write_text(summarise_profile(Path(profile + ".raw").read_text()))
     out, _ = load.communicate(timeout=seconds + warmup + 120)
     if relay is not None:
         relay.send_signal(signal.SIGTERM)
@@ -374,7 +421,64 @@ def measure(path: str, calls: int, seconds: float, warmup: float) -> PathResult:
     # Messages the relay forwarded in the CPU window: those that arrived in the
     # load's recording window (the same length), both directions.
     messages = int(len(lat) * window / seconds)
-    return PathResult(path, calls, lat, cpu1 - cpu0, messages, window, data["errors"])
+    return PathResult(path, calls, lat, _cpu_between(cpu0, cpu1), messages, window, data["errors"])
+
+
+def _start_py_spy(pid: int, seconds: float, out: str) -> subprocess.Popen[bytes]:
+    exe = Path(PY).with_name("py-spy")
+    spy = subprocess.Popen(
+        [
+            str(exe) if exe.exists() else "py-spy",
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(int(seconds)),
+            "--rate",
+            "250",
+            "--nonblocking",
+            "--format",
+            "raw",
+            "--output",
+            out,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _pin(spy.pid, 1)  # beside the load, not on the relay's core
+    return spy
+
+
+def _frame_name(frame: str) -> str:
+    """``function (path/to/pkg/file.py:123)`` -> ``function (pkg/file.py)``."""
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    return f"{name} ({'/'.join(path.split('/')[-2:])})"
+
+
+def summarise_profile(raw: str, top: int = 30) -> str:
+    """The top of a py-spy raw profile (``frame;frame;... count`` per line): functions by
+    own samples and by inclusive samples, in % of all samples."""
+    own: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [_frame_name(f) for f in stack.split(";")]
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for f in set(frames):
+            incl[f] = incl.get(f, 0) + n
+    lines = [f"py-spy samples: {total}", "", "own %   function"]
+    for f, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"{100 * n / total:5.1f}   {f}")
+    lines += ["", "inclusive %   function"]
+    for f, n in sorted(incl.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"{100 * n / total:5.1f}   {f}")
+    return "\n".join(lines) + "\n"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -386,6 +490,8 @@ def main() -> None:
     parser.add_argument("--levels", default="1,50,100")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--paths", default=",".join(PATHS), help="paths to run (direct first)")
+    parser.add_argument("--profile", default=None, help="write voxproxy's py-spy profile here")
     parser.add_argument("--bare-relay", nargs=2, metavar=("PORT", "UPSTREAM"))
     parser.add_argument("--forward-only", nargs=2, metavar=("PORT", "UPSTREAM"))
     parser.add_argument("--load", action="store_true")
@@ -430,8 +536,10 @@ def main() -> None:
     ):
         table.add_column(col, justify="right")
     for calls in levels:
-        results = {p: measure(p, calls, args.seconds, args.warmup) for p in PATHS}
-        floor = statistics.median(results["direct"].latencies_ms)
+        paths = [p for p in PATHS if p in args.paths.split(",")]
+        results = {p: measure(p, calls, args.seconds, args.warmup, args.profile) for p in paths}
+        direct = results.get("direct")
+        floor = statistics.median(direct.latencies_ms) if direct else 0.0
         level: dict[str, float] = {"calls": calls}
         per_msg: dict[str, float] = {}
         for p, r in results.items():
@@ -468,7 +576,8 @@ def main() -> None:
                     bare_p50_added_ms=round(pct(added, 50), 3),
                     bare_p99_added_ms=round(pct(added, 99), 3),
                 )
-        level["cpu_per_msg_ratio"] = round(per_msg["voxproxy"] / per_msg["bare"], 3)
+        if "voxproxy" in per_msg and "bare" in per_msg:
+            level["cpu_per_msg_ratio"] = round(per_msg["voxproxy"] / per_msg["bare"], 3)
         rows.append(level)
         table.add_section()
     console.print(table)

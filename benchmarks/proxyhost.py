@@ -32,10 +32,10 @@ if str(ROOT) not in sys.path:
 
 from pydantic import ValidationError  # noqa: E402
 
-from voxproxy.proxy import Proxy, ProxyConfig  # noqa: E402
+from voxproxy.proxy import ProxyConfig  # noqa: E402
 from voxproxy.receipts.model import Receipt  # noqa: E402
 from voxproxy.receipts.policy import load_policy  # noqa: E402
-from voxproxy.receipts.verdict import judged  # noqa: E402
+from voxproxy.server import ProxyServer, ServeConfig, run_loop  # noqa: E402
 from voxproxy.session import SessionConfig  # noqa: E402
 from voxproxy.transports.websocket import RelayConfig  # noqa: E402
 
@@ -54,15 +54,20 @@ async def _serve(args: argparse.Namespace) -> None:
         out.flush()
 
     session = SessionConfig(max_uncertainty_ms=args.max_uncertainty_ms)
-    proxies: list[Proxy] = []
-    for url in args.upstream:
-        proxy = Proxy(
-            ProxyConfig(RelayConfig(url), secret=bytes.fromhex(args.secret), session=session),
-            sinks=[write],
-            judge=lambda r: judged(r, policy),
+    servers = [
+        ProxyServer(
+            ServeConfig(
+                ProxyConfig(RelayConfig(url), secret=bytes.fromhex(args.secret), session=session),
+                listen=("127.0.0.1", 0),
+                receipts=None,
+                policy=policy,
+                sinks=(write,),
+                drain_timeout_s=2.0,
+            )
         )
-        proxies.append(proxy)
-    ports = [await p.start("127.0.0.1", 0) for p in proxies]
+        for url in args.upstream
+    ]
+    ports = [await s.start() for s in servers]
     gc.freeze()  # as the CLI does once it is up
     out.write("PORTS " + json.dumps(ports) + "\n")
     out.flush()
@@ -76,8 +81,9 @@ async def _serve(args: argparse.Namespace) -> None:
     threading.Thread(target=wait_eof, daemon=True).start()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(eof, args.max_seconds)
-    for p in proxies:
-        await p.stop(drain_s=2.0)
+    for s in servers:
+        await s.stop()
+    proxies = [s.proxy for s in servers if s.proxy is not None]
     usage = resource.getrusage(resource.RUSAGE_SELF)
     stats = {
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
@@ -98,12 +104,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    try:
-        import uvloop
-
-        uvloop.run(_serve(args))
-    except ImportError:
-        asyncio.run(_serve(args))
+    run_loop(_serve(args))
 
 
 # -- the parent's side ----------------------------------------------------------------------

@@ -28,7 +28,16 @@ def proxy_process(
     upstream: str, receipts: Path, log: Path, *extra: str, fd_limit: int | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VOXPROXY_", "OTEL_"))}
-    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--listen", "127.0.0.1:0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "voxproxy.cli",
+        "proxy",
+        "--workers",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+    ]
     cmd += ["--upstream", upstream, "--dialect", "twilio", "--secret", SECRET.decode()]
     cmd += ["--receipts", str(receipts), "--drain-timeout", "0", *extra]
 

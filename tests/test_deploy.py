@@ -22,7 +22,7 @@ import pytest
 import yaml
 from support.receipt_samples import sample_receipt
 
-from voxproxy.cli import _env, build_parser
+from voxproxy.cli import build_parser, env_name
 from voxproxy.telemetry import TelemetryConfig, make_telemetry
 from voxproxy.telemetry.metrics import LEGACY_PROMETHEUS_NAMES, PROMETHEUS_NAMES
 from voxproxy.telemetry.otel import OtelTelemetry
@@ -170,7 +170,9 @@ def test_the_compose_stack_matches_the_repository_and_the_proxy_s_flags() -> Non
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     proxy = sub.choices["proxy"]  # type: ignore[attr-defined]
-    known = {_env(opt) for a in proxy._actions for opt in a.option_strings if opt.startswith("--")}
+    known = {
+        env_name(opt) for a in proxy._actions for opt in a.option_strings if opt.startswith("--")
+    }
     env = services["voxproxy"]["environment"]
     settings = {k for k in env if k.startswith("VOXPROXY_")}
     assert settings <= known, settings - known

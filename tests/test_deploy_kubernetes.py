@@ -22,7 +22,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from voxproxy.cli import _env, build_parser
+from voxproxy.cli import build_parser, env_name
 from voxproxy.loadgen.shard import Shard
 from voxproxy.transports.websocket import HEALTH_PATH
 
@@ -123,7 +123,7 @@ def _proxy_flags() -> set[str]:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     proxy = sub.choices["proxy"]  # type: ignore[attr-defined]
-    return {_env(o) for a in proxy._actions for o in a.option_strings if o.startswith("--")}
+    return {env_name(o) for a in proxy._actions for o in a.option_strings if o.startswith("--")}
 
 
 def test_the_proxy_container_is_configured_with_real_flags_and_secrets() -> None:

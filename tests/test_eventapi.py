@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 from support.privacy import assert_content_free
 
-from voxproxy.cli import _events_listen, build_parser
+from voxproxy.cli import build_parser, serve_config
 from voxproxy.clips import clip
 from voxproxy.errors import ConfigError
 from voxproxy.eventapi import (
@@ -237,15 +237,15 @@ def test_calls_are_found_by_link_wire_and_receipt_ids_never_stored_raw() -> None
 def test_the_event_api_never_runs_without_a_token() -> None:
     parser = build_parser()
     base = ["proxy", "--upstream", "ws://127.0.0.1:1"]
-    assert _events_listen(parser.parse_args(base)) is None
+    assert serve_config(parser.parse_args(base)).events is None
     with pytest.raises(ConfigError, match="needs --events-token"):
-        _events_listen(parser.parse_args([*base, "--events-listen", "127.0.0.1:9"]))
+        serve_config(parser.parse_args([*base, "--events-listen", "127.0.0.1:9"]))
     with pytest.raises(ConfigError, match="at least 16"):
-        _events_listen(parser.parse_args([*base, "--events-token", "short"]))
+        serve_config(parser.parse_args([*base, "--events-token", "short"]))
     args = parser.parse_args([*base, "--events-token", TOKEN])
-    assert _events_listen(args) == ("127.0.0.1", 8767)
+    assert serve_config(args).events.listen == ("127.0.0.1", 8767)
     args = parser.parse_args([*base, "--events-token", TOKEN, "--events-listen", ":9100"])
-    assert _events_listen(args) == ("127.0.0.1", 9100)
+    assert serve_config(args).events.listen == ("127.0.0.1", 9100)
     with pytest.raises(ValueError, match="at least 16"):
         EventApi(LiveCalls(SECRET), SECRET, "short")
 

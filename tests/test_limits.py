@@ -10,6 +10,7 @@ every client library reports an HTTP status plainly.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import contextlib
@@ -44,11 +45,13 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from voxproxy.cli import _proxy_config, _server_ssl, build_parser, redact_url
+from voxproxy.cli import build_parser, serve_config
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.harness.ports import free_port
 from voxproxy.proxy import Proxy
 from voxproxy.receipts.model import Receipt
+from voxproxy.server import redact_url
+from voxproxy.transports.websocket import RelayConfig
 
 # -- concurrent calls ---------------------------------------------------------------------------
 
@@ -85,22 +88,27 @@ async def test_calls_over_max_calls_are_refused_with_503_and_counted(
     assert len(logged) == 2  # the 1st, 2nd, 4th, 8th ... refusal: never a flood
 
 
+def _relay(args: argparse.Namespace) -> RelayConfig:
+    relay: RelayConfig = serve_config(args).proxy.relay
+    return relay
+
+
 def test_limit_flags_and_their_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     base = ["proxy", "--upstream", "ws://127.0.0.1:1"]
-    cfg = _proxy_config(build_parser().parse_args(base)).relay
+    cfg = _relay(build_parser().parse_args(base))
     # Safe defaults: a cap on calls, and idle calls are not held forever.
     assert (cfg.max_calls, cfg.stall_timeout_s, cfg.idle_timeout_s) == (200, 30.0, 120.0)
     off = [*base, "--max-calls", "0", "--idle-timeout", "0"]
-    cfg = _proxy_config(build_parser().parse_args(off)).relay
+    cfg = _relay(build_parser().parse_args(off))
     assert (cfg.max_calls, cfg.idle_timeout_s) == (None, None)
     assert cfg.max_message_bytes == 1 << 20
     args = [*base, "--max-calls", "300", "--stall-timeout", "0", "--idle-timeout", "20"]
-    cfg = _proxy_config(build_parser().parse_args([*args, "--max-message-bytes", "4096"])).relay
+    cfg = _relay(build_parser().parse_args([*args, "--max-message-bytes", "4096"]))
     assert (cfg.max_calls, cfg.stall_timeout_s, cfg.idle_timeout_s) == (300, None, 20.0)
     assert cfg.max_message_bytes == 4096
     monkeypatch.setenv("VOXPROXY_MAX_CALLS", "250")
     monkeypatch.setenv("VOXPROXY_STALL_TIMEOUT", "12.5")
-    cfg = _proxy_config(build_parser().parse_args(base)).relay
+    cfg = _relay(build_parser().parse_args(base))
     assert (cfg.max_calls, cfg.stall_timeout_s) == (250, 12.5)
     with pytest.raises(SystemExit):
         build_parser().parse_args([*base, "--max-calls", "-1"])
@@ -252,8 +260,9 @@ async def test_wss_caller_to_proxy_to_wss_agent(tmp_path: Path) -> None:
                 flags += ["--upstream-ca", str(ca)]
             args = build_parser().parse_args(flags)
             receipts: list[Receipt] = []
-            proxy = Proxy(_proxy_config(args), sinks=[receipts.append])
-            port = await proxy.start("127.0.0.1", 0, _server_ssl(args))
+            served = serve_config(args)
+            proxy = Proxy(served.proxy, sinks=[receipts.append])
+            port = await proxy.start("127.0.0.1", 0, served.tls)
             try:
                 if trusted:
                     results["call"] = await healthy_call(
@@ -303,7 +312,8 @@ async def test_event_api_needs_its_token_binds_loopback_and_logs_hold_no_secrets
         upstream = f"ws://user:{URL_PASSWORD}@127.0.0.1:{agent.port}/?api_key={URL_KEY}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VOXPROXY_", "OTEL_"))}
         env |= {"VOXPROXY_SECRET": SECRET, "VOXPROXY_EVENTS_TOKEN": TOKEN}
-        cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--listen", f"127.0.0.1:{port}"]
+        cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", "1"]
+        cmd += ["--listen", f"127.0.0.1:{port}"]
         cmd += ["--upstream", upstream, "--dialect", "twilio", "--log-level", "debug"]
         cmd += ["--receipts", str(tmp_path / "r.jsonl"), "--events-listen", ":0"]
         cmd += ["--metrics-listen", ":0", "--drain-timeout", "0"]

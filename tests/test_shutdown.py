@@ -54,6 +54,8 @@ def _start_proxy(port: int, upstream: str, receipts: Path, *extra: str) -> subpr
         "-m",
         "voxproxy.cli",
         "proxy",
+        "--workers",
+        "1",
         "--listen",
         f"127.0.0.1:{port}",
         "--upstream",

@@ -1,22 +1,26 @@
 """The ``voxproxy`` command: a thin layer over the Python API.
 
-Every flag of ``voxproxy proxy`` can also be set with an environment variable
-named ``VOXPROXY_`` + the flag in upper case with dashes as underscores
-(``--receipts`` -> ``VOXPROXY_RECEIPTS``); a flag given on the command line wins.
+Every flag of every subcommand can also be set with an environment variable named
+``VOXPROXY_`` + the flag in upper case with dashes as underscores (``--receipts`` ->
+``VOXPROXY_RECEIPTS``); a flag given on the command line wins. The names are shared:
+``VOXPROXY_EVENTS_TOKEN`` is the proxy's ``--events-token`` and the mock agent's.
+Repeatable flags (``--scenario A --scenario B``) and positional arguments are read from
+the command line only. A variable that does not parse is an error only for a subcommand
+that has the flag and is run.
+
+``voxproxy proxy`` parses its flags into a :class:`voxproxy.server.ServeConfig`
+(:func:`serve_config`) and runs :func:`voxproxy.server.serve`; where the other
+subcommands live is said in :mod:`voxproxy.commands`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import difflib
 import errno
-import gc
-import json
 import logging
 import os
 import re
-import signal
 import ssl
 import sys
 from collections.abc import Callable, Sequence
@@ -28,19 +32,28 @@ from voxproxy.errors import ConfigError, VoxproxyError
 log = logging.getLogger("voxproxy")
 
 
-def _env(flag: str) -> str:
+def env_name(flag: str) -> str:
     return "VOXPROXY_" + flag.lstrip("-").upper().replace("-", "_")
+
+
+_ENV_ACTIONS = (None, "store", "store_true")
 
 
 class _EnvDefaults(argparse.ArgumentParser):
     """An ArgumentParser whose options fall back to VOXPROXY_* environment variables, that
     names the closest flag for a mistyped one, and errs in one line, not a usage dump."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._env_errors: list[str] = []  # variables that did not parse, raised if run
+        super().__init__(*args, **kwargs)
+
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         if any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
             return super().parse_known_args(args, namespace)  # its subcommands check
+        if self._env_errors:
+            raise ConfigError(self._env_errors[0])
         known = {o for action in self._actions for o in action.option_strings}
         for token in list(args if args is not None else sys.argv[1:]):
             if token == "--":
@@ -55,25 +68,42 @@ class _EnvDefaults(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
+        """As argparse's; a ``--flag`` that stores one value also reads ``VOXPROXY_FLAG``."""
+        flag = next((n for n in names if isinstance(n, str) and n.startswith("--")), None)
+        if flag is not None and kwargs.get("action") in _ENV_ACTIONS:
+            env = env_name(flag)
+            if env in os.environ:
+                self._env_default(env, os.environ[env], kwargs)
+            if kwargs.get("help") is not argparse.SUPPRESS:
+                kwargs["help"] = f"{kwargs.get('help') or ''} [env {env}]".lstrip()
+        return super().add_argument(*names, **kwargs)
+
+    def _env_default(self, env: str, raw: str, kwargs: dict[str, Any]) -> None:
+        if kwargs.get("action") == "store_true":
+            kwargs["default"] = raw.lower() in ("1", "true", "yes", "on")
+            return
+        kind: Callable[[str], Any] = kwargs.get("type", str)
+        try:
+            value = kind(raw)
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            self._env_errors.append(f"{env}={raw!r}: {exc}")
+            return
+        choices = kwargs.get("choices")
+        if choices is not None and value not in choices:
+            self._env_errors.append(f"{env}={raw!r}: not one of {', '.join(map(str, choices))}")
+            return
+        kwargs["default"] = value
+        kwargs.pop("required", None)
+
     def add_env_argument(self, flag: str, **kwargs: Any) -> None:
-        env = _env(flag)
-        help_text = kwargs.pop("help", "")
+        """:meth:`add_argument`, with the default shown in the help."""
         default = kwargs.get("default")
-        if env in os.environ:
-            raw = os.environ[env]
-            kind: Callable[[str], Any] = kwargs.get("type", str)
-            if kwargs.get("action") == "store_true":
-                kwargs["default"] = raw.lower() in ("1", "true", "yes", "on")
-            else:
-                try:
-                    kwargs["default"] = kind(raw)
-                except (ValueError, argparse.ArgumentTypeError) as exc:
-                    raise ConfigError(f"{env}={raw!r}: {exc}") from exc
-                kwargs.pop("required", None)
         if isinstance(default, tuple) and len(default) == 2:
             default = f"{default[0]}:{default[1]}"  # HOST:PORT as it is typed
         shown = f" (default: {default})" if default not in (None, False) else ""
-        self.add_argument(flag, help=f"{help_text}{shown} [env {env}]", **kwargs)
+        kwargs["help"] = kwargs.get("help", "") + shown
+        self.add_argument(flag, **kwargs)
 
 
 def host_port(value: str) -> tuple[str, int]:
@@ -96,20 +126,6 @@ def upstream_url(value: str) -> str:
             f"expected a ws://, wss://, http:// or https:// URL, got {value!r}"
         )
     return value
-
-
-def redact_url(url: str) -> str:
-    """``url`` fit for a log line: no credentials, no query (either may carry a token)."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    port = f":{parts.port}" if parts.port is not None else ""
-    auth = "***@" if parts.username is not None or parts.password is not None else ""
-    query = "?***" if parts.query else ""
-    return f"{parts.scheme}://{auth}{host}{port}{parts.path}{query}"
 
 
 def positive_int(value: str) -> int:
@@ -231,6 +247,22 @@ def _add_proxy(sub: Any) -> None:
         "the handshake (webrtc: its offer) with HTTP 503 and Retry-After (no agent session, no "
         "receipt; counted and logged). The default is about what one proxy core carries in "
         "real time",
+    )
+    p.add_env_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="processes serving --listen, sharing its port (SO_REUSEPORT), one receipts file, "
+        "one /metrics and one event API; --max-calls is each worker's. Default: one per CPU "
+        "this process may run on (websocket), 1 (webrtc); 1 serves in this process",
+    )
+    p.add_env_argument(
+        "--max-loop-lag-ms",
+        type=non_negative_float,
+        default=100.0,
+        help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop ran "
+        "this many ms late in the last second, or while its measurement is shedding: the "
+        "calls it has stay transparent (0: no such refusal; websocket transport; default 100)",
     )
     p.add_env_argument(
         "--idle-timeout",
@@ -410,6 +442,7 @@ def _proxy_config(args: argparse.Namespace) -> Any:
         ),
         session=_session_config(args),
         secret=args.secret.encode() if args.secret else None,
+        max_loop_lag_ms=args.max_loop_lag_ms or None,
     )
 
 
@@ -446,47 +479,6 @@ def _server_ssl(args: argparse.Namespace) -> ssl.SSLContext | None:
 EVENTS_DEFAULT = ("127.0.0.1", 8767)
 
 
-async def _start_services(
-    args: argparse.Namespace,
-    proxy: Any,
-    telemetry: Any,
-    journal: Any,
-    left: Any,
-    session: Any,
-    events_listen: tuple[str, int] | None,
-) -> Any:
-    """What both proxies start beside their listener: telemetry (and /metrics), the
-    crash journal with the receipts a killed proxy left owed, the event API."""
-    from voxproxy.eventapi import EventApi
-    from voxproxy.httpserve import HEADER_TIMEOUT_S
-    from voxproxy.proxy import recover_crashed
-
-    await telemetry.start()
-    _log_metrics_listener(telemetry)
-    proxy.journal = journal
-    if left:
-        recover_crashed(proxy, left, session)
-    if events_listen is None:
-        return None
-    events_api = EventApi(
-        proxy.live,
-        proxy.secret,
-        args.events_token,
-        header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
-        names=frozenset(_csv(args.event_names)) if args.event_names else None,
-    )
-    await events_api.start(*events_listen)
-    return events_api
-
-
-def _log_metrics_listener(telemetry: object) -> None:
-    """Say where /metrics is served (the port actually bound, also when asked for 0)."""
-    listen = getattr(getattr(telemetry, "config", None), "metrics_listen", None)
-    port = getattr(telemetry, "metrics_port", None)
-    if listen is not None and port is not None:
-        log.info("metrics on http://%s:%d/metrics", listen[0], port)
-
-
 def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
     """Where the event API listens, or None; refuses to run it without a token."""
     from voxproxy.eventapi import MIN_TOKEN_CHARS
@@ -503,27 +495,6 @@ def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
         raise ConfigError(f"--events-token must be at least {MIN_TOKEN_CHARS} characters")
     listen: tuple[str, int] = args.events_listen or EVENTS_DEFAULT
     return listen
-
-
-async def _keep_alive(journal: Any) -> None:
-    """Tell the call journal the process is alive, so that a crash is placed in time."""
-    import time
-
-    from voxproxy.receipts.journal import ALIVE_INTERVAL_S
-
-    while True:
-        journal.alive(time.time_ns())
-        await asyncio.sleep(ALIVE_INTERVAL_S)
-
-
-def _watch_fds() -> asyncio.Task[None]:
-    """Raise the open-files limit as far as allowed, log it, and watch it (see fdwatch)."""
-    from voxproxy.fdwatch import raise_fd_limit, watch_fds
-
-    limit = raise_fd_limit()
-    if limit is not None:
-        log.info("open files: up to %d", limit)
-    return asyncio.get_running_loop().create_task(watch_fds())
 
 
 def _csv(value: str | None) -> tuple[str, ...]:
@@ -565,318 +536,78 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
     )
 
 
-def _cmd_proxy_webrtc(args: argparse.Namespace) -> int:
-    """``voxproxy proxy --transport webrtc``: the same receipts, sinks and telemetry."""
-    from voxproxy.proxy_webrtc import WebRtcProxy
-    from voxproxy.receipts.journal import CallJournal
-    from voxproxy.receipts.model import Receipt
-    from voxproxy.receipts.policy import load_policy
-    from voxproxy.receipts.store import ReceiptStore
-    from voxproxy.receipts.verdict import judged
-    from voxproxy.receipts.writer import ReceiptWriter
-    from voxproxy.telemetry import TelemetryConfig, make_telemetry, otlp_requested
-    from voxproxy.transports.webrtc import use_host_addresses
+def serve_config(args: argparse.Namespace) -> Any:
+    """The :class:`voxproxy.server.ServeConfig` that ``voxproxy proxy ARGS`` runs."""
+    from voxproxy.server import EventsConfig, ServeConfig
+    from voxproxy.telemetry import TelemetryConfig, otlp_requested
 
-    config = _webrtc_config(args)
-    if args.tls_cert:
-        raise ConfigError("--tls-cert is not supported with --transport webrtc yet")
-    host, port = args.listen
-    policy = load_policy(args.policy)
+    webrtc = getattr(args, "transport", "websocket") == "webrtc"
+    if webrtc:
+        proxy = _webrtc_config(args)
+        if args.tls_cert:
+            raise ConfigError("--tls-cert is not supported with --transport webrtc yet")
+        tls = None
+    else:
+        if not args.upstream.startswith(("ws://", "wss://")):
+            raise ConfigError(f"--upstream must be a ws:// or wss:// URL, got {args.upstream!r}")
+        proxy = _proxy_config(args)
+        tls = _server_ssl(args)
+    from voxproxy.httpserve import HEADER_TIMEOUT_S
+
     events_listen = _events_listen(args)
-    if args.ice_host:
-        use_host_addresses(_csv(args.ice_host))
+    events = None
+    if events_listen is not None:
+        events = EventsConfig(
+            args.events_token,
+            events_listen,
+            names=frozenset(_csv(args.event_names)) if args.event_names else None,
+            header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
+        )
+    return ServeConfig(
+        proxy,
+        listen=args.listen,
+        receipts=args.receipts,
+        store=args.store,
+        policy=args.policy,
+        tls=tls,
+        telemetry=TelemetryConfig(
+            otlp=args.otel or otlp_requested(),
+            metrics_listen=args.metrics_listen,
+            legacy_ms_metrics=args.metrics_legacy_ms,
+        ),
+        events=events,
+        drain_timeout_s=args.drain_timeout,
+        watch_fds=True,
+        ice_hosts=_csv(args.ice_host) if webrtc else (),
+        workers=_workers(args, webrtc),
+    )
 
-    async def main() -> None:
-        journal = CallJournal.beside(args.receipts)
-        left = journal.open()  # calls a killed proxy left open
-        writer = ReceiptWriter(args.receipts, on_written=journal.written)
-        store = ReceiptStore(args.store) if args.store else None
-        sinks: list[Callable[[Receipt], None]] = [writer.write]
-        if store is not None:
-            sinks.append(store.write)
-        telemetry = make_telemetry(
-            TelemetryConfig(
-                otlp=args.otel or otlp_requested(),
-                metrics_listen=args.metrics_listen,
-                legacy_ms_metrics=args.metrics_legacy_ms,
-            )
-        )
-        proxy = WebRtcProxy(
-            config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy)
-        )
-        events_api = await _start_services(
-            args, proxy, telemetry, journal, left, config.session, events_listen
-        )
-        bound = await proxy.start(host, port)
-        log.info(
-            "voxproxy %s (webrtc) answering offers on http://%s:%d/whip and /api/offer -> %s "
-            "(%s), receipts to %s",
-            __version__,
-            host,
-            bound,
-            redact_url(config.relay.upstream),
-            config.relay.signaling,
-            args.receipts,
-        )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        fds = _watch_fds()
-        alive = loop.create_task(_keep_alive(journal))
-        await stop.wait()
-        fds.cancel()
-        alive.cancel()
-        log.info(
-            "shutting down: draining %d call(s) for up to %.0f s", proxy.active, args.drain_timeout
-        )
-        if events_api is not None:
-            await events_api.stop()
-        try:
-            await proxy.stop(args.drain_timeout)
-            await telemetry.aclose()
-        finally:
-            writer.close()
-            journal.close()
-            log.info("%d receipt(s) written to %s", writer.written, args.receipts)
-            if store is not None:
-                store.close()
-            refused = proxy.server.admission.refused
-            if refused:
-                log.info("%d offer(s) refused at capacity", refused)
 
-    _run(main())
-    return 0
+def _workers(args: argparse.Namespace, webrtc: bool) -> int:
+    if args.workers is not None:
+        return int(args.workers)
+    if webrtc:
+        return 1
+    from voxproxy.workers import default_workers
+
+    return default_workers()
 
 
 def _cmd_proxy(args: argparse.Namespace) -> int:
-    if getattr(args, "transport", "websocket") == "webrtc":
-        return _cmd_proxy_webrtc(args)
-    if not args.upstream.startswith(("ws://", "wss://")):
-        raise ConfigError(f"--upstream must be a ws:// or wss:// URL, got {args.upstream!r}")
-    from voxproxy.proxy import Proxy
-    from voxproxy.receipts.journal import CallJournal
-    from voxproxy.receipts.model import Receipt
-    from voxproxy.receipts.policy import load_policy
-    from voxproxy.receipts.store import ReceiptStore
-    from voxproxy.receipts.verdict import judged
-    from voxproxy.receipts.writer import ReceiptWriter
-    from voxproxy.telemetry import TelemetryConfig, make_telemetry, otlp_requested
+    """``voxproxy proxy``: parse, then :func:`voxproxy.server.serve`."""
+    from voxproxy.server import serve
 
-    config = _proxy_config(args)
-    server_ssl = _server_ssl(args)
-    host, port = args.listen
-    policy = load_policy(args.policy)
-    events_listen = _events_listen(args)
-
-    async def main() -> None:
-        journal = CallJournal.beside(args.receipts)
-        left = journal.open()  # calls a killed proxy left open
-        writer = ReceiptWriter(args.receipts, on_written=journal.written)
-        store = ReceiptStore(args.store) if args.store else None
-        sinks: list[Callable[[Receipt], None]] = [writer.write]
-        if store is not None:
-            sinks.append(store.write)
-        telemetry = make_telemetry(
-            TelemetryConfig(
-                otlp=args.otel or otlp_requested(),
-                metrics_listen=args.metrics_listen,
-                legacy_ms_metrics=args.metrics_legacy_ms,
-            )
-        )
-        # One verdict per receipt, given before the sinks and telemetry see it.
-        proxy = Proxy(config, sinks=sinks, telemetry=telemetry, judge=lambda r: judged(r, policy))
-        events_api = await _start_services(
-            args, proxy, telemetry, journal, left, config.session, events_listen
-        )
-        bound = await proxy.server.start(host, port, server_ssl)
-        # Everything built at startup lives as long as the process: keep it out of the
-        # cyclic garbage collector's full passes (they would rescan it under load).
-        gc.freeze()
-        scheme = "wss" if server_ssl else "ws"
-        log.info(
-            "voxproxy %s listening on %s://%s:%d -> %s (dialect %s), receipts to %s",
-            __version__,
-            scheme,
-            host,
-            bound,
-            redact_url(config.relay.upstream),
-            config.dialect,
-            args.receipts,
-        )
-        log.info(
-            "verdicts under policy %s (version %s)%s",
-            policy.hash,
-            policy.version,
-            f"; receipts also stored in {args.store}" if store is not None else "",
-        )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        fds = _watch_fds()
-        alive = loop.create_task(_keep_alive(journal))
-        await stop.wait()
-        fds.cancel()
-        alive.cancel()
-        log.info(
-            "shutting down: draining %d call(s) for up to %.0f s", proxy.active, args.drain_timeout
-        )
-        try:
-            if events_api is not None:
-                await events_api.stop()
-            await proxy.stop(args.drain_timeout)
-            await telemetry.aclose()
-        finally:
-            # Whatever failed above, the receipts already handed to the writers reach the disk.
-            writer.close()
-            journal.close()
-            log.info("%d receipt(s) written to %s", writer.written, args.receipts)
-            if store is not None:
-                store.close()
-                log.info("%d receipt(s) stored in %s", store.written, args.store)
-            if proxy.refused_calls:
-                log.info("%d caller(s) refused at capacity", proxy.refused_calls)
-
-    _run(main())
+    serve(serve_config(args))
     return 0
-
-
-# -- mock agent ---------------------------------------------------------------------------
-
-
-def _add_mock_agent(sub: Any) -> None:
-    p: _EnvDefaults = sub.add_parser(
-        "mock-agent",
-        help="run the reference voice agent (for tests, demos and load runs)",
-        description="A websocket voice agent that answers each caller turn with recorded speech.",
-    )
-    p.add_argument("--listen", type=host_port, default=("127.0.0.1", 8766), help="HOST:PORT")
-    p.add_argument(
-        "--dialect",
-        choices=["raw", "twilio", "openai-realtime"],
-        default="raw",
-        help="wire to speak (openai-realtime: as an OpenAI Realtime server)",
-    )
-    p.add_argument("--sample-rate", type=positive_int, default=16000, help="raw: audio rate in Hz")
-    p.add_argument("--delay-ms", type=non_negative_float, default=600.0, help="response delay")
-    p.add_argument("--jitter-ms", type=non_negative_float, default=0.0, help="± response jitter")
-    p.add_argument(
-        "--send-mode", choices=["paced", "burst"], default="paced", help="real time or ahead of it"
-    )
-    p.add_argument(
-        "--barge-in",
-        choices=["flush", "silent", "never"],
-        default="flush",
-        help="on barge-in: stop and flush, stop without a flush, or never stop",
-    )
-    p.add_argument(
-        "--reaction-ms", type=non_negative_float, default=150.0, help="barge-in reaction time"
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed for jitter")
-    p.add_argument(
-        "--post-events-url",
-        default=os.environ.get("VOXPROXY_POST_EVENTS_URL"),
-        help="the proxy's event API (http://HOST:PORT): post a simulated tool's events per "
-        "answer [env VOXPROXY_POST_EVENTS_URL]",
-    )
-    p.add_argument(
-        "--events-token",
-        default=os.environ.get("VOXPROXY_EVENTS_TOKEN"),
-        help="bearer token for --post-events-url [env VOXPROXY_EVENTS_TOKEN]",
-    )
-    p.add_argument(
-        "--tool-latency-ms",
-        type=non_negative_float,
-        default=300.0,
-        help="simulated tool: tool.started -> tool.finished",
-    )
-    p.add_argument(
-        "--transcripts",
-        action="store_true",
-        help="raw and openai-realtime: report what the agent heard in each caller turn "
-        "(it recognizes the fixture clip; built-in imperfect texts unless --hypotheses)",
-    )
-    p.add_argument(
-        "--hypotheses",
-        default=None,
-        metavar="FILE",
-        help="with --transcripts: YAML/JSON mapping caller clip name -> the text the agent "
-        "hears for it (clips not listed are heard perfectly)",
-    )
-    p.set_defaults(func=_cmd_mock_agent)
-
-
-def _cmd_mock_agent(args: argparse.Namespace) -> int:
-    from voxproxy.mockagent import MockAgentConfig, run_cli
-    from voxproxy.mockagent.hearing import load_hypotheses
-
-    config = MockAgentConfig(
-        dialect=args.dialect,
-        sample_rate_hz=args.sample_rate,
-        delay_ms=args.delay_ms,
-        jitter_ms=args.jitter_ms,
-        send_mode=args.send_mode,
-        barge_in=args.barge_in,
-        reaction_ms=args.reaction_ms,
-        seed=args.seed,
-        post_events_url=args.post_events_url,
-        events_token=args.events_token,
-        tool_latency_ms=args.tool_latency_ms,
-        transcripts=args.transcripts,
-        transcript_hypotheses=load_hypotheses(args.hypotheses) if args.hypotheses else None,
-    )
-    host, port = args.listen
-    _run(run_cli(config, host, port))
-    return 0
-
-
-# -- schema -------------------------------------------------------------------------------
-
-
-def _add_schema(sub: Any) -> None:
-    p = sub.add_parser("schema", help="print the JSON Schema of a voxproxy document")
-    p.add_argument("document", choices=["receipt"], help="which document")
-    p.set_defaults(func=_cmd_schema)
-
-
-def _cmd_schema(args: argparse.Namespace) -> int:
-    from voxproxy.receipts.model import Receipt
-
-    del args
-    print(json.dumps(Receipt.model_json_schema(by_alias=True), indent=2))
-    return 0
-
-
-# -- demo ---------------------------------------------------------------------------------
-
-
-def _add_demo(sub: Any) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="start a mock agent and the proxy, run scripted calls through both, show receipts",
-    )
-    p.add_argument("--out", default="voxproxy-demo", help="directory for receipts and results")
-    p.set_defaults(func=_cmd_demo)
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from voxproxy.demo import run_demo
-
-    status: int = _run(run_demo(args.out))
-    return status
 
 
 # -- main ---------------------------------------------------------------------------------
 
 
 def _run(coro: Any) -> Any:
-    try:
-        import uvloop
+    from voxproxy.server import run_loop
 
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
+    return run_loop(coro)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -888,9 +619,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"voxproxy {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_EnvDefaults)
     _add_proxy(sub)
-    _add_mock_agent(sub)
-    _add_schema(sub)
-    _add_demo(sub)
     import importlib
 
     from voxproxy.commands import MODULES

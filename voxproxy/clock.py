@@ -14,6 +14,7 @@ import contextlib
 import time
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Callable
 
 from voxproxy import timebase
 
@@ -35,8 +36,17 @@ class LagMonitor:
     inherits it as uncertainty (MEASUREMENT.md 2). Only lags of ``min_lag_ms`` or more
     are kept, the last ``keep`` of them."""
 
-    def __init__(self, period_s: float = 0.02, min_lag_ms: float = 0.5, keep: int = 20000) -> None:
+    def __init__(
+        self,
+        period_s: float = 0.02,
+        min_lag_ms: float = 0.5,
+        keep: int = 20000,
+        *,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        """``clock`` reads monotonic nanoseconds (tests pass a fake one)."""
         self.period_s = period_s
+        self._clock = clock
         self._min_ns = int(min_lag_ms * 1_000_000)
         self._times: deque[int] = deque(maxlen=keep)
         self._lags: deque[int] = deque(maxlen=keep)
@@ -68,6 +78,18 @@ class LagMonitor:
             i += 1
         return worst
 
+    def recent_max_ns(self, window_ns: int) -> int:
+        """The longest lag recorded in the last ``window_ns``: the loop's load now."""
+        since = self._clock() - window_ns
+        times, lags = self._times, self._lags
+        worst = 0
+        for i in range(len(times) - 1, -1, -1):
+            if times[i] < since:
+                break
+            if lags[i] > worst:
+                worst = lags[i]
+        return worst
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -81,8 +103,9 @@ class LagMonitor:
 
     async def _run(self) -> None:
         period_ns = int(self.period_s * 1e9)
+        clock = self._clock
         while True:
-            due = time.monotonic_ns() + period_ns
+            due = clock() + period_ns
             await asyncio.sleep(self.period_s)
-            now = time.monotonic_ns()
+            now = clock()
             self.record(now, now - due)

@@ -56,6 +56,10 @@ class AnomalyKind(enum.StrEnum):
     # Agent audio queued so far ahead of real time (over a minute) that only its place on the
     # playout timeline is kept, not its samples: counted per message; it is not analysed.
     AGENT_AUDIO_AHEAD = "agent_audio_ahead"
+    # The proxy's measurement fell behind its forwarding (a saturated core) and shed this
+    # message's audio: counted per message; the audio is not analysed (still forwarded),
+    # and figures near it are withheld (reason measurement_shed).
+    MEASUREMENT_SHED = "measurement_shed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import ssl
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from voxproxy.dialects.base import Decoder, DialectOptions, make_decoder
 from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, ToolEvent
 from voxproxy.ids import keyed_hash, new_secret
 from voxproxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids
+from voxproxy.measuring import Item, MeasurementQueue
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("voxproxy.proxy")
 
 NS_PER_MS = 1_000_000
+DEFAULT_MAX_LOOP_LAG_MS = 100.0
+LAG_WINDOW_NS = 1_000 * NS_PER_MS  # the event-loop lag admission looks at: the last second
 
 CALL_ID_HEADER = "X-Voxproxy-Call"
 
@@ -62,6 +66,9 @@ class ProxyConfig:
     dialect_options: DialectOptions = field(default_factory=DialectOptions)
     session: SessionConfig = field(default_factory=SessionConfig)
     secret: bytes | None = None
+    # A new call is refused (503, Retry-After) while the event loop ran this late in the
+    # last second, or while measurement sheds (None: no such refusal).
+    max_loop_lag_ms: float | None = DEFAULT_MAX_LOOP_LAG_MS
 
 
 ReceiptSink = Callable[[Receipt], None]
@@ -81,7 +88,16 @@ class _Unmeasured:
 class CallContext:
     """Observer of one relayed call: feeds the session, emits the receipt at the end."""
 
-    __slots__ = ("_media", "_proxy", "_wire_pending", "link_id", "session", "trace")
+    __slots__ = (
+        "_end",
+        "_media",
+        "_proxy",
+        "_wire_pending",
+        "backlog",
+        "link_id",
+        "session",
+        "trace",
+    )
 
     def __init__(self, proxy: Proxy, t_ns: int, decoder: Decoder | None = None) -> None:
         self._proxy = proxy
@@ -102,6 +118,8 @@ class CallContext:
         self.trace: CallTrace | None = None
         self._wire_pending = True  # the wire's own call ids are not known yet
         self._media = False  # a message of this call has carried audio
+        self.backlog: deque[Item] | None = None  # messages queued for measurement
+        self._end: tuple[int, EndInfo] | None = None  # the call ended with a backlog
         proxy.live.add_link(self, self.link_id)
         proxy.telemetry.call_opened()
         proxy.journal_opened(self.link_id, t_ns, "websocket", cfg.dialect)
@@ -139,9 +157,54 @@ class CallContext:
 
     def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
         """Measure one message; says whether it carried audio (for the idle timeout):
-        None until the call's wire has carried any, since until then it cannot tell."""
+        None until the call's wire has carried any, since until then it cannot tell, and
+        when its measurement is queued for a later turn of the loop (see measuring.py)."""
+        queue = self._proxy.measuring
+        if not queue.may_measure_now(self):
+            queue.defer(self, (direction, payload, t_ns))
+            return None
+        start = queue.cpu_now()
+        try:
+            return self._measure(direction, payload, t_ns, False)
+        finally:
+            queue.charge(queue.cpu_now() - start)
+
+    def measure_item(self, item: Item, shed: bool) -> None:
+        """Measure a message (or an event) queued earlier; never raises."""
+        direction, payload, t_ns = item
+        try:
+            if direction is None:
+                self.session.on_event(payload)  # type: ignore[arg-type]
+            else:
+                self._measure(direction, payload, t_ns, shed)  # type: ignore[arg-type]
+        except Exception:
+            self.session.note_measurement_error()
+
+    def backlog_drained(self) -> None:
+        if self._end is not None:
+            t_ns, info = self._end
+            self._end = None
+            self._close(t_ns, info)
+
+    def give_up(self) -> None:
+        """Measurement fell too far behind for this call: it keeps its traffic counts only
+        (its receipt says measurement_disabled)."""
         session = self.session
-        events = session.on_message(direction, payload, t_ns)
+        backlog = self.backlog
+        log.warning("measurement of a call fell too far behind: given up (still forwarded)")
+        session.measurement_disabled = True
+        if backlog:
+            for direction, payload, t_ns in backlog:
+                if direction is not None:
+                    session.anomalies[AnomalyKind.MEASUREMENT_SHED.value] += 1
+                    session.on_message(direction, payload, t_ns)  # type: ignore[arg-type]
+            backlog.clear()
+
+    def _measure(
+        self, direction: Direction, payload: bytes | str, t_ns: int, shed: bool
+    ) -> bool | None:
+        session = self.session
+        events = session.on_message(direction, payload, t_ns, shed=shed)
         if self._wire_pending and session.wire_call_id_hash is not None:
             # The wire just named the call: the event API may now be told about it by those
             # ids too (kept only as keyed hashes). Registered under the call's id even if
@@ -167,6 +230,9 @@ class CallContext:
 
     def on_event(self, ev: ToolEvent | StageMark) -> None:
         """An event from outside the media (the event API), stamped on arrival."""
+        if self.backlog is not None:
+            self._proxy.measuring.defer(self, (None, ev, ev.t_ns))  # after the messages before
+            return
         self.session.on_event(ev)
 
     def on_end(self, t_ns: int, info: EndInfo) -> None:
@@ -174,6 +240,13 @@ class CallContext:
         proxy.active -= 1
         proxy.live.remove(self)
         proxy.telemetry.call_closed()
+        if self.backlog is not None:
+            self._end = (t_ns, info)  # closed once its queued messages are measured
+            return
+        self._close(t_ns, info)
+
+    def _close(self, t_ns: int, info: EndInfo) -> None:
+        proxy = self._proxy
         terminal = _TERMINALS[info.cause]
         if info.cause is EndCause.CALLER_CLOSED and self.session.stream_stopped:
             terminal = "completed"
@@ -360,7 +433,22 @@ class Proxy(ReceiptOutlet):
         super().__init__(config.secret, config.dialect_options, sinks, telemetry, judge)
         self.config = config
         self.live: LiveCalls[CallContext] = LiveCalls(self.secret)  # for the event API
+        # Measurement runs after forwarding, within a budget per turn of the loop.
+        self.measuring = MeasurementQueue()
         self.server = RelayServer(config.relay, self._observer)
+        if config.max_loop_lag_ms is not None:
+            self.server.admission.overloaded = self._overloaded
+
+    def _overloaded(self) -> str | None:
+        """Why a new call would not be served transparently now, or None."""
+        bound = self.config.max_loop_lag_ms
+        assert bound is not None
+        lag_ns = self.clock_lag.recent_max_ns(LAG_WINDOW_NS)
+        if lag_ns > bound * NS_PER_MS:
+            return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
+        if self.measuring.shedding:
+            return "measurement is shedding"
+        return None
 
     def _observer(self, t_ns: int) -> CallContext:
         try:
@@ -375,12 +463,20 @@ class Proxy(ReceiptOutlet):
 
     @property
     def refused_calls(self) -> int:
-        """Callers refused with 503 because ``max_calls`` calls were in progress."""
+        """Callers refused with 503: ``max_calls`` calls were in progress, or the proxy
+        was overloaded (``max_loop_lag_ms``)."""
         return self.server.admission.refused
 
-    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
+    async def start(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        reuse_port: bool = False,
+    ) -> int:
         self.clock_lag.start()
-        return await self.server.start(host, port, ssl_context)
+        return await self.server.start(host, port, ssl_context, reuse_port=reuse_port)
 
     async def stop(self, drain_s: float = 0.0) -> None:
         await self.server.stop(drain_s)

@@ -112,6 +112,10 @@ _MAX_ITEM_GAPS = 1024
 # audio beyond is not analysed (jitter, and a burst after a network stall, stay within).
 CALLER_AHEAD_TOLERANCE_MS = 2000.0
 _CALLER_AHEAD_NS = int(CALLER_AHEAD_TOLERANCE_MS * NS_PER_MS)
+# Shed audio this close to an edge withholds its figure: the noise floor's window (2 s)
+# covers the utterance gap (1 s) and the onset walks' two look-backs (640 ms).
+_SHED_MARGIN_NS = 2_000 * NS_PER_MS
+_SPAN_JOIN_NS = 100 * NS_PER_MS  # unanalysed spans this close are kept as one
 
 
 def _ms(ns: int | None) -> float | None:
@@ -205,6 +209,11 @@ class CallSession:
         # Spans of each direction the detector did not hear although audio was there (audio
         # too far ahead of real time): an edge near one is not a speech edge one can trust.
         self._unheard: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        # Spans of each direction's audio that measurement shed under load (not analysed:
+        # the shell's measurement fell behind its forwarding); figures near one are withheld.
+        self._shed: tuple[list[tuple[int, int]], list[tuple[int, int]]] = ([], [])
+        self._shedding = False  # the message being handled is to be shed
+        self._caller_break = False  # caller audio was shed: the next push starts afresh
         self._agent_unanalysed_ns = 0  # agent audio that played without its samples kept
         self._agent_skipped = False  # the agent detector's last audio was before such a span
         self.decoder = decoder
@@ -255,8 +264,15 @@ class CallSession:
 
     # -- input from the shell --------------------------------------------------------------
 
-    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
-        """Measure one forwarded message. Never raises; returns the decoded events."""
+    def on_message(
+        self, direction: Direction, payload: bytes | str, t_ns: int, *, shed: bool = False
+    ) -> list[Event]:
+        """Measure one forwarded message. Never raises; returns the decoded events.
+
+        ``shed``: the shell's measurement fell behind (a saturated core) and sheds this
+        message: it is decoded (stream starts, marks, flushes and the playout timeline
+        stay exact) but its audio is not analysed; figures near it are withheld with the
+        reason ``measurement_shed``."""
         self._messages[direction] += 1
         self._bytes[direction] += len(payload)
         if self.measurement_disabled:
@@ -264,13 +280,16 @@ class CallSession:
         if direction is CALLER_TO_AGENT and self._messages[direction] <= _WIRE_SAMPLE:
             self._note_wire(payload)
         try:
+            self._shedding = shed
             events = self.decoder.decode(direction, payload, t_ns)
             for ev in events:
                 self._handle(ev)
+            self._shedding = False
             if t_ns - self._last_pump_ns >= self._pump_interval_ns and not self._closed:
                 self._pump(t_ns)
             return events
         except Exception:
+            self._shedding = False
             self._own_failure()
             return []
 
@@ -433,6 +452,9 @@ class CallSession:
         conv = self._converter(ev.direction, ev.sample_rate_hz)
         dur = ev.pcm.size * 1_000_000_000 // ev.sample_rate_hz
         self._audio_ns[ev.direction] += dur
+        if self._shedding and not self._paced:
+            self._shed_audio(ev, dur)
+            return
         if ev.direction is CALLER_TO_AGENT:
             self._caller_audio(ev, conv, dur)
             return
@@ -448,6 +470,24 @@ class CallSession:
                 self.anomalies[AnomalyKind.AGENT_AUDIO_AHEAD.value] += 1
             if ev.item_id is not None:
                 self._note_item(ev.item_id, start, pcm.size * 1_000_000_000 // conv.out_rate_hz)
+
+    def _shed_audio(self, ev: Audio, dur: int) -> None:
+        """Audio whose analysis was shed: its span is kept (caller: the time it covers;
+        agent: its place on the playout timeline, which stays exact), its samples not."""
+        self.anomalies[AnomalyKind.MEASUREMENT_SHED.value] += 1
+        if ev.direction is CALLER_TO_AGENT:
+            self._caller_chunk_ns.append(dur)
+            self._caller_analysed_ns += dur  # its share of real time is spent all the same
+            self._caller_unanalysed_ns += dur
+            self._note_span(self._shed[CALLER_TO_AGENT], ev.t_ns - dur, ev.t_ns)
+            self._caller_break = True  # the detector does not walk across what it missed
+            return
+        playout = self._playout
+        assert playout is not None
+        start = playout.add_span(dur, ev.t_ns)
+        self._note_span(self._shed[AGENT_TO_CALLER], start, start + dur)
+        if ev.item_id is not None:
+            self._note_item(ev.item_id, start, dur)
 
     def _caller_audio(self, ev: Audio, conv: Converter, dur: int) -> None:
         """Caller audio is analysed only as far as it keeps to real time.
@@ -480,7 +520,8 @@ class CallSession:
         if pcm.size:
             # A captured frame of duration d that arrives at t covers [t - d, t].
             out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
-            det.push(pcm, ev.t_ns - out_dur, continuous=True)
+            det.push(pcm, ev.t_ns - out_dur, continuous=not self._caller_break)
+            self._caller_break = False
 
     def _agent_on_arrival(self, pcm: Pcm, rate: int, t_ns: int) -> None:
         """Paced agent audio: audible from its arrival (MEASUREMENT.md 3, the identity).
@@ -772,13 +813,32 @@ class CallSession:
         )
 
     def _note_unheard(self, direction: Direction, start_ns: int, end_ns: int) -> None:
-        """Audio of ``direction`` over ``[start_ns, end_ns]`` was not analysed (bounded:
-        past _MAX_SPANS the last span grows, which only withholds more)."""
-        spans = self._unheard[direction]
-        if spans and (start_ns <= spans[-1][1] or len(spans) >= _MAX_SPANS):
+        """Audio of ``direction`` over ``[start_ns, end_ns]`` was not analysed."""
+        self._note_span(self._unheard[direction], start_ns, end_ns)
+
+    @staticmethod
+    def _note_span(spans: list[tuple[int, int]], start_ns: int, end_ns: int) -> None:
+        """Add a span in time order (bounded: past _MAX_SPANS the last span grows, which
+        only withholds more); one that touches the last one extends it."""
+        if spans and (start_ns <= spans[-1][1] + _SPAN_JOIN_NS or len(spans) >= _MAX_SPANS):
             spans[-1] = (spans[-1][0], max(spans[-1][1], end_ns))
         else:
             spans.append((start_ns, end_ns))
+
+    def _shed_between(self, *edges: int | None, after_ns: int = 0) -> bool:
+        """Audio of either direction was shed within _SHED_MARGIN_NS of these edges, or
+        between them (or up to ``after_ns`` after the last): what the detector missed there
+        may have held an edge it never saw, or moved one through the state an edge walk
+        reads (the utterance's level, the noise floor, the look-backs)."""
+        caller, agent = self._shed
+        if not caller and not agent:
+            return False
+        times = [t for t in edges if t is not None]
+        if not times:
+            return False
+        lo = min(times) - _SHED_MARGIN_NS
+        hi = max(times) + _SHED_MARGIN_NS + after_ns
+        return any(a <= hi and b >= lo for spans in (caller, agent) for a, b in spans)
 
     def _unheard_near(self, direction: Direction, t_ns: int | None) -> bool:
         """An edge this close to unanalysed audio may be its border, not speech's: within a
@@ -825,6 +885,8 @@ class CallSession:
             return "caller_never_quiet"
         if not self._quiet_at(AGENT_TO_CALLER, agent_edge):
             return "agent_never_quiet"
+        if self._shed_between(caller_edge, agent_edge):
+            return "measurement_shed"
         if self._unheard_near(CALLER_TO_AGENT, caller_edge):
             return "caller_unanalysed"
         if self._unheard_near(AGENT_TO_CALLER, agent_edge):
@@ -851,7 +913,7 @@ class CallSession:
 
         def quiet(direction: Direction, ns: int | None) -> int | None:
             heard = self._quiet_at(direction, ns) and not self._unheard_near(direction, ns)
-            return ns if heard else None
+            return ns if heard and not self._shed_between(ns) else None
 
         barge_onsets = [t.barge_in.onset_ns for t in turns if t.barge_in is not None]
         # (No tool events, nothing to derive: the common case, and the fallback receipt's.)
@@ -875,6 +937,10 @@ class CallSession:
                 evidence = b.evidence()
                 stop_ns: int | None = b.stop_ns()
                 why = self._withheld(b.onset_ns, stop_ns)
+                if why is None and self._shed_between(
+                    b.onset_ns, stop_ns, after_ns=int(window * NS_PER_MS)
+                ):
+                    why = "measurement_shed"  # the stop may lie in what was shed
                 barge = BargeInRecord(
                     onset_ms=rel(b.onset_ns) or 0.0,
                     stop_ms=None if why else rel(stop_ns),
@@ -891,14 +957,28 @@ class CallSession:
             if ttfs_ns is not None:
                 ttfs_unc = self._uncertainty_ms(t.caller_offset_ns, t.agent_onset_ns)
                 why = self._withheld(t.caller_offset_ns, t.agent_onset_ns)
+                if why is None and self._shed_between(t.caller_onset_ns, t.agent_onset_ns):
+                    why = "measurement_shed"  # the turn's caller spurts may be grouped anew
                 if why is not None:
                     ttfs_ns, talk_over_ns, reason = None, None, why
+            elif reason in ("no_response", "call_ended") and self._shed_between(
+                t.caller_onset_ns,
+                t.caller_offset_ns,
+                after_ns=int(cfg.turns.response_timeout_ms * NS_PER_MS),
+            ):
+                reason = "measurement_shed"  # the answer may have come in what was shed
             reprompt_ns = t.reprompt_ns
             if t.kind is TurnKind.AGENT_INITIATED and not self._quiet_at(
                 CALLER_TO_AGENT, t.agent_onset_ns
             ):
                 # "No caller speech since" cannot be told when the caller never went quiet.
                 reprompt_ns, reason = None, "caller_never_quiet"
+            elif (
+                reprompt_ns is not None
+                and t.agent_onset_ns is not None
+                and self._shed_between(t.agent_onset_ns - reprompt_ns, t.agent_onset_ns)
+            ):
+                reprompt_ns, reason = None, "measurement_shed"  # the caller may have spoken
             records.append(
                 TurnRecord(
                     index=t.index,

@@ -56,6 +56,8 @@ def test_the_running_proxy_judges_and_stores_each_receipt(tmp_path: Path) -> Non
             "-m",
             "voxproxy.cli",
             "proxy",
+            "--workers",
+            "1",
             "--listen",
             "127.0.0.1:0",
             "--upstream",

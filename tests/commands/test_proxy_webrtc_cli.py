@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.webrtckit import wait_for
 
-from voxproxy.cli import build_parser, main
+from voxproxy.cli import build_parser, main, serve_config
 from voxproxy.clips import clip
 from voxproxy.harness.ports import free_port
 from voxproxy.loadgen.caller import Say, WaitAgentEnd
@@ -92,12 +92,10 @@ async def test_the_webrtc_proxy_process_relays_a_call_and_writes_its_receipt(
 
 
 def test_max_calls_and_idle_timeout_reach_the_webrtc_relay() -> None:
-    from voxproxy.cli import _webrtc_config
-
     args = build_parser().parse_args(["proxy", "--transport", "webrtc", "--upstream", "http://a"])
-    relay = _webrtc_config(args).relay
+    relay = serve_config(args).proxy.relay
     assert (relay.max_calls, relay.idle_timeout_s) == (200, 120.0)
     args = build_parser().parse_args(
         ["proxy", "--transport", "webrtc", "--upstream", "http://a", "--max-calls", "10"]
     )
-    assert _webrtc_config(args).relay.max_calls == 10
+    assert serve_config(args).proxy.relay.max_calls == 10

@@ -31,15 +31,30 @@ class _Record:
         return None
 
 
+PAUSE_MS = (1500.0, 1650.0)  # a pause inside the first run, shorter than the merge gap
+
+
+def _speech_pcm() -> np.ndarray:
+    """A 200 Hz tone at about -20 dBFS where the clip speaks, digital silence elsewhere."""
+    t = np.arange(RATE * 6) / RATE
+    pcm = (3000 * np.sin(2 * np.pi * 200 * t)).astype(np.int16)
+    ms = np.arange(pcm.size) * 1000 / RATE
+    speaking = ((ms >= 253) & (ms < 2067)) | ((ms >= 2382) & (ms < 5219))
+    speaking &= ~((ms >= PAUSE_MS[0]) & (ms < PAUSE_MS[1]))
+    pcm[~speaking] = 0
+    return pcm
+
+
 def _answer(played_ms: float) -> tuple[_Record, ResponseLog, Clip]:
-    """agent_order_status's shape: speech 253-2067 ms and 2382-5219 ms; the caller heard
-    the first ``played_ms`` of it (a flush then cut it)."""
+    """agent_order_status's shape: speech 253-2067 ms (with a 150 ms pause inside it,
+    merged) and 2382-5219 ms; the caller heard the first ``played_ms`` of it (a flush then
+    cut it)."""
     clip = Clip(
         name="answer",
         role="agent",
         kind="speech",
         text="",
-        pcm=np.zeros(RATE * 6, dtype=np.int16),
+        pcm=_speech_pcm(),
         sample_rate_hz=RATE,
         segments_ms=((253.0, 2067.0), (2382.0, 5219.0)),
     )
@@ -80,3 +95,16 @@ def test_a_few_ms_of_speech_before_a_flush_are_a_click_not_the_end_of_the_answer
     assert _end_ms(2382.0 + 59.0) == 2067.0
     assert _end_ms(2382.0 + 60.0) == 2442.0  # 60 ms: speech that was heard
     assert _end_ms(6000.0) == 5219.0  # played whole
+
+
+def test_an_answer_cut_inside_one_of_its_own_pauses_ends_on_the_speech_before_it() -> None:
+    """Issue 13: the accuracy benchmark's stop figures of -80 to -200 ms (interruption,
+    raw agents): the agent's flush came during a short pause of its answer, and the
+    truth took the flush as the end of speech, where the caller heard the pause's
+    silence; the proxy (and the truth rule: the offset is the last speech window) took
+    the end of the speech before the pause."""
+    assert _end_ms(PAUSE_MS[0] + 100.0) == PAUSE_MS[0]  # cut inside the pause
+    assert _end_ms(PAUSE_MS[0] + 1.0) == PAUSE_MS[0]
+    assert _end_ms(PAUSE_MS[0]) == PAUSE_MS[0]  # cut exactly where the pause begins
+    assert _end_ms(PAUSE_MS[1] + 100.0) == PAUSE_MS[1] + 100.0  # cut after it resumed
+    assert _end_ms(PAUSE_MS[0] - 50.0) == PAUSE_MS[0] - 50.0  # cut before the pause

@@ -96,3 +96,31 @@ def test_an_empty_file_has_no_receipts(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text("", encoding="utf-8")
     assert list(read_receipts(path)) == []
+
+
+def _append_from_a_process(path: str, first: int, count: int, pad: int) -> None:
+    writer = ReceiptWriter(path, fsync=False)
+    for n in range(first, first + count):
+        # A receipt larger than the file buffer: written in several pieces unless locked.
+        writer.write(receipt(n).model_copy(update={"dialect": "x" * pad}))
+    writer.close()
+
+
+def test_processes_appending_to_one_file_never_interleave_lines(tmp_path: Path) -> None:
+    import multiprocessing
+
+    path = tmp_path / "r.jsonl"
+    ctx = multiprocessing.get_context("fork")
+    procs = [
+        ctx.Process(target=_append_from_a_process, args=(str(path), 1000 * i, 60, 40_000))
+        for i in range(3)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    lines = path.read_text().splitlines()
+    assert len(lines) == 180
+    calls = [Receipt.model_validate_json(line).call for line in lines]  # every line whole
+    assert len(set(calls)) == 180

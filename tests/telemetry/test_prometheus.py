@@ -119,6 +119,8 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
             "-m",
             "voxproxy.cli",
             "proxy",
+            "--workers",
+            "1",
             "--listen",
             "127.0.0.1:0",
             "--upstream",

@@ -114,6 +114,25 @@ class Playout:
             queue.append(_Queued(start, None, start + d))
         return start
 
+    def add_span(self, duration_ns: int, t_ns: int) -> int:
+        """Queue a chunk by its duration only (its samples are not analysed: measurement
+        shed it); it takes its place on the timeline exactly as :meth:`add` would, and is
+        released with ``pcm=None``. Returns its start on the playout timeline."""
+        t = t_ns + self.offset_ns
+        start = t if self.cursor_ns is None else max(t, self.cursor_ns)
+        self.cursor_ns = start + duration_ns
+        self.chunks += 1
+        self.audio_ns += duration_ns
+        if duration_ns <= 0:
+            return start
+        queue = self._queue
+        last = queue[-1] if queue else None
+        if last is not None and last.pcm is None and last.span_end_ns == start:
+            last.span_end_ns = start + duration_ns
+        else:
+            queue.append(_Queued(start, None, start + duration_ns))
+        return start
+
     def queued_ns(self, t_ns: int) -> int:
         """How much audio is still to play after ``t_ns``."""
         if self.cursor_ns is None:

@@ -230,10 +230,13 @@ class _Timeline:
         self._t.append(t_ns)
 
     def t_at(self, pos: int) -> int:
-        i = bisect_right(self._pos, pos) - 1
+        anchors = self._pos
+        if anchors and pos >= anchors[-1]:  # the usual question: about the latest audio
+            return self._t[-1] + (pos - anchors[-1]) * 1_000_000_000 // self._rate
+        i = bisect_right(anchors, pos) - 1
         if i < 0:
             i = 0
-        return self._t[i] + (pos - self._pos[i]) * 1_000_000_000 // self._rate
+        return self._t[i] + (pos - anchors[i]) * 1_000_000_000 // self._rate
 
     def covers(self, pos: int) -> bool:
         """Whether ``pos`` still maps to a time (its anchor was not pruned)."""
@@ -302,7 +305,9 @@ class SpeechDetector:
         self._all_block_min = float("inf")
         self._all_block_mins: deque[float] = deque(maxlen=4)
         self._spurt_frames = 0  # active frames of the open spurt
-        self._recent_voicing: deque[bool] = deque(maxlen=NOISE_BED_SAMPLES)
+        # Each sampled frame's voicing, or its window while nobody has asked (a bed is
+        # only looked for when nothing in the last ~2 s was quiet: mostly never).
+        self._recent_voicing: deque[bool | Pcm] = deque(maxlen=NOISE_BED_SAMPLES)
         self.noise_beds = 0  # beds of noise recognised (the floor started again)
         self._clamp = cfg.floor_clamp_dbfs
         self._floor_db = cfg.floor_clamp_dbfs  # for the start threshold (clamped)
@@ -521,10 +526,18 @@ class SpeechDetector:
             self._block_tick()
             if win_db is None:
                 win_db = energies.tolist()
-            row = win_db[f * fm : (f + 1) * fm]
-            above = [i for i, e in enumerate(row) if e > start_thr]
-            first_above = win0 + above[0]
-            last_above = win0 + above[-1]
+            base = f * fm
+            end = base + fm
+            first = base
+            while first < end and not win_db[first] > start_thr:
+                first += 1
+            if first == end:
+                raise IndexError("a loud frame without a loud window")  # (as it always did)
+            last = end - 1
+            while not win_db[last] > start_thr:
+                last -= 1
+            first_above = win0 + first - base
+            last_above = win0 + last - base
             if self._in_spurt and self._t_of_win(win0) - self._last_active_t > merge_ns:
                 # A long pause: does the new onset, walked back, fall within the merge
                 # gap of the refined offset of the open spurt?
@@ -563,9 +576,9 @@ class SpeechDetector:
             self._last_active_t = self._t_of_win(last_above + 1)
             self._spurt_frames += 1
             if self._spurt_frames % NOISE_BED_STRIDE == 0:
-                if voiced is None:
-                    voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
-                self._recent_voicing.append(voiced)
+                self._recent_voicing.append(
+                    voiced if voiced is not None else self._voicing_window(usable, f)
+                )
                 if self._spurt_frames >= NOISE_BED_FRAMES and self._in_noise_bed():
                     self._restart_floor(win0 + fm)
         self._framed += n_frames * frame
@@ -583,9 +596,16 @@ class SpeechDetector:
         """The open spurt has gone on without pitch, and nothing in the last ~2 s was
         quiet against the floor: it is a bed of noise, not speech."""
         recent = self._recent_voicing
-        if len(recent) < NOISE_BED_SAMPLES or sum(recent) > 1:
+        if len(recent) < NOISE_BED_SAMPLES:
             return False
-        return self._all_floor() > self._floor_db + self.config.edge_margin_db
+        if self._all_floor() <= self._floor_db + self.config.edge_margin_db:
+            return False
+        pitched = 0
+        for i, v in enumerate(recent):
+            if not isinstance(v, bool):
+                v = recent[i] = self._voicing_window_of(v) > VOICING_THRESHOLD
+            pitched += v
+        return pitched <= 1
 
     def _restart_floor(self, now_win: int) -> None:
         """Take the bed's quietest frames as the floor; what stands above the new edge
@@ -631,6 +651,17 @@ class SpeechDetector:
             window = usable[lo : (f + 1) * frame]
         else:
             window = np.concatenate((self._prev_tail, usable[: (f + 1) * frame]))
+        return self._voicing_window_of(window)
+
+    def _voicing_window(self, usable: Pcm, f: int) -> Pcm:
+        """Frame ``f`` of ``usable`` with the 10 ms before it (a copy: kept for later)."""
+        frame = self._frame
+        lo = max(0, f * frame - self._voicing_extra)
+        if f * frame >= self._voicing_extra or self._prev_tail.size == 0:
+            return usable[lo : (f + 1) * frame].copy()
+        return np.concatenate((self._prev_tail, usable[: (f + 1) * frame]))
+
+    def _voicing_window_of(self, window: Pcm) -> float:
         return voicing(window, self._lag_lo, self._lag_hi, self.sample_rate_hz)
 
     def _update_floor(self, frame_db: float) -> None:

@@ -1,12 +1,28 @@
-"""Subcommands beyond the core ones in :mod:`voxproxy.cli`.
+"""Where the subcommands of ``voxproxy`` live: one rule.
 
-Each module listed in ``MODULES`` defines ``add_parser(sub)``, which adds its
+:mod:`voxproxy.cli` holds the parser machinery (``VOXPROXY_*`` environment
+defaults, one-line errors, the argument types) and ``voxproxy proxy``, the product
+itself, which parses its flags into a :class:`voxproxy.server.ServeConfig` and
+calls :func:`voxproxy.server.serve`. Every other subcommand is a module here,
+listed in ``MODULES`` (in the order ``voxproxy --help`` shows them), named after
+it (dashes as underscores). Each defines ``add_parser(sub)``, which adds its
 subcommand(s) to the ``voxproxy`` parser and sets ``func`` (taking the parsed
-arguments, returning an exit status). Import work happens inside ``func``, so
+arguments, returning an exit status). A subcommand only parses: the work is a
+call into the package's Python API, imported inside ``func`` so that
 ``voxproxy --help`` stays fast.
 
 The top of the house. May import: anything in voxproxy; nothing imports it but
 :mod:`voxproxy.cli`.
 """
 
-MODULES: list[str] = ["load", "load_merge", "verdict", "receipts", "gate", "transcripts"]
+MODULES: list[str] = [
+    "mock_agent",
+    "schema",
+    "demo",
+    "load",
+    "load_merge",
+    "verdict",
+    "receipts",
+    "gate",
+    "transcripts",
+]

@@ -19,17 +19,16 @@ from pathlib import Path
 from typing import Protocol
 
 from voxproxy.errors import UsageError
-from voxproxy.eventapi import EventApi
 from voxproxy.harness.ports import free_port
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.runner import LoadPlan, run_calls
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.proxy import ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
-from voxproxy.receipts.verdict import judged
+from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.simcall.log import CallLog
 from voxproxy.transports.websocket import RelayConfig
 
@@ -84,8 +83,7 @@ async def run_bench(
     policy = policy or load_policy()
     receipts: dict[str, Receipt] = {}
     mocks: list[MockAgent] = []
-    proxies: list[Proxy] = []
-    apis: list[EventApi] = []
+    proxies: list[ProxyServer] = []
     plans: list[LoadPlan] = []
     targets: list[str] = []
     stamp = f"{int(time.time()):x}"
@@ -104,18 +102,22 @@ async def run_bench(
             mocks.append(mock)
             if proxy_host is not None:
                 continue
-            proxy = Proxy(
-                ProxyConfig(RelayConfig(mock.url), dialect=proxy_dialect, secret=secret),
-                sinks=[lambda r: receipts.__setitem__(r.call, r), *extra_sinks],
-                judge=lambda r: judged(r, policy),
+            proxy = ProxyServer(
+                ServeConfig(
+                    ProxyConfig(RelayConfig(mock.url), dialect=proxy_dialect, secret=secret),
+                    listen=("127.0.0.1", 0),
+                    receipts=None,
+                    policy=policy,
+                    sinks=(lambda r: receipts.__setitem__(r.call, r), *extra_sinks),
+                    events=None
+                    if api_port is None
+                    else EventsConfig(token, ("127.0.0.1", api_port)),
+                    drain_timeout_s=1.0,
+                )
             )
-            if api_port is not None:
-                api = EventApi(proxy.live, proxy.secret, token)
-                await api.start("127.0.0.1", api_port)
-                apis.append(api)
-            port = await proxy.start("127.0.0.1", 0)
             proxies.append(proxy)
-            targets.append(f"ws://127.0.0.1:{port}")
+            await proxy.start()
+            targets.append(proxy.url)
         if proxy_host is not None:
             hosted = True
             targets = await proxy_host.start([m.url for m in mocks], secret)
@@ -141,9 +143,7 @@ async def run_bench(
             assert proxy_host is not None
             receipts.update(await proxy_host.stop())
         for proxy in proxies:
-            await proxy.stop(drain_s=1.0)
-        for api in apis:
-            await api.stop()
+            await proxy.stop()
         for mock in mocks:
             await mock.stop()
     out: list[BenchCall] = []

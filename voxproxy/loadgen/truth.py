@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
+from voxproxy.analysis.truth import truth_threshold_dbfs
+from voxproxy.audio.levels import window_energy_db
 from voxproxy.clips import Clip
 from voxproxy.clips import clip as load_clip
 from voxproxy.loadgen.caller import CallRecord
@@ -63,13 +68,48 @@ def agent_speech(
     return out
 
 
+_ACTIVE: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
+
+
+def _active_ms(c: Clip) -> npt.NDArray[np.bool_]:
+    """The truth rule's 1 ms windows of ``c`` that are speech (before merging)."""
+    key = (c.name, c.pcm.size, c.sample_rate_hz)
+    mask = _ACTIVE.get(key)
+    if mask is None:
+        threshold = truth_threshold_dbfs(c.pcm, c.sample_rate_hz)
+        window = c.sample_rate_hz // 1000
+        if threshold is None:
+            mask = np.zeros(0, dtype=np.bool_)
+        else:
+            mask = window_energy_db(c.pcm, window) > threshold
+        if len(_ACTIVE) > 256:
+            _ACTIVE.clear()
+        _ACTIVE[key] = mask
+    return mask
+
+
+def _speech_end_before_ms(c: Clip, a_ms: float, cut_ms: float) -> float:
+    """Where the speech heard of a run ``[a_ms, ...)`` ends when the stream was cut at
+    ``cut_ms``: a run's merged pauses are silence, so a cut inside one ends the speech
+    at the last speech window before it (MEASUREMENT.md 2: the offset is the last
+    window within 35 dB of the level), not at the cut."""
+    mask = _active_ms(c)
+    lo, hi = max(0, int(a_ms)), min(mask.size, int(cut_ms))
+    idx = np.flatnonzero(mask[lo:hi])
+    if idx.size == 0:  # no windows to read (a silent clip): the cut
+        return cut_ms
+    return min(cut_ms, float(lo + int(idx[-1]) + 1))
+
+
 def response_speech(
     record: CallRecord, r: ResponseLog, c: Clip, rate: int, played: list[tuple[int, int]]
 ) -> AgentSpeech | None:
     """A response's first speech sample and the end of its last audible run: the parts of
     its clip's speech that played, merged across pauses shorter than the merge gap, less
     a last run shorter than ``MIN_SPEECH_MS`` (a few ms of speech before a flush are a
-    click to any listener, and to the truth rule)."""
+    click to any listener, and to the truth rule). A run cut by a flush ends at its last
+    speech window before the cut: a cut inside one of the run's own pauses leaves that
+    pause silent."""
     base = r.stream_pos - r.skipped_samples  # stream position of the clip's sample 0
 
     def pos(ms: float) -> int:
@@ -93,6 +133,10 @@ def response_speech(
             last_played = min(b, end)
         if last_played is None:
             continue
+        if last_played < pos(b_ms):  # cut inside the run: it ends on its last speech heard
+            cut_ms = (last_played - base) * 1000 / rate
+            end_ms = _speech_end_before_ms(c, a_ms, cut_ms)
+            last_played = max(a + 1, min(last_played, pos(end_ms)))
         t0 = record.play_time(a)
         t = record.play_time(last_played - 1)
         if t0 is None or t is None:

@@ -53,9 +53,10 @@ class BargeInRecord(_Model):
         default=None,
         description="Why stop_ms is withheld: caller_never_quiet, agent_never_quiet, "
         "caller_unanalysed or agent_unanalysed (an edge beside audio that ran too far ahead "
-        "of real time to be analysed), clock_lag, or caller_noise and agent_noise (the "
+        "of real time to be analysed), clock_lag, caller_noise and agent_noise (the "
         "uncertainty exceeds the policy's bound because noise may hide that much of an "
-        "edge).",
+        "edge), or measurement_shed (the proxy's measurement fell behind under load and shed "
+        "audio near the figure: see the measurement_shed anomaly).",
     )
     evidence: Literal["flush", "ceased"]
     ambiguous: bool = Field(
@@ -111,7 +112,8 @@ class TurnRecord(_Model):
         "caller_unanalysed and agent_unanalysed (an edge beside audio that ran too far ahead "
         "of real time to be analysed), clock_lag (the proxy's clock readings ran too late to "
         "trust), caller_noise and agent_noise (noise may hide more of an edge than the "
-        "policy's bound), ...",
+        "policy's bound), measurement_shed (the proxy's measurement fell behind under load "
+        "and shed audio near the figure or where the answer may lie), ...",
     )
     talk_over_ms: float | None = None
     reprompt_ms: float | None = None

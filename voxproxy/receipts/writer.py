@@ -6,10 +6,16 @@ leaves only complete lines behind, except possibly a torn last one that
 readers skip (see :func:`read_receipts`). A writer opening a file that ends in
 such a torn line cuts it off first, so that its own lines never get glued to
 the fragment and every complete line of the file stays a receipt.
+
+Several processes may append to one file (``voxproxy proxy --workers N``): the
+file is opened with ``O_APPEND`` and each line is written and flushed under an
+exclusive ``flock``, which the torn-tail cut takes too, so lines never interleave
+and no writer cuts another's line in progress.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -30,6 +36,7 @@ def cut_torn_tail(path: Path) -> int:
     if not path.exists():
         return 0
     with open(path, "rb+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released on close
         size = fh.seek(0, os.SEEK_END)
         end = size
         while end > 0:
@@ -86,8 +93,12 @@ class ReceiptWriter:
                 assert isinstance(item, tuple)
                 line, receipt = item
                 try:
-                    fh.write(line)
-                    fh.flush()
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # other processes' lines
+                    try:
+                        fh.write(line)
+                        fh.flush()
+                    finally:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
                     if self._fsync:
                         os.fsync(fh.fileno())
                     self.written += 1

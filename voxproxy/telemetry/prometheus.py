@@ -57,3 +57,44 @@ class MetricsServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+def merge_expositions(texts: list[str]) -> CollectorRegistry:
+    """One view of several processes' ``/metrics`` (Prometheus text format): samples with
+    the same name and labels are added up (counters, histogram buckets, sums and counts,
+    and the gauge of calls in progress); ``target_info`` and info metrics, which say the
+    same of every process, are kept once, and a ``_created`` time is the earliest.
+    Returned as a registry to encode."""
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families: dict[str, Metric] = {}
+    values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            if family.name not in families:
+                families[family.name] = Metric(
+                    family.name, family.documentation, family.type, family.unit
+                )
+                values[family.name] = {}
+            seen = values[family.name]
+            once = family.type == "info" or family.name == "target_info"
+            for sample in family.samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                if key in seen and (once or sample.name.endswith("_created")):
+                    seen[key] = min(seen[key], sample.value) if not once else seen[key]
+                    continue
+                seen[key] = seen.get(key, 0.0) + sample.value
+    merged = []
+    for name, family in families.items():
+        for (sample_name, labels), value in values[name].items():
+            family.add_sample(sample_name, dict(labels), value)
+        merged.append(family)
+
+    class _Merged:
+        def collect(self) -> list[Metric]:
+            return merged
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Merged())
+    return registry

@@ -238,18 +238,32 @@ class RelayConfig:
 
 
 class Admission:
-    """Calls in progress against ``RelayConfig.max_calls``, and the callers refused."""
+    """Calls in progress against ``RelayConfig.max_calls``, and the callers refused.
 
-    __slots__ = ("active", "limit", "refused")
+    ``overloaded``, when set, says why the proxy would not serve a new call
+    transparently now (its measured load: event-loop lag), or None: a caller is then
+    refused as over capacity too (counted in ``refused`` and ``refused_overloaded``)."""
+
+    __slots__ = ("active", "limit", "overloaded", "reason", "refused", "refused_overloaded")
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self.active = 0
         self.refused = 0
+        self.refused_overloaded = 0
+        self.overloaded: Callable[[], str | None] | None = None
+        self.reason = ""  # why the last caller was refused
 
     def admit(self) -> bool:
         if self.limit is not None and self.active >= self.limit:
             self.refused += 1
+            self.reason = f"at capacity ({self.limit} calls in progress)"
+            return False
+        why = self.overloaded() if self.overloaded is not None else None
+        if why is not None:
+            self.refused += 1
+            self.refused_overloaded += 1
+            self.reason = f"overloaded ({why})"
             return False
         self.active += 1
         return True
@@ -502,11 +516,11 @@ class Relay:
         n = admission.refused
         if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th ... refusal: a log line, not a flood
             log.warning(
-                "at capacity (%d calls in progress): caller refused with 503 (%d refused so far)",
-                admission.active,
+                "%s: caller refused with 503 (%d refused so far)",
+                admission.reason,
                 n,
             )
-        text = f"voxproxy: at capacity ({admission.limit} calls in progress); try again later"
+        text = f"voxproxy: {admission.reason}; try again later"
         self._refuse(503, text, EndCause.OVER_CAPACITY, Headers([("Retry-After", "1")]))
 
     def _subprotocol_selector(
@@ -917,9 +931,19 @@ class RelayServer:
         relay = Relay(self.config, self.observer_factory, self.relays, self.admission)
         return relay.caller
 
-    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
+    async def start(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        reuse_port: bool = False,
+    ) -> int:
+        """Listen; ``reuse_port`` shares the port with other processes (SO_REUSEPORT)."""
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(self._protocol, host, port, ssl=ssl_context)
+        self.server = await loop.create_server(
+            self._protocol, host, port, ssl=ssl_context, reuse_port=reuse_port or None
+        )
         sock = self.server.sockets[0]
         return int(sock.getsockname()[1])
 

@@ -1,0 +1,171 @@
+"""The measurement queue on fake clocks: measured at once within the budget, queued past
+it (order kept per call, calls taking turns), shed past ``shed_after_ms``, given up past
+``max_backlog``. No sleeps, no timed assertions: the CPU clock and the loop are fakes."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from voxproxy.measuring import Item, MeasurementQueue
+
+MS = 1_000_000
+
+
+class FakeLoop:
+    def __init__(self) -> None:
+        self.scheduled: list[Callable[[], None]] = []
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        self.scheduled.append(fn)
+
+    def turn(self) -> None:
+        todo, self.scheduled = self.scheduled, []
+        for fn in todo:
+            fn()
+
+
+class Call:
+    """A call that measures each item in ``cost_ns`` of fake CPU."""
+
+    def __init__(self, name: str, cpu: list[int], cost_ns: int) -> None:
+        self.name = name
+        self.backlog: deque[Item] | None = None
+        self.cpu = cpu
+        self.cost_ns = cost_ns
+        self.measured: list[tuple[object, bool]] = []
+        self.drained = 0
+        self.gave_up = False
+
+    def measure_item(self, item: Item, shed: bool) -> None:
+        self.cpu[0] += self.cost_ns
+        self.measured.append((item[1], shed))
+
+    def backlog_drained(self) -> None:
+        self.drained += 1
+
+    def give_up(self) -> None:
+        self.gave_up = True
+        assert self.backlog is not None
+        self.backlog.clear()
+
+    def message(self, queue: MeasurementQueue, payload: str, t_ns: int) -> None:
+        """What CallContext.on_message does with the queue."""
+        if queue.may_measure_now(self):
+            start = queue.cpu_now()
+            self.measure_item((0, payload, t_ns), False)
+            queue.charge(queue.cpu_now() - start)
+        else:
+            queue.defer(self, (0, payload, t_ns))
+
+
+def make(
+    budget_ms: float = 1.0, shed_after_ms: float = 500.0, max_backlog: int = 100
+) -> tuple[MeasurementQueue, FakeLoop, list[int], list[int]]:
+    loop, cpu, now = FakeLoop(), [0], [0]
+    queue = MeasurementQueue(
+        budget_ms=budget_ms,
+        shed_after_ms=shed_after_ms,
+        max_backlog=max_backlog,
+        cpu_ns=lambda: cpu[0],
+        now_ns=lambda: now[0],
+        call_soon=loop.call_soon,
+    )
+    return queue, loop, cpu, now
+
+
+def test_within_the_budget_everything_is_measured_at_once() -> None:
+    queue, loop, cpu, _ = make(budget_ms=1.0)
+    a = Call("a", cpu, cost_ns=MS // 10)
+    for turn in range(5):
+        for k in range(9):  # 0.9 ms per turn of the loop
+            a.message(queue, f"{turn}.{k}", 0)
+        loop.turn()
+    assert len(a.measured) == 45 and queue.deferred == 0 and a.backlog is None
+
+
+def test_past_the_budget_messages_wait_for_later_turns_in_order() -> None:
+    queue, loop, cpu, _ = make(budget_ms=1.0)
+    a, b = Call("a", cpu, cost_ns=MS // 2), Call("b", cpu, cost_ns=MS // 2)
+    for k in range(6):
+        a.message(queue, f"a{k}", 0)
+        b.message(queue, f"b{k}", 0)
+    # 0.5 ms each: two measured at once, then the budget is spent.
+    assert [p for p, _ in a.measured] == ["a0"] and [p for p, _ in b.measured] == ["b0"]
+    assert queue.queued == 10
+    turns = 0
+    while queue.queued:
+        before = cpu[0]
+        loop.turn()
+        turns += 1
+        # A turn measures while under the budget: at most one item beyond it.
+        assert cpu[0] - before <= queue.budget_ns + MS // 2
+    assert turns == 5
+    assert [p for p, _ in a.measured] == [f"a{k}" for k in range(6)]  # order kept per call
+    assert [p for p, _ in b.measured] == [f"b{k}" for k in range(6)]
+    assert a.backlog is None and a.drained == 1 and b.drained == 1
+    assert not any(shed for _, shed in a.measured + b.measured)
+    # Once drained, the next message is measured at once again.
+    loop.turn()
+    a.message(queue, "a6", 0)
+    assert a.measured[-1] == ("a6", False) and a.backlog is None
+
+
+def test_a_busy_loop_lets_measurement_take_as_long_as_forwarding_took() -> None:
+    queue, loop, cpu, _ = make(budget_ms=1.0)  # share 1.0, at most 10 ms
+    a = Call("a", cpu, cost_ns=MS)
+    for k in range(40):
+        a.message(queue, f"m{k}", 0)  # m0 at once (1 ms), the rest queued
+    loop.turn()  # nothing known of forwarding yet: 1 ms
+    assert len(a.measured) == 2
+    cpu[0] += 4 * MS  # forwarding took 4 ms of the loop before the next turn
+    loop.turn()
+    assert len(a.measured) == 6
+    cpu[0] += 50 * MS  # a long turn of forwarding: measurement still gets at most 10 ms
+    loop.turn()
+    assert len(a.measured) == 16
+    loop.turn()  # no forwarding in between: back to 1 ms
+    assert len(a.measured) == 17
+
+
+def test_a_call_with_a_backlog_queues_even_under_the_budget() -> None:
+    queue, loop, cpu, _ = make(budget_ms=1.0)
+    a = Call("a", cpu, cost_ns=2 * MS)
+    a.message(queue, "first", 0)  # over the budget alone
+    a.message(queue, "second", 0)
+    loop.turn()  # a new turn: budget again, but "second" waits behind nothing now
+    a.message(queue, "third", 0)
+    loop.turn()
+    assert [p for p, _ in a.measured] == ["first", "second", "third"]
+
+
+def test_messages_that_waited_too_long_are_shed_and_counted() -> None:
+    queue, loop, cpu, now = make(budget_ms=1.0, shed_after_ms=500.0)
+    a = Call("a", cpu, cost_ns=MS)
+    for k in range(4):
+        a.message(queue, f"m{k}", k * 20 * MS)  # 20 ms frames
+    now[0] = 560 * MS  # the loop was stalled: m1 and m2 waited more than 500 ms
+    assert queue.shedding is False  # nothing measured late yet
+    while queue.queued:
+        loop.turn()
+    assert a.measured == [("m0", False), ("m1", True), ("m2", True), ("m3", False)]
+    assert queue.shed == 2
+    # The queue says it sheds while the oldest item it measured last turn waited too long.
+    a.message(queue, "m4", 0)
+    loop.turn()
+    assert a.measured[-1] == ("m4", True) and queue.shed == 3 and queue.shedding
+    loop.turn()
+    assert not queue.shedding
+
+
+def test_a_call_too_far_behind_gives_up() -> None:
+    queue, loop, cpu, _ = make(budget_ms=1.0, max_backlog=10)
+    a, b = Call("a", cpu, cost_ns=2 * MS), Call("b", cpu, cost_ns=0)
+    a.message(queue, "a0", 0)
+    for k in range(11):
+        a.message(queue, f"a{k + 1}", 0)
+    assert a.gave_up and queue.given_up == 1 and queue.queued == 0
+    b.message(queue, "b0", 0)  # other calls are not held up by it
+    loop.turn()
+    loop.turn()
+    assert [p for p, _ in b.measured] == ["b0"]

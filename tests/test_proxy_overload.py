@@ -1,0 +1,238 @@
+"""Forwarding first under overload, over loopback.
+
+* Measurement queued past its budget (``MeasurementQueue``): every message is still
+  forwarded unchanged, in order, before any of it is measured; measured later, with its
+  arrival times, it gives the figures measuring at once gives.
+* Measurement shed: the shed messages are counted in the receipt, and no figure is
+  published from near them.
+* Admission on event-loop lag: a caller is refused with 503 and ``Retry-After`` while
+  the (injected) lag of the last second exceeds ``max_loop_lag_ms``, and let in again
+  once it has passed (a fake clock; no sleeps measured, no timed assertions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from support.faultkit import healthy_call, router_agent
+from support.groundtruth import NEVER_WITHHELD, beyond_lag
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from voxproxy.cli import _proxy_config, build_parser
+from voxproxy.clips import clip
+from voxproxy.clock import LagMonitor
+from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
+from voxproxy.loadgen.truth import turn_truths
+from voxproxy.measuring import MeasurementQueue
+from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
+from voxproxy.proxy import CallContext, Proxy, ProxyConfig
+from voxproxy.receipts.model import Receipt
+from voxproxy.session import SessionConfig
+from voxproxy.transports.websocket import RelayConfig
+
+NS_PER_MS = 1_000_000
+STEPS = [
+    Say(clip("caller_where_is_order")),
+    WaitAgentEnd(quiet_ms=400),
+    Say(clip("caller_yes")),
+    WaitAgentEnd(quiet_ms=400),
+]
+
+
+async def call_through(
+    queue: MeasurementQueue,
+    after_call: Callable[[list[CallContext], list[Receipt]], None] | None = None,
+) -> tuple[Receipt, CallRecord, CallLog, list[CallContext]]:
+    agent = MockAgent(MockAgentConfig(dialect="twilio", send_mode="paced", delay_ms=700.0, seed=3))
+    await agent.start()
+    receipts: list[Receipt] = []
+    proxy = Proxy(
+        ProxyConfig(
+            RelayConfig(agent.url),
+            dialect="twilio",
+            secret=b"overload",
+            session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
+        ),
+        sinks=[receipts.append],
+    )
+    proxy.measuring = queue
+    contexts: list[CallContext] = []
+    make = proxy.server.observer_factory
+
+    def observer(t_ns: int) -> CallContext:
+        ctx = make(t_ns)
+        contexts.append(ctx)  # type: ignore[arg-type]
+        return ctx  # type: ignore[return-value]
+
+    proxy.server.observer_factory = observer
+    port = await proxy.start("127.0.0.1", 0)
+    caller = ScriptedCaller(
+        CallerConfig(url=f"ws://127.0.0.1:{port}/o", dialect="twilio", call_id="CA" + "7" * 32),
+        STEPS,
+    )
+    record = await caller.run()
+    for _ in range(200):
+        if proxy.active == 0:
+            break
+        await asyncio.sleep(0.02)
+    if after_call is not None:
+        after_call(contexts, receipts)
+    for _ in range(200):
+        if receipts:
+            break
+        await asyncio.sleep(0.02)
+    await proxy.stop()
+    await agent.stop()
+    assert record.error is None, record.error
+    assert len(receipts) == 1
+    return receipts[0], record, agent.calls[0], contexts
+
+
+def texts(messages: list[tuple[bool, bytes | str]]) -> list[bytes | str]:
+    return [m for _is_text, m in messages]
+
+
+async def test_queued_measurement_forwards_everything_and_gives_the_same_figures() -> None:
+    queue = MeasurementQueue(budget_ms=0.0, share=0.0)  # nothing measured at once: all queued
+    receipt, record, log, _ = await call_through(queue)
+    assert texts(log.caller_messages) == record.messages_sent
+    assert texts(log.sent_messages) == record.messages_received
+    messages = receipt.traffic.caller_to_agent_messages + receipt.traffic.agent_to_caller_messages
+    assert queue.deferred == messages and queue.shed == 0
+    assert receipt.anomalies == {}
+    truths = turn_truths(record, log)
+    responses = [t for t in receipt.turns if t.kind == "response"]
+    assert len(responses) == len(truths) == 2
+    errors = []
+    for truth, turn in zip(truths, responses, strict=True):
+        assert turn.ttfs_ms is not None and truth.ttfs_ns is not None, turn
+        errors.append(
+            beyond_lag(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS, turn.ttfs_uncertainty_ms)
+        )
+    # The live bounds of tests/test_proxy.py: real scheduling jitter on both legs.
+    assert float(np.abs(np.array(errors)).max()) <= 60.0
+
+
+async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
+    turns: list[Callable[[], None]] = []  # the loop's turns for measurement: run by hand
+    now = [0]
+    queue = MeasurementQueue(
+        budget_ms=0.0,
+        share=0.0,
+        shed_after_ms=0.0,
+        call_soon=turns.append,
+        now_ns=lambda: now[0],
+    )
+    shed_until = [0]
+    pending_at_end: list[int] = []
+
+    def measure_late(contexts: list[CallContext], receipts: list[Receipt]) -> None:
+        # The call is over, all of it forwarded, and nothing of it measured yet.
+        assert not receipts
+        pending_at_end.append(queue.queued)
+        (ctx,) = contexts
+        assert ctx.backlog is not None
+        times = [item[2] for item in ctx.backlog]
+        # Shed what came in the call's first 40%; measure the rest.
+        shed_until[0] = now[0] = times[0] + (times[-1] - times[0]) * 4 // 10
+        while turns:
+            turns.pop(0)()
+
+    receipt, record, log, contexts = await call_through(queue, measure_late)
+    assert texts(log.caller_messages) == record.messages_sent
+    assert texts(log.sent_messages) == record.messages_received
+    traffic = receipt.traffic
+    assert pending_at_end == [traffic.caller_to_agent_messages + traffic.agent_to_caller_messages]
+    media = [m for m in (*record.messages_sent, *record.messages_received) if '"media"' in str(m)]
+    assert 0 < receipt.anomalies["measurement_shed"] < len(media)
+    assert queue.shed > 0
+    # No figure is published within 2 s of the shed audio.
+    session = contexts[0].session
+    limit = shed_until[0] + 2_000 * NS_PER_MS
+    for turn, rec in zip(session.final_turns, receipt.turns, strict=True):
+        edges = [turn.caller_onset_ns, turn.caller_offset_ns, turn.agent_onset_ns]
+        if any(e is not None and e < limit for e in edges):
+            assert rec.ttfs_ms is None, rec
+    assert any(t.reason == "measurement_shed" for t in receipt.turns), receipt.turns
+
+
+# -- admission on event-loop lag --------------------------------------------------------------
+
+
+class FakeClock:
+    """Monotonic nanoseconds that move only when told to."""
+
+    def __init__(self, start_ns: int) -> None:
+        self._t_ns = start_ns
+
+    def now_ns(self) -> int:
+        return self._t_ns
+
+    def advance_ms(self, ms: float) -> None:
+        self._t_ns += round(ms * NS_PER_MS)
+
+
+async def test_a_lagging_loop_refuses_new_callers_with_503_and_admits_again_after() -> None:
+    clock = FakeClock(10**12)
+    async with router_agent() as agent:
+        proxy = Proxy(
+            ProxyConfig(
+                RelayConfig(agent.url), dialect="twilio", secret=b"lag", max_loop_lag_ms=50.0
+            )
+        )
+        proxy.clock_lag = LagMonitor(clock=clock.now_ns)
+        port = await proxy.start("127.0.0.1", 0)
+        try:
+            assert (await healthy_call(port, "before", frames=3)).close_code == 1000
+            proxy.clock_lag.record(clock.now_ns(), 80 * NS_PER_MS)  # the loop ran 80 ms late
+            with pytest.raises(InvalidStatus) as info:
+                async with connect(f"ws://127.0.0.1:{port}/echo/lagged"):
+                    pass
+            response = info.value.response
+            assert response.status_code == 503
+            assert response.headers["Retry-After"] == "1"
+            assert b"overloaded (event loop lag 80 ms)" in response.body
+            assert proxy.server.admission.refused_overloaded == 1
+            clock.advance_ms(500)  # still within the last second
+            with pytest.raises(InvalidStatus):
+                async with connect(f"ws://127.0.0.1:{port}/echo/lagged"):
+                    pass
+            clock.advance_ms(600)  # the lag is more than a second old
+            assert (await healthy_call(port, "after", frames=3)).close_code == 1000
+            assert proxy.refused_calls == 2
+        finally:
+            await proxy.stop()
+
+
+async def test_a_small_lag_or_no_bound_admits() -> None:
+    clock = FakeClock(10**12)
+    async with router_agent() as agent:
+        for bound, lag_ms in ((50.0, 20), (None, 500)):
+            proxy = Proxy(
+                ProxyConfig(
+                    RelayConfig(agent.url), dialect="twilio", secret=b"lag", max_loop_lag_ms=bound
+                )
+            )
+            proxy.clock_lag = LagMonitor(clock=clock.now_ns)
+            port = await proxy.start("127.0.0.1", 0)
+            try:
+                proxy.clock_lag.record(clock.now_ns(), lag_ms * NS_PER_MS)
+                assert (await healthy_call(port, f"ok{lag_ms}", frames=3)).close_code == 1000
+                assert proxy.refused_calls == 0
+            finally:
+                await proxy.stop()
+
+
+def test_the_lag_bound_flag_and_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = ["proxy", "--upstream", "ws://127.0.0.1:1"]
+    assert _proxy_config(build_parser().parse_args(base)).max_loop_lag_ms == 100.0
+    off = [*base, "--max-loop-lag-ms", "0"]
+    assert _proxy_config(build_parser().parse_args(off)).max_loop_lag_ms is None
+    monkeypatch.setenv("VOXPROXY_MAX_LOOP_LAG_MS", "40")
+    assert _proxy_config(build_parser().parse_args(base)).max_loop_lag_ms == 40.0
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*base, "--max-loop-lag-ms", "-1"])

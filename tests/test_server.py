@@ -1,0 +1,123 @@
+"""voxproxy.server: one ProxyServer owns the receipts file, its journal, the store, the
+verdict, the event API and the drain; the CLI's ``voxproxy proxy`` is a ServeConfig."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+import pytest
+from support.faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent, wait_for
+from websockets.asyncio.client import connect
+
+from voxproxy.cli import build_parser, serve_config
+from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.errors import ConfigError
+from voxproxy.proxy import ProxyConfig
+from voxproxy.receipts.journal import journal_path
+from voxproxy.receipts.store import query_receipts
+from voxproxy.receipts.writer import read_receipts
+from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
+from voxproxy.transports.websocket import RelayConfig
+
+TOKEN = "server-test-token-0123456789"
+SECRET = b"fault-secret"
+
+
+async def test_a_served_call_reaches_the_file_the_store_and_takes_posted_events(
+    tmp_path: Path,
+) -> None:
+    receipts, store = tmp_path / "r.jsonl", tmp_path / "r.db"
+    async with router_agent() as agent:
+        server = ProxyServer(
+            ServeConfig(
+                ProxyConfig(RelayConfig(agent.url), dialect="twilio", secret=SECRET),
+                listen=("127.0.0.1", 0),
+                receipts=receipts,
+                store=store,
+                events=EventsConfig(TOKEN, ("127.0.0.1", 0)),
+                drain_timeout_s=2.0,
+            )
+        )
+        await server.start()
+        try:
+            assert server.url == f"ws://127.0.0.1:{server.port}"
+            sid = call_sid("served")
+            wire = TwilioCallerWire("MZ" + sid[2:], sid)
+            async with connect(f"{server.url}/echo/served", compression=None) as ws:
+                await ws.send(wire.connected())
+                await ws.send(wire.start())
+                await ws.send(wire.media(ULAW_SILENCE))
+                assert await asyncio.wait_for(ws.recv(), 10)  # echoed: the call is live
+                async with aiohttp.ClientSession() as http:
+                    assert server.events_api is not None
+                    url = f"http://127.0.0.1:{server.events_api.port}/v1/calls/{sid}/events"
+                    body = {"type": "tool.started", "operation_id": "op-1", "tool": "book"}
+                    headers = {"Authorization": f"Bearer {TOKEN}"}
+                    async with http.post(url, json=body, headers=headers) as answer:
+                        assert answer.status == 202, await answer.text()
+                assert journal_path(receipts).exists()  # the call is journalled while open
+                await ws.send(wire.stop())
+            await wait_for(lambda: server.writer is not None and server.writer.written == 1)
+        finally:
+            await server.stop()
+    written = list(read_receipts(receipts))
+    assert [r.call for r in written] == [call_hash(sid)]
+    assert written[0].terminal == "completed"
+    assert written[0].verdict is not None  # judged under the default policy
+    assert [e.kind for e in written[0].events] == ["tool.started"]
+    assert [r.call for r in query_receipts(store)] == [call_hash(sid)]
+    assert not journal_path(receipts).exists()  # closed with no call left open
+
+
+def test_the_cli_parses_into_a_serve_config(tmp_path: Path) -> None:
+    args = build_parser().parse_args(
+        [
+            "proxy",
+            "--upstream",
+            "ws://127.0.0.1:1",
+            "--listen",
+            "0.0.0.0:9000",
+            "--receipts",
+            str(tmp_path / "r.jsonl"),
+            "--drain-timeout",
+            "3",
+            "--events-token",
+            TOKEN,
+        ]
+    )
+    config = serve_config(args)
+    assert isinstance(config, ServeConfig) and config.transport == "websocket"
+    assert config.listen == ("0.0.0.0", 9000)
+    assert (config.receipts, config.drain_timeout_s) == (str(tmp_path / "r.jsonl"), 3.0)
+    assert config.events is not None and config.events.token == TOKEN
+    webrtc = serve_config(
+        build_parser().parse_args(["proxy", "--transport", "webrtc", "--upstream", "http://a"])
+    )
+    assert webrtc.transport == "webrtc"
+    with pytest.raises(ConfigError, match="at least"):
+        EventsConfig("short", ("127.0.0.1", 1))
+
+
+def test_every_subcommand_reads_its_flags_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VOXPROXY_DELAY_MS", "250")
+    monkeypatch.setenv("VOXPROXY_JSON", "true")
+    args = build_parser().parse_args(["mock-agent"])
+    assert args.delay_ms == 250.0
+    assert build_parser().parse_args(["receipts"]).json is True
+    assert build_parser().parse_args(["mock-agent", "--delay-ms", "10"]).delay_ms == 10.0
+    # A variable that does not parse fails only the subcommands that have the flag.
+    monkeypatch.setenv("VOXPROXY_DELAY_MS", "soon")
+    assert build_parser().parse_args(["proxy", "--upstream", "ws://a"]).upstream == "ws://a"
+    with pytest.raises(ConfigError, match="VOXPROXY_DELAY_MS='soon'"):
+        build_parser().parse_args(["mock-agent"])
+    monkeypatch.setenv("VOXPROXY_DIALECT", "morse")
+    with pytest.raises(ConfigError, match="not one of"):
+        build_parser().parse_args(["proxy", "--upstream", "ws://a"])
+    monkeypatch.delenv("VOXPROXY_DIALECT")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["load", "--help"])
+    assert "[env VOXPROXY_" in capsys.readouterr().out

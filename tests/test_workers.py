@@ -1,0 +1,254 @@
+"""``voxproxy proxy --workers N``: one port, one receipts file, one /metrics, one event API.
+
+The multi-process test runs the real command on loopback; which worker holds a call
+is read from /proc (the worker whose socket is the one the agent sees the call from).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from support.faultkit import ULAW_SILENCE, call_hash, call_sid, echo_media, router_agent, wait_for
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection
+
+from voxproxy.cli import build_parser, serve_config
+from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.receipts.journal import journal_path
+from voxproxy.receipts.writer import read_receipts
+from voxproxy.telemetry.prometheus import merge_expositions
+from voxproxy.workers import cgroup_cpu_quota, default_workers, fold_journals, worker_journal
+
+TOKEN = "workers-test-token-0123456789"
+CALLS = 16
+
+
+def _socket_owner(local_port: int, pids: list[int]) -> int | None:
+    """The process among ``pids`` holding the TCP socket bound to ``local_port``."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            for line in fh.readlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == local_port:
+                    inodes.add(fields[9])
+    for pid in pids:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return pid
+    return None
+
+
+def _logged(log: Path, pattern: str) -> re.Match[str] | None:
+    return re.search(pattern, log.read_text(errors="replace"))
+
+
+def _start_proxy(log: Path, upstream: str, receipts: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
+    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", "2"]
+    cmd += ["--listen", "127.0.0.1:0", "--upstream", upstream, "--dialect", "twilio"]
+    cmd += ["--secret", "fault-secret", "--receipts", str(receipts), "--drain-timeout", "5"]
+    cmd += ["--metrics-listen", "127.0.0.1:0"]
+    cmd += ["--events-token", TOKEN, "--events-listen", "127.0.0.1:0"]
+    with open(log, "w") as err:
+        return subprocess.Popen(cmd, stderr=err, env=env)
+
+
+async def _started(log: Path) -> tuple[int, list[int]]:
+    """The port the workers share and their pids, once the parent says they listen."""
+    await wait_for(lambda: _logged(log, r"listening on ws://") is not None, 60)
+    started = _logged(log, r"listening on ws://127\.0\.0\.1:(\d+).*pids (\d+), (\d+)")
+    assert started is not None, log.read_text()
+    return int(started[1]), [int(started[2]), int(started[3])]
+
+
+@pytest.mark.slow
+async def test_two_workers_serve_one_port_one_receipts_file_one_metrics_one_event_api(
+    tmp_path: Path,
+) -> None:
+    receipts = tmp_path / "receipts.jsonl"
+    log = tmp_path / "proxy.log"
+    peers: dict[str, int] = {}  # call name -> the proxy's port toward the agent
+
+    async def record(ws: ServerConnection) -> None:
+        assert ws.request is not None
+        peers[ws.request.path.rsplit("/", 1)[-1]] = ws.remote_address[1]
+        await echo_media(ws)
+
+    async with router_agent(record=record) as agent:
+        proc = _start_proxy(log, agent.url, receipts)
+        try:
+            port, pids = await _started(log)
+            metrics = _logged(log, r"metrics on http://127\.0\.0\.1:(\d+)/metrics \(merged")
+            events = _logged(log, r"event API on http://127\.0\.0\.1:(\d+)/v1\S+ \(forwarded")
+            assert metrics is not None and events is not None, log.read_text()
+            owners: dict[str, int | None] = {}
+            accepted: dict[str, int] = {}
+
+            async def call(name: str, http: aiohttp.ClientSession) -> None:
+                sid = call_sid(name)
+                wire = TwilioCallerWire("MZ" + sid[2:], sid)
+                async with connect(
+                    f"ws://127.0.0.1:{port}/record/{name}", compression=None, open_timeout=10
+                ) as ws:
+                    await ws.send(wire.connected())
+                    await ws.send(wire.start())
+                    await ws.send(wire.media(ULAW_SILENCE))
+                    await asyncio.wait_for(ws.recv(), 10)  # echoed: the call is through
+                    owners[name] = _socket_owner(peers[name], pids)
+                    url = f"http://127.0.0.1:{events[1]}/v1/calls/{sid}/events"
+                    body = {"type": "tool.started", "operation_id": f"op-{name}", "tool": "t"}
+                    auth = {"Authorization": f"Bearer {TOKEN}"}
+                    async with http.post(url, json=body, headers=auth) as answer:
+                        accepted[name] = answer.status
+                    await ws.send(wire.media(ULAW_SILENCE))
+                    await asyncio.wait_for(ws.recv(), 10)
+                    await ws.send(wire.stop())
+
+            names = [f"w{i:02d}" for i in range(CALLS)]
+            async with aiohttp.ClientSession() as http:
+                await asyncio.gather(*(call(n, http) for n in names))
+                await wait_for(lambda: len(list(read_receipts(receipts))) >= CALLS, 30)
+                async with http.get(f"http://127.0.0.1:{metrics[1]}/metrics") as answer:
+                    exposition = await answer.text()
+                unknown = f"http://127.0.0.1:{events[1]}/v1/calls/CA-nobody/events"
+                body = {"type": "tool.started", "operation_id": "op", "tool": "t"}
+                auth = {"Authorization": f"Bearer {TOKEN}"}
+                async with http.post(unknown, json=body, headers=auth) as answer:
+                    assert answer.status == 404  # no worker holds it
+                async with http.post(unknown, json=body) as answer:
+                    assert answer.status == 401  # the workers check the token
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+    assert code == 0, log.read_text()
+    # The calls landed on both workers.
+    assert set(owners.values()) == set(pids), owners
+    # One receipts file, every call in it exactly once, with the event posted for it.
+    written = list(read_receipts(receipts))
+    assert sorted(r.call for r in written) == sorted(call_hash(call_sid(n)) for n in names)
+    assert accepted == dict.fromkeys(names, 202)
+    for r in written:
+        assert [e.kind for e in r.events] == ["tool.started"], r.call
+    # One /metrics view: every call counted once.
+    totals = {
+        f.name: sum(s.value for s in f.samples if s.name.endswith("_total"))
+        for f in text_string_to_metric_families(exposition)
+    }
+    assert totals["voxproxy_calls"] == CALLS
+    assert not journal_path(receipts).exists()
+    assert not worker_journal(receipts, 1).exists()
+
+
+def test_workers_default_to_the_cpus_available_and_webrtc_to_one() -> None:
+    args = build_parser().parse_args(["proxy", "--upstream", "ws://a"])
+    assert serve_config(args).workers == default_workers()
+    assert 1 <= default_workers() <= len(os.sched_getaffinity(0))
+    args = build_parser().parse_args(["proxy", "--upstream", "ws://a", "--workers", "1"])
+    assert serve_config(args).workers == 1
+    webrtc = ["proxy", "--transport", "webrtc", "--upstream", "http://a"]
+    assert serve_config(build_parser().parse_args(webrtc)).workers == 1
+    from voxproxy.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="one process"):
+        serve_config(build_parser().parse_args([*webrtc, "--workers", "2"]))
+
+
+def test_the_cgroup_cpu_quota_bounds_the_default(tmp_path: Path) -> None:
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("max 100000\n")
+    assert cgroup_cpu_quota(str(cpu_max)) is None
+    cpu_max.write_text("150000 100000\n")
+    assert cgroup_cpu_quota(str(cpu_max)) == 2  # 1.5 CPUs: rounded up
+    cpu_max.write_text("50000 100000\n")
+    assert cgroup_cpu_quota(str(cpu_max)) == 1
+    assert cgroup_cpu_quota(str(tmp_path / "absent")) is None
+
+
+def test_journals_of_workers_gone_are_folded_into_worker_0s(tmp_path: Path) -> None:
+    receipts = tmp_path / "r.jsonl"
+    worker_journal(receipts, 0).write_text('{"open": "a", "start_wall_ns": 1}\n{"clo')
+    worker_journal(receipts, 1).write_text('{"open": "b", "start_wall_ns": 2}\n')
+    worker_journal(receipts, 3).write_text('{"open": "c", "start_wall_ns": 3}\n')
+    assert fold_journals(receipts, 2) == 1  # worker 1 still runs; worker 3 does not
+    lines = worker_journal(receipts, 0).read_text().splitlines()
+    assert lines == [
+        '{"open": "a", "start_wall_ns": 1}',
+        '{"clo',
+        '{"open": "c", "start_wall_ns": 3}',
+    ]
+    assert worker_journal(receipts, 1).exists() and not worker_journal(receipts, 3).exists()
+
+
+def test_merged_metrics_add_up_samples_and_keep_target_info_once() -> None:
+    one = (
+        "# HELP voxproxy_calls_total Calls ended.\n# TYPE voxproxy_calls_total counter\n"
+        'voxproxy_calls_total{verdict="pass"} 3.0\n'
+        "# HELP target_info Target metadata\n# TYPE target_info gauge\n"
+        'target_info{service_name="voxproxy"} 1.0\n'
+        "# HELP voxproxy_calls_active Calls in progress.\n# TYPE voxproxy_calls_active gauge\n"
+        "voxproxy_calls_active 2.0\n"
+    )
+    two = one.replace("} 3.0", "} 4.0").replace("active 2.0", "active 1.0")
+    registry = merge_expositions([one, two])
+    samples = {
+        (s.name, tuple(s.labels.items())): s.value for f in registry.collect() for s in f.samples
+    }
+    assert samples[("voxproxy_calls_total", (("verdict", "pass"),))] == 7.0
+    assert samples[("voxproxy_calls_active", ())] == 3.0
+    assert samples[("target_info", (("service_name", "voxproxy"),))] == 1.0
+
+
+@pytest.mark.slow
+async def test_sigterm_lets_every_worker_s_calls_finish(tmp_path: Path) -> None:
+    receipts = tmp_path / "receipts.jsonl"
+    log = tmp_path / "proxy.log"
+    async with router_agent() as agent:
+        proc = _start_proxy(log, agent.url, receipts)
+        try:
+            port, _pids = await _started(log)
+            names = [f"d{i:02d}" for i in range(8)]
+            wires = {n: TwilioCallerWire("MZ" + call_sid(n)[2:], call_sid(n)) for n in names}
+            calls = {}
+            for n in names:
+                ws = await connect(f"ws://127.0.0.1:{port}/echo/{n}", compression=None)
+                await ws.send(wires[n].connected())
+                await ws.send(wires[n].start())
+                await ws.send(wires[n].media(ULAW_SILENCE))
+                await asyncio.wait_for(ws.recv(), 10)
+                calls[n] = ws
+            proc.send_signal(signal.SIGTERM)
+            await wait_for(lambda: _logged(log, r"worker 1: shutting down") is not None, 10)
+            await wait_for(lambda: _logged(log, r"worker 0: shutting down") is not None, 10)
+            # Draining: every call, whichever worker holds it, still goes through, then ends.
+            for n, ws in calls.items():
+                await ws.send(wires[n].media(ULAW_SILENCE))
+                await asyncio.wait_for(ws.recv(), 10)
+                await ws.send(wires[n].stop())
+                await ws.close()
+            code = await asyncio.to_thread(proc.wait, 30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert code == 0, log.read_text()
+    written = list(read_receipts(receipts))
+    assert sorted(r.call for r in written) == sorted(call_hash(call_sid(n)) for n in names)
+    assert {r.terminal for r in written} == {"completed"}

@@ -1,0 +1,203 @@
+"""Measurement after forwarding, within a budget per turn of the event loop.
+
+The relay forwards a message first and only then hands it to measurement
+(``transports/websocket.py``). Measurement runs in the same event loop, so every
+microsecond it spends delays the next message of every call: a core saturated
+by measurement would make the calls wait for it. :class:`MeasurementQueue` puts
+a bound on that:
+
+* Each turn of the loop measurement may spend a budget: ``budget_ms``, or as much
+  as forwarding took since the previous turn (``share`` times it, at most
+  ``max_budget_ms``), so that measurement keeps up with a busy loop without ever
+  taking more of it than forwarding does. While under its budget, a message is
+  measured at once (the common case: nothing queues).
+* Past the budget, and for as long as a call has messages queued (its order is
+  kept), messages are queued per call and measured on the loop's next turns,
+  within the budget, the calls taking turns message by message. Messages
+  carry their arrival times, and the measurement core reads no clock, so a
+  message measured late gives exactly the figures it would have given at once.
+* A message that has waited longer than ``shed_after_ms`` is *shed*: decoded
+  (stream starts, marks, flushes and the playout timeline stay exact) but its
+  audio not analysed (:meth:`CallSession.on_message` with ``shed=True``): the
+  figures near it are withheld with the reason ``measurement_shed``, and it is
+  counted (``measurement_shed`` in the receipt's anomalies and in
+  ``voxproxy_anomalies_total``; :attr:`MeasurementQueue.shed` here).
+* A call with more than ``max_backlog`` messages queued gives up measuring: it
+  keeps only its traffic counts (``measurement_disabled`` in its receipt), so that
+  memory stays bounded whatever the load.
+
+Forwarding never waits on more than one budget of measurement per turn of the
+loop (plus the one message being measured when the budget ran out): at most
+``max_budget_ms``, and no more than the forwarding of that turn took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+NS_PER_MS = 1_000_000
+DEFAULT_BUDGET_MS = 1.0
+DEFAULT_SHARE = 1.0
+DEFAULT_MAX_BUDGET_MS = 10.0
+DEFAULT_SHED_AFTER_MS = 500.0
+DEFAULT_MAX_BACKLOG = 5000  # messages queued per call (50 s of 20 ms frames one way)
+
+# A queued item: (direction, payload, t_ns) for a message, (None, event, t_ns) for an
+# event from the event API. Its time is when it arrived (or was stamped).
+Item = tuple[object, object, int]
+
+
+class Measured(Protocol):
+    """A call as the queue sees it (``proxy.CallContext``)."""
+
+    backlog: deque[Item] | None
+
+    def measure_item(self, item: Item, shed: bool) -> None:
+        """Measure one queued item (never raises)."""
+        ...
+
+    def backlog_drained(self) -> None:
+        """The call's queue is empty again (a call that ended may now close)."""
+        ...
+
+    def give_up(self) -> None:
+        """Too much queued: stop measuring the call, keep counting its traffic (the
+        backlog is emptied; what comes later is queued and only counted)."""
+        ...
+
+
+class MeasurementQueue:
+    """The measurement of every call of one event loop, within a budget per turn."""
+
+    def __init__(
+        self,
+        *,
+        budget_ms: float = DEFAULT_BUDGET_MS,
+        share: float = DEFAULT_SHARE,
+        max_budget_ms: float = DEFAULT_MAX_BUDGET_MS,
+        shed_after_ms: float = DEFAULT_SHED_AFTER_MS,
+        max_backlog: int = DEFAULT_MAX_BACKLOG,
+        cpu_ns: Callable[[], int] = time.perf_counter_ns,
+        now_ns: Callable[[], int] = time.monotonic_ns,
+        call_soon: Callable[[Callable[[], None]], object] | None = None,
+    ) -> None:
+        """``cpu_ns`` times the work against the budget, ``now_ns`` is the clock the
+        messages were stamped with, ``call_soon`` schedules the next turn's work (the
+        running loop's by default); tests pass fakes of all three."""
+        self.budget_ns = int(budget_ms * NS_PER_MS)
+        self.share = share
+        self.max_budget_ns = int(max_budget_ms * NS_PER_MS)
+        self._turn_budget_ns = self.budget_ns  # this turn's
+        self._turn_end_ns: int | None = None  # when the last turn's measurement ended
+        self._inline_ns = 0  # measured at once since then
+        self.shed_after_ns = int(shed_after_ms * NS_PER_MS)
+        self.max_backlog = max_backlog
+        self._cpu_ns = cpu_ns
+        self._now_ns = now_ns
+        self._call_soon = call_soon
+        self._spent_ns = 0  # measurement's CPU since the loop last went round
+        self._turn_pending = False
+        self._waiting: deque[Measured] = deque()  # calls with a backlog, taking turns
+        self.deferred = 0  # messages measured on a later turn of the loop
+        self.shed = 0  # messages whose analysis was shed
+        self.given_up = 0  # calls that gave up measuring (backlog over max_backlog)
+        self.queued = 0  # items queued now, all calls
+        self.oldest_ns: int | None = None  # arrival of the oldest item measured last turn
+
+    # -- from the calls ------------------------------------------------------------------
+
+    def may_measure_now(self, call: Measured) -> bool:
+        """Whether a message of ``call`` may be measured at once (then :meth:`charge`)."""
+        return call.backlog is None and self._spent_ns < self._turn_budget_ns
+
+    def charge(self, cpu_ns: int) -> None:
+        """Measurement spent ``cpu_ns`` outside the queue's own turns."""
+        self._spent_ns += cpu_ns
+        self._inline_ns += cpu_ns
+        self._schedule()
+
+    def cpu_now(self) -> int:
+        return self._cpu_ns()
+
+    def defer(self, call: Measured, item: Item) -> None:
+        """Queue ``item`` behind the call's earlier ones."""
+        backlog = call.backlog
+        if backlog is None:
+            backlog = call.backlog = deque()
+            self._waiting.append(call)
+        backlog.append(item)
+        self.queued += 1
+        self.deferred += 1
+        if len(backlog) > self.max_backlog:
+            self.given_up += 1
+            self.queued -= len(backlog)
+            call.give_up()  # counts what was queued and empties the backlog
+        self._schedule()
+
+    @property
+    def shedding(self) -> bool:
+        """Measurement is so far behind that it sheds (the oldest queued item waited
+        past ``shed_after_ms``)."""
+        oldest = self.oldest_ns
+        return oldest is not None and self._now_ns() - oldest > self.shed_after_ns
+
+    # -- the loop's turns ----------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        if self._turn_pending:
+            return
+        self._turn_pending = True
+        call_soon = self._call_soon or asyncio.get_running_loop().call_soon
+        call_soon(self.run_turn)
+
+    def run_turn(self) -> None:
+        """One turn of the loop has passed: measure queued items within the budget."""
+        self._turn_pending = False
+        cpu = self._cpu_ns
+        start = cpu()
+        # What forwarding took since the last turn: the loop's time less measurement's.
+        end = self._turn_end_ns
+        forwarding = 0 if end is None else start - end - self._inline_ns
+        self._inline_ns = 0
+        budget = max(self.budget_ns, min(self.max_budget_ns, int(self.share * forwarding)))
+        self._turn_budget_ns = budget
+        self._spent_ns = 0
+        waiting = self._waiting
+        if not waiting:
+            self.oldest_ns = None
+            self._turn_end_ns = start
+            return
+        now = self._now_ns()
+        shed_before = now - self.shed_after_ns
+        oldest: int | None = None
+        spent = 0
+        while waiting:  # at least one item a turn, however small the budget
+            call = waiting.popleft()
+            backlog = call.backlog
+            if backlog:
+                item = backlog.popleft()
+                self.queued -= 1
+                t_ns = item[2]
+                if oldest is None or t_ns < oldest:
+                    oldest = t_ns
+                shed = t_ns < shed_before
+                if shed and item[0] is not None:
+                    self.shed += 1
+                call.measure_item(item, shed)
+            if call.backlog:
+                waiting.append(call)
+            else:
+                call.backlog = None
+                call.backlog_drained()
+            spent = cpu() - start
+            if spent >= budget:
+                break
+        self._spent_ns = spent
+        self._turn_end_ns = start + spent
+        self.oldest_ns = oldest
+        if waiting or spent:
+            self._schedule()  # the next turn measures the rest, or just starts afresh
