@@ -424,10 +424,6 @@ class SpeechDetector:
         """A spurt is open and has enough pitched audio to be speech (not a cough)."""
         return self._in_spurt and self._voiced_ms >= MIN_VOICED_MS
 
-    @property
-    def floor_dbfs(self) -> float:
-        return self._floor_db
-
     def settled_ns(self) -> int | None:
         """No spurt emitted later will have an onset before this time."""
         if self._in_spurt:
