@@ -421,7 +421,7 @@ async def test_a_measurement_bug_that_quotes_its_input_does_not_reach_the_log(
 ) -> None:
     from voxproxy.session import CallSession
 
-    def quoting(self: Any, direction: Any, payload: Any, t_ns: int) -> Any:
+    def quoting(self: Any, direction: Any, payload: Any, t_ns: int, **_: Any) -> Any:
         raise ValueError(f"cannot measure {payload!r}")  # a careless bug, past the core's guard
 
     monkeypatch.setattr(CallSession, "on_message", quoting)

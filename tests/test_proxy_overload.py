@@ -32,9 +32,9 @@ from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy import CallContext, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import SessionConfig
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
-NS_PER_MS = 1_000_000
 STEPS = [
     Say(clip("caller_where_is_order")),
     WaitAgentEnd(quiet_ms=400),

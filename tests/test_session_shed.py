@@ -12,8 +12,8 @@ from voxproxy.dialects.base import make_decoder
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import ScriptedCall, render
 from voxproxy.session import CallSession
+from voxproxy.timebase import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 GRID_MS = 1.0  # the detector's energy windows
 
 

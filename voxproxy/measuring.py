@@ -39,7 +39,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-NS_PER_MS = 1_000_000
+from voxproxy.timebase import NS_PER_MS
+
 DEFAULT_BUDGET_MS = 1.0
 DEFAULT_SHARE = 1.0
 DEFAULT_MAX_BUDGET_MS = 10.0

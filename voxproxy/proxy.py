@@ -28,6 +28,7 @@ from voxproxy.telemetry import (
     FlushTime,
     Telemetry,
 )
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import EndCause, EndInfo, RelayConfig, RelayServer
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("voxproxy.proxy")
 
-NS_PER_MS = 1_000_000
 DEFAULT_MAX_LOOP_LAG_MS = 100.0
 LAG_WINDOW_NS = 1_000 * NS_PER_MS  # the event-loop lag admission looks at: the last second
 

@@ -70,10 +70,9 @@ from voxproxy.receipts.model import (
     TurnRecord,
     TurnStages,
 )
-from voxproxy.timebase import EpochAnchor
+from voxproxy.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.turns import FlushMark, Turn, TurnConfig, TurnKind, TurnMachine, barge_outcome
 
-NS_PER_MS = 1_000_000
 MAX_MEASUREMENT_ERRORS = 50
 MIN_RATE_HZ, MAX_RATE_HZ = 4000, 192_000  # audio rates the core accepts
 MAX_TOOL_EVENTS = 1_000  # tool/state/outcome events kept per call (more: events_over_limit)

@@ -18,8 +18,8 @@ from voxproxy.loadgen.outcome import (
     score,
     tally,
 )
-from voxproxy.receipts.flows import FLOW_SECRET
 from voxproxy.receipts.model import Receipt
+from voxproxy.scripted.flows import FLOW_SECRET
 
 S = FLOW_SECRET
 EXPECTED = ExpectedOutcome(

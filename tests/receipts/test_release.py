@@ -7,9 +7,9 @@ from typing import Any
 
 from support.flowkit import FLOWS_DIR, flow_receipts, healthy
 
-from voxproxy.receipts.flows import load_flows, replay
 from voxproxy.receipts.policy import Policy
 from voxproxy.receipts.release import Finding, release_gate, turn_at
+from voxproxy.scripted.flows import load_flows, replay
 
 POLICY = Policy()
 

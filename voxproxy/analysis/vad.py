@@ -39,8 +39,8 @@ import webrtcvad
 
 from voxproxy.audio.levels import frame_active_level
 from voxproxy.events import Pcm
+from voxproxy.timebase import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 PAUSE_NS = 100 * NS_PER_MS  # no audio for this long: the partial frame is followed by silence
 MIN_VOICED_MS = 40.0  # a spurt with less pitched audio than this is noise, not speech
 VOICED_ENOUGH_MS = 100.0  # stop measuring voicing once a spurt has this much
@@ -435,10 +435,6 @@ class SpeechDetector:
     def speaking_voiced(self) -> bool:
         """A spurt is open and has enough pitched audio to be speech (not a cough)."""
         return self._in_spurt and self._voiced_ms >= MIN_VOICED_MS
-
-    @property
-    def floor_dbfs(self) -> float:
-        return self._floor_db
 
     def settled_ns(self) -> int | None:
         """No spurt emitted later will have an onset before this time."""

@@ -16,7 +16,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from voxproxy.demo import run_demo
+    from voxproxy.harness.demo import run_demo
     from voxproxy.server import run_loop
 
     status: int = run_loop(run_demo(args.out))

@@ -6,6 +6,7 @@ it; ``demo`` is ``voxproxy demo``. The demo, the benchmarks and the tests use it
 is the one place where the two independent peers, a scripted caller
 (:mod:`voxproxy.loadgen`) and the mock agent (:mod:`voxproxy.mockagent`), meet.
 
-May import: anything in voxproxy but ``cli`` and ``commands``. Nothing in the proxy,
-the load generator or the mock agent imports it (enforced by tests/test_layers.py).
+May import: anything in voxproxy but ``cli`` and ``commands``. Only the command line
+imports it (``commands/demo.py``); nothing in the proxy, the load generator or the mock
+agent does (enforced by tests/test_layers.py).
 """

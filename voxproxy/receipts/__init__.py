@@ -4,9 +4,8 @@
 
 ``model`` is part of the measurement core (pure pydantic). May import, for the rest: the
 standard library (threads and files: it is a sink), pydantic, yaml, and from voxproxy
-the core, ``effects`` and ``session`` (``flows`` replays call flows through it).
-Never a transport, the proxy, telemetry, the load generator or the mock agent
-(enforced by tests/test_layers.py).
+the core and ``yamlmodel``. Never a transport, the proxy, telemetry, the load
+generator, the mock agent or the scripted calls (enforced by tests/test_layers.py).
 """
 
 from voxproxy.receipts.model import BargeInRecord, Receipt, TurnRecord

@@ -11,7 +11,8 @@ feed the messages to a :class:`~voxproxy.session.CallSession` and compare its re
 with the truth; benchmarks do the same at scale.
 
 ``plan`` (what a call is made of), ``kits`` (each wire's messages), ``render`` (the
-one renderer).
+one renderer); ``flows``: content-free call flows (edges and events, no audio) replayed
+into receipts through the real session, for the verdict tests.
 
 For OpenAI Realtime the caller side is the Realtime *client*: it appends 20 ms frames,
 and on a barge-in it flushes its own playout and says so with
@@ -28,7 +29,7 @@ client answers ``tool_latency_ms`` later with a ``function_call_output`` and
 
 Test and benchmark support, shipped. May import: the standard library (no clock, no
 sockets), numpy, and from voxproxy the core (``events``, ``timebase``, ``audio``,
-``dialects``) and ``clips``.
+``dialects``, ``turns``, ``session``), ``clips`` and ``yamlmodel``.
 """
 
 from voxproxy.scripted.plan import (

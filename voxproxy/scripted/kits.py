@@ -8,6 +8,8 @@ same for every wire.
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire
@@ -81,22 +83,39 @@ class Raw(Kit):
         return RawWire.clear()
 
 
-class Twilio(Kit):
-    echo_at_flush = True
+class _StreamCaller(Protocol):
+    def connected(self) -> str: ...
+    def start(self) -> str: ...
+    def media(self, payload: Any, /) -> str: ...
+    def mark(self, name: str, /) -> str: ...
+    def stop(self) -> str: ...
 
-    def __init__(self, seed: int) -> None:
-        self.caller = TwilioCallerWire(f"MZsim{seed}", f"CAsim{seed}")
-        self.agent = TwilioAgentWire(self.caller.stream_sid)
-        self.wire_call_id = self.caller.call_sid
+
+class _StreamAgent(Protocol):
+    def media(self, payload: Any, /) -> str: ...
+    def mark(self, name: str, /) -> str: ...
+    def clear(self) -> str: ...
+
+
+class MediaStream(Kit):
+    """The Twilio Media Streams shape (Twilio, Telnyx, Exotel): connected and start
+    open the stream, the agent's marks come back as the caller's marks, clear flushes,
+    stop ends it. A subclass names its two wires and how audio is encoded on them."""
+
+    caller: _StreamCaller
+    agent: _StreamAgent
+
+    def encode(self, pcm: Pcm) -> object:
+        return pcm
 
     def setup(self) -> list[bytes | str]:
         return [self.caller.connected(), self.caller.start()]
 
     def caller_audio(self, pcm: Pcm) -> bytes | str:
-        return self.caller.media(pcm_to_ulaw(pcm))
+        return self.caller.media(self.encode(pcm))
 
     def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        return self.agent.media(pcm_to_ulaw(pcm))
+        return self.agent.media(self.encode(pcm))
 
     def mark(self, name: str) -> str:
         return self.agent.mark(name)
@@ -111,36 +130,38 @@ class Twilio(Kit):
         return [self.caller.stop()]
 
 
-def call_kit(plan: CallPlan) -> Kit:
-    return Raw(plan.sample_rate_hz) if plan.dialect == "raw" else Twilio(plan.seed)
+class Twilio(MediaStream):
+    echo_at_flush = True
+
+    def __init__(self, seed: int) -> None:
+        caller = TwilioCallerWire(f"MZsim{seed}", f"CAsim{seed}")
+        self.caller, self.agent = caller, TwilioAgentWire(caller.stream_sid)
+        self.wire_call_id = caller.call_sid
+
+    def encode(self, pcm: Pcm) -> object:
+        return pcm_to_ulaw(pcm)
 
 
-class Telnyx(Kit):
+class Telnyx(MediaStream):
     def __init__(self, seed: int, encoding: str = "PCMU") -> None:
         self.caller = TelnyxCallerWire(f"st-{seed}", f"v3:call-{seed}", encoding=encoding)
         self.agent = TelnyxAgentWire()
         self.encoding = encoding
 
-    def setup(self) -> list[bytes | str]:
-        return [self.caller.connected(), self.caller.start()]
+    def encode(self, pcm: Pcm) -> object:
+        return telnyx_encode(pcm, self.encoding)
 
-    def caller_audio(self, pcm: Pcm) -> bytes | str:
-        return self.caller.media(telnyx_encode(pcm, self.encoding))
 
-    def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        return self.agent.media(telnyx_encode(pcm, self.encoding))
+class Exotel(MediaStream):
+    min_chunk_ms = 100  # agent chunks of at least 3.2 KB (100 ms)
 
-    def mark(self, name: str) -> str:
-        return self.agent.mark(name)
+    def __init__(self, seed: int) -> None:
+        self.caller = ExotelCallerWire(f"st-{seed}", f"call-{seed}")
+        self.agent = ExotelAgentWire(f"st-{seed}")
 
-    def echo(self, name: str) -> str:
-        return self.caller.mark(name)
 
-    def flush(self) -> str:
-        return self.agent.clear()
-
-    def end(self) -> list[bytes | str]:
-        return [self.caller.stop()]
+def call_kit(plan: CallPlan) -> Kit:
+    return Raw(plan.sample_rate_hz) if plan.dialect == "raw" else Twilio(plan.seed)
 
 
 class Plivo(Kit):
@@ -194,35 +215,6 @@ class Vonage(Kit):
 
     def flush(self) -> str:
         return VonageAgentWire.clear()
-
-
-class Exotel(Kit):
-    min_chunk_ms = 100  # agent chunks of at least 3.2 KB (100 ms)
-
-    def __init__(self, seed: int) -> None:
-        self.caller = ExotelCallerWire(f"st-{seed}", f"call-{seed}")
-        self.agent = ExotelAgentWire(f"st-{seed}")
-
-    def setup(self) -> list[bytes | str]:
-        return [self.caller.connected(), self.caller.start()]
-
-    def caller_audio(self, pcm: Pcm) -> bytes | str:
-        return self.caller.media(pcm)
-
-    def agent_audio(self, pcm: Pcm, turn: int) -> bytes | str:
-        return self.agent.media(pcm)
-
-    def mark(self, name: str) -> str:
-        return self.agent.mark(name)
-
-    def echo(self, name: str) -> str:
-        return self.caller.mark(name)
-
-    def flush(self) -> str:
-        return self.agent.clear()
-
-    def end(self) -> list[bytes | str]:
-        return [self.caller.stop()]
 
 
 class Realtime(Kit):

@@ -9,9 +9,9 @@ import pytest
 from support.flowkit import FLOWS_DIR, POLICIES_DIR, events
 
 from voxproxy.errors import FixtureError
-from voxproxy.receipts.flows import Flow, load_flow, load_flows, parse_flow, replay
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import VERDICTS, ToolCause, judge
+from voxproxy.scripted.flows import Flow, load_flow, load_flows, parse_flow, replay
 
 POLICY = load_policy(POLICIES_DIR / "default.yaml")
 FLOW_FILES = sorted(p for p in FLOWS_DIR.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
