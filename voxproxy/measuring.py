@@ -82,21 +82,25 @@ class MeasurementQueue:
         shed_after_ms: float = DEFAULT_SHED_AFTER_MS,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
         cpu_ns: Callable[[], int] = time.perf_counter_ns,
+        loop_cpu_ns: Callable[[], int] = time.thread_time_ns,
         now_ns: Callable[[], int] = time.monotonic_ns,
         call_soon: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
-        """``cpu_ns`` times the work against the budget, ``now_ns`` is the clock the
+        """``cpu_ns`` times the work against the budget, ``loop_cpu_ns`` is the CPU time
+        of the loop's thread (what forwarding took is read from it: time the process
+        was idle or waited for a core is no forwarding), ``now_ns`` is the clock the
         messages were stamped with, ``call_soon`` schedules the next turn's work (the
-        running loop's by default); tests pass fakes of all three."""
+        running loop's by default); tests pass fakes of them."""
         self.budget_ns = int(budget_ms * NS_PER_MS)
         self.share = share
         self.max_budget_ns = int(max_budget_ms * NS_PER_MS)
         self._turn_budget_ns = self.budget_ns  # this turn's
-        self._turn_end_ns: int | None = None  # when the last turn's measurement ended
+        self._turn_end_ns: int | None = None  # the loop's CPU when the last turn ended
         self._inline_ns = 0  # measured at once since then
         self.shed_after_ns = int(shed_after_ms * NS_PER_MS)
         self.max_backlog = max_backlog
         self._cpu_ns = cpu_ns
+        self._loop_cpu_ns = loop_cpu_ns
         self._now_ns = now_ns
         self._call_soon = call_soon
         self._spent_ns = 0  # measurement's CPU since the loop last went round
@@ -159,9 +163,10 @@ class MeasurementQueue:
         self._turn_pending = False
         cpu = self._cpu_ns
         start = cpu()
-        # What forwarding took since the last turn: the loop's time less measurement's.
+        # What forwarding took since the last turn: the loop's CPU less measurement's.
+        loop_cpu = self._loop_cpu_ns()
         end = self._turn_end_ns
-        forwarding = 0 if end is None else start - end - self._inline_ns
+        forwarding = 0 if end is None else loop_cpu - end - self._inline_ns
         self._inline_ns = 0
         budget = max(self.budget_ns, min(self.max_budget_ns, int(self.share * forwarding)))
         self._turn_budget_ns = budget
@@ -169,7 +174,7 @@ class MeasurementQueue:
         waiting = self._waiting
         if not waiting:
             self.oldest_ns = None
-            self._turn_end_ns = start
+            self._turn_end_ns = loop_cpu
             return
         now = self._now_ns()
         shed_before = now - self.shed_after_ns
@@ -197,7 +202,7 @@ class MeasurementQueue:
             if spent >= budget:
                 break
         self._spent_ns = spent
-        self._turn_end_ns = start + spent
+        self._turn_end_ns = loop_cpu + spent
         self.oldest_ns = oldest
         if waiting or spent:
             self._schedule()  # the next turn measures the rest, or just starts afresh
