@@ -205,7 +205,10 @@ class CallContext:
         self, direction: Direction, payload: bytes | str, t_ns: int, shed: bool
     ) -> bool | None:
         session = self.session
-        events = session.on_message(direction, payload, t_ns, shed=shed)
+        if shed:
+            events = session.on_message(direction, payload, t_ns, shed=True)
+        else:
+            events = session.on_message(direction, payload, t_ns)
         if self._wire_pending and session.wire_call_id_hash is not None:
             # The wire just named the call: the event API may now be told about it by those
             # ids too (kept only as keyed hashes). Registered under the call's id even if
