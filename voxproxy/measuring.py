@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 NS_PER_MS = 1_000_000
-DEFAULT_BUDGET_MS = 1.0
+DEFAULT_BUDGET_MS = 0.25
 DEFAULT_SHARE = 1.0
 DEFAULT_MAX_BUDGET_MS = 10.0
 DEFAULT_SHED_AFTER_MS = 500.0
