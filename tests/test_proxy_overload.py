@@ -160,6 +160,30 @@ async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
     assert any(t.reason == "measurement_shed" for t in receipt.turns), receipt.turns
 
 
+async def test_calls_that_end_with_measurement_queued_get_their_receipts_at_stop() -> None:
+    turns: list[Callable[[], None]] = []  # the loop's turns for measurement: never run
+    queue = MeasurementQueue(budget_ms=0.0, share=0.0, call_soon=turns.append)
+    async with router_agent() as agent:
+        receipts: list[Receipt] = []
+        proxy = Proxy(
+            ProxyConfig(RelayConfig(agent.url), dialect="twilio", secret=b"stop"),
+            sinks=[receipts.append],
+        )
+        proxy.measuring = queue
+        port = await proxy.start("127.0.0.1", 0)
+        call = await healthy_call(port, "queued", frames=5)
+        for _ in range(200):
+            if proxy.active == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert proxy.active == 0 and not receipts and queue.queued > 0
+        await proxy.stop()
+    assert len(receipts) == 1 and queue.queued == 0
+    assert receipts[0].traffic.caller_audio_ms == 20.0 * len(call.sent)  # all of it measured
+    assert receipts[0].traffic.agent_to_caller_messages == len(call.echoed)
+    assert receipts[0].terminal == "completed"
+
+
 # -- admission on event-loop lag --------------------------------------------------------------
 
 

@@ -159,7 +159,12 @@ class MeasurementQueue:
         call_soon = self._call_soon or asyncio.get_running_loop().call_soon
         call_soon(self.run_turn)
 
-    def run_turn(self) -> None:
+    def drain(self) -> None:
+        """Measure everything queued, now (at shutdown: every call's receipt is owed)."""
+        while self._waiting:
+            self.run_turn(unbounded=True)
+
+    def run_turn(self, unbounded: bool = False) -> None:
         """One turn of the loop has passed: measure queued items within the budget."""
         self._turn_pending = False
         cpu = self._cpu_ns
@@ -170,6 +175,8 @@ class MeasurementQueue:
         forwarding = 0 if end is None else loop_cpu - end - self._inline_ns
         self._inline_ns = 0
         budget = max(self.budget_ns, min(self.max_budget_ns, int(self.share * forwarding)))
+        if unbounded:
+            budget = 1 << 62
         self._turn_budget_ns = budget
         self._spent_ns = 0
         waiting = self._waiting

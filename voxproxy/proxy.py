@@ -477,4 +477,5 @@ class Proxy(ReceiptOutlet):
 
     async def stop(self, drain_s: float = 0.0) -> None:
         await self.server.stop(drain_s)
+        self.measuring.drain()  # calls that ended with messages still queued get receipts
         await self.clock_lag.stop()
