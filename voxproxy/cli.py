@@ -699,7 +699,7 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         events_api = await _start_services(
             args, proxy, telemetry, journal, left, config.session, events_listen
         )
-        bound = await proxy.server.start(host, port, server_ssl)
+        bound = await proxy.start(host, port, server_ssl)  # with its LagMonitor
         # Everything built at startup lives as long as the process: keep it out of the
         # cyclic garbage collector's full passes (they would rescan it under load).
         gc.freeze()
