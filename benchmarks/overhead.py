@@ -333,6 +333,7 @@ class PathResult:
     messages: int
     window_s: float
     errors: int
+    shed_share: float | None = None  # voxproxy: share of media messages whose analysis was shed
 
 
 def measure(
@@ -415,13 +416,28 @@ def measure(
             relay.wait(timeout=20)
         except subprocess.TimeoutExpired:
             relay.kill()
+    shed = _shed_share(Path(receipts.name)) if path == "voxproxy" else None
     os.unlink(receipts.name)
     data = json.loads(out)
     lat = [x / 1e6 for x in data["latencies_ns"]]
     # Messages the relay forwarded in the CPU window: those that arrived in the
     # load's recording window (the same length), both directions.
     messages = int(len(lat) * window / seconds)
-    return PathResult(path, calls, lat, _cpu_between(cpu0, cpu1), messages, window, data["errors"])
+    cpu = _cpu_between(cpu0, cpu1)
+    return PathResult(path, calls, lat, cpu, messages, window, data["errors"], shed)
+
+
+def _shed_share(receipts: Path) -> float:
+    """Of the messages the receipts count, the share whose analysis was shed (a call that
+    gave up measuring counts whole): a CPU figure is only measurement's if this is 0."""
+    shed = total = 0
+    for line in receipts.read_text().splitlines():
+        r = json.loads(line)
+        t = r["traffic"]
+        n = t["caller_to_agent_messages"] + t["agent_to_caller_messages"]
+        total += n
+        shed += n if r.get("measurement_disabled") else r["anomalies"].get("measurement_shed", 0)
+    return shed / total if total else 0.0
 
 
 def _start_py_spy(pid: int, seconds: float, out: str) -> subprocess.Popen[bytes]:
@@ -533,6 +549,7 @@ def main() -> None:
         "CPU/call-s",
         "calls/core",
         "errors",
+        "shed",
     ):
         table.add_column(col, justify="right")
     for calls in levels:
@@ -560,6 +577,7 @@ def main() -> None:
                 "" if p == "direct" else f"{cpu_call_s * 1000:.2f} ms",
                 "" if p == "direct" else f"{1 / cpu_call_s:.0f}" if cpu_call_s > 0 else "",
                 str(r.errors),
+                "" if r.shed_share is None else f"{100 * r.shed_share:.1f}%",
             )
             if p == "voxproxy":
                 level.update(
@@ -567,6 +585,7 @@ def main() -> None:
                     p99_added_ms=round(pct(added, 99), 3),
                     cpu_per_msg_us=round(cpu_msg_us, 2),
                     calls_per_core=round(1 / cpu_call_s) if cpu_call_s > 0 else None,  # type: ignore[dict-item]
+                    shed_share=round(r.shed_share or 0.0, 4),
                 )
             if p == "forward-only":
                 level.update(forward_only_cpu_per_msg_us=round(cpu_msg_us, 2))
@@ -583,7 +602,8 @@ def main() -> None:
     console.print(table)
     console.print(
         "cpu_per_msg_ratio = voxproxy CPU per message / bare relay CPU per message (same run). "
-        "Added latency is relative to the direct path's median."
+        "Added latency is relative to the direct path's median. shed = share of voxproxy's "
+        "messages whose analysis it shed (measurement fell behind: figures withheld)."
     )
     print(json.dumps({"levels": rows}))
 

@@ -68,6 +68,7 @@ def make(
         shed_after_ms=shed_after_ms,
         max_backlog=max_backlog,
         cpu_ns=lambda: cpu[0],
+        loop_cpu_ns=lambda: cpu[0],
         now_ns=lambda: now[0],
         call_soon=loop.call_soon,
     )

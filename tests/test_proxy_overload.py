@@ -160,6 +160,30 @@ async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
     assert any(t.reason == "measurement_shed" for t in receipt.turns), receipt.turns
 
 
+async def test_calls_that_end_with_measurement_queued_get_their_receipts_at_stop() -> None:
+    turns: list[Callable[[], None]] = []  # the loop's turns for measurement: never run
+    queue = MeasurementQueue(budget_ms=0.0, share=0.0, call_soon=turns.append)
+    async with router_agent() as agent:
+        receipts: list[Receipt] = []
+        proxy = Proxy(
+            ProxyConfig(RelayConfig(agent.url), dialect="twilio", secret=b"stop"),
+            sinks=[receipts.append],
+        )
+        proxy.measuring = queue
+        port = await proxy.start("127.0.0.1", 0)
+        call = await healthy_call(port, "queued", frames=5)
+        for _ in range(200):
+            if proxy.active == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert proxy.active == 0 and not receipts and queue.queued > 0
+        await proxy.stop()
+    assert len(receipts) == 1 and queue.queued == 0
+    assert receipts[0].traffic.caller_audio_ms == 20.0 * len(call.sent)  # all of it measured
+    assert receipts[0].traffic.agent_to_caller_messages == len(call.echoed)
+    assert receipts[0].terminal == "completed"
+
+
 # -- admission on event-loop lag --------------------------------------------------------------
 
 
@@ -184,11 +208,14 @@ async def test_a_lagging_loop_refuses_new_callers_with_503_and_admits_again_afte
                 RelayConfig(agent.url), dialect="twilio", secret=b"lag", max_loop_lag_ms=50.0
             )
         )
-        proxy.clock_lag = LagMonitor(clock=clock.now_ns)
+        proxy.clock_lag = LagMonitor(period_s=3600.0, clock=clock.now_ns)
         port = await proxy.start("127.0.0.1", 0)
         try:
             assert (await healthy_call(port, "before", frames=3)).close_code == 1000
-            proxy.clock_lag.record(clock.now_ns(), 80 * NS_PER_MS)  # the loop ran 80 ms late
+            for _ in range(3):  # the loop ran 80 ms late, reading after reading
+                proxy.clock_lag.record(clock.now_ns(), 80 * NS_PER_MS)
+                clock.advance_ms(100)
+            proxy.clock_lag.record(clock.now_ns(), 2 * NS_PER_MS)  # (one reading in time)
             with pytest.raises(InvalidStatus) as info:
                 async with connect(f"ws://127.0.0.1:{port}/echo/lagged"):
                     pass
@@ -197,7 +224,7 @@ async def test_a_lagging_loop_refuses_new_callers_with_503_and_admits_again_afte
             assert response.headers["Retry-After"] == "1"
             assert b"overloaded (event loop lag 80 ms)" in response.body
             assert proxy.server.admission.refused_overloaded == 1
-            clock.advance_ms(500)  # still within the last second
+            clock.advance_ms(400)  # still within the last second
             with pytest.raises(InvalidStatus):
                 async with connect(f"ws://127.0.0.1:{port}/echo/lagged"):
                     pass
@@ -217,7 +244,7 @@ async def test_a_small_lag_or_no_bound_admits() -> None:
                     RelayConfig(agent.url), dialect="twilio", secret=b"lag", max_loop_lag_ms=bound
                 )
             )
-            proxy.clock_lag = LagMonitor(clock=clock.now_ns)
+            proxy.clock_lag = LagMonitor(period_s=3600.0, clock=clock.now_ns)
             port = await proxy.start("127.0.0.1", 0)
             try:
                 proxy.clock_lag.record(clock.now_ns(), lag_ms * NS_PER_MS)

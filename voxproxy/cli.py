@@ -296,9 +296,10 @@ def _add_proxy(sub: Any) -> None:
         "--max-loop-lag-ms",
         type=non_negative_float,
         default=100.0,
-        help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop ran "
-        "this many ms late in the last second, or while its measurement is shedding: the "
-        "calls it has stay transparent (0: no such refusal; websocket transport; default 100)",
+        help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop runs "
+        "this many ms late (the median of its readings over the last second), or while its "
+        "measurement is shedding: the calls it has stay transparent (0: no such refusal; "
+        "websocket transport; default 100)",
     )
     p.add_env_argument(
         "--idle-timeout",

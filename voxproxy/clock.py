@@ -52,9 +52,12 @@ class LagMonitor:
         self._lags: deque[int] = deque(maxlen=keep)
         self._task: asyncio.Task[None] | None = None
         self.max_lag_ns = 0
+        # Every reading of the last ~2.5 s (late or not), for the loop's load now.
+        self._readings: deque[tuple[int, int]] = deque(maxlen=128)
 
     def record(self, t_ns: int, lag_ns: int) -> None:
         """A reading: at ``t_ns`` the loop ran a timer ``lag_ns`` late."""
+        self._readings.append((t_ns, lag_ns))
         if lag_ns >= self._min_ns:
             self._times.append(t_ns)
             self._lags.append(lag_ns)
@@ -78,17 +81,20 @@ class LagMonitor:
             i += 1
         return worst
 
-    def recent_max_ns(self, window_ns: int) -> int:
-        """The longest lag recorded in the last ``window_ns``: the loop's load now."""
+    def recent_lag_ns(self, window_ns: int) -> int:
+        """The median lag of the readings of the last ``window_ns`` (0 without any): the
+        loop's load now. A median, so that one stall (a burst of handshakes, the process
+        waiting for a core once) is not taken for a load that lasts."""
         since = self._clock() - window_ns
-        times, lags = self._times, self._lags
-        worst = 0
-        for i in range(len(times) - 1, -1, -1):
-            if times[i] < since:
+        lags = []
+        for t, lag in reversed(self._readings):
+            if t < since:
                 break
-            if lags[i] > worst:
-                worst = lags[i]
-        return worst
+            lags.append(lag)
+        if not lags:
+            return 0
+        lags.sort()
+        return lags[len(lags) // 2]
 
     def start(self) -> None:
         if self._task is None:

@@ -13,7 +13,7 @@ a bound on that:
   measured at once (the common case: nothing queues).
 * Past the budget, and for as long as a call has messages queued (its order is
   kept), messages are queued per call and measured on the loop's next turns,
-  within the budget, the calls taking turns message by message. Messages
+  within the budget, the calls taking turns a few messages at a time. Messages
   carry their arrival times, and the measurement core reads no clock, so a
   message measured late gives exactly the figures it would have given at once.
 * A message that has waited longer than ``shed_after_ms`` is *shed*: decoded
@@ -41,10 +41,11 @@ from typing import Protocol
 
 from voxproxy.timebase import NS_PER_MS
 
-DEFAULT_BUDGET_MS = 1.0
+DEFAULT_BUDGET_MS = 0.25
 DEFAULT_SHARE = 1.0
 DEFAULT_MAX_BUDGET_MS = 10.0
 DEFAULT_SHED_AFTER_MS = 500.0
+_ITEMS_PER_VISIT = 8  # items of one call measured before the next call's turn
 DEFAULT_MAX_BACKLOG = 5000  # messages queued per call (50 s of 20 ms frames one way)
 
 # A queued item: (direction, payload, t_ns) for a message, (None, event, t_ns) for an
@@ -83,21 +84,25 @@ class MeasurementQueue:
         shed_after_ms: float = DEFAULT_SHED_AFTER_MS,
         max_backlog: int = DEFAULT_MAX_BACKLOG,
         cpu_ns: Callable[[], int] = time.perf_counter_ns,
+        loop_cpu_ns: Callable[[], int] = time.thread_time_ns,
         now_ns: Callable[[], int] = time.monotonic_ns,
         call_soon: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
-        """``cpu_ns`` times the work against the budget, ``now_ns`` is the clock the
+        """``cpu_ns`` times the work against the budget, ``loop_cpu_ns`` is the CPU time
+        of the loop's thread (what forwarding took is read from it: time the process
+        was idle or waited for a core is no forwarding), ``now_ns`` is the clock the
         messages were stamped with, ``call_soon`` schedules the next turn's work (the
-        running loop's by default); tests pass fakes of all three."""
+        running loop's by default); tests pass fakes of them."""
         self.budget_ns = int(budget_ms * NS_PER_MS)
         self.share = share
         self.max_budget_ns = int(max_budget_ms * NS_PER_MS)
         self._turn_budget_ns = self.budget_ns  # this turn's
-        self._turn_end_ns: int | None = None  # when the last turn's measurement ended
+        self._turn_end_ns: int | None = None  # the loop's CPU when the last turn ended
         self._inline_ns = 0  # measured at once since then
         self.shed_after_ns = int(shed_after_ms * NS_PER_MS)
         self.max_backlog = max_backlog
         self._cpu_ns = cpu_ns
+        self._loop_cpu_ns = loop_cpu_ns
         self._now_ns = now_ns
         self._call_soon = call_soon
         self._spent_ns = 0  # measurement's CPU since the loop last went round
@@ -155,22 +160,30 @@ class MeasurementQueue:
         call_soon = self._call_soon or asyncio.get_running_loop().call_soon
         call_soon(self.run_turn)
 
-    def run_turn(self) -> None:
+    def drain(self) -> None:
+        """Measure everything queued, now (at shutdown: every call's receipt is owed)."""
+        while self._waiting:
+            self.run_turn(unbounded=True)
+
+    def run_turn(self, unbounded: bool = False) -> None:
         """One turn of the loop has passed: measure queued items within the budget."""
         self._turn_pending = False
         cpu = self._cpu_ns
         start = cpu()
-        # What forwarding took since the last turn: the loop's time less measurement's.
+        # What forwarding took since the last turn: the loop's CPU less measurement's.
+        loop_cpu = self._loop_cpu_ns()
         end = self._turn_end_ns
-        forwarding = 0 if end is None else start - end - self._inline_ns
+        forwarding = 0 if end is None else loop_cpu - end - self._inline_ns
         self._inline_ns = 0
         budget = max(self.budget_ns, min(self.max_budget_ns, int(self.share * forwarding)))
+        if unbounded:
+            budget = 1 << 62
         self._turn_budget_ns = budget
         self._spent_ns = 0
         waiting = self._waiting
         if not waiting:
             self.oldest_ns = None
-            self._turn_end_ns = start
+            self._turn_end_ns = loop_cpu
             return
         now = self._now_ns()
         shed_before = now - self.shed_after_ns
@@ -179,7 +192,9 @@ class MeasurementQueue:
         while waiting:  # at least one item a turn, however small the budget
             call = waiting.popleft()
             backlog = call.backlog
-            if backlog:
+            for _ in range(_ITEMS_PER_VISIT):  # a few of a call's items, then the next call
+                if not backlog:
+                    break
                 item = backlog.popleft()
                 self.queued -= 1
                 t_ns = item[2]
@@ -189,16 +204,18 @@ class MeasurementQueue:
                 if shed and item[0] is not None:
                     self.shed += 1
                 call.measure_item(item, shed)
+                spent = cpu() - start
+                if spent >= budget:
+                    break
             if call.backlog:
                 waiting.append(call)
             else:
                 call.backlog = None
                 call.backlog_drained()
-            spent = cpu() - start
             if spent >= budget:
                 break
         self._spent_ns = spent
-        self._turn_end_ns = start + spent
+        self._turn_end_ns = loop_cpu + spent
         self.oldest_ns = oldest
         if waiting or spent:
             self._schedule()  # the next turn measures the rest, or just starts afresh

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("voxproxy.proxy")
 
 DEFAULT_MAX_LOOP_LAG_MS = 100.0
-LAG_WINDOW_NS = 1_000 * NS_PER_MS  # the event-loop lag admission looks at: the last second
+LAG_WINDOW_NS = 1_000 * NS_PER_MS  # admission looks at the loop's lag over the last second
 
 CALL_ID_HEADER = "X-Voxproxy-Call"
 
@@ -70,8 +70,9 @@ class ProxyConfig:
     dialect_options: DialectOptions = field(default_factory=DialectOptions)
     session: SessionConfig = field(default_factory=SessionConfig)
     secret: bytes | None = None
-    # A new call is refused (503, Retry-After) while the event loop ran this late in the
-    # last second, or while measurement sheds (None: no such refusal).
+    # A new call is refused (503, Retry-After) while the event loop's lag (the median of
+    # its readings over the last second) exceeds this, or while measurement sheds (None:
+    # no such refusal).
     max_loop_lag_ms: float | None = DEFAULT_MAX_LOOP_LAG_MS
 
 
@@ -208,7 +209,10 @@ class CallContext:
         self, direction: Direction, payload: bytes | str, t_ns: int, shed: bool
     ) -> bool | None:
         session = self.session
-        events = session.on_message(direction, payload, t_ns, shed=shed)
+        if shed:
+            events = session.on_message(direction, payload, t_ns, shed=True)
+        else:
+            events = session.on_message(direction, payload, t_ns)
         if self._wire_pending and session.wire_call_id_hash is not None:
             # The wire just named the call: the event API may now be told about it by those
             # ids too (kept only as keyed hashes). Registered under the call's id even if
@@ -449,7 +453,7 @@ class Proxy(ReceiptOutlet):
         """Why a new call would not be served transparently now, or None."""
         bound = self.config.max_loop_lag_ms
         assert bound is not None
-        lag_ns = self.clock_lag.recent_max_ns(LAG_WINDOW_NS)
+        lag_ns = self.clock_lag.recent_lag_ns(LAG_WINDOW_NS)
         if lag_ns > bound * NS_PER_MS:
             return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
         if self.measuring.shedding:
@@ -486,4 +490,5 @@ class Proxy(ReceiptOutlet):
 
     async def stop(self, drain_s: float = 0.0) -> None:
         await self.server.stop(drain_s)
+        self.measuring.drain()  # calls that ended with messages still queued get receipts
         await self.clock_lag.stop()
