@@ -35,7 +35,7 @@ from support.otlp_receiver import HttpReceiver
 from support.privacy import content_leaks
 
 from voxproxy.dialects import twilio as twilio_dialect
-from voxproxy.loadgen import caller as caller_module
+from voxproxy.loadgen import wires as wires_module
 from voxproxy.loadgen.runner import (
     LoadPlan,
     call_id,
@@ -112,7 +112,7 @@ def _spans_text(receiver: HttpReceiver) -> str:
 async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(caller_module, "TwilioCallerWire", _WireWithCustomParameters)
+    monkeypatch.setattr(wires_module, "TwilioCallerWire", _WireWithCustomParameters)
     caplog.set_level(logging.DEBUG)
     logging.getLogger("websockets").setLevel(logging.WARNING)  # as `voxproxy proxy` sets it
     receiver = await HttpReceiver().start()
