@@ -36,8 +36,6 @@ from voxproxy.analysis.vad import Spurt
 from voxproxy.errors import UsageError
 from voxproxy.timebase import NS_PER_MS
 
-FLUSH_IN_SPURT_NS = 60 * NS_PER_MS  # a dip this short before a cut is inside a word
-
 
 class TurnKind(enum.StrEnum):
     RESPONSE = "response"
@@ -81,20 +79,12 @@ class BargeIn:
     in_pause: bool = False  # the caller started in a pause of the agent's utterance
 
     def stop_ns(self) -> int:
-        """End of audible agent speech after the onset.
-
-        A flush that cut audible audio ends it at the flush, when the flush came
-        before the detected end of speech or within ``FLUSH_IN_SPURT_NS`` after it
-        (the cut fell in a dip inside a word, such as a stop consonant's closure);
-        after a longer silence the speech had ended on its own, at the end of the
-        talked-over spurts.
-        """
+        """End of audible agent speech after the onset: the end of the talked-over spurts
+        (the last speech heard), cut at the flush if the flush came first. A flush that
+        falls in a pause of the answer cut silence: the speech had ended at the pause, as
+        the truth rule's offset has it (MEASUREMENT.md 2)."""
         flush = self.flush_ns
-        if (
-            flush is not None
-            and self.flush_cut_audible
-            and flush <= self.chain_end_ns + FLUSH_IN_SPURT_NS
-        ):
+        if flush is not None and self.flush_cut_audible and flush < self.chain_end_ns:
             return flush
         return self.chain_end_ns
 

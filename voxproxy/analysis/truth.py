@@ -16,6 +16,7 @@ as a loud one:
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from voxproxy.audio.levels import active_speech_level, window_energy_db
 from voxproxy.events import Pcm
@@ -65,3 +66,25 @@ def speech_edges(
         prev = i
     runs.append([float(start), float(prev + 1)])
     return [r for r in runs if r[1] - r[0] >= min_speech_ms]
+
+
+def speech_windows(pcm: Pcm, sample_rate_hz: int) -> npt.NDArray[np.bool_]:
+    """Which 1 ms windows of a clean clip are speech by the truth rule (before merging)."""
+    threshold = truth_threshold_dbfs(pcm, sample_rate_hz)
+    if threshold is None:
+        return np.zeros(0, dtype=np.bool_)
+    mask: npt.NDArray[np.bool_] = window_energy_db(pcm, sample_rate_hz // 1000) > threshold
+    return mask
+
+
+def last_speech_end_ms(windows: npt.NDArray[np.bool_], start_ms: float, cut_ms: float) -> float:
+    """Where the speech of a run that starts at ``start_ms`` ends when its audio is cut at
+    ``cut_ms``: the end of its last speech window before the cut. A run's merged pauses
+    are silence, so a cut inside one ends the speech before it, not at the cut (the
+    offset is the last window within the range of the level). ``cut_ms`` when there are
+    no windows to read (a silent clip)."""
+    lo, hi = max(0, int(start_ms)), min(windows.size, int(cut_ms))
+    idx = np.flatnonzero(windows[lo:hi])
+    if idx.size == 0:
+        return cut_ms
+    return min(cut_ms, float(lo + int(idx[-1]) + 1))

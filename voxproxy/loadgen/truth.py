@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from voxproxy.analysis.truth import truth_threshold_dbfs
-from voxproxy.audio.levels import window_energy_db
+from voxproxy.analysis.truth import last_speech_end_ms, speech_windows
 from voxproxy.clips import Clip
 from voxproxy.clips import clip as load_clip
 from voxproxy.loadgen.caller import CallRecord
@@ -68,37 +67,18 @@ def agent_speech(
     return out
 
 
-_ACTIVE: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
+_WINDOWS: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
 
 
-def _active_ms(c: Clip) -> npt.NDArray[np.bool_]:
-    """The truth rule's 1 ms windows of ``c`` that are speech (before merging)."""
+def _windows(c: Clip) -> npt.NDArray[np.bool_]:
+    """The truth rule's speech windows of ``c``, computed once per clip."""
     key = (c.name, c.pcm.size, c.sample_rate_hz)
-    mask = _ACTIVE.get(key)
+    mask = _WINDOWS.get(key)
     if mask is None:
-        threshold = truth_threshold_dbfs(c.pcm, c.sample_rate_hz)
-        window = c.sample_rate_hz // 1000
-        if threshold is None:
-            mask = np.zeros(0, dtype=np.bool_)
-        else:
-            mask = window_energy_db(c.pcm, window) > threshold
-        if len(_ACTIVE) > 256:
-            _ACTIVE.clear()
-        _ACTIVE[key] = mask
+        if len(_WINDOWS) > 256:
+            _WINDOWS.clear()
+        mask = _WINDOWS[key] = speech_windows(c.pcm, c.sample_rate_hz)
     return mask
-
-
-def _speech_end_before_ms(c: Clip, a_ms: float, cut_ms: float) -> float:
-    """Where the speech heard of a run ``[a_ms, ...)`` ends when the stream was cut at
-    ``cut_ms``: a run's merged pauses are silence, so a cut inside one ends the speech
-    at the last speech window before it (MEASUREMENT.md 2: the offset is the last
-    window within 35 dB of the level), not at the cut."""
-    mask = _active_ms(c)
-    lo, hi = max(0, int(a_ms)), min(mask.size, int(cut_ms))
-    idx = np.flatnonzero(mask[lo:hi])
-    if idx.size == 0:  # no windows to read (a silent clip): the cut
-        return cut_ms
-    return min(cut_ms, float(lo + int(idx[-1]) + 1))
 
 
 def response_speech(
@@ -135,7 +115,7 @@ def response_speech(
             continue
         if last_played < pos(b_ms):  # cut inside the run: it ends on its last speech heard
             cut_ms = (last_played - base) * 1000 / rate
-            end_ms = _speech_end_before_ms(c, a_ms, cut_ms)
+            end_ms = last_speech_end_ms(_windows(c), a_ms, cut_ms)
             last_played = max(a + 1, min(last_played, pos(end_ms)))
         t0 = record.play_time(a)
         t = record.play_time(last_played - 1)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import numpy.typing as npt
 
+from voxproxy.analysis.truth import last_speech_end_ms, speech_windows
 from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
@@ -85,21 +87,46 @@ def played_ns(starts: list[tuple[int, int, Pcm, int]], t_ns: int, rate: int) -> 
     return total
 
 
+_WINDOWS: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
+
+
+def _windows(clip: Clip) -> npt.NDArray[np.bool_]:
+    key = (clip.name, clip.pcm.size, clip.sample_rate_hz)
+    mask = _WINDOWS.get(key)
+    if mask is None:
+        if len(_WINDOWS) > 256:
+            _WINDOWS.clear()
+        mask = _WINDOWS[key] = speech_windows(clip.pcm, clip.sample_rate_hz)
+    return mask
+
+
 def _last_speech_before(
     clip: Clip, rate: int, starts: list[tuple[int, int, Pcm, int]], end_ns: int
 ) -> int:
-    """Truth: the last audible speech sample of ``clip`` when its audio ends at ``end_ns``."""
+    """Truth: the last audible speech sample of ``clip`` when its audio ends at ``end_ns``.
+    A cut inside one of a run's own pauses ends the speech at the last speech window
+    before it (MEASUREMENT.md 2's offset), not at the cut."""
     best: int | None = None
     spm = rate // 1000
     for a_ms, b_ms in clip.segments_ms:
-        for p_ms in (a_ms, b_ms):
-            del p_ms
         a_pos, b_pos = round(a_ms * spm), round(b_ms * spm)
         a_t = _play_time(starts, a_pos, rate)
         b_t = _play_time(starts, b_pos, rate)
         if a_t >= end_ns:
             break
-        best = min(b_t, end_ns)
+        best = b_t
+        if b_t > end_ns:  # cut inside the run: the last whole ms that played before it
+            lo, hi = a_ms, b_ms
+            while hi - lo > 1.0:
+                mid = (lo + hi) / 2
+                if _play_time(starts, round(mid * spm), rate) <= end_ns:
+                    lo = mid
+                else:
+                    hi = mid
+            end_ms = last_speech_end_ms(_windows(clip), a_ms, lo)
+            best = min(end_ns, _play_time(starts, round(end_ms * spm), rate))
+            if end_ms >= lo:  # speech was playing at the cut
+                best = end_ns
     return best if best is not None else end_ns
 
 
