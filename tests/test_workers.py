@@ -160,7 +160,10 @@ async def test_two_workers_serve_one_port_one_receipts_file_one_metrics_one_even
 def test_workers_default_to_the_cpus_available_and_webrtc_to_one() -> None:
     args = build_parser().parse_args(["proxy", "--upstream", "ws://a"])
     assert serve_config(args).workers == default_workers()
-    assert 1 <= default_workers() <= len(os.sched_getaffinity(0))
+    # The CPUs this process may run on, bounded by the cgroup's quota when it has one.
+    expected = len(os.sched_getaffinity(0))
+    quota = cgroup_cpu_quota()
+    assert default_workers() == (expected if quota is None else min(expected, quota))
     args = build_parser().parse_args(["proxy", "--upstream", "ws://a", "--workers", "1"])
     assert serve_config(args).workers == 1
     webrtc = ["proxy", "--transport", "webrtc", "--upstream", "http://a"]
@@ -169,6 +172,20 @@ def test_workers_default_to_the_cpus_available_and_webrtc_to_one() -> None:
 
     with pytest.raises(ConfigError, match="one process"):
         serve_config(build_parser().parse_args([*webrtc, "--workers", "2"]))
+
+
+def test_the_default_is_the_allowed_cpus_within_the_quota(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import voxproxy.workers as workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    monkeypatch.setattr(workers, "cgroup_cpu_quota", lambda: None)
+    assert default_workers() == 4
+    monkeypatch.setattr(workers, "cgroup_cpu_quota", lambda: 2)
+    assert default_workers() == 2
+    monkeypatch.setattr(workers, "cgroup_cpu_quota", lambda: 8)
+    assert default_workers() == 4
 
 
 def test_the_cgroup_cpu_quota_bounds_the_default(tmp_path: Path) -> None:

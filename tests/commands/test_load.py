@@ -184,7 +184,9 @@ def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, worke
     assert load.returncode == 130, (out, err)
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     finished = len(results["calls"])
-    assert 1 <= finished < 6
+    # The progress line had counted one finished call when SIGINT went; more may end
+    # before the signal lands, never all six (the rest were still playing).
+    assert finished >= 1 and finished != 6, finished
     assert results["run"]["interrupted"] is True and results["run"]["finished_calls"] == finished
     assert f"interrupted: {finished} of 6 calls had finished" in err, err
     assert "Traceback" not in err

@@ -77,6 +77,21 @@ def speech_windows(pcm: Pcm, sample_rate_hz: int) -> npt.NDArray[np.bool_]:
     return mask
 
 
+_NAMED: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
+
+
+def named_speech_windows(name: str, pcm: Pcm, sample_rate_hz: int) -> npt.NDArray[np.bool_]:
+    """:func:`speech_windows` of a named clip, computed once per clip (name, length and
+    rate) and kept for the next call (a few hundred clips at most)."""
+    key = (name, pcm.size, sample_rate_hz)
+    mask = _NAMED.get(key)
+    if mask is None:
+        if len(_NAMED) > 256:
+            _NAMED.clear()
+        mask = _NAMED[key] = speech_windows(pcm, sample_rate_hz)
+    return mask
+
+
 def last_speech_end_ms(windows: npt.NDArray[np.bool_], start_ms: float, cut_ms: float) -> float:
     """Where the speech of a run that starts at ``start_ms`` ends when its audio is cut at
     ``cut_ms``: the end of its last speech window before the cut. A run's merged pauses

@@ -12,10 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-
-from voxproxy.analysis.truth import last_speech_end_ms, speech_windows
+from voxproxy.analysis.truth import last_speech_end_ms, named_speech_windows
 from voxproxy.clips import Clip
 from voxproxy.clips import clip as load_clip
 from voxproxy.loadgen.caller import CallRecord
@@ -67,20 +64,6 @@ def agent_speech(
     return out
 
 
-_WINDOWS: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
-
-
-def _windows(c: Clip) -> npt.NDArray[np.bool_]:
-    """The truth rule's speech windows of ``c``, computed once per clip."""
-    key = (c.name, c.pcm.size, c.sample_rate_hz)
-    mask = _WINDOWS.get(key)
-    if mask is None:
-        if len(_WINDOWS) > 256:
-            _WINDOWS.clear()
-        mask = _WINDOWS[key] = speech_windows(c.pcm, c.sample_rate_hz)
-    return mask
-
-
 def response_speech(
     record: CallRecord, r: ResponseLog, c: Clip, rate: int, played: list[tuple[int, int]]
 ) -> AgentSpeech | None:
@@ -115,7 +98,9 @@ def response_speech(
             continue
         if last_played < pos(b_ms):  # cut inside the run: it ends on its last speech heard
             cut_ms = (last_played - base) * 1000 / rate
-            end_ms = last_speech_end_ms(_windows(c), a_ms, cut_ms)
+            end_ms = last_speech_end_ms(
+                named_speech_windows(c.name, c.pcm, c.sample_rate_hz), a_ms, cut_ms
+            )
             last_played = max(a + 1, min(last_played, pos(end_ms)))
         t0 = record.play_time(a)
         t = record.play_time(last_played - 1)

@@ -9,9 +9,8 @@ from __future__ import annotations
 import random
 
 import numpy as np
-import numpy.typing as npt
 
-from voxproxy.analysis.truth import last_speech_end_ms, speech_windows
+from voxproxy.analysis.truth import last_speech_end_ms, named_speech_windows
 from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
@@ -87,19 +86,6 @@ def played_ns(starts: list[tuple[int, int, Pcm, int]], t_ns: int, rate: int) -> 
     return total
 
 
-_WINDOWS: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
-
-
-def _windows(clip: Clip) -> npt.NDArray[np.bool_]:
-    key = (clip.name, clip.pcm.size, clip.sample_rate_hz)
-    mask = _WINDOWS.get(key)
-    if mask is None:
-        if len(_WINDOWS) > 256:
-            _WINDOWS.clear()
-        mask = _WINDOWS[key] = speech_windows(clip.pcm, clip.sample_rate_hz)
-    return mask
-
-
 def _last_speech_before(
     clip: Clip, rate: int, starts: list[tuple[int, int, Pcm, int]], end_ns: int
 ) -> int:
@@ -123,7 +109,9 @@ def _last_speech_before(
                     lo = mid
                 else:
                     hi = mid
-            end_ms = last_speech_end_ms(_windows(clip), a_ms, lo)
+            end_ms = last_speech_end_ms(
+                named_speech_windows(clip.name, clip.pcm, clip.sample_rate_hz), a_ms, lo
+            )
             best = min(end_ns, _play_time(starts, round(end_ms * spm), rate))
             if end_ms >= lo:  # speech was playing at the cut
                 best = end_ns
