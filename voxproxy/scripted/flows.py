@@ -46,6 +46,7 @@ from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.receipts.policy import GateName
 from voxproxy.receipts.verdict import Verdict
 from voxproxy.session import CallSession, SessionConfig
+from voxproxy.session.receipt import TOOL_EVENT_FIELDS
 from voxproxy.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.turns import FlushMark
 from voxproxy.yamlmodel import validate
@@ -273,23 +274,8 @@ _TOOL_KINDS = frozenset(get_args(ToolKind))
 
 
 def _tool_event(e: FlowEvent) -> ToolEvent:
-    return ToolEvent(
-        kind=e.kind,
-        t_ns=_ns(e.t_ms),
-        source="api",
-        operation_id=e.operation_id,
-        tool=e.tool,
-        attempt=e.attempt,
-        state_version=e.state_version,
-        args_hash=e.args_hash,
-        idempotency_key=e.idempotency_key,
-        status=e.status,
-        result_hash=e.result_hash,
-        field=e.field,
-        version=e.version,
-        value_hash=e.value_hash,
-        verified=e.verified,
-    )
+    fields = {name: getattr(e, name) for name in TOOL_EVENT_FIELDS}
+    return ToolEvent(kind=e.kind, t_ns=_ns(e.t_ms), source="api", **fields)
 
 
 # -- files (the edge) ---------------------------------------------------------------------
