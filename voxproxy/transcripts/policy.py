@@ -16,16 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from voxproxy import yamlmodel
 from voxproxy.errors import ConfigError
-from voxproxy.yamlmodel import (
-    VersionText,
-    canonical_json,
-    content_hash,
-    parse_yaml,
-    read_text,
-    resource_text,
-    validate,
-)
+from voxproxy.yamlmodel import VersionText, content_hash, parse_yaml, validate
 
 DEFAULT_RESOURCE = "data/normalization.default.yaml"
 _HASH_EXCLUDE = {"description"}
@@ -98,11 +91,9 @@ class NormalizationPolicy(_Frozen):
             raise ValueError(f"language {self.language!r} is not in languages {self.languages}")
         return self
 
-    def canonical_json(self) -> str:
-        return canonical_json(self, _HASH_EXCLUDE)
-
     @property
     def hash(self) -> str:
+        """``sha256:`` + 16 hex digits of the canonical dump (without the description)."""
         return content_hash(self, _HASH_EXCLUDE)
 
     @property
@@ -120,14 +111,14 @@ def parse_normalization(text: str, source: str = "<normalization policy>") -> No
 
 
 def default_normalization_text() -> str:
-    return resource_text(DEFAULT_RESOURCE)
+    return yamlmodel.resource_text(DEFAULT_RESOURCE)
 
 
 def load_normalization(path: str | Path | None = None) -> NormalizationPolicy:
     """The policy in ``path``, or the embedded default when ``path`` is None."""
     if path is None:
         return _default()
-    return parse_normalization(read_text(path, "the normalization policy"), str(path))
+    return parse_normalization(yamlmodel.read_text(path, "the normalization policy"), str(path))
 
 
 _DEFAULT: list[NormalizationPolicy] = []

@@ -23,15 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from voxproxy import yamlmodel
 from voxproxy.errors import ConfigError
-from voxproxy.yamlmodel import (
-    VersionText,
-    content_hash,
-    parse_yaml,
-    read_text,
-    resource_text,
-    validate,
-)
+from voxproxy.yamlmodel import VersionText, content_hash, parse_yaml, validate
 
 DEFAULT_RESOURCE = "data/terms.default.yaml"
 MARKUP = re.compile(r"\[\[(.+?)\]\]", re.DOTALL)
@@ -101,10 +95,10 @@ def parse_terms(text: str, source: str = "<terms>") -> TermList:
 def load_terms(paths: Sequence[str | Path] | None = None) -> TermList:
     """The term lists in ``paths`` merged, or the embedded default when there are none."""
     if not paths:
-        return parse_terms(resource_text(DEFAULT_RESOURCE), "embedded default terms")
+        return parse_terms(yamlmodel.resource_text(DEFAULT_RESOURCE), "embedded default terms")
     out: TermList | None = None
     for path in paths:
-        one = parse_terms(read_text(path, "the term list"), str(path))
+        one = parse_terms(yamlmodel.read_text(path, "the term list"), str(path))
         out = one if out is None else out.merged(one)
     assert out is not None
     return out
