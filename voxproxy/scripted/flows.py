@@ -41,12 +41,17 @@ from voxproxy.analysis.vad import Spurt
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.raw import RawDecoder
 from voxproxy.errors import FixtureError
-from voxproxy.events import ToolEvent
-from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
+from voxproxy.events import ToolEvent, ToolKind
+from voxproxy.receipts.model import (
+    TOOL_EVENT_FIELDS,
+    CloseInfo,
+    Receipt,
+    Terminal,
+    ToolEventFields,
+)
 from voxproxy.receipts.policy import GateName
 from voxproxy.receipts.verdict import Verdict
 from voxproxy.session import CallSession, SessionConfig
-from voxproxy.session.receipt import TOOL_EVENT_FIELDS
 from voxproxy.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.turns import FlushMark
 from voxproxy.yamlmodel import validate
@@ -63,15 +68,6 @@ EdgeKind = Literal[
     "agent_audio_end",
     "flush",
     "ended",
-]
-ToolKind = Literal[
-    "state.updated",
-    "tool.started",
-    "tool.finished",
-    "tool.cancelled",
-    "backend.verified",
-    "confirmation",
-    "outcome.verified",
 ]
 FlowKind = Literal[EdgeKind, ToolKind]
 
@@ -102,23 +98,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class FlowEvent(_Model):
+class _FlowHead(_Model):
     t_ms: float = Field(ge=0, description="Time from call start.")
     kind: FlowKind
     terminal: Terminal | None = None
     upstream_status: int | None = None
-    operation_id: str | None = None
-    tool: str | None = None
-    attempt: int | None = None
-    state_version: int | None = None
-    args_hash: str | None = None
-    idempotency_key: str | None = None
+
+
+# An edge of the call or a tool event; the head's fields first (pydantic puts the
+# fields of the last base first).
+class FlowEvent(ToolEventFields, _FlowHead):
     status: Literal["ok", "error", "timeout", "malformed"] | None = None
-    result_hash: str | None = None
-    field: str | None = None
-    version: int | None = None
-    value_hash: str | None = None
-    verified: bool | None = None
 
     @model_validator(mode="after")
     def _only_its_fields(self) -> FlowEvent:
@@ -274,7 +264,7 @@ _TOOL_KINDS = frozenset(get_args(ToolKind))
 
 
 def _tool_event(e: FlowEvent) -> ToolEvent:
-    fields = {name: getattr(e, name) for name in TOOL_EVENT_FIELDS}
+    fields = e.model_dump(include=set(TOOL_EVENT_FIELDS))
     return ToolEvent(kind=e.kind, t_ns=_ns(e.t_ms), source="api", **fields)
 
 

@@ -10,7 +10,6 @@ effects (:mod:`voxproxy.effects`) and the traffic counts. It reads the session's
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections import Counter
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from voxproxy.effects import EffectSummary, derive
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, ToolEvent
 from voxproxy.ids import keyed_hash
 from voxproxy.receipts.model import (
+    TOOL_EVENT_FIELDS,
     BargeInRecord,
     CloseInfo,
     Effects,
@@ -261,11 +261,6 @@ def _barge_record(
 
 
 _EFFECT_COUNTS = tuple(name for name in Effects.model_fields if name != "tool_calls")
-# What a tool event carries beside its kind, time and source; the receipt's EventRecord
-# (and a call flow's FlowEvent, voxproxy.scripted.flows) spell these fields the same.
-TOOL_EVENT_FIELDS = tuple(
-    f.name for f in dataclasses.fields(ToolEvent) if f.name not in ("kind", "t_ns", "source")
-)
 
 
 def _event_record(e: ToolEvent, rel: Callable[[int | None], float | None]) -> EventRecord:
