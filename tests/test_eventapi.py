@@ -261,6 +261,7 @@ async def _until(predicate: Any, timeout: float = 15.0) -> None:
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.slow
 async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks() -> None:
     agent = MockAgent(
         MockAgentConfig(

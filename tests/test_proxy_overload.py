@@ -96,6 +96,7 @@ def texts(messages: list[tuple[bool, bytes | str]]) -> list[bytes | str]:
     return [m for _is_text, m in messages]
 
 
+@pytest.mark.slow
 async def test_queued_measurement_forwards_everything_and_gives_the_same_figures() -> None:
     queue = MeasurementQueue(budget_ms=0.0, share=0.0)  # nothing measured at once: all queued
     receipt, record, log, _ = await call_through(queue)
@@ -117,6 +118,7 @@ async def test_queued_measurement_forwards_everything_and_gives_the_same_figures
     assert float(np.abs(np.array(errors)).max()) <= 60.0
 
 
+@pytest.mark.slow
 async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
     turns: list[Callable[[], None]] = []  # the loop's turns for measurement: run by hand
     now = [0]

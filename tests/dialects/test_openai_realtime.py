@@ -786,6 +786,7 @@ def test_registered_name() -> None:
     ),
     st.sampled_from([CALLER, AGENT]),
 )
+@pytest.mark.slow
 def test_never_raises_on_peer_input(payload: bytes | str, direction: Direction) -> None:
     dec = decoder()
     for event in dec.decode(direction, payload, T):
@@ -827,6 +828,7 @@ _ANY = st.recursive(
     ),
     st.sampled_from([CALLER, AGENT]),
 )
+@pytest.mark.slow
 def test_known_events_with_any_fields_never_raise(
     kind: str, fields: dict[str, object], direction: Direction
 ) -> None:
