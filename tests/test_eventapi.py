@@ -14,8 +14,9 @@ import aiohttp
 import pytest
 from support.privacy import assert_content_free
 
-from voxproxy.cli import build_parser, serve_config
+from voxproxy.cli import build_parser
 from voxproxy.clips import clip
+from voxproxy.commands.proxy import serve_config
 from voxproxy.errors import ConfigError
 from voxproxy.eventapi import (
     API_EVENT_TYPES,

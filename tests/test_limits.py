@@ -45,7 +45,8 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from voxproxy.cli import build_parser, serve_config
+from voxproxy.cli import build_parser
+from voxproxy.commands.proxy import serve_config
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.harness.ports import free_port
 from voxproxy.proxy import Proxy

@@ -22,9 +22,10 @@ from support.groundtruth import NEVER_WITHHELD, beyond_lag
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from voxproxy.cli import _proxy_config, build_parser
+from voxproxy.cli import build_parser
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
+from voxproxy.commands.proxy import _proxy_config
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.measuring import MeasurementQueue
