@@ -12,7 +12,6 @@ from support.eventview import views
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire, ExotelDecoder
 from voxproxy.events import (
     AGENT_TO_CALLER as AGENT,
@@ -153,7 +152,7 @@ BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
 )
 def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
     del name
-    assert views(ExotelDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
+    assert views(ExotelDecoder().decode(direction, message, T)) == views(expected)
 
 
 @pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
@@ -161,13 +160,11 @@ def test_bad_input_is_an_anomaly(
     name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
 ) -> None:
     del name
-    assert ExotelDecoder(DialectOptions()).decode(direction, message, T) == [
-        anomaly(kind, direction)
-    ]
+    assert ExotelDecoder().decode(direction, message, T) == [anomaly(kind, direction)]
 
 
 def test_a_mulaw_stream_decodes_mulaw_both_ways() -> None:
-    dec = ExotelDecoder(DialectOptions())
+    dec = ExotelDecoder()
     dec.decode(CALLER, start_msg(encoding="audio/x-mulaw", sample_rate="8000"), T)
     ulaw = pcm_to_ulaw(PCM)
     payload = base64.b64encode(ulaw).decode()

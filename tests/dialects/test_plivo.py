@@ -12,7 +12,6 @@ from support.eventview import views
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.plivo import L16, PlivoAgentWire, PlivoCallerWire, PlivoDecoder
 from voxproxy.events import (
     AGENT_TO_CALLER as AGENT,
@@ -169,7 +168,7 @@ BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
 )
 def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
     del name
-    assert views(PlivoDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
+    assert views(PlivoDecoder().decode(direction, message, T)) == views(expected)
 
 
 @pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
@@ -177,13 +176,11 @@ def test_bad_input_is_an_anomaly(
     name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
 ) -> None:
     del name
-    assert PlivoDecoder(DialectOptions()).decode(direction, message, T) == [
-        anomaly(kind, direction)
-    ]
+    assert PlivoDecoder().decode(direction, message, T) == [anomaly(kind, direction)]
 
 
 def test_l16_stream() -> None:
-    dec = PlivoDecoder(DialectOptions())
+    dec = PlivoDecoder()
     dec.decode(CALLER, start_msg("audio/x-l16;rate=16000", 0), T)
     (a,) = dec.decode(CALLER, msg(event="media", media={"payload": B64_L16}), T)
     assert isinstance(a, Audio) and a.sample_rate_hz == 16000
@@ -196,7 +193,7 @@ def test_l16_stream() -> None:
 def test_wires_round_trip(content_type: str, rate: int) -> None:
     caller = PlivoCallerWire(STREAM, CALL, content_type, rate)
     agent = PlivoAgentWire(STREAM, content_type, rate)
-    dec = PlivoDecoder(DialectOptions())
+    dec = PlivoDecoder()
     expected = ulaw_to_pcm(ULAW) if content_type == "audio/x-mulaw" else PCM
     encoding = "ulaw" if content_type == "audio/x-mulaw" else "pcm_s16le"
     steps: list[tuple[Direction, str, list[Event]]] = [

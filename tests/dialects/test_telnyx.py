@@ -11,7 +11,6 @@ from support.eventview import views
 
 from voxproxy.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire, TelnyxDecoder, encode
 from voxproxy.events import (
     AGENT_TO_CALLER as AGENT,
@@ -134,7 +133,7 @@ BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
 )
 def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
     del name
-    assert views(TelnyxDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
+    assert views(TelnyxDecoder().decode(direction, message, T)) == views(expected)
 
 
 @pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
@@ -142,9 +141,7 @@ def test_bad_input_is_an_anomaly(
     name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
 ) -> None:
     del name
-    assert TelnyxDecoder(DialectOptions()).decode(direction, message, T) == [
-        anomaly(kind, direction)
-    ]
+    assert TelnyxDecoder().decode(direction, message, T) == [anomaly(kind, direction)]
 
 
 @pytest.mark.parametrize(
@@ -158,7 +155,7 @@ def test_bad_input_is_an_anomaly(
 def test_codecs_from_the_start_message(
     encoding: str, rate: int, wire_bytes: bytes, expected: np.ndarray
 ) -> None:
-    dec = TelnyxDecoder(DialectOptions())
+    dec = TelnyxDecoder()
     (start,) = dec.decode(CALLER, start_msg(encoding, rate), T)
     assert isinstance(start, StreamStart) and start.sample_rate_hz == rate
     payload = base64.b64encode(wire_bytes).decode()
@@ -169,7 +166,7 @@ def test_codecs_from_the_start_message(
 
 
 def test_an_undecodable_codec_is_counted_once() -> None:
-    dec = TelnyxDecoder(DialectOptions())
+    dec = TelnyxDecoder()
     start = dec.decode(CALLER, start_msg("OPUS", 48000), T)
     assert views(start) == views(
         [anomaly(AnomalyKind.BAD_AUDIO, CALLER), StreamStart(CALL, 48000, "OPUS", T)]
@@ -181,7 +178,7 @@ def test_an_undecodable_codec_is_counted_once() -> None:
 def test_wires_round_trip() -> None:
     caller = TelnyxCallerWire(STREAM, CALL)
     agent = TelnyxAgentWire()
-    dec = TelnyxDecoder(DialectOptions())
+    dec = TelnyxDecoder()
     steps: list[tuple[Direction, str, list[Event]]] = [
         (CALLER, caller.connected(), []),
         (CALLER, caller.start(), [StreamStart(CALL, 8000, "ulaw", T)]),
