@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
 import pytest
-from support.eventview import views
+from support.dialectkit import AGENT, CALLER, PCM, anomaly_at, b64, msg, round_trip, table_tests
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire, ExotelDecoder
 from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
     AnomalyKind,
     Audio,
-    Direction,
     Dtmf,
-    Event,
     Flush,
     MarkEcho,
     MarkSent,
@@ -36,12 +26,7 @@ from voxproxy.events import (
 T = 99
 STREAM = "a1b2c3d4e5f6stream"
 CALL = "a1b2c3d4e5f6"
-PCM = np.array([0, 1000, -1000, 8000, -32000, 5], dtype=np.int16)
-B64 = base64.b64encode(pcm_to_bytes(PCM)).decode()
-
-
-def msg(**fields: object) -> str:
-    return json.dumps(fields)
+B64 = b64(pcm_to_bytes(PCM))
 
 
 def start_msg(**fmt: object) -> str:
@@ -62,11 +47,10 @@ def start_msg(**fmt: object) -> str:
     )
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
+anomaly = anomaly_at(T)
 
 
-CASES: list[tuple[str, Direction, str, list[Event]]] = [
+CASES = [  # (name, direction, message, events): support.dialectkit.Case
     ("connected", CALLER, msg(event="connected"), []),
     ("start (slin 8 kHz)", CALLER, start_msg(), [StreamStart(CALL, 8000, "pcm_s16le", T)]),
     (
@@ -127,7 +111,7 @@ CASES: list[tuple[str, Direction, str, list[Event]]] = [
     ("stop from the agent", AGENT, msg(event="stop"), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
 ]
 
-BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
     ("malformed JSON", AGENT, "{]", AnomalyKind.MALFORMED),
     ("binary", CALLER, pcm_to_bytes(PCM), AnomalyKind.UNEXPECTED_BINARY),
     (
@@ -147,27 +131,16 @@ BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+    "exotel", ExotelDecoder, T, CASES, BAD
 )
-def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
-    del name
-    assert views(ExotelDecoder().decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
-) -> None:
-    del name
-    assert ExotelDecoder().decode(direction, message, T) == [anomaly(kind, direction)]
 
 
 def test_a_mulaw_stream_decodes_mulaw_both_ways() -> None:
     dec = ExotelDecoder()
     dec.decode(CALLER, start_msg(encoding="audio/x-mulaw", sample_rate="8000"), T)
     ulaw = pcm_to_ulaw(PCM)
-    payload = base64.b64encode(ulaw).decode()
+    payload = b64(ulaw)
     for d in (CALLER, AGENT):
         (a,) = dec.decode(d, msg(event="media", media={"payload": payload}), T)
         assert isinstance(a, Audio)
@@ -179,7 +152,7 @@ def test_wires_round_trip(rate: int) -> None:
     caller = ExotelCallerWire(STREAM, CALL, rate)
     agent = ExotelAgentWire(STREAM)
     dec = make_decoder("exotel")
-    steps: list[tuple[Direction, str, list[Event]]] = [
+    steps = [
         (CALLER, caller.connected(), []),
         (CALLER, caller.start(), [StreamStart(CALL, rate, "pcm_s16le", T)]),
         (CALLER, caller.media(PCM), [Audio(CALLER, PCM, rate, T)]),
@@ -190,12 +163,7 @@ def test_wires_round_trip(rate: int) -> None:
         (CALLER, caller.dtmf("2"), [Dtmf(T)]),
         (CALLER, caller.stop(), [StreamStop(T)]),
     ]
-    for direction, message, expected in steps:
-        assert views(dec.decode(direction, message, T)) == views(expected), message
+    round_trip(dec, steps, T)
     media = json.loads(caller.media(np.zeros(rate // 10, np.int16)))
     assert media["stream_sid"] == STREAM and media["media"]["timestamp"] == "0"
     assert json.loads(caller.media(PCM))["media"]["timestamp"] == "100"
-
-
-def test_registered_name() -> None:
-    assert make_decoder("exotel").name == "exotel"

@@ -2,47 +2,23 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
 import pytest
-from support.eventview import views
+from support.dialectkit import AGENT, CALLER, PCM, anomaly_at, b64, msg, round_trip, table_tests
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes
-from voxproxy.dialects import make_decoder
 from voxproxy.dialects.plivo import L16, PlivoAgentWire, PlivoCallerWire, PlivoDecoder
-from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Dtmf,
-    Event,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    StreamStart,
-)
+from voxproxy.events import AnomalyKind, Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart
 
 T = 42_000_000
 STREAM = "20170ada-f610-433b-8758-c02a2aab3662"
 CALL = "12345678-1234-1234-1234-123456789abc"
-PCM = np.array([0, 1000, -1000, 8000, -32000, 5], dtype=np.int16)
 ULAW = pcm_to_ulaw(PCM)
-B64 = base64.b64encode(ULAW).decode()
-B64_L16 = base64.b64encode(pcm_to_bytes(PCM)).decode()
-
-
-def msg(**fields: object) -> str:
-    return json.dumps(fields)
+B64 = b64(ULAW)
+B64_L16 = b64(pcm_to_bytes(PCM))
 
 
 def start_msg(encoding: str = "audio/x-mulaw", rate: int = 8000) -> str:
@@ -60,11 +36,10 @@ def start_msg(encoding: str = "audio/x-mulaw", rate: int = 8000) -> str:
     )
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
+anomaly = anomaly_at(T)
 
 
-CASES: list[tuple[str, Direction, str, list[Event]]] = [
+CASES = [  # (name, direction, message, events): support.dialectkit.Case
     ("start", CALLER, start_msg(), [StreamStart(CALL, 8000, "ulaw", T)]),
     ("start L16 16 kHz", CALLER, start_msg(L16, 16000), [StreamStart(CALL, 16000, "pcm_s16le", T)]),
     (
@@ -134,7 +109,7 @@ CASES: list[tuple[str, Direction, str, list[Event]]] = [
     ),
 ]
 
-BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
     ("malformed JSON", CALLER, "{", AnomalyKind.MALFORMED),
     ("binary", AGENT, b"\x00\x00", AnomalyKind.UNEXPECTED_BINARY),
     (
@@ -163,20 +138,9 @@ BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+    "plivo", PlivoDecoder, T, CASES, BAD
 )
-def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
-    del name
-    assert views(PlivoDecoder().decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
-) -> None:
-    del name
-    assert PlivoDecoder().decode(direction, message, T) == [anomaly(kind, direction)]
 
 
 def test_l16_stream() -> None:
@@ -196,7 +160,7 @@ def test_wires_round_trip(content_type: str, rate: int) -> None:
     dec = PlivoDecoder()
     expected = ulaw_to_pcm(ULAW) if content_type == "audio/x-mulaw" else PCM
     encoding = "ulaw" if content_type == "audio/x-mulaw" else "pcm_s16le"
-    steps: list[tuple[Direction, str, list[Event]]] = [
+    steps = [
         (CALLER, caller.start(), [StreamStart(CALL, rate, encoding, T)]),
         (CALLER, caller.media(PCM), [Audio(CALLER, expected, rate, T)]),
         (AGENT, agent.play_audio(PCM), [Audio(AGENT, expected, rate, T)]),
@@ -206,8 +170,7 @@ def test_wires_round_trip(content_type: str, rate: int) -> None:
         (CALLER, caller.cleared_audio(), []),
         (CALLER, caller.dtmf("9"), [Dtmf(T)]),
     ]
-    for direction, message, events in steps:
-        assert views(dec.decode(direction, message, T)) == views(events), message
+    round_trip(dec, steps, T)
 
 
 def test_wire_fields() -> None:
@@ -224,7 +187,3 @@ def test_wire_fields() -> None:
         "streamId": STREAM,
         "name": "x",
     }
-
-
-def test_registered_name() -> None:
-    assert make_decoder("plivo").name == "plivo"

@@ -6,27 +6,13 @@ import json
 
 import numpy as np
 import pytest
+from support.dialectkit import AGENT, CALLER, anomaly_at, table_tests
 from support.eventview import views
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.raw import RawDecoder, RawWire
-from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Event,
-    Flush,
-    StreamStart,
-    Transcript,
-)
+from voxproxy.events import AnomalyKind, Audio, Direction, Event, Flush, StreamStart, Transcript
 
 T = 123_456_789
 
@@ -39,12 +25,11 @@ def le(*samples: int) -> bytes:
     return pcm(*samples).astype("<i2").tobytes()
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
+anomaly = anomaly_at(T)
 
 
-# (direction, wire message, expected events) for a fresh decoder at 16 kHz.
-CASES: list[tuple[str, Direction, bytes | str, list[Event]]] = [
+# (name, direction, message, events) for a fresh decoder at 16 kHz: support.dialectkit.Case
+CASES = [
     ("caller audio", CALLER, le(1, -2, 32767), [Audio(CALLER, pcm(1, -2, 32767), 16000, T)]),
     ("agent audio", AGENT, le(-32768, 0), [Audio(AGENT, pcm(-32768, 0), 16000, T)]),
     (
@@ -96,7 +81,7 @@ CASES: list[tuple[str, Direction, bytes | str, list[Event]]] = [
     ("one byte is carried, not decoded", CALLER, b"\x01", []),
 ]
 
-BAD: list[tuple[str, Direction, str, AnomalyKind]] = [
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
     ("malformed JSON", AGENT, '{"type": "clear"', AnomalyKind.MALFORMED),
     ("not JSON at all", CALLER, "hello", AnomalyKind.MALFORMED),
     ("empty text", CALLER, "", AnomalyKind.MALFORMED),
@@ -130,27 +115,15 @@ BAD: list[tuple[str, Direction, str, AnomalyKind]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
-)
-def test_decode(
-    name: str, direction: Direction, message: bytes | str, expected: list[Event]
-) -> None:
-    del name
-    dec = RawDecoder(DialectOptions())
-    assert views(dec.decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: str, kind: AnomalyKind
-) -> None:
-    del name
-    dec = RawDecoder(DialectOptions())
-    assert dec.decode(direction, message, T) == [Anomaly(kind, direction, T)]
-    # A bad message changes nothing: audio afterwards is still read at the old rate.
+def still_at_16_khz(dec: RawDecoder, direction: Direction) -> None:
+    """A bad message changes nothing: audio afterwards is still read at the old rate."""
     (audio,) = dec.decode(direction, le(7), T)
     assert isinstance(audio, Audio) and audio.sample_rate_hz == 16000
+
+
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+    "raw", lambda: RawDecoder(DialectOptions()), T, CASES, BAD, still_at_16_khz
+)
 
 
 def test_odd_bytes_carry_over_to_the_next_message_of_the_same_direction() -> None:

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
 import pytest
+from support.dialectkit import AGENT, CALLER, PCM, anomaly_at, b64, msg, round_trip, table_tests
 from support.eventview import views
 
 from voxproxy.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
-from voxproxy.dialects import make_decoder
 from voxproxy.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire, TelnyxDecoder, encode
 from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
     AnomalyKind,
     Audio,
-    Direction,
     Dtmf,
-    Event,
     Flush,
     MarkEcho,
     MarkSent,
@@ -35,13 +25,8 @@ from voxproxy.events import (
 T = 123_456_789
 STREAM = "32DE0DEA-53CB-4B21-89A4-9E1819C043BC"
 CALL = "v3:MdI91X4lWFEs7IgbBEOT9M4AigoY08M0WWZFISt1Yw2axZ_IiE4pqg"
-PCM = np.array([0, 1000, -1000, 8000, -32000, 5], dtype=np.int16)
 ULAW = pcm_to_ulaw(PCM)
-B64 = base64.b64encode(ULAW).decode()
-
-
-def msg(**fields: object) -> str:
-    return json.dumps(fields)
+B64 = b64(ULAW)
 
 
 def start_msg(encoding: str = "PCMU", rate: object = 8000) -> str:
@@ -62,11 +47,10 @@ def start_msg(encoding: str = "PCMU", rate: object = 8000) -> str:
     )
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
+anomaly = anomaly_at(T)
 
 
-CASES: list[tuple[str, Direction, str, list[Event]]] = [
+CASES = [  # (name, direction, message, events): support.dialectkit.Case
     ("connected", CALLER, msg(event="connected", version="1.0.0"), []),
     ("start", CALLER, start_msg(), [StreamStart(CALL, 8000, "ulaw", T)]),
     (
@@ -109,7 +93,7 @@ CASES: list[tuple[str, Direction, str, list[Event]]] = [
     ("unknown event", CALLER, msg(event="hangup"), [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)]),
 ]
 
-BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
     ("malformed JSON", CALLER, '{"event": "media"', AnomalyKind.MALFORMED),
     ("JSON array", AGENT, "[1]", AnomalyKind.MALFORMED),
     ("no event", CALLER, msg(type="media"), AnomalyKind.MALFORMED),
@@ -128,20 +112,9 @@ BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+    "telnyx", TelnyxDecoder, T, CASES, BAD
 )
-def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
-    del name
-    assert views(TelnyxDecoder().decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
-) -> None:
-    del name
-    assert TelnyxDecoder().decode(direction, message, T) == [anomaly(kind, direction)]
 
 
 @pytest.mark.parametrize(
@@ -158,7 +131,7 @@ def test_codecs_from_the_start_message(
     dec = TelnyxDecoder()
     (start,) = dec.decode(CALLER, start_msg(encoding, rate), T)
     assert isinstance(start, StreamStart) and start.sample_rate_hz == rate
-    payload = base64.b64encode(wire_bytes).decode()
+    payload = b64(wire_bytes)
     for direction in (CALLER, AGENT):
         (a,) = dec.decode(direction, msg(event="media", media={"payload": payload}), T)
         assert isinstance(a, Audio) and a.sample_rate_hz == rate
@@ -179,7 +152,7 @@ def test_wires_round_trip() -> None:
     caller = TelnyxCallerWire(STREAM, CALL)
     agent = TelnyxAgentWire()
     dec = TelnyxDecoder()
-    steps: list[tuple[Direction, str, list[Event]]] = [
+    steps = [
         (CALLER, caller.connected(), []),
         (CALLER, caller.start(), [StreamStart(CALL, 8000, "ulaw", T)]),
         (CALLER, caller.media(ULAW), [Audio(CALLER, ulaw_to_pcm(ULAW), 8000, T)]),
@@ -190,8 +163,7 @@ def test_wires_round_trip() -> None:
         (CALLER, caller.dtmf("4"), [Dtmf(T)]),
         (CALLER, caller.stop(), [StreamStop(T)]),
     ]
-    for direction, message, expected in steps:
-        assert views(dec.decode(direction, message, T)) == views(expected), message
+    round_trip(dec, steps, T)
 
 
 def test_caller_wire_fields() -> None:
@@ -213,7 +185,3 @@ def test_caller_wire_fields() -> None:
         "event": "media",
         "media": {"payload": "AA=="},
     }
-
-
-def test_registered_name() -> None:
-    assert make_decoder("telnyx").name == "telnyx"

@@ -6,26 +6,17 @@ import base64
 import json
 
 import numpy as np
-import pytest
-from support.eventview import views
+from support.dialectkit import AGENT, CALLER, anomaly_at, b64, msg, round_trip, table_tests
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire, TwilioDecoder
 from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
     AnomalyKind,
     Audio,
     Direction,
     Dtmf,
-    Event,
     Flush,
     MarkEcho,
     MarkSent,
@@ -37,11 +28,7 @@ T = 987_654_321
 STREAM = "MZ" + "1" * 32
 CALL = "CA" + "2" * 32
 ULAW = bytes([0xFF, 0x00, 0x80, 0x7F, 0x10, 0x90])
-B64 = base64.b64encode(ULAW).decode()
-
-
-def msg(**fields: object) -> str:
-    return json.dumps(fields)
+B64 = b64(ULAW)
 
 
 def start_msg(**fmt: object) -> str:
@@ -65,11 +52,10 @@ def audio(d: Direction, data: bytes = ULAW) -> Audio:
     return Audio(d, ulaw_to_pcm(data), 8000, T)
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
+anomaly = anomaly_at(T)
 
 
-CASES: list[tuple[str, Direction, str, list[Event]]] = [
+CASES = [  # (name, direction, message, events): support.dialectkit.Case
     ("connected", CALLER, msg(event="connected", protocol="Call", version="1.0.0"), []),
     ("start", CALLER, start_msg(), [StreamStart(CALL, 8000, "audio/x-mulaw", T)]),
     (
@@ -157,7 +143,7 @@ CASES: list[tuple[str, Direction, str, list[Event]]] = [
     ("no event field", AGENT, msg(type="clear"), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
 ]
 
-BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
     ("malformed JSON", CALLER, '{"event": "media", "media": {', AnomalyKind.MALFORMED),
     ("not JSON", AGENT, "clear", AnomalyKind.MALFORMED),
     ("empty text", CALLER, "", AnomalyKind.MALFORMED),
@@ -208,30 +194,16 @@ BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+    "twilio", lambda: TwilioDecoder(DialectOptions()), T, CASES, BAD
 )
-def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
-    del name
-    assert views(TwilioDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
-) -> None:
-    del name
-    dec = TwilioDecoder(DialectOptions())
-    assert dec.decode(direction, message, T) == [anomaly(kind, direction)]
 
 
 def test_media_payload_is_mulaw() -> None:
     pcm = np.array([0, 1000, -1000, 8000, -32000], dtype=np.int16)
     ulaw = pcm_to_ulaw(pcm)
     dec = make_decoder("twilio")
-    (ev,) = dec.decode(
-        CALLER, msg(event="media", media={"payload": base64.b64encode(ulaw).decode()}), T
-    )
+    (ev,) = dec.decode(CALLER, msg(event="media", media={"payload": b64(ulaw)}), T)
     assert isinstance(ev, Audio)
     assert ev.sample_rate_hz == 8000
     np.testing.assert_array_equal(ev.pcm, ulaw_to_pcm(ulaw))
@@ -241,32 +213,28 @@ def test_media_payload_is_mulaw() -> None:
 # -- message builders ------------------------------------------------------------------
 
 
-def test_caller_wire_round_trip() -> None:
-    wire = TwilioCallerWire(STREAM, CALL)
-    dec = TwilioDecoder(DialectOptions())
+def test_wires_round_trip() -> None:
+    caller = TwilioCallerWire(STREAM, CALL)
+    agent = TwilioAgentWire(STREAM)
     ulaw = pcm_to_ulaw(np.arange(-800, 800, 10, dtype=np.int16))
-    sent: list[tuple[str, list[Event]]] = [
-        (wire.connected(), []),
-        (wire.start({"FirstName": "Jane"}), [StreamStart(CALL, 8000, "audio/x-mulaw", T)]),
-        (wire.media(ulaw), [Audio(CALLER, ulaw_to_pcm(ulaw), 8000, T)]),
-        (wire.media(b""), [Audio(CALLER, ulaw_to_pcm(b""), 8000, T)]),
-        (wire.mark("resp-0"), [MarkEcho("resp-0", T)]),
-        (wire.dtmf("7"), [Dtmf(T)]),
-        (wire.stop(), [StreamStop(T)]),
+    ulaw_agent = pcm_to_ulaw(np.full(160, 1234, dtype=np.int16))
+    steps = [
+        (CALLER, caller.connected(), []),
+        (
+            CALLER,
+            caller.start({"FirstName": "Jane"}),
+            [StreamStart(CALL, 8000, "audio/x-mulaw", T)],
+        ),
+        (CALLER, caller.media(ulaw), [Audio(CALLER, ulaw_to_pcm(ulaw), 8000, T)]),
+        (CALLER, caller.media(b""), [Audio(CALLER, ulaw_to_pcm(b""), 8000, T)]),
+        (AGENT, agent.media(ulaw_agent), [Audio(AGENT, ulaw_to_pcm(ulaw_agent), 8000, T)]),
+        (AGENT, agent.mark("resp-0"), [MarkSent("resp-0", T)]),
+        (CALLER, caller.mark("resp-0"), [MarkEcho("resp-0", T)]),
+        (AGENT, agent.clear(), [Flush(T, "clear")]),
+        (CALLER, caller.dtmf("7"), [Dtmf(T)]),
+        (CALLER, caller.stop(), [StreamStop(T)]),
     ]
-    for message, expected in sent:
-        assert views(dec.decode(CALLER, message, T)) == views(expected), message
-
-
-def test_agent_wire_round_trip() -> None:
-    wire = TwilioAgentWire(STREAM)
-    dec = TwilioDecoder(DialectOptions())
-    ulaw = pcm_to_ulaw(np.full(160, 1234, dtype=np.int16))
-    assert views(dec.decode(AGENT, wire.media(ulaw), T)) == views(
-        [Audio(AGENT, ulaw_to_pcm(ulaw), 8000, T)]
-    )
-    assert dec.decode(AGENT, wire.mark("m"), T) == [MarkSent("m", T)]
-    assert dec.decode(AGENT, wire.clear(), T) == [Flush(T, "clear")]
+    round_trip(TwilioDecoder(DialectOptions()), steps, T)
 
 
 def test_caller_wire_field_types_follow_the_protocol() -> None:
@@ -320,7 +288,3 @@ def test_agent_wire_messages_follow_the_protocol() -> None:
         "mark": {"name": "m"},
     }
     assert json.loads(wire.clear()) == {"event": "clear", "streamSid": STREAM}
-
-
-def test_registered_name() -> None:
-    assert make_decoder("twilio").name == "twilio"

@@ -1,0 +1,120 @@
+"""What every dialect test module shares: its tables of wire messages and the tests over them.
+
+A dialect module's tests are tables (DESIGN.md: "tables of (wire message, expected
+events) drive dialect tests both ways"): ``CASES`` of good messages with the events they
+decode to, ``BAD`` messages with the one anomaly each must become, and round trips of
+the dialect's own builders. :func:`table_tests` makes the tests that run those tables,
+so that a module holds only its wire's facts::
+
+    test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+        "twilio", TwilioDecoder, T, CASES, BAD
+    )
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from support.eventview import views
+from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import Decoder
+from voxproxy.events import AGENT_TO_CALLER as AGENT
+from voxproxy.events import CALLER_TO_AGENT as CALLER
+from voxproxy.events import Anomaly, AnomalyKind, Direction, Event
+
+__all__ = [
+    "AGENT",
+    "CALLER",
+    "PCM",
+    "Bad",
+    "Case",
+    "Direction",
+    "Event",
+    "Step",
+    "anomaly_at",
+    "b64",
+    "msg",
+    "round_trip",
+    "table_tests",
+]
+
+Case = tuple[str, Direction, bytes | str, list[Event]]
+"""(name, direction, message, the events a fresh decoder makes of it)"""
+Bad = tuple[str, Direction, bytes | str, AnomalyKind]
+"""(name, direction, message, the kind of the one anomaly it must become)"""
+Step = tuple[Direction, bytes | str, list[Event]]
+"""One message of a conversation, and the events it decodes to there"""
+
+PCM = np.array([0, 1000, -1000, 8000, -32000, 5], dtype=np.int16)
+"""A few samples across the range: silence, both signs, near full scale."""
+
+
+def msg(**fields: object) -> str:
+    """A JSON text message, written as a peer might (``json.dumps`` spacing)."""
+    return json.dumps(fields)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def anomaly_at(t_ns: int) -> Callable[[AnomalyKind, Direction], Anomaly]:
+    """``anomaly(kind, direction)``: the anomaly a message at ``t_ns`` becomes."""
+
+    def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
+        return Anomaly(kind, d, t_ns)
+
+    return anomaly
+
+
+def round_trip(dec: Decoder, steps: list[Step], t_ns: int) -> None:
+    """Feed ``steps`` to one decoder in order; each must decode to its events."""
+    for direction, message, expected in steps:
+        assert views(dec.decode(direction, message, t_ns)) == views(expected), message
+
+
+def table_tests(
+    name: str,
+    new: Callable[[], Any],
+    t_ns: int,
+    cases: list[Case],
+    bad: list[Bad],
+    after_bad: Callable[[Any, Direction], None] | None = None,
+) -> tuple[Callable[..., None], Callable[..., None], Callable[[], None]]:
+    """The tests of a dialect's tables, each case on a fresh decoder from ``new``:
+    ``test_decode`` (a case decodes to exactly its events), ``test_bad_input_is_an_anomaly``
+    (a bad message is exactly one anomaly of its kind, in its direction, at its time; then
+    ``after_bad(decoder, direction)`` checks what the decoder does next) and
+    ``test_registered_name`` (``make_decoder(name)`` gives this dialect)."""
+
+    @pytest.mark.parametrize(
+        ("case", "direction", "message", "expected"), cases, ids=[c[0] for c in cases]
+    )
+    def test_decode(
+        case: str, direction: Direction, message: bytes | str, expected: list[Event]
+    ) -> None:
+        del case
+        assert views(new().decode(direction, message, t_ns)) == views(expected)
+
+    @pytest.mark.parametrize(("case", "direction", "message", "kind"), bad, ids=[c[0] for c in bad])
+    def test_bad_input_is_an_anomaly(
+        case: str, direction: Direction, message: bytes | str, kind: AnomalyKind
+    ) -> None:
+        del case
+        dec = new()
+        assert dec.decode(direction, message, t_ns) == [Anomaly(kind, direction, t_ns)]
+        if after_bad is not None:
+            after_bad(dec, direction)
+
+    def test_registered_name() -> None:
+        dec = make_decoder(name)
+        assert dec.name == name
+        assert type(dec) is type(new())
+
+    return test_decode, test_bad_input_is_an_anomaly, test_registered_name
