@@ -8,7 +8,8 @@ test_openai_realtime_wire.py; any input: test_wires_fuzz.py.
 from __future__ import annotations
 
 import numpy as np
-from support.dialectkit import AGENT, CALLER, anomaly_at, msg, table_tests
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER, msg
 from support.realtimekit import (
     B64_PCM16,
     PCM,
@@ -37,7 +38,7 @@ from voxproxy.events import (
 )
 from voxproxy.ids import keyed_hash
 
-anomaly = anomaly_at(T)
+anomaly = kit.anomaly_at(T)
 
 CASES = [
     (
@@ -344,7 +345,7 @@ BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
 ]
 
 
-test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
     "openai-realtime", decoder, T, CASES, BAD
 )
 

@@ -9,7 +9,8 @@ import json
 
 import numpy as np
 import pytest
-from support.dialectkit import AGENT, CALLER, round_trip
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER
 from support.realtimekit import T, decoder
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
@@ -69,7 +70,7 @@ def test_builders_round_trip(beta: bool) -> None:
         (AGENT, server.error("bad", "nope"), []),
         (CALLER, client.response_create(), []),
     ]
-    round_trip(dec, steps, T)
+    kit.round_trip(dec, steps, T)
 
 
 def test_builder_messages_follow_the_protocol() -> None:

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from support.dialectkit import AGENT, CALLER, PCM, anomaly_at, b64, msg, round_trip, table_tests
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER, PCM, msg
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes
@@ -17,8 +18,8 @@ T = 42_000_000
 STREAM = "20170ada-f610-433b-8758-c02a2aab3662"
 CALL = "12345678-1234-1234-1234-123456789abc"
 ULAW = pcm_to_ulaw(PCM)
-B64 = b64(ULAW)
-B64_L16 = b64(pcm_to_bytes(PCM))
+B64 = kit.b64(ULAW)
+B64_L16 = kit.b64(pcm_to_bytes(PCM))
 
 
 def start_msg(encoding: str = "audio/x-mulaw", rate: int = 8000) -> str:
@@ -36,7 +37,7 @@ def start_msg(encoding: str = "audio/x-mulaw", rate: int = 8000) -> str:
     )
 
 
-anomaly = anomaly_at(T)
+anomaly = kit.anomaly_at(T)
 
 
 CASES = [  # (name, direction, message, events): support.dialectkit.Case
@@ -138,7 +139,7 @@ BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
 ]
 
 
-test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
     "plivo", PlivoDecoder, T, CASES, BAD
 )
 
@@ -170,7 +171,7 @@ def test_wires_round_trip(content_type: str, rate: int) -> None:
         (CALLER, caller.cleared_audio(), []),
         (CALLER, caller.dtmf("9"), [Dtmf(T)]),
     ]
-    round_trip(dec, steps, T)
+    kit.round_trip(dec, steps, T)
 
 
 def test_wire_fields() -> None:

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from support.dialectkit import AGENT, CALLER, anomaly_at, table_tests
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER
 from support.eventview import views
 
 from voxproxy.dialects import make_decoder
@@ -25,7 +26,7 @@ def le(*samples: int) -> bytes:
     return pcm(*samples).astype("<i2").tobytes()
 
 
-anomaly = anomaly_at(T)
+anomaly = kit.anomaly_at(T)
 
 
 # (name, direction, message, events) for a fresh decoder at 16 kHz: support.dialectkit.Case
@@ -121,7 +122,7 @@ def still_at_16_khz(dec: RawDecoder, direction: Direction) -> None:
     assert isinstance(audio, Audio) and audio.sample_rate_hz == 16000
 
 
-test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
     "raw", lambda: RawDecoder(DialectOptions()), T, CASES, BAD, still_at_16_khz
 )
 

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from support.dialectkit import AGENT, CALLER, PCM, anomaly_at, b64, msg, round_trip, table_tests
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER, PCM, msg
 from support.eventview import views
 
 from voxproxy.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
@@ -26,7 +27,7 @@ T = 123_456_789
 STREAM = "32DE0DEA-53CB-4B21-89A4-9E1819C043BC"
 CALL = "v3:MdI91X4lWFEs7IgbBEOT9M4AigoY08M0WWZFISt1Yw2axZ_IiE4pqg"
 ULAW = pcm_to_ulaw(PCM)
-B64 = b64(ULAW)
+B64 = kit.b64(ULAW)
 
 
 def start_msg(encoding: str = "PCMU", rate: object = 8000) -> str:
@@ -47,10 +48,14 @@ def start_msg(encoding: str = "PCMU", rate: object = 8000) -> str:
     )
 
 
-anomaly = anomaly_at(T)
+anomaly = kit.anomaly_at(T)
+SHARED_CASES, SHARED_BAD = kit.twilio_vocabulary(
+    T, "stream_id", STREAM, B64, lambda d: Audio(d, ulaw_to_pcm(ULAW), 8000, T)
+)
 
 
 CASES = [  # (name, direction, message, events): support.dialectkit.Case
+    *SHARED_CASES,
     ("connected", CALLER, msg(event="connected", version="1.0.0"), []),
     ("start", CALLER, start_msg(), [StreamStart(CALL, 8000, "ulaw", T)]),
     (
@@ -59,60 +64,17 @@ CASES = [  # (name, direction, message, events): support.dialectkit.Case
         msg(event="start", stream_id=STREAM, start={"media_format": {"encoding": "PCMA"}}),
         [StreamStart(STREAM, 8000, "alaw", T)],
     ),
-    (
-        "inbound media",
-        CALLER,
-        msg(
-            event="media",
-            sequence_number="4",
-            stream_id=STREAM,
-            media={"track": "inbound", "chunk": "2", "timestamp": "5", "payload": B64},
-        ),
-        [Audio(CALLER, ulaw_to_pcm(ULAW), 8000, T)],
-    ),
-    (
-        "outbound track (both_tracks) is not caller audio",
-        CALLER,
-        msg(event="media", media={"track": "outbound", "payload": B64}),
-        [],
-    ),
-    ("mark callback", CALLER, msg(event="mark", mark={"name": "m1"}), [MarkEcho("m1", T)]),
-    ("dtmf", CALLER, msg(event="dtmf", dtmf={"digit": "1"}), [Dtmf(T)]),
     ("error frame", CALLER, msg(event="error", payload={"code": 100003}), []),
-    ("stop", CALLER, msg(event="stop", stop={"call_control_id": CALL}), [StreamStop(T)]),
-    (
-        "agent media",
-        AGENT,
-        msg(event="media", media={"payload": B64}),
-        [Audio(AGENT, ulaw_to_pcm(ULAW), 8000, T)],
-    ),
-    ("agent mark", AGENT, msg(event="mark", mark={"name": "m1"}), [MarkSent("m1", T)]),
-    ("agent clear", AGENT, msg(event="clear"), [Flush(T, "clear")]),
-    ("clear from Telnyx", CALLER, msg(event="clear"), [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)]),
-    ("start from the agent", AGENT, start_msg(), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
-    ("unknown event", CALLER, msg(event="hangup"), [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)]),
 ]
 
 BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
-    ("malformed JSON", CALLER, '{"event": "media"', AnomalyKind.MALFORMED),
-    ("JSON array", AGENT, "[1]", AnomalyKind.MALFORMED),
+    *SHARED_BAD,
     ("no event", CALLER, msg(type="media"), AnomalyKind.MALFORMED),
-    ("binary", CALLER, ULAW, AnomalyKind.UNEXPECTED_BINARY),
-    (
-        "invalid base64",
-        CALLER,
-        msg(event="media", media={"payload": "a*b"}),
-        AnomalyKind.INVALID_BASE64,
-    ),
-    ("missing payload", AGENT, msg(event="media", media={}), AnomalyKind.MALFORMED),
-    ("media not an object", AGENT, msg(event="media", media=[]), AnomalyKind.MALFORMED),
-    ("mark without a name", AGENT, msg(event="mark", mark={}), AnomalyKind.MALFORMED),
-    ("start not an object", CALLER, msg(event="start", start=3), AnomalyKind.MALFORMED),
     ("start at a silly rate", CALLER, start_msg(rate=100), AnomalyKind.BAD_AUDIO),
 ]
 
 
-test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
     "telnyx", TelnyxDecoder, T, CASES, BAD
 )
 
@@ -131,7 +93,7 @@ def test_codecs_from_the_start_message(
     dec = TelnyxDecoder()
     (start,) = dec.decode(CALLER, start_msg(encoding, rate), T)
     assert isinstance(start, StreamStart) and start.sample_rate_hz == rate
-    payload = b64(wire_bytes)
+    payload = kit.b64(wire_bytes)
     for direction in (CALLER, AGENT):
         (a,) = dec.decode(direction, msg(event="media", media={"payload": payload}), T)
         assert isinstance(a, Audio) and a.sample_rate_hz == rate
@@ -163,7 +125,7 @@ def test_wires_round_trip() -> None:
         (CALLER, caller.dtmf("4"), [Dtmf(T)]),
         (CALLER, caller.stop(), [StreamStop(T)]),
     ]
-    round_trip(dec, steps, T)
+    kit.round_trip(dec, steps, T)
 
 
 def test_caller_wire_fields() -> None:

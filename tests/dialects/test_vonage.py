@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from support.dialectkit import AGENT, CALLER, PCM, anomaly_at, msg, round_trip, table_tests
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER, PCM, msg
 
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects import make_decoder
@@ -17,7 +18,7 @@ T = 7_000
 L16 = pcm_to_bytes(PCM)
 
 
-anomaly = anomaly_at(T)
+anomaly = kit.anomaly_at(T)
 
 
 CASES = [  # (name, direction, message, events): support.dialectkit.Case
@@ -83,7 +84,7 @@ BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
 ]
 
 
-test_decode, test_bad_input_is_an_anomaly, test_registered_name = table_tests(
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
     "vonage", lambda: VonageDecoder(DialectOptions()), T, CASES, BAD
 )
 
@@ -113,5 +114,5 @@ def test_wires_round_trip() -> None:
         (CALLER, caller.cleared(), []),
         (CALLER, caller.dtmf("3"), [Dtmf(T)]),
     ]
-    round_trip(dec, steps, T)
+    kit.round_trip(dec, steps, T)
     assert json.loads(caller.connected())["caller_ref"] == "x"

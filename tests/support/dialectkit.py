@@ -26,7 +26,18 @@ from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import Decoder
 from voxproxy.events import AGENT_TO_CALLER as AGENT
 from voxproxy.events import CALLER_TO_AGENT as CALLER
-from voxproxy.events import Anomaly, AnomalyKind, Direction, Event
+from voxproxy.events import (
+    Anomaly,
+    AnomalyKind,
+    Audio,
+    Direction,
+    Dtmf,
+    Event,
+    Flush,
+    MarkEcho,
+    MarkSent,
+    StreamStop,
+)
 
 __all__ = [
     "AGENT",
@@ -42,6 +53,7 @@ __all__ = [
     "msg",
     "round_trip",
     "table_tests",
+    "twilio_vocabulary",
 ]
 
 Case = tuple[str, Direction, bytes | str, list[Event]]
@@ -118,3 +130,90 @@ def table_tests(
         assert type(dec) is type(new())
 
     return test_decode, test_bad_input_is_an_anomaly, test_registered_name
+
+
+def twilio_vocabulary(
+    t_ns: int, id_key: str, stream: str, payload: str, heard: Callable[[Direction], Audio]
+) -> tuple[list[Case], list[Bad]]:
+    """The cases every wire of the Twilio vocabulary (Twilio, Telnyx, Exotel: PROTOCOLS.md 1)
+    shares, with the wire's stream id key: ``media`` with a base64 ``payload`` (whose audio
+    in a direction is ``heard(direction)``), ``mark`` both ways, ``clear``, ``dtmf`` and
+    ``stop``, each only in its own direction; then the messages each must count as bad."""
+    at = {id_key: stream}
+    unknown = AnomalyKind.UNKNOWN_EVENT
+    media = {"track": "inbound", "chunk": "2", "timestamp": "20", "payload": payload}
+    cases: list[Case] = [
+        ("inbound media", CALLER, msg(event="media", **at, media=media), [heard(CALLER)]),
+        (
+            "media without a track is inbound",
+            CALLER,
+            msg(event="media", media={"payload": payload}),
+            [heard(CALLER)],
+        ),
+        (
+            "outbound-track media is not caller audio",
+            CALLER,
+            msg(event="media", media={"track": "outbound", "payload": payload}),
+            [],
+        ),
+        (
+            "mark echo",
+            CALLER,
+            msg(event="mark", **at, mark={"name": "m-1"}),
+            [MarkEcho("m-1", t_ns)],
+        ),
+        ("dtmf", CALLER, msg(event="dtmf", **at, dtmf={"digit": "5"}), [Dtmf(t_ns)]),
+        ("stop", CALLER, msg(event="stop", **at, stop={}), [StreamStop(t_ns)]),
+        (
+            "agent media",
+            AGENT,
+            msg(event="media", **at, media={"payload": payload}),
+            [heard(AGENT)],
+        ),
+        (
+            "agent media: the track field does not matter",
+            AGENT,
+            msg(event="media", media={"track": "outbound", "payload": payload}),
+            [heard(AGENT)],
+        ),
+        (
+            "agent mark",
+            AGENT,
+            msg(event="mark", **at, mark={"name": "r-0"}),
+            [MarkSent("r-0", t_ns)],
+        ),
+        ("agent clear", AGENT, msg(event="clear", **at), [Flush(t_ns, "clear")]),
+        (
+            "clear from the caller side",
+            CALLER,
+            msg(event="clear"),
+            [Anomaly(unknown, CALLER, t_ns)],
+        ),
+        ("stop from the agent side", AGENT, msg(event="stop"), [Anomaly(unknown, AGENT, t_ns)]),
+        (
+            "start from the agent side",
+            AGENT,
+            msg(event="start", start={}),
+            [Anomaly(unknown, AGENT, t_ns)],
+        ),
+        ("unknown event", CALLER, msg(event="hangup"), [Anomaly(unknown, CALLER, t_ns)]),
+    ]
+    malformed = AnomalyKind.MALFORMED
+    bad: list[Bad] = [
+        ("malformed JSON", CALLER, '{"event": "media", "media": {', malformed),
+        ("not JSON", AGENT, "clear", malformed),
+        ("JSON array", CALLER, "[]", malformed),
+        (
+            "invalid base64",
+            CALLER,
+            msg(event="media", media={"payload": "a*b"}),
+            AnomalyKind.INVALID_BASE64,
+        ),
+        ("agent media missing payload", AGENT, msg(event="media", media={}), malformed),
+        ("media not an object", CALLER, msg(event="media", media="AAAA"), malformed),
+        ("mark without a name", AGENT, msg(event="mark", mark={}), malformed),
+        ("mark name not a string", CALLER, msg(event="mark", mark={"name": 3}), malformed),
+        ("start not an object", CALLER, msg(event="start", start="x"), malformed),
+        ("binary from the caller", CALLER, b"\x00\x01", AnomalyKind.UNEXPECTED_BINARY),
+    ]
+    return cases, bad
