@@ -200,7 +200,7 @@ def test_audio_is_little_endian_whatever_the_platform() -> None:
 # -- message builders ------------------------------------------------------------------
 
 
-BUILT: list[tuple[str, Direction, bytes | str, list[Event]]] = [
+BUILT = [  # (name, direction, message, events): support.dialectkit.Case
     ("start", CALLER, RawWire.start(16000), [StreamStart(None, 16000, "pcm_s16le", T)]),
     ("audio", CALLER, RawWire.audio(le(1, 2, 3)), [Audio(CALLER, pcm(1, 2, 3), 16000, T)]),
     ("agent audio", AGENT, RawWire.audio(le(-4)), [Audio(AGENT, pcm(-4), 16000, T)]),
@@ -220,14 +220,7 @@ BUILT: list[tuple[str, Direction, bytes | str, list[Event]]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), BUILT, ids=[b[0] for b in BUILT]
-)
-def test_builders_round_trip(
-    name: str, direction: Direction, message: bytes | str, expected: list[Event]
-) -> None:
-    del name
-    assert views(RawDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
+test_builders_round_trip = kit.case_tests(lambda: RawDecoder(DialectOptions()), T, BUILT)
 
 
 def test_builder_wire_format() -> None:

@@ -12,13 +12,12 @@ tests/dialects/test_wire_golden.py --write``, and say why in the commit.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import pytest
-from support.wiregolden import Message, check, pinned, write
+from support.wiregolden import Message, golden_tests, main
 
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.dialects import exotel, plivo, raw, telnyx, twilio, vonage
@@ -83,20 +82,18 @@ def _twilio_agent() -> list[Message]:
     return [w.media(pcm_to_ulaw(PCM)), w.media(b""), w.mark(NAME), w.clear(), w.clear()]
 
 
+def _stream_caller(w: Any, payloads: list[Any], digit: str) -> list[Message]:
+    """A Twilio-vocabulary caller's session (Telnyx, Exotel): open, media, mark, dtmf, stop."""
+    opening = [w.connected(), w.start()]  # first: the start message takes sequence number 1
+    media = [w.media(p) for p in payloads]
+    return [*opening, *media, w.mark(NAME), w.dtmf(digit), w.stop()]
+
+
 def _telnyx_caller(encoding: str, rate: int) -> Callable[[], list[Message]]:
     def run() -> list[Message]:
         w = telnyx.TelnyxCallerWire("st-1", "v3:cc-1", encoding, rate)
         payload = telnyx.encode(PCM, encoding)
-        return [
-            w.connected(),
-            w.start(),
-            w.media(payload),
-            w.media(payload[:40]),
-            w.media(payload[:3]),
-            w.mark(NAME),
-            w.dtmf("#"),
-            w.stop(),
-        ]
+        return _stream_caller(w, [payload, payload[:40], payload[:3]], "#")
 
     return run
 
@@ -135,16 +132,7 @@ def _plivo_agent(content_type: str, rate: int) -> Callable[[], list[Message]]:
 def _exotel_caller(rate: int) -> Callable[[], list[Message]]:
     def run() -> list[Message]:
         w = exotel.ExotelCallerWire("st-1", "call-1", rate)
-        return [
-            w.connected(),
-            w.start(),
-            w.media(PCM),
-            w.media(PCM[:40]),
-            w.media(PCM[:3]),
-            w.mark(NAME),
-            w.dtmf("0"),
-            w.stop(),
-        ]
+        return _stream_caller(w, [PCM, PCM[:40], PCM[:3]], "0")
 
     return run
 
@@ -244,16 +232,7 @@ SCENARIOS: dict[str, Callable[[], list[Message]]] = {
 }
 
 
-def test_every_scenario_is_pinned() -> None:
-    assert sorted(pinned(GOLDEN)) == sorted(SCENARIOS)
-
-
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_builders_send_the_pinned_bytes(scenario: str) -> None:
-    check(GOLDEN, SCENARIOS, scenario)
-
+test_every_scenario_is_pinned, test_sends_the_pinned_bytes = golden_tests(GOLDEN, SCENARIOS)
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
-        raise SystemExit("usage: test_wire_golden.py --write")
-    write(GOLDEN, SCENARIOS)
+    main(GOLDEN, SCENARIOS)

@@ -106,6 +106,22 @@ def test_never_raises(dialect: str, messages: list[tuple[Direction, bytes | str]
         assert isinstance(events, list)
 
 
+# Fields of Realtime events that the decoder reads.
+_REALTIME_KEYS = [
+    "audio",
+    "delta",
+    "item_id",
+    "response_id",
+    "audio_end_ms",
+    "audio_start_ms",
+    "response",
+    "item",
+    "session",
+    "call_id",
+    "name",
+]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.one_of(
@@ -116,22 +132,7 @@ def test_never_raises(dialect: str, messages: list[tuple[Direction, bytes | str]
             lambda children: (
                 st.lists(children, max_size=4)
                 | st.dictionaries(
-                    st.sampled_from(
-                        [
-                            "type",
-                            "audio",
-                            "delta",
-                            "item_id",
-                            "response_id",
-                            "audio_end_ms",
-                            "audio_start_ms",
-                            "response",
-                            "item",
-                            "session",
-                            "call_id",
-                            "name",
-                        ]
-                    ),
+                    st.sampled_from(["type", *_REALTIME_KEYS]),
                     children,
                     max_size=5,
                 )
@@ -160,23 +161,7 @@ _ANY = st.recursive(
 @given(
     st.sampled_from(sorted(CLIENT_EVENTS | SERVER_EVENTS)),
     st.dictionaries(
-        st.sampled_from(
-            [
-                "audio",
-                "delta",
-                "item_id",
-                "response_id",
-                "audio_end_ms",
-                "audio_start_ms",
-                "response",
-                "item",
-                "session",
-                "call_id",
-                "name",
-                "arguments",
-                "transcript",
-            ]
-        ),
+        st.sampled_from([*_REALTIME_KEYS, "arguments", "transcript"]),
         _ANY,
         max_size=6,
     ),

@@ -10,13 +10,11 @@ tests/loadgen/test_wires_golden.py --write``, and say why in the commit.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pytest
-from support.wiregolden import Message, check, pinned, write
+from support.wiregolden import Message, golden_tests, main
 
 from voxproxy.dialects.vonage import marker_name
 from voxproxy.loadgen.wires import WIRES, Wire, caller_wire
@@ -48,16 +46,7 @@ for _wire in WIRES:
     SCENARIOS[f"{_wire} 8k, custom parameters"] = _call(_wire, 8000, {"tenant": "42", "é": "ü"})
 
 
-def test_every_scenario_is_pinned() -> None:
-    assert sorted(pinned(GOLDEN)) == sorted(SCENARIOS)
-
-
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_the_caller_sends_the_pinned_bytes(scenario: str) -> None:
-    check(GOLDEN, SCENARIOS, scenario)
-
+test_every_scenario_is_pinned, test_sends_the_pinned_bytes = golden_tests(GOLDEN, SCENARIOS)
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
-        raise SystemExit("usage: test_wires_golden.py --write")
-    write(GOLDEN, SCENARIOS)
+    main(GOLDEN, SCENARIOS)

@@ -50,6 +50,7 @@ __all__ = [
     "Step",
     "anomaly_at",
     "b64",
+    "case_tests",
     "msg",
     "round_trip",
     "table_tests",
@@ -91,6 +92,19 @@ def round_trip(dec: Decoder, steps: list[Step], t_ns: int) -> None:
         assert views(dec.decode(direction, message, t_ns)) == views(expected), message
 
 
+def case_tests(new: Callable[[], Any], t_ns: int, cases: list[Case]) -> Callable[..., None]:
+    """A test that each case, on a fresh decoder from ``new``, decodes to exactly its events."""
+
+    @pytest.mark.parametrize(
+        ("case", "direction", "message", "expected"), cases, ids=[c[0] for c in cases]
+    )
+    def test(case: str, direction: Direction, message: bytes | str, expected: list[Event]) -> None:
+        del case
+        assert views(new().decode(direction, message, t_ns)) == views(expected)
+
+    return test
+
+
 def table_tests(
     name: str,
     new: Callable[[], Any],
@@ -105,14 +119,7 @@ def table_tests(
     ``after_bad(decoder, direction)`` checks what the decoder does next) and
     ``test_registered_name`` (``make_decoder(name)`` gives this dialect)."""
 
-    @pytest.mark.parametrize(
-        ("case", "direction", "message", "expected"), cases, ids=[c[0] for c in cases]
-    )
-    def test_decode(
-        case: str, direction: Direction, message: bytes | str, expected: list[Event]
-    ) -> None:
-        del case
-        assert views(new().decode(direction, message, t_ns)) == views(expected)
+    test_decode = case_tests(new, t_ns, cases)
 
     @pytest.mark.parametrize(("case", "direction", "message", "kind"), bad, ids=[c[0] for c in bad])
     def test_bad_input_is_an_anomaly(

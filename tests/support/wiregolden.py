@@ -9,8 +9,11 @@ every one the same, spacing, key order, escapes and counters included.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+import pytest
 
 Message = bytes | str
 Scenario = Callable[[], list[Message]]
@@ -39,3 +42,25 @@ def write(golden: Path, scenarios: Mapping[str, Scenario]) -> None:
     """Re-pin: only after a deliberate wire change, said in the commit."""
     data = {name: as_json(run()) for name, run in sorted(scenarios.items())}
     golden.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def golden_tests(
+    golden: Path, scenarios: Mapping[str, Scenario]
+) -> tuple[Callable[[], None], Callable[[str], None]]:
+    """``test_every_scenario_is_pinned`` and ``test_sends_the_pinned_bytes`` (one per scenario)."""
+
+    def test_every_scenario_is_pinned() -> None:
+        assert sorted(pinned(golden)) == sorted(scenarios)
+
+    @pytest.mark.parametrize("scenario", sorted(scenarios))
+    def test_sends_the_pinned_bytes(scenario: str) -> None:
+        check(golden, scenarios, scenario)
+
+    return test_every_scenario_is_pinned, test_sends_the_pinned_bytes
+
+
+def main(golden: Path, scenarios: Mapping[str, Scenario]) -> None:
+    """``python <test module> --write`` re-pins (see :func:`write`)."""
+    if sys.argv[1:] != ["--write"]:
+        raise SystemExit(f"usage: {sys.argv[0]} --write")
+    write(golden, scenarios)
