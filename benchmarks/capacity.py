@@ -67,7 +67,6 @@ import contextlib
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -88,6 +87,7 @@ from websockets.protocol import State  # noqa: E402
 from websockets.server import ServerProtocol  # noqa: E402
 from websockets.uri import parse_uri  # noqa: E402
 
+from voxproxy.harness.child import proxy_command, stop  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 
 ROOT = overhead.ROOT
@@ -385,11 +385,13 @@ def start_relay(
 ) -> subprocess.Popen[bytes]:
     upstream = f"ws://127.0.0.1:{agent_port}"
     if path in ("voxproxy", "voxproxy-2w"):
-        workers = str(RELAY_CORES.get(path, 1))
-        cmd = [PY, "-m", "voxproxy.cli", "proxy", "--listen", f"127.0.0.1:{port}"]
-        cmd += ["--upstream", upstream, "--dialect", "twilio", "--receipts"]
-        cmd += [str(tmp / "receipts.jsonl"), "--secret", "bench", "--log-level", "warning"]
-        cmd += ["--drain-timeout", "0", "--workers", workers, "--max-calls", str(max_calls)]
+        cmd = proxy_command(
+            *("--upstream", upstream, "--dialect", "twilio"),
+            *("--receipts", str(tmp / "receipts.jsonl"), "--secret", "bench"),
+            *("--log-level", "warning", "--drain-timeout", "0", "--max-calls", str(max_calls)),
+            listen=f"127.0.0.1:{port}",
+            workers=RELAY_CORES.get(path, 1),
+        )
     elif path == "bare":
         cmd = [PY, str(HERE / "overhead.py"), "--bare-relay", str(port), upstream]
     elif path == "forward-only":  # voxproxy's relay with a do-nothing observer (diagnosis)
@@ -429,15 +431,6 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
     return out
-
-
-def stop_relay(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -520,7 +513,7 @@ def measure(path: str, calls: int, warmup: float, window: float, max_calls: int 
                 result = json.loads(line)
         load.wait(timeout=60)
         if relay is not None:
-            stop_relay(relay)
+            stop(relay, timeout_s=20)
     return Run(
         path,
         calls,

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from typing import Any
 import aiohttp
 
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
+from voxproxy.harness.child import port_in_log, proxy_command
 from voxproxy.transports.webrtc import AudioPeer, use_host_addresses
 
 
@@ -62,30 +62,10 @@ def proc_status(pid: int) -> dict[str, int]:
 
 
 def start_proxy(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "voxproxy.cli",
-        "proxy",
-        "--workers",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-    ]
-    cmd += args
-    cmd += ["--receipts", str(log.with_suffix(".jsonl")), "--secret", "bench"]
+    cmd = proxy_command(*args, "--receipts", str(log.with_suffix(".jsonl")), "--secret", "bench")
     with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(cmd, stdout=out, stderr=out)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        found = re.search(
-            r"(?:listening on ws|offers on http)://127\.0\.0\.1:(\d+)", log.read_text()
-        )
-        if found:
-            return proc, int(found.group(1))
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(log.read_text())
+    return proc, port_in_log(proc, log)
 
 
 async def flood(tmp: Path) -> dict[str, Any]:

@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.clips import load_clips  # noqa: E402
+from voxproxy.harness.child import proxy_command  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 
 FRAME_MS = 20
@@ -351,28 +352,12 @@ def measure(
         elif path == "forward-only":
             cmd = [PY, __file__, "--forward-only", str(target), f"ws://127.0.0.1:{agent_port}"]
         else:
-            cmd = [
-                PY,
-                "-m",
-                "voxproxy.cli",
-                "proxy",
-                "--workers",
-                "1",
-                "--listen",
-                f"127.0.0.1:{target}",
-                "--upstream",
-                f"ws://127.0.0.1:{agent_port}",
-                "--dialect",
-                "twilio",
-                "--receipts",
-                receipts.name,
-                "--secret",
-                "bench",
-                "--log-level",
-                "warning",
-                "--drain-timeout",
-                "0",
-            ]
+            cmd = proxy_command(
+                *("--upstream", f"ws://127.0.0.1:{agent_port}", "--dialect", "twilio"),
+                *("--receipts", receipts.name, "--secret", "bench"),
+                *("--log-level", "warning", "--drain-timeout", "0"),
+                listen=f"127.0.0.1:{target}",
+            )
         relay = subprocess.Popen(cmd, cwd=ROOT)
         _pin(relay.pid, 0)
         _wait_port(target)

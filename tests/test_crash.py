@@ -4,12 +4,10 @@ journal), and running out of file descriptors is logged."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import resource
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -19,6 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 
 from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.harness.child import clean_env, proxy_command
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.writer import read_receipts
 
@@ -27,18 +26,7 @@ from voxproxy.receipts.writer import read_receipts
 def proxy_process(
     upstream: str, receipts: Path, log: Path, *extra: str, fd_limit: int | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VOXPROXY_", "OTEL_"))}
-    cmd = [
-        sys.executable,
-        "-m",
-        "voxproxy.cli",
-        "proxy",
-        "--workers",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-    ]
-    cmd += ["--upstream", upstream, "--dialect", "twilio", "--secret", SECRET.decode()]
+    cmd = proxy_command("--upstream", upstream, "--dialect", "twilio", "--secret", SECRET.decode())
     cmd += ["--receipts", str(receipts), "--drain-timeout", "0", *extra]
 
     def limit() -> None:
@@ -46,7 +34,9 @@ def proxy_process(
             resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
 
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=out, preexec_fn=limit)
+        proc = subprocess.Popen(
+            cmd, env=clean_env("OTEL_"), stdout=out, stderr=out, preexec_fn=limit
+        )
     try:
         yield proc
     finally:

@@ -5,11 +5,8 @@ against the mock agent (every expectation met)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ import yaml
 
 from voxproxy.cli import build_parser, main
 from voxproxy.commands.load_merge import rewrite_argv
+from voxproxy.harness.child import mock_agent_process
 from voxproxy.loadgen.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,17 +69,7 @@ def test_the_load_quickstart_scenario_runs_against_the_mock_agent(
     path.write_text(block)
     scenario = load_scenario(path)
     assert scenario.name == "order_status" and scenario.expect is not None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "voxproxy.cli", "mock-agent", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert agent.stdout is not None
-        found = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", agent.stdout.readline())
-        assert found, "the mock agent did not start"
+    with mock_agent_process() as found:
         status = main(
             [
                 "load",
@@ -96,9 +84,6 @@ def test_the_load_quickstart_scenario_runs_against_the_mock_agent(
                 str(tmp_path / "run2"),
             ]
         )
-    finally:
-        agent.kill()
-        agent.communicate()
     out = capsys.readouterr().out
     results = json.loads((tmp_path / "run2" / "results.json").read_text())
     assert [c["failures"] for c in results["calls"]] == [[], []], out

@@ -8,48 +8,24 @@ messages each side saw are compared with and without the proxy.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import numpy as np
-from support.groundtruth import NEVER_WITHHELD, beyond_lag
+from support.groundtruth import NEVER_WITHHELD
+from support.livecall import Outcome, barge_script, call_through, live_bounds, turn_errors
 
 from voxproxy.clips import clip
 from voxproxy.loadgen.caller import (
-    BargeIn,
     CallerConfig,
-    CallRecord,
     Say,
     ScriptedCaller,
     Step,
     WaitAgentEnd,
 )
 from voxproxy.loadgen.truth import turn_truths
-from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
-from voxproxy.proxy import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
+from voxproxy.mockagent import MockAgent, MockAgentConfig
+from voxproxy.proxy import ProxyConfig
 from voxproxy.session import SessionConfig
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
-
-
-def script(barge_after_ms: float) -> list[Step]:
-    return [
-        Say(clip("caller_where_is_order")),
-        WaitAgentEnd(quiet_ms=400),
-        Say(clip("caller_topic_change")),
-        BargeIn(after_ms=barge_after_ms, clip=clip("caller_interrupt")),
-        WaitAgentEnd(quiet_ms=400),
-        Say(clip("caller_yes")),
-        WaitAgentEnd(quiet_ms=400),
-    ]
-
-
-@dataclass
-class Outcome:
-    receipt: Receipt
-    record: CallRecord
-    log: CallLog
-
 
 SHORT: list[Step] = [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=300)]
 
@@ -75,34 +51,20 @@ async def one_call(
         )
     )
     await agent.start()
-    receipts: list[Receipt] = []
-    proxy = Proxy(
-        ProxyConfig(
-            RelayConfig(agent.url),
-            dialect=dialect,
-            secret=b"e2e",
-            session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
-        ),
-        sinks=[receipts.append],
+    config = ProxyConfig(
+        RelayConfig(agent.url),
+        dialect=dialect,
+        secret=b"e2e",
+        session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
     )
-    port = await proxy.start("127.0.0.1", 0)
-    url = f"ws://127.0.0.1:{port}/e2e" if via_proxy else f"{agent.url}/e2e"
-    caller = ScriptedCaller(
-        CallerConfig(url=url, dialect=dialect, call_id=f"CA{n:032d}", seed=n),  # type: ignore[arg-type]
-        steps if steps is not None else script(barge_after_ms=900.0 + 150 * n),
-    )
-    record = await caller.run()
-    for _ in range(200):
-        if receipts or not via_proxy:
-            break
-        await asyncio.sleep(0.02)
-    await proxy.stop()
-    await agent.stop()
-    assert record.error is None, record.error
-    if not via_proxy:
-        return Outcome(None, record, agent.calls[0])  # type: ignore[arg-type]
-    assert len(receipts) == 1
-    return Outcome(receipts[0], record, agent.calls[0])
+
+    def caller(url: str) -> ScriptedCaller:
+        return ScriptedCaller(
+            CallerConfig(url=url, dialect=dialect, call_id=f"CA{n:032d}", seed=n),  # type: ignore[arg-type]
+            steps if steps is not None else barge_script(barge_after_ms=900.0 + 150 * n),
+        )
+
+    return await call_through(agent, config, caller, "/e2e", via_proxy)
 
 
 CALLS = [
@@ -125,33 +87,10 @@ async def test_live_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
         assert len(responses) == len(truths) == 4, (spec, o.receipt.turns, truths)
         assert o.receipt.terminal == "caller_closed" if spec[0] == "raw" else "completed"
         assert o.receipt.anomalies == {}
-        for truth, turn in zip(truths, responses, strict=True):
-            assert truth.ttfs_ns is not None and turn.ttfs_ms is not None, (spec, turn)
-            ttfs_err.append(
-                beyond_lag(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS, turn.ttfs_uncertainty_ms)
-            )
-            if truth.barge_in:
-                assert turn.barge_in is not None, (spec, turn)
-                assert turn.barge_in.outcome == "stopped"
-                assert turn.barge_in.evidence == ("flush" if spec[2] == "flush" else "ceased")
-                assert (
-                    truth.stop_latency_ns is not None and turn.barge_in.stop_latency_ms is not None
-                )
-                stop_err.append(
-                    beyond_lag(
-                        turn.barge_in.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS,
-                        turn.barge_in.stop_uncertainty_ms,
-                    )
-                )
-            else:
-                assert turn.barge_in is None
-    t = np.abs(np.array(ttfs_err))
-    s = np.abs(np.array(stop_err))
-    print(f"live ttfs |err| p95 {np.percentile(t, 95):.1f} max {t.max():.1f} ms (n={t.size})")
-    print(f"live stop |err| p95 {np.percentile(s, 95):.1f} max {s.max():.1f} ms (n={s.size})")
-    # Looser than the fake-clock bounds: real scheduling jitter on both legs.
-    assert np.percentile(t, 95) <= 30.0 and t.max() <= 60.0
-    assert np.percentile(s, 95) <= 30.0 and s.max() <= 60.0
+        evidence = "flush" if spec[2] == "flush" else "ceased"
+        turn_errors(truths, responses, evidence, ttfs_err, stop_err, spec)
+    _, s = live_bounds("websocket", ttfs_err, stop_err)
+    assert np.percentile(s, 95) <= 30.0
 
 
 def _texts(messages: list[tuple[bool, bytes | str]]) -> list[bytes | str]:

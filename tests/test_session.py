@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from support.groundtruth import Errors, run_many
+from support.groundtruth import run_many
 
 
 def test_ttfs_and_stop_latency_match_ground_truth() -> None:
@@ -15,9 +15,4 @@ def test_ttfs_and_stop_latency_match_ground_truth() -> None:
     assert len(errors.ambiguous) <= 0.05 * len(errors.ttfs), errors.ambiguous
     assert len(errors.ttfs) >= 200
     assert len(errors.stop) >= 50
-    ttfs_p95, ttfs_max = Errors.stats(errors.ttfs)
-    stop_p95, stop_max = Errors.stats(errors.stop)
-    print(f"ttfs |err| p95 {ttfs_p95:.1f} max {ttfs_max:.1f} ms over {len(errors.ttfs)} turns")
-    print(f"stop |err| p95 {stop_p95:.1f} max {stop_max:.1f} ms over {len(errors.stop)} barge-ins")
-    assert ttfs_p95 <= 10.0 and ttfs_max <= 30.0  # issue 13: p95 <= 10 ms, max <= 30 ms
-    assert stop_p95 <= 20.0 and stop_max <= 40.0
+    errors.within("fake clock")  # issue 13's bounds

@@ -118,32 +118,16 @@ def test_paced_audio_on_arrival_matches_ground_truth() -> None:
     errors = _run(seed=7, calls=24, opus=False)
     assert not errors.problems, errors.problems
     assert len(errors.ambiguous) <= 0.05 * max(len(errors.ttfs), 1), errors.ambiguous
-    ttfs_p95, ttfs_max = Errors.stats(errors.ttfs)
-    stop_p95, stop_max = Errors.stats(errors.stop)
-    print(
-        f"paced fake clock: ttfs |err| p95 {ttfs_p95:.1f} max {ttfs_max:.1f} ms "
-        f"(n={len(errors.ttfs)}); stop |err| p95 {stop_p95:.1f} max {stop_max:.1f} ms "
-        f"(n={len(errors.stop)})"
-    )
-    assert ttfs_p95 <= 10.0 and ttfs_max <= 30.0  # issue 13: p95 <= 10 ms, max <= 30 ms
-    assert stop_p95 <= 20.0 and stop_max <= 40.0
+    errors.within("paced fake clock")  # issue 13's bounds
 
 
 def test_paced_audio_through_opus_matches_ground_truth() -> None:
     errors = _run(seed=11, calls=6, opus=True)
     assert not errors.problems, errors.problems
     assert len(errors.ambiguous) <= 0.05 * max(len(errors.ttfs), 1), errors.ambiguous
-    ttfs_p95, ttfs_max = Errors.stats(errors.ttfs)
-    stop_p95, stop_max = Errors.stats(errors.stop)
-    print(
-        f"paced fake clock through Opus: ttfs |err| p95 {ttfs_p95:.1f} max {ttfs_max:.1f} ms "
-        f"(n={len(errors.ttfs)}); stop |err| p95 {stop_p95:.1f} max {stop_max:.1f} ms "
-        f"(n={len(errors.stop)})"
-    )
     # Opus moves every edge by its look-ahead (about 7.5 ms with the filters, which cancels
     # in both figures) and soft onsets and endings by up to about 20 ms more.
-    assert ttfs_p95 <= 25.0 and ttfs_max <= 40.0
-    assert stop_p95 <= 25.0 and stop_max <= 40.0
+    errors.within("paced fake clock through Opus", ttfs=(25.0, 40.0), stop=(25.0, 40.0))
 
 
 def test_agent_audio_is_heard_on_arrival_not_queued() -> None:

@@ -146,18 +146,10 @@ def test_openai_realtime_against_ground_truth() -> None:
     assert not errors.problems, errors.problems
     assert len(errors.ttfs) >= 100 and len(errors.stop) >= 30
     assert truncations >= 15 and tools >= 8 and breakdowns >= 100
-    ttfs_p95, ttfs_max = Errors.stats(errors.ttfs)
-    stop_p95, stop_max = Errors.stats(errors.stop)
     s = np.abs(np.array(stage_err))
     tr = np.abs(np.array(trunc_err))
-    print(
-        f"openai-realtime: ttfs |err| p95 {ttfs_p95:.1f} max {ttfs_max:.1f} ms "
-        f"({len(errors.ttfs)} turns); stop |err| p95 {stop_p95:.1f} max {stop_max:.1f} ms "
-        f"({len(errors.stop)} barge-ins); stages max {s.max():.1f} ms; truncate model "
-        f"max {tr.max():.1f} ms ({truncations}); tools {tools}"
-    )
-    assert ttfs_p95 <= 10.0 and ttfs_max <= 30.0  # issue 13: p95 <= 10 ms, max <= 30 ms
-    assert stop_p95 <= 20.0 and stop_max <= 40.0
+    more = f"; stages max {s.max():.1f} ms; truncate model max {tr.max():.1f} ms"
+    errors.within("openai-realtime", more=f"{more} ({truncations}); tools {tools}")
     assert s.max() <= 3.0  # arrival stamps exact; VAD positions within one append's jitter
     assert tr.max() <= 1.0
     assert np.abs(np.array(tool_err)).max() <= 0.2
@@ -181,15 +173,7 @@ def test_telephony_wires_against_ground_truth() -> None:
                 assert receipt.marks.max_abs_error_ms is not None
                 mark_errors.append(receipt.marks.max_abs_error_ms)
         assert not errors.problems, errors.problems
-        ttfs_p95, ttfs_max = Errors.stats(errors.ttfs)
-        stop_p95, stop_max = Errors.stats(errors.stop)
-        print(
-            f"{dialect}: ttfs p95 {ttfs_p95:.1f} max {ttfs_max:.1f} ({len(errors.ttfs)}); "
-            f"stop p95 {stop_p95:.1f} max {stop_max:.1f} ({len(errors.stop)}); "
-            f"mark check max {max(mark_errors):.1f} ms"
-        )
+        errors.within(dialect, more=f"; mark check max {max(mark_errors):.1f} ms")
         # Withheld because an edge moves with the level read 0.5 dB off: said, and rare.
         assert len(errors.ttfs) + len(errors.ambiguous) >= 24 and len(errors.ambiguous) <= 2
-        assert ttfs_p95 <= 10.0 and ttfs_max <= 30.0
-        assert stop_p95 <= 20.0 and stop_max <= 40.0
         assert max(mark_errors) <= 25.0  # echo once per caller frame, plus jitter

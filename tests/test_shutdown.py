@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.harness.child import clean_env, proxy_command
 from voxproxy.harness.ports import free_port
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts
@@ -48,29 +47,14 @@ async def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 
 
 
 def _start_proxy(port: int, upstream: str, receipts: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VOXPROXY_", "OTEL_"))}
-    cmd = [
-        sys.executable,
-        "-m",
-        "voxproxy.cli",
-        "proxy",
-        "--workers",
-        "1",
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--upstream",
-        upstream,
-        "--dialect",
-        "twilio",
-        "--receipts",
-        str(receipts),
-        "--secret",
-        SECRET,
-        "--log-level",
-        "warning",
-        *extra,
-    ]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cmd = proxy_command(
+        *("--upstream", upstream, "--dialect", "twilio", "--receipts", str(receipts)),
+        *("--secret", SECRET, "--log-level", "warning", *extra),
+        listen=f"127.0.0.1:{port}",
+    )
+    return subprocess.Popen(
+        cmd, env=clean_env("OTEL_"), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 async def _exit_code(proc: subprocess.Popen[bytes], timeout: float) -> int | None:

@@ -10,6 +10,7 @@ from voxproxy.analysis.vad import Spurt
 from voxproxy.errors import UsageError
 from voxproxy.turns import (
     TRANSITIONS,
+    BargeIn,
     BargeOutcome,
     FlushMark,
     StopEvidence,
@@ -45,6 +46,14 @@ def run(
             assert kind == "flush"
             m.flush(FlushMark(round(a * MS), bool(b)))
     return m, m.finish(round(end_ms * MS))
+
+
+def barge_in_of_the_second_turn(*items: tuple[str, float, float | bool]) -> BargeIn:
+    """The barge-in that ``run(*items)`` finds in the second turn (there must be one)."""
+    _, turns = run(*items)
+    b = turns[1].barge_in
+    assert b is not None
+    return b
 
 
 def ms(ns: int | None) -> float | None:
@@ -209,35 +218,31 @@ def test_barge_in_with_a_flush_that_cut_audible_audio() -> None:
 
 
 def test_a_flush_that_only_cut_silence_stops_at_the_last_speech() -> None:
-    _, turns = run(
+    b = barge_in_of_the_second_turn(
         ("caller", 1000, 2000),
         ("agent", 2500, 4100),
         ("caller", 4000, 5000),
         ("flush", 4300, True),  # audio (a pause) was still queued
     )
-    b = turns[1].barge_in
-    assert b is not None
     assert ms(b.stop_ns()) == 4100
     assert b.evidence() is StopEvidence.FLUSH
 
 
 def test_a_flush_that_cut_nothing_audible_does_not_set_the_stop() -> None:
-    _, turns = run(
+    b = barge_in_of_the_second_turn(
         ("caller", 1000, 2000),
         ("agent", 2500, 4400),
         ("caller", 4000, 5000),
         ("flush", 4300, False),
     )
-    b = turns[1].barge_in
-    assert b is not None
     assert ms(b.flush_ns) == 4300
     assert ms(b.stop_ns()) == 4400  # the audio went on to its end
 
 
 def test_barge_in_without_a_flush_stops_when_the_audio_ceases() -> None:
-    _, turns = run(("caller", 1000, 2000), ("agent", 2500, 4400), ("caller", 4000, 5000))
-    b = turns[1].barge_in
-    assert b is not None
+    b = barge_in_of_the_second_turn(
+        ("caller", 1000, 2000), ("agent", 2500, 4400), ("caller", 4000, 5000)
+    )
     assert ms(b.stop_ns()) == 4400
     assert b.evidence() is StopEvidence.CEASED
     outcome, latency = barge_outcome(b, WINDOW_MS)
@@ -245,22 +250,20 @@ def test_barge_in_without_a_flush_stops_when_the_audio_ceases() -> None:
 
 
 def test_a_flush_outside_the_window_is_not_the_barge_in_stop() -> None:
-    _, turns = run(
+    b = barge_in_of_the_second_turn(
         ("caller", 1000, 2000),
         ("agent", 2500, 9000),
         ("caller", 4000, 5000),
         ("flush", 6001, True),  # 2001 ms after the onset
     )
-    b = turns[1].barge_in
-    assert b is not None
     assert b.flush_ns is None
     assert b.evidence() is StopEvidence.CEASED
 
 
 def test_an_agent_that_keeps_talking_did_not_stop() -> None:
-    _, turns = run(("caller", 1000, 2000), ("agent", 2500, 8000), ("caller", 4000, 5000))
-    b = turns[1].barge_in
-    assert b is not None
+    b = barge_in_of_the_second_turn(
+        ("caller", 1000, 2000), ("agent", 2500, 8000), ("caller", 4000, 5000)
+    )
     outcome, latency = barge_outcome(b, WINDOW_MS)
     assert outcome is BargeOutcome.NOT_STOPPED
     assert ms(latency) == 4000
@@ -284,9 +287,9 @@ def test_an_agent_that_pauses_and_goes_on_over_the_caller_did_not_stop() -> None
 
 
 def test_the_window_edge() -> None:
-    _, turns = run(("caller", 1000, 2000), ("agent", 2500, 6000), ("caller", 4000, 5000))
-    b = turns[1].barge_in
-    assert b is not None
+    b = barge_in_of_the_second_turn(
+        ("caller", 1000, 2000), ("agent", 2500, 6000), ("caller", 4000, 5000)
+    )
     assert barge_outcome(b, WINDOW_MS)[0] is BargeOutcome.STOPPED  # exactly 2000 ms
     assert barge_outcome(b, 1999.0)[0] is BargeOutcome.NOT_STOPPED
 

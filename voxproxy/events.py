@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -149,7 +150,7 @@ class Anomaly:
     t_ns: int
 
 
-TOOL_EVENT_KINDS = (
+ToolKind = Literal[
     "state.updated",
     "tool.started",
     "tool.finished",
@@ -157,7 +158,8 @@ TOOL_EVENT_KINDS = (
     "backend.verified",
     "confirmation",
     "outcome.verified",
-)
+]
+TOOL_EVENT_KINDS: tuple[str, ...] = get_args(ToolKind)
 """The events of MEASUREMENT.md section 5, by their names there."""
 
 RESPONSE_CANCELLED_WITH_TOOL = "tool.response_cancelled"

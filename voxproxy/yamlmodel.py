@@ -1,19 +1,61 @@
 """YAML (or JSON) text -> a pydantic model, or one error that names the file and each
-field that is wrong. The one way voxproxy reads its policy, term, flow and score files.
+field that is wrong. The one way voxproxy reads its policy, term, flow and score files,
+and the pieces those models share: a ``version`` label that YAML may spell as a number
+(``VersionText``) and the content hash recorded with each judgement (``content_hash``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+import hashlib
+import json
+from collections.abc import Callable, Collection
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 from pydantic_core import ErrorDetails
 
 from voxproxy.errors import ConfigError, VoxproxyError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def _version_as_text(value: object) -> object:
+    # ``version: 2`` in YAML is an int; a revision label is text either way.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+VersionText = Annotated[str, BeforeValidator(_version_as_text)]
+"""A revision label: text, also when the YAML wrote a whole number."""
+
+
+def canonical_json(model: BaseModel, exclude: Collection[str] = ()) -> str:
+    """``model`` as JSON with sorted keys, no blanks and ASCII only, without ``exclude``."""
+    data = model.model_dump(mode="json", exclude=set(exclude))
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def content_hash(model: BaseModel, exclude: Collection[str] = ()) -> str:
+    """``sha256:`` + 16 hex digits of :func:`canonical_json`."""
+    digest = hashlib.sha256(canonical_json(model, exclude).encode("ascii")).hexdigest()
+    return "sha256:" + digest[:16]
+
+
+def resource_text(name: str) -> str:
+    """A data file shipped inside the ``voxproxy`` package."""
+    return (resources.files("voxproxy") / name).read_text(encoding="utf-8")
+
+
+def read_text(path: str | Path, what: str, hint: str = "") -> str:
+    """The UTF-8 text of ``path``; else :class:`ConfigError` "<path>: cannot read <what>"."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc}{hint}") from None
 
 
 def parse_yaml(text: str, source: str, error: type[VoxproxyError] = ConfigError) -> Any:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from support.ports import refusing_port
 
 from voxproxy.cli import main
+from voxproxy.harness.child import (
+    clean_env,
+    cli_command,
+    kill,
+    mock_agent_process,
+    proxy_command,
+    read_port,
+)
 
 
 def test_a_dead_target_is_named_with_its_cause(
@@ -49,16 +55,9 @@ def test_a_dead_target_is_named_with_its_cause(
 def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
     with refusing_port() as dead:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "voxproxy.cli",
-                "proxy",
-                "--listen",
-                "127.0.0.1:0",
+            proxy_command(
                 "--upstream",
                 f"ws://127.0.0.1:{dead}",
                 "--dialect",
@@ -67,19 +66,13 @@ def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary
                 str(tmp_path / "r.jsonl"),
                 "--secret",
                 "s",
-            ],
+            ),
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
+            env=clean_env(),
         )
         try:
-            assert proc.stderr is not None
-            port = None
-            while port is None:
-                line = proc.stderr.readline()
-                assert line, "the proxy exited before listening"
-                found = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", line)
-                port = int(found.group(1)) if found else None
+            port = read_port(proc.stderr)
             status = main(
                 [
                     "load",
@@ -97,9 +90,7 @@ def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary
             proc.send_signal(signal.SIGTERM)
             _, log = proc.communicate(timeout=15)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+            kill(proc)
     out, err = capsys.readouterr()
     assert status == 1
     assert "speaking the raw wire" not in err
@@ -116,33 +107,9 @@ def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, workers: int) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
-    agent = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "voxproxy.cli",
-            "mock-agent",
-            "--listen",
-            "127.0.0.1:0",
-            "--send-mode",
-            "burst",
-            "--delay-ms",
-            "100",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert agent.stdout is not None
-        found = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", agent.stdout.readline())
-        assert found, "the mock agent did not start"
+    with mock_agent_process("--send-mode", "burst", "--delay-ms", "100") as found:
         load = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "voxproxy.cli",
+            cli_command(
                 "load",
                 "normal_question",
                 "--target",
@@ -157,11 +124,11 @@ def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, worke
                 str(workers),
                 "--out",
                 str(tmp_path / "run"),
-            ],
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
+            env=clean_env(),
         )
         try:
             assert load.stderr is not None
@@ -175,12 +142,7 @@ def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, worke
             load.send_signal(signal.SIGINT)
             out, err = load.communicate(timeout=60)
         finally:
-            if load.poll() is None:
-                load.kill()
-                load.communicate()
-    finally:
-        agent.kill()
-        agent.communicate()
+            kill(load)
     assert load.returncode == 130, (out, err)
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     finished = len(results["calls"])
@@ -199,17 +161,7 @@ def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, worke
 def test_an_arrival_rate_starts_calls_on_schedule_and_counts_the_dropped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "voxproxy.cli", "mock-agent", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert agent.stdout is not None
-        found = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", agent.stdout.readline())
-        assert found, "the mock agent did not start"
+    with mock_agent_process() as found:
         # 4 calls a second for 1 s: due at 0, 0.25, 0.5 and 0.75 s; a call lasts seconds,
         # so with 2 in flight at most, the last two find both busy.
         status = main(
@@ -230,9 +182,6 @@ def test_an_arrival_rate_starts_calls_on_schedule_and_counts_the_dropped(
                 str(tmp_path / "run"),
             ]
         )
-    finally:
-        agent.kill()
-        agent.communicate()
     out = capsys.readouterr().out
     assert status == 1
     results = json.loads((tmp_path / "run" / "results.json").read_text())

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import websockets
 
 from voxproxy.cli import build_parser
+from voxproxy.harness.child import clean_env, kill, proxy_command, read_port
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.store import query_receipts
 
@@ -49,17 +47,8 @@ def test_a_bad_policy_stops_the_proxy_before_it_listens(
 def test_the_running_proxy_judges_and_stores_each_receipt(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text("version: staging-3\nmax_first_response_ms: 900\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "voxproxy.cli",
-            "proxy",
-            "--workers",
-            "1",
-            "--listen",
-            "127.0.0.1:0",
+        proxy_command(
             "--upstream",
             "ws://127.0.0.1:9",  # nothing listens there: the call is unreachable
             "--receipts",
@@ -70,19 +59,13 @@ def test_the_running_proxy_judges_and_stores_each_receipt(tmp_path: Path) -> Non
             str(policy),
             "--secret",
             "s",
-        ],
+        ),
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=clean_env(),
     )
     try:
-        assert proc.stderr is not None
-        port = None
-        while port is None:
-            line = proc.stderr.readline()
-            assert line, "the proxy exited before listening"
-            found = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", line)
-            port = int(found.group(1)) if found else None
+        port = read_port(proc.stderr)
 
         async def one_call() -> None:
             with pytest.raises(websockets.InvalidStatus):
@@ -95,9 +78,7 @@ def test_the_running_proxy_judges_and_stores_each_receipt(tmp_path: Path) -> Non
         assert proc.returncode == 0, log
         assert "1 receipt(s) stored in" in log
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
+        kill(proc)
     expected = load_policy(policy).hash
     (line,) = (tmp_path / "r.jsonl").read_text().splitlines()
     written = json.loads(line)

@@ -54,21 +54,30 @@ def started(t: float, op: str, version: int, number: str = "4281", **more: Any) 
     return ev(t, "tool.started", **fields)
 
 
+def verified(t: float, number: str, op: str | None = None) -> dict[str, Any]:
+    """The backend holds ``number`` (after the call ``op``, if one is named)."""
+    on = {} if op is None else {"operation_id": op}
+    return ev(t, "backend.verified", **on, field="order_number", value_hash=v(number))
+
+
+def finished(t: float, op: str, status: str, **more: Any) -> dict[str, Any]:
+    return ev(t, "tool.finished", operation_id=op, status=status, **more)
+
+
+def confirmed(t: float, number: str) -> dict[str, Any]:
+    """The agent told the caller ``number``."""
+    return ev(t, "confirmation", field="order_number", value_hash=v(number))
+
+
 def good_tools() -> list[dict[str, Any]]:
     """Look-up, the caller's value, one call built from it, verified, then confirmed."""
     return [
-        ev(1400, "backend.verified", field="order_number", value_hash=v("0000")),
+        verified(1400, "0000"),
         ev(1450, "state.updated", field="order_number", version=1, value_hash=v("4281")),
         started(1800, "op_1", 1),
-        ev(
-            2300,
-            "backend.verified",
-            operation_id="op_1",
-            field="order_number",
-            value_hash=v("4281"),
-        ),
-        ev(2310, "tool.finished", operation_id="op_1", status="ok", result_hash="rh_1"),
-        ev(2400, "confirmation", field="order_number", value_hash=v("4281")),
+        verified(2300, "4281", "op_1"),
+        finished(2310, "op_1", "ok", result_hash="rh_1"),
+        confirmed(2400, "4281"),
     ]
 
 
@@ -160,15 +169,9 @@ def test_a_call_in_flight_at_a_correction_that_is_not_cancelled_is_a_stale_write
         ev(2000, "state.updated", field="order_number", version=2, value_hash=v("4281")),
         ev(2050, "tool.cancelled", operation_id="op_1"),
         started(2200, "op_2", 2),
-        ev(
-            2600,
-            "backend.verified",
-            operation_id="op_2",
-            field="order_number",
-            value_hash=v("4281"),
-        ),
-        ev(2610, "tool.finished", operation_id="op_2", status="ok"),
-        ev(2700, "confirmation", field="order_number", value_hash=v("4281")),
+        verified(2600, "4281", "op_2"),
+        finished(2610, "op_2", "ok"),
+        confirmed(2700, "4281"),
     ]
     assert score(receipt(fixed), EXPECTED, S).integrity
 
@@ -184,7 +187,7 @@ def test_a_call_in_flight_while_the_caller_barges_in_is_a_stale_write() -> None:
 def test_the_backend_must_finally_hold_the_expected_value() -> None:
     tools = [
         *good_tools(),
-        ev(2500, "backend.verified", field="order_number", value_hash=v("4821")),
+        verified(2500, "4821"),
     ]
     assert {"backend_correct", "confirmation_matches_backend"} <= failed(receipt(tools))
     # Without any backend.verified there is nothing to show the value: the axis fails.
@@ -195,7 +198,7 @@ def test_the_backend_must_finally_hold_the_expected_value() -> None:
 
 def test_confirmations_must_follow_the_backend_and_the_last_one_must_match() -> None:
     early = good_tools()
-    early[5] = ev(2250, "confirmation", field="order_number", value_hash=v("4281"))
+    early[5] = confirmed(2250, "4281")
     s = score(receipt(early), EXPECTED, S)
     assert s.failed == ("confirmation_matches_backend",)
     assert s.causes == ("early_confirmation",)
@@ -207,15 +210,9 @@ def test_confirmations_must_follow_the_backend_and_the_last_one_must_match() -> 
         *good_tools(),
         ev(2800, "state.updated", field="order_number", version=2, value_hash=v("5000")),
         started(2900, "op_2", 2, number="5000"),
-        ev(
-            3200,
-            "backend.verified",
-            operation_id="op_2",
-            field="order_number",
-            value_hash=v("5000"),
-        ),
-        ev(3210, "tool.finished", operation_id="op_2", status="ok"),
-        ev(3300, "confirmation", field="order_number", value_hash=v("5000")),
+        verified(3200, "5000", "op_2"),
+        finished(3210, "op_2", "ok"),
+        confirmed(3300, "5000"),
     ]
     later = ExpectedOutcome(
         state={"order_number": "5000"},
@@ -229,24 +226,12 @@ def test_an_unsafe_retry_is_named() -> None:
     tools = [
         *good_tools()[:2],
         started(1800, "op_1", 1, idempotency_key=None),
-        ev(
-            2000,
-            "backend.verified",
-            operation_id="op_1",
-            field="order_number",
-            value_hash=v("4281"),
-        ),
-        ev(2300, "tool.finished", operation_id="op_1", status="timeout"),
+        verified(2000, "4281", "op_1"),
+        finished(2300, "op_1", "timeout"),
         started(2310, "op_2", 1, attempt=2, idempotency_key=None),
-        ev(
-            2600,
-            "backend.verified",
-            operation_id="op_2",
-            field="order_number",
-            value_hash=v("4281"),
-        ),
-        ev(2610, "tool.finished", operation_id="op_2", status="ok"),
-        ev(2700, "confirmation", field="order_number", value_hash=v("4281")),
+        verified(2600, "4281", "op_2"),
+        finished(2610, "op_2", "ok"),
+        confirmed(2700, "4281"),
     ]
     for t in tools:
         if t.get("idempotency_key", "") is None:
@@ -267,8 +252,8 @@ def test_an_action_the_caller_withdrew_must_not_take_effect() -> None:
     cancelled = [
         *good_tools()[:3],
         ev(2000, "tool.cancelled", operation_id="op_1"),
-        ev(2010, "backend.verified", operation_id="op_1", field="order_number", value_hash=v("0")),
-        ev(2100, "confirmation", field="order_number", value_hash=v("0")),
+        verified(2010, "0", "op_1"),
+        confirmed(2100, "0"),
     ]
     nothing = ExpectedOutcome(
         should_execute=False, state={"order_number": "4281"}, backend={"order_number": "0"}
@@ -289,7 +274,7 @@ def test_expected_values_and_axes() -> None:
         ExpectedOutcome.model_validate({"args": {}, "averaged": True})
     # An axis the scenario expects to fail is "as expected" when it fails.
     odd = EXPECTED.model_copy(update={"backend_correct": False})
-    tools = [*good_tools(), ev(2500, "backend.verified", field="order_number", value_hash=v("1"))]
+    tools = [*good_tools(), verified(2500, "1")]
     s = score(receipt(tools), odd, S)
     assert s.axes["backend_correct"].ok and not s.axes["backend_correct"].held
     assert s.failed == ("confirmation_matches_backend",)
@@ -300,7 +285,7 @@ def test_no_receipt_fails_every_axis_and_tally_counts_per_axis() -> None:
     assert none.failed == AXES and none.causes == ("unexplained",)
     good = score(receipt(good_tools()), EXPECTED, S)
     early = good_tools()
-    early[5] = ev(2250, "confirmation", field="order_number", value_hash=v("4281"))
+    early[5] = confirmed(2250, "4281")
     bad = score(receipt(early), EXPECTED, S)
     t = tally([good, bad, none])
     assert t.calls == 3 and t.integrity == 1

@@ -139,3 +139,17 @@ def test_transcripts_never_reach_the_receipt() -> None:
     line = session.close(3_000_000, "completed", CloseInfo(initiator="caller")).to_json_line()
     assert session.transcripts == 2
     assert_content_free(line, [said, "4111 1111", "card number", "señor", "se\\u00f1or"])
+
+
+def test_the_tool_event_has_one_schema_in_the_core_the_receipt_and_the_flows() -> None:
+    from dataclasses import fields
+
+    from voxproxy.events import ToolEvent
+    from voxproxy.receipts.model import EventRecord, ToolEventFields
+    from voxproxy.scripted.flows import FlowEvent
+
+    tool_fields = list(ToolEventFields.model_fields)
+    assert [f.name for f in fields(ToolEvent)] == ["kind", "t_ns", "source", *tool_fields]
+    # The receipt's JSON keeps its order: the head first.
+    assert list(EventRecord.model_fields) == ["kind", "t_ms", "source", *tool_fields]
+    assert list(FlowEvent.model_fields)[4:] == tool_fields

@@ -1,4 +1,5 @@
 """Helpers shared by the tests (and a few benchmarks): scripted ground truth
 (``groundtruth``, ``spacekit``), call flows (``flowkit``), fault injection
 (``faultkit``), WebRTC peers and a browser (``webrtckit``, ``browsercall``), an OTLP
-receiver, receipt samples, privacy checks, event views and ports."""
+receiver, receipt samples, privacy checks, event views, ports, and live calls through
+the proxy for the end-to-end tests (``livecall``)."""

@@ -75,6 +75,25 @@ class Errors:
         a = np.abs(np.array(values))
         return float(np.percentile(a, 95)), float(a.max())
 
+    def within(
+        self,
+        label: str,
+        ttfs: tuple[float, float] = (10.0, 30.0),
+        stop: tuple[float, float] = (20.0, 40.0),
+        more: str = "",
+    ) -> None:
+        """Print the p95 and the largest |error| of both figures (and ``more``), and
+        check them against their (p95, max) bounds; by default issue 13's: time to first
+        sound p95 <= 10 ms and max <= 30 ms, stop latency p95 <= 20 ms and max <= 40 ms."""
+        ttfs_p95, ttfs_max = self.stats(self.ttfs)
+        stop_p95, stop_max = self.stats(self.stop)
+        print(
+            f"{label}: ttfs |err| p95 {ttfs_p95:.1f} max {ttfs_max:.1f} ms (n={len(self.ttfs)}); "
+            f"stop |err| p95 {stop_p95:.1f} max {stop_max:.1f} ms (n={len(self.stop)}){more}"
+        )
+        assert ttfs_p95 <= ttfs[0] and ttfs_max <= ttfs[1], (label, ttfs_p95, ttfs_max)
+        assert stop_p95 <= stop[0] and stop_max <= stop[1], (label, stop_p95, stop_max)
+
 
 def score(call: ScriptedCall, receipt: Receipt, errors: Errors, label: str) -> None:
     """Compare each truth turn with the receipt's turn that answers it."""

@@ -11,6 +11,7 @@ import asyncio
 import gzip
 import threading
 import zlib
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,6 +150,19 @@ def _body(request_body: bytes, encoding: str | None) -> bytes:
     return request_body
 
 
+async def _export(
+    request: web.Request, service: Any, signal: str, add: Callable[[Any], None]
+) -> web.Response:
+    """Decode one OTLP/HTTP export of ``signal`` (Trace, Metrics, Logs) into ``add`` and
+    answer with the empty success response."""
+    data = _body(await request.read(), request.headers.get("Content-Encoding"))
+    req = getattr(service, f"Export{signal}ServiceRequest")()
+    req.ParseFromString(data)
+    add(req)
+    out = getattr(service, f"Export{signal}ServiceResponse")().SerializeToString()
+    return web.Response(body=out, content_type="application/x-protobuf")
+
+
 class HttpReceiver:
     """OTLP/HTTP: POST /v1/traces, /v1/metrics and /v1/logs (application/x-protobuf)."""
 
@@ -162,29 +176,14 @@ class HttpReceiver:
         return f"http://127.0.0.1:{self.port}"
 
     async def _traces(self, request: web.Request) -> web.Response:
-        data = _body(await request.read(), request.headers.get("Content-Encoding"))
         self.received.headers = {k.lower(): v for k, v in request.headers.items()}
-        req = trace_service_pb2.ExportTraceServiceRequest()
-        req.ParseFromString(data)
-        self.received.add_traces(req)
-        out = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-        return web.Response(body=out, content_type="application/x-protobuf")
+        return await _export(request, trace_service_pb2, "Trace", self.received.add_traces)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        data = _body(await request.read(), request.headers.get("Content-Encoding"))
-        req = metrics_service_pb2.ExportMetricsServiceRequest()
-        req.ParseFromString(data)
-        self.received.add_metrics(req)
-        out = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
-        return web.Response(body=out, content_type="application/x-protobuf")
+        return await _export(request, metrics_service_pb2, "Metrics", self.received.add_metrics)
 
     async def _logs(self, request: web.Request) -> web.Response:
-        data = _body(await request.read(), request.headers.get("Content-Encoding"))
-        req = logs_service_pb2.ExportLogsServiceRequest()
-        req.ParseFromString(data)
-        self.received.add_logs(req)
-        out = logs_service_pb2.ExportLogsServiceResponse().SerializeToString()
-        return web.Response(body=out, content_type="application/x-protobuf")
+        return await _export(request, logs_service_pb2, "Logs", self.received.add_logs)
 
     async def start(self) -> HttpReceiver:
         app = web.Application(client_max_size=64 * 1024 * 1024)

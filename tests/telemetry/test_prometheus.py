@@ -12,9 +12,7 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ import aiohttp
 import pytest
 
 from voxproxy.clips import clip
+from voxproxy.harness.child import clean_env, proxy_command, stop
 from voxproxy.loadgen.caller import CallerConfig, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 
@@ -90,13 +89,7 @@ async def _query(http: aiohttp.ClientSession, base: str, expr: str) -> float | N
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop(proc)
     if proc.stderr is not None:
         proc.stderr.close()
 
@@ -111,36 +104,15 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
         MockAgentConfig(dialect="twilio", delay_ms=300.0, responses=("agent_confirm",))
     )
     await agent.start()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env.pop("VOXPROXY_OTEL", None)
     proxy = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "voxproxy.cli",
-            "proxy",
-            "--workers",
-            "1",
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-            agent.url,
-            "--dialect",
-            "twilio",
-            "--receipts",
-            str(tmp_path / "receipts.jsonl"),
-            "--secret",
-            "prometheus-test",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--log-level",
-            "info",
-            "--drain-timeout",
-            "0",
+        proxy_command(
+            *("--upstream", agent.url, "--dialect", "twilio"),
+            *("--receipts", str(tmp_path / "receipts.jsonl"), "--secret", "prometheus-test"),
+            *("--metrics-listen", "127.0.0.1:0", "--log-level", "info", "--drain-timeout", "0"),
             "--metrics-legacy-ms",
-        ],
+        ),
         cwd=ROOT,
-        env=env,
+        env=clean_env("OTEL_"),
         stderr=subprocess.PIPE,
     )
     assert proxy.stderr is not None

@@ -1,16 +1,29 @@
-"""Reading receipts for the ``verdict`` and ``gate`` commands: files and/or a store."""
+"""Reading receipts for the ``verdict`` and ``gate`` commands: files and/or a store,
+judged under a policy (their arguments, and the reading)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from voxproxy.errors import ConfigError
-from voxproxy.receipts.model import Receipt
-from voxproxy.receipts.store import query_receipts
-from voxproxy.receipts.writer import read_receipts
+
+if TYPE_CHECKING:
+    from voxproxy.receipts.model import Receipt
+
+
+def add_receipt_inputs(p: Any) -> None:
+    """The receipt files, ``--store`` and ``--policy`` arguments of a judging command."""
+    p.add_argument("receipts", nargs="*", metavar="RECEIPTS", help="JSON-lines receipt files")
+    p.add_argument("--store", default=None, metavar="PATH", help="read receipts from this store")
+    p.add_env_argument(
+        "--policy",
+        default=None,
+        metavar="FILE|PROFILE",
+        help="policy YAML, or a profile: auto (default: an outcome check is required only "
+        "of calls that carried task events), latency-only, task-outcome",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +34,11 @@ class Sourced:
 
 def load_receipts(paths: Sequence[str], store: str | None) -> list[Sourced]:
     """Every receipt in ``paths`` and ``store``. Raises :class:`ConfigError` on bad input."""
+    from pydantic import ValidationError
+
+    from voxproxy.receipts.store import query_receipts
+    from voxproxy.receipts.writer import read_receipts
+
     if not paths and store is None:
         raise ConfigError("no receipts given: name JSON-lines receipt files or --store PATH")
     out: list[Sourced] = []

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from voxproxy.commands._inputs import add_receipt_inputs
+
 MAX_ROWS = 15
 """Findings shown in the table; the rest are counted (one screen)."""
 
@@ -32,15 +34,7 @@ def add_parser(sub: Any) -> None:
         "from the backend, a non-idempotent retry, or a critical tool call not verified "
         "against the backend (critical_tools in the policy). Exit 1 on any, 2 on bad input.",
     )
-    p.add_argument("receipts", nargs="*", metavar="RECEIPTS", help="JSON-lines receipt files")
-    p.add_argument("--store", default=None, metavar="PATH", help="read receipts from this store")
-    p.add_env_argument(
-        "--policy",
-        default=None,
-        metavar="FILE|PROFILE",
-        help="policy YAML, or a profile: auto (default: an outcome check is required only "
-        "of calls that carried task events), latency-only, task-outcome",
-    )
+    add_receipt_inputs(p)
     p.set_defaults(func=run)
 
 

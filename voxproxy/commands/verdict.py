@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from voxproxy.commands._inputs import add_receipt_inputs
 from voxproxy.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -32,15 +33,7 @@ def add_parser(sub: Any) -> None:
         "turn timing, interruption, tool effect, outcome. The first gate that does not pass "
         "names the verdict. Exit 1 when any call does not pass, 2 on bad input.",
     )
-    p.add_argument("receipts", nargs="*", metavar="RECEIPTS", help="JSON-lines receipt files")
-    p.add_argument("--store", default=None, metavar="PATH", help="read receipts from this store")
-    p.add_env_argument(
-        "--policy",
-        default=None,
-        metavar="FILE|PROFILE",
-        help="policy YAML, or a profile: auto (default: an outcome check is required only "
-        "of calls that carried task events), latency-only, task-outcome",
-    )
+    add_receipt_inputs(p)
     p.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.set_defaults(func=run)
 

@@ -129,12 +129,12 @@ class TurnRecord(_Model):
     tool_calls: int = 0
 
 
-class EventRecord(_Model):
-    """One tool, state or outcome event: the minimal, content-free fields."""
+class ToolEventFields(_Model):
+    """The content-free fields of a tool, state or outcome event (MEASUREMENT.md
+    section 5), each optional: which ones a kind carries is the event API's and the
+    flows' to check. The one schema of the fields of :class:`voxproxy.events.ToolEvent`
+    (the core's), :class:`EventRecord` (the receipt's) and the call flows' events."""
 
-    kind: str
-    t_ms: float
-    source: Literal["api", "wire"] = "api"
     operation_id: str | None = None
     tool: str | None = None
     attempt: int | None = None
@@ -147,6 +147,21 @@ class EventRecord(_Model):
     version: int | None = None
     value_hash: str | None = None
     verified: bool | None = None
+
+
+TOOL_EVENT_FIELDS = frozenset(ToolEventFields.model_fields)
+
+
+class _EventHead(_Model):
+    kind: str
+    t_ms: float
+    source: Literal["api", "wire"] = "api"
+
+
+# The head's fields first (pydantic puts the fields of the last base first): the
+# receipt's JSON keeps its order.
+class EventRecord(ToolEventFields, _EventHead):
+    """One tool, state or outcome event: the minimal, content-free fields."""
 
 
 class ToolCallRecord(_Model):

@@ -20,9 +20,6 @@ Named profiles ship inside the package (``voxproxy/data/policy.<name>.yaml``), a
 
 from __future__ import annotations
 
-import hashlib
-import json
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -30,7 +27,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import ErrorDetails
 
 from voxproxy.errors import ConfigError
-from voxproxy.yamlmodel import parse_yaml, validate
+from voxproxy.yamlmodel import (
+    VersionText,
+    canonical_json,
+    content_hash,
+    parse_yaml,
+    read_text,
+    resource_text,
+    validate,
+)
 
 GateName = Literal["reachability", "turn_timing", "interruption", "tool_effect", "outcome"]
 GATE_ORDER: tuple[GateName, ...] = get_args(GateName)
@@ -50,7 +55,7 @@ class Policy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    version: str = Field(
+    version: VersionText = Field(
         default="1", min_length=1, description="The policy's own revision label; part of its hash."
     )
     description: str = Field(default="", description="Free text; not part of the hash.")
@@ -82,14 +87,6 @@ class Policy(BaseModel):
         description="Tools whose every call must be verified against the backend (release gate).",
     )
 
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version_as_text(cls, value: object) -> object:
-        # ``version: 2`` in YAML is an int; a revision label is text either way.
-        if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)
-        return value
-
     @field_validator("require_outcome", mode="before")
     @classmethod
     def _true_false_or_auto(cls, value: object) -> object:
@@ -120,14 +117,12 @@ class Policy(BaseModel):
         return tuple(sorted(set(value)))
 
     def canonical_json(self) -> str:
-        data = self.model_dump(mode="json", exclude=_HASH_EXCLUDE)
-        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return canonical_json(self, _HASH_EXCLUDE)
 
     @property
     def hash(self) -> str:
         """``sha256:`` + 16 hex digits of the canonical dump."""
-        digest = hashlib.sha256(self.canonical_json().encode("ascii")).hexdigest()
-        return "sha256:" + digest[:16]
+        return content_hash(self, _HASH_EXCLUDE)
 
 
 def _message(err: ErrorDetails) -> str:
@@ -147,11 +142,11 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
 
 
 def default_policy_text() -> str:
-    return (resources.files("voxproxy") / DEFAULT_POLICY_RESOURCE).read_text(encoding="utf-8")
+    return resource_text(DEFAULT_POLICY_RESOURCE)
 
 
 def profile_text(name: str) -> str:
-    return (resources.files("voxproxy") / PROFILES[name]).read_text(encoding="utf-8")
+    return resource_text(PROFILES[name])
 
 
 def load_policy(path: str | Path | None = None) -> Policy:
@@ -161,11 +156,5 @@ def load_policy(path: str | Path | None = None) -> Policy:
         return parse_policy(default_policy_text(), "embedded default policy")
     if isinstance(path, str) and path in PROFILES:
         return parse_policy(profile_text(path), f"embedded policy profile {path}")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        names = ", ".join(PROFILES)
-        raise ConfigError(
-            f"{path}: cannot read policy: {exc} (a profile name is one of {names})"
-        ) from None
-    return parse_policy(text, str(path))
+    hint = f" (a profile name is one of {', '.join(PROFILES)})"
+    return parse_policy(read_text(path, "policy", hint), str(path))

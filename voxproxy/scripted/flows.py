@@ -41,8 +41,14 @@ from voxproxy.analysis.vad import Spurt
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.raw import RawDecoder
 from voxproxy.errors import FixtureError
-from voxproxy.events import ToolEvent
-from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
+from voxproxy.events import ToolEvent, ToolKind
+from voxproxy.receipts.model import (
+    TOOL_EVENT_FIELDS,
+    CloseInfo,
+    Receipt,
+    Terminal,
+    ToolEventFields,
+)
 from voxproxy.receipts.policy import GateName
 from voxproxy.receipts.verdict import Verdict
 from voxproxy.session import CallSession, SessionConfig
@@ -62,15 +68,6 @@ EdgeKind = Literal[
     "agent_audio_end",
     "flush",
     "ended",
-]
-ToolKind = Literal[
-    "state.updated",
-    "tool.started",
-    "tool.finished",
-    "tool.cancelled",
-    "backend.verified",
-    "confirmation",
-    "outcome.verified",
 ]
 FlowKind = Literal[EdgeKind, ToolKind]
 
@@ -101,23 +98,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class FlowEvent(_Model):
+class _FlowHead(_Model):
     t_ms: float = Field(ge=0, description="Time from call start.")
     kind: FlowKind
     terminal: Terminal | None = None
     upstream_status: int | None = None
-    operation_id: str | None = None
-    tool: str | None = None
-    attempt: int | None = None
-    state_version: int | None = None
-    args_hash: str | None = None
-    idempotency_key: str | None = None
+
+
+# An edge of the call or a tool event; the head's fields first (pydantic puts the
+# fields of the last base first).
+class FlowEvent(ToolEventFields, _FlowHead):
     status: Literal["ok", "error", "timeout", "malformed"] | None = None
-    result_hash: str | None = None
-    field: str | None = None
-    version: int | None = None
-    value_hash: str | None = None
-    verified: bool | None = None
 
     @model_validator(mode="after")
     def _only_its_fields(self) -> FlowEvent:
@@ -273,23 +264,8 @@ _TOOL_KINDS = frozenset(get_args(ToolKind))
 
 
 def _tool_event(e: FlowEvent) -> ToolEvent:
-    return ToolEvent(
-        kind=e.kind,
-        t_ns=_ns(e.t_ms),
-        source="api",
-        operation_id=e.operation_id,
-        tool=e.tool,
-        attempt=e.attempt,
-        state_version=e.state_version,
-        args_hash=e.args_hash,
-        idempotency_key=e.idempotency_key,
-        status=e.status,
-        result_hash=e.result_hash,
-        field=e.field,
-        version=e.version,
-        value_hash=e.value_hash,
-        verified=e.verified,
-    )
+    fields = e.model_dump(include=set(TOOL_EVENT_FIELDS))
+    return ToolEvent(kind=e.kind, t_ns=_ns(e.t_ms), source="api", **fields)
 
 
 # -- files (the edge) ---------------------------------------------------------------------

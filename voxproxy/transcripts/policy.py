@@ -11,16 +11,14 @@ not change it and any rule does. Every score records :attr:`~NormalizationPolicy
 
 from __future__ import annotations
 
-import hashlib
-import json
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from voxproxy import yamlmodel
 from voxproxy.errors import ConfigError
-from voxproxy.yamlmodel import parse_yaml, validate
+from voxproxy.yamlmodel import VersionText, content_hash, parse_yaml, validate
 
 DEFAULT_RESOURCE = "data/normalization.default.yaml"
 _HASH_EXCLUDE = {"description"}
@@ -73,7 +71,7 @@ class NumberWords(_Frozen):
 
 class NormalizationPolicy(_Frozen):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    version: str = "1"
+    version: VersionText = "1"
     description: str = ""
     case: Literal["lower", "keep"] = "lower"
     accents: Literal["strip", "keep"] = "strip"
@@ -87,27 +85,16 @@ class NormalizationPolicy(_Frozen):
     detect_words: dict[str, list[str]] = Field(default_factory=dict)
     number_words: dict[str, NumberWords] = Field(default_factory=dict)
 
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version_text(cls, value: object) -> object:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)
-        return value
-
     @model_validator(mode="after")
     def _languages_known(self) -> NormalizationPolicy:
         if self.language != "auto" and self.language not in self.languages:
             raise ValueError(f"language {self.language!r} is not in languages {self.languages}")
         return self
 
-    def canonical_json(self) -> str:
-        data = self.model_dump(mode="json", exclude=_HASH_EXCLUDE)
-        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
     @property
     def hash(self) -> str:
-        digest = hashlib.sha256(self.canonical_json().encode("ascii")).hexdigest()
-        return "sha256:" + digest[:16]
+        """``sha256:`` + 16 hex digits of the canonical dump (without the description)."""
+        return content_hash(self, _HASH_EXCLUDE)
 
     @property
     def label(self) -> str:
@@ -124,18 +111,14 @@ def parse_normalization(text: str, source: str = "<normalization policy>") -> No
 
 
 def default_normalization_text() -> str:
-    return (resources.files("voxproxy") / DEFAULT_RESOURCE).read_text(encoding="utf-8")
+    return yamlmodel.resource_text(DEFAULT_RESOURCE)
 
 
 def load_normalization(path: str | Path | None = None) -> NormalizationPolicy:
     """The policy in ``path``, or the embedded default when ``path`` is None."""
     if path is None:
         return _default()
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the normalization policy: {exc}") from None
-    return parse_normalization(text, str(path))
+    return parse_normalization(yamlmodel.read_text(path, "the normalization policy"), str(path))
 
 
 _DEFAULT: list[NormalizationPolicy] = []

@@ -16,18 +16,16 @@ a reference makes those tokens terms (longest terms first, no overlaps). Inline
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Iterable, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from voxproxy import yamlmodel
 from voxproxy.errors import ConfigError
-from voxproxy.yamlmodel import parse_yaml, validate
+from voxproxy.yamlmodel import VersionText, content_hash, parse_yaml, validate
 
 DEFAULT_RESOURCE = "data/terms.default.yaml"
 MARKUP = re.compile(r"\[\[(.+?)\]\]", re.DOTALL)
@@ -37,15 +35,8 @@ class TermList(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
-    version: str = "1"
+    version: VersionText = "1"
     terms: dict[str, tuple[str, ...]] = Field(default_factory=dict)
-
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version_text(cls, value: object) -> object:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)
-        return value
 
     @field_validator("terms", mode="before")
     @classmethod
@@ -68,9 +59,7 @@ class TermList(BaseModel):
 
     @property
     def hash(self) -> str:
-        data = self.model_dump(mode="json")
-        text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-        return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
+        return content_hash(self)
 
     @property
     def label(self) -> str:
@@ -106,15 +95,10 @@ def parse_terms(text: str, source: str = "<terms>") -> TermList:
 def load_terms(paths: Sequence[str | Path] | None = None) -> TermList:
     """The term lists in ``paths`` merged, or the embedded default when there are none."""
     if not paths:
-        text = (resources.files("voxproxy") / DEFAULT_RESOURCE).read_text(encoding="utf-8")
-        return parse_terms(text, "embedded default terms")
+        return parse_terms(yamlmodel.resource_text(DEFAULT_RESOURCE), "embedded default terms")
     out: TermList | None = None
     for path in paths:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read the term list: {exc}") from None
-        one = parse_terms(text, str(path))
+        one = parse_terms(yamlmodel.read_text(path, "the term list"), str(path))
         out = one if out is None else out.merged(one)
     assert out is not None
     return out

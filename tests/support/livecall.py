@@ -1,0 +1,119 @@
+"""Live calls for the end-to-end proxy tests (websocket, OpenAI Realtime, WebRTC): the
+caller's script with a barge-in, one call through a proxy in this process (or straight
+to the agent), each turn's error against the truth, and the bounds they all hold."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from support.groundtruth import beyond_lag
+from voxproxy.clips import clip
+from voxproxy.loadgen.caller import BargeIn, CallRecord, Say, ScriptedCaller, Step, WaitAgentEnd
+from voxproxy.loadgen.truth import TurnTruth
+from voxproxy.mockagent import CallLog, MockAgent
+from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.receipts.model import Receipt, TurnRecord
+from voxproxy.timebase import NS_PER_MS
+
+
+def barge_script(barge_after_ms: float) -> list[Step]:
+    """Three turns; the caller talks over the second answer ``barge_after_ms`` in."""
+    return [
+        Say(clip("caller_where_is_order")),
+        WaitAgentEnd(quiet_ms=400),
+        Say(clip("caller_topic_change")),
+        BargeIn(after_ms=barge_after_ms, clip=clip("caller_interrupt")),
+        WaitAgentEnd(quiet_ms=400),
+        Say(clip("caller_yes")),
+        WaitAgentEnd(quiet_ms=400),
+    ]
+
+
+@dataclass
+class Outcome:
+    receipt: Receipt | None  # None when the call went straight to the agent
+    record: CallRecord
+    log: CallLog
+
+
+async def call_through(
+    agent: MockAgent,
+    config: ProxyConfig,
+    caller: Callable[[str], ScriptedCaller],
+    path: str,
+    via_proxy: bool = True,
+) -> Outcome:
+    """One call by ``caller(url)`` to the started ``agent`` at ``path``, through a proxy
+    with ``config`` (or straight to the agent); stops both and checks the call went
+    through with one receipt."""
+    receipts: list[Receipt] = []
+    proxy = Proxy(config, sinks=[receipts.append])
+    port = await proxy.start("127.0.0.1", 0)
+    url = f"ws://127.0.0.1:{port}{path}" if via_proxy else f"{agent.url}{path}"
+    record = await caller(url).run()
+    for _ in range(200):
+        if receipts or not via_proxy:
+            break
+        await asyncio.sleep(0.02)
+    await proxy.stop()
+    await agent.stop()
+    assert record.error is None, record.error
+    if not via_proxy:
+        return Outcome(None, record, agent.calls[0])
+    assert len(receipts) == 1
+    return Outcome(receipts[0], record, agent.calls[0])
+
+
+def turn_errors(
+    truths: Sequence[TurnTruth],
+    responses: Sequence[TurnRecord],
+    evidence: str,
+    ttfs_err: list[float],
+    stop_err: list[float],
+    spec: object = None,
+) -> None:
+    """Append each response's time-to-first-sound error and each barge-in's stop
+    latency error (beyond the clock lag it states) to the lists; a barge-in must have
+    stopped the agent with ``evidence``, and a turn without one must have none."""
+    for truth, turn in zip(truths, responses, strict=True):
+        assert truth.ttfs_ns is not None and turn.ttfs_ms is not None, (spec, turn)
+        ttfs_err.append(
+            beyond_lag(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS, turn.ttfs_uncertainty_ms)
+        )
+        if truth.barge_in:
+            assert turn.barge_in is not None, (spec, turn)
+            assert turn.barge_in.outcome == "stopped"
+            assert turn.barge_in.evidence == evidence
+            assert truth.stop_latency_ns is not None and turn.barge_in.stop_latency_ms is not None
+            stop_err.append(
+                beyond_lag(
+                    turn.barge_in.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS,
+                    turn.barge_in.stop_uncertainty_ms,
+                )
+            )
+        else:
+            assert turn.barge_in is None
+
+
+def live_bounds(
+    label: str, ttfs_err: Sequence[float], stop_err: Sequence[float]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Print the errors and check the bounds every live test holds, looser than the
+    fake-clock ones (real scheduling jitter on the event loops): time to first sound
+    within 30 ms at p95 and 60 ms at most, stop latency within 60 ms. The absolute
+    errors, for the checks a test adds."""
+    t, s = np.abs(np.array(ttfs_err)), np.abs(np.array(stop_err))
+    print(
+        f"live {label}: ttfs err mean {np.mean(ttfs_err):+.1f} |err| p95 "
+        f"{np.percentile(t, 95):.1f} max {t.max():.1f} ms (n={t.size}); stop err mean "
+        f"{np.mean(stop_err):+.1f} |err| p95 {np.percentile(s, 95):.1f} max {s.max():.1f} ms "
+        f"(n={s.size})"
+    )
+    assert np.percentile(t, 95) <= 30.0 and t.max() <= 60.0
+    assert s.max() <= 60.0
+    return t, s
