@@ -7,22 +7,13 @@ import json
 import numpy as np
 import pytest
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER, PCM, msg
+from support.dialectkit import AGENT, CALLER, PCM, AnomalyKind, msg
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire, ExotelDecoder
-from voxproxy.events import (
-    AnomalyKind,
-    Audio,
-    Dtmf,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    StreamStart,
-    StreamStop,
-)
+from voxproxy.events import Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart, StreamStop
 
 T = 99
 STREAM = "a1b2c3d4e5f6stream"

@@ -7,21 +7,12 @@ import json
 import numpy as np
 import pytest
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER, PCM, msg
+from support.dialectkit import AGENT, CALLER, PCM, AnomalyKind, msg
 from support.eventview import views
 
 from voxproxy.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire, TelnyxDecoder, encode
-from voxproxy.events import (
-    AnomalyKind,
-    Audio,
-    Dtmf,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    StreamStart,
-    StreamStop,
-)
+from voxproxy.events import Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart, StreamStop
 
 T = 123_456_789
 STREAM = "32DE0DEA-53CB-4B21-89A4-9E1819C043BC"

@@ -7,23 +7,13 @@ import json
 
 import numpy as np
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER, msg
+from support.dialectkit import AGENT, CALLER, AnomalyKind, Direction, msg
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire, TwilioDecoder
-from voxproxy.events import (
-    AnomalyKind,
-    Audio,
-    Direction,
-    Dtmf,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    StreamStart,
-    StreamStop,
-)
+from voxproxy.events import Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart, StreamStop
 
 T = 987_654_321
 STREAM = "MZ" + "1" * 32
