@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER, PCM, AnomalyKind, msg
+from support.dialectkit import AGENT, CALLER, PCM, Kind, msg
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes
@@ -71,13 +71,8 @@ CASES = [  # (name, direction, message, events): support.dialectkit.Case
 
 BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
     *SHARED_BAD,
-    (
-        "payload not a string",
-        CALLER,
-        msg(event="media", media={"payload": 5}),
-        AnomalyKind.MALFORMED,
-    ),
-    ("a rate Exotel does not offer", CALLER, start_msg(sample_rate="11025"), AnomalyKind.BAD_AUDIO),
+    ("payload not a string", CALLER, msg(event="media", media={"payload": 5}), Kind.MALFORMED),
+    ("a rate Exotel does not offer", CALLER, start_msg(sample_rate="11025"), Kind.BAD_AUDIO),
 ]
 
 

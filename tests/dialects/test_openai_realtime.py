@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER, msg
+from support.dialectkit import AGENT, CALLER, Kind, msg
 from support.realtimekit import (
     B64_PCM16,
     PCM,
@@ -27,7 +27,6 @@ from voxproxy.dialects import make_decoder
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeAgentWire, OpenAIRealtimeCallerWire
 from voxproxy.events import (
     RESPONSE_CANCELLED_WITH_TOOL,
-    AnomalyKind,
     Audio,
     Dtmf,
     Flush,
@@ -220,112 +219,87 @@ CASES = [
         "append from the server",
         AGENT,
         msg(type="input_audio_buffer.append", audio=B64_PCM16),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)],
+        [anomaly(Kind.UNKNOWN_EVENT, AGENT)],
     ),
-    ("delta from the client", CALLER, delta(), [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)]),
+    ("delta from the client", CALLER, delta(), [anomaly(Kind.UNKNOWN_EVENT, CALLER)]),
     (
         "unknown client event",
         CALLER,
         msg(type="session.hangup"),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
+        [anomaly(Kind.UNKNOWN_EVENT, CALLER)],
     ),
     (
         "unknown server event",
         AGENT,
         msg(type="response.audio.teleported"),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)],
+        [anomaly(Kind.UNKNOWN_EVENT, AGENT)],
     ),
 ]
 
 BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
-    (
-        "malformed JSON",
-        CALLER,
-        '{"type": "input_audio_buffer.append", "audio": "',
-        AnomalyKind.MALFORMED,
-    ),
-    ("not JSON", AGENT, "response.done", AnomalyKind.MALFORMED),
-    ("empty text", CALLER, "", AnomalyKind.MALFORMED),
-    ("JSON array", AGENT, "[]", AnomalyKind.MALFORMED),
-    ("no type", CALLER, msg(event="media"), AnomalyKind.MALFORMED),
-    ("type not a string", AGENT, msg(type=7), AnomalyKind.MALFORMED),
-    ("binary from the client", CALLER, pcm_to_bytes(PCM), AnomalyKind.UNEXPECTED_BINARY),
-    ("binary from the server", AGENT, b"\x00", AnomalyKind.UNEXPECTED_BINARY),
+    ("malformed JSON", CALLER, '{"type": "input_audio_buffer.append", "audio": "', Kind.MALFORMED),
+    ("not JSON", AGENT, "response.done", Kind.MALFORMED),
+    ("empty text", CALLER, "", Kind.MALFORMED),
+    ("JSON array", AGENT, "[]", Kind.MALFORMED),
+    ("no type", CALLER, msg(event="media"), Kind.MALFORMED),
+    ("type not a string", AGENT, msg(type=7), Kind.MALFORMED),
+    ("binary from the client", CALLER, pcm_to_bytes(PCM), Kind.UNEXPECTED_BINARY),
+    ("binary from the server", AGENT, b"\x00", Kind.UNEXPECTED_BINARY),
     (
         "invalid base64 append",
         CALLER,
         msg(type="input_audio_buffer.append", audio="AAA*"),
-        AnomalyKind.INVALID_BASE64,
+        Kind.INVALID_BASE64,
     ),
-    ("bad padding in a delta", AGENT, delta(delta="AAA"), AnomalyKind.INVALID_BASE64),
-    ("append without audio", CALLER, msg(type="input_audio_buffer.append"), AnomalyKind.MALFORMED),
-    ("delta not a string", AGENT, delta(delta=12), AnomalyKind.MALFORMED),
+    ("bad padding in a delta", AGENT, delta(delta="AAA"), Kind.INVALID_BASE64),
+    ("append without audio", CALLER, msg(type="input_audio_buffer.append"), Kind.MALFORMED),
+    ("delta not a string", AGENT, delta(delta=12), Kind.MALFORMED),
     (
         "truncate without audio_end_ms",
         CALLER,
         msg(type="conversation.item.truncate", item_id="i"),
-        AnomalyKind.MALFORMED,
+        Kind.MALFORMED,
     ),
     (
         "truncate with a negative position",
         CALLER,
         msg(type="conversation.item.truncate", item_id="i", audio_end_ms=-5),
-        AnomalyKind.MALFORMED,
+        Kind.MALFORMED,
     ),
     (
         "truncate without an item",
         CALLER,
         msg(type="conversation.item.truncate", audio_end_ms=5),
-        AnomalyKind.MALFORMED,
+        Kind.MALFORMED,
     ),
     (
         "speech_stopped with a string position",
         AGENT,
         msg(type="input_audio_buffer.speech_stopped", audio_end_ms="900"),
-        AnomalyKind.MALFORMED,
+        Kind.MALFORMED,
     ),
-    (
-        "response.created without a response",
-        AGENT,
-        msg(type="response.created"),
-        AnomalyKind.MALFORMED,
-    ),
-    (
-        "response.done with a list",
-        AGENT,
-        msg(type="response.done", response=[]),
-        AnomalyKind.MALFORMED,
-    ),
+    ("response.created without a response", AGENT, msg(type="response.created"), Kind.MALFORMED),
+    ("response.done with a list", AGENT, msg(type="response.done", response=[]), Kind.MALFORMED),
     (
         "function call without a call id",
         AGENT,
         msg(type="response.function_call_arguments.done", name="f", arguments="{}"),
-        AnomalyKind.MALFORMED,
+        Kind.MALFORMED,
     ),
     (
         "function call output without a call id",
         CALLER,
         msg(type="conversation.item.create", item={"type": "function_call_output", "output": "x"}),
-        AnomalyKind.MALFORMED,
+        Kind.MALFORMED,
     ),
-    (
-        "item not an object",
-        CALLER,
-        msg(type="conversation.item.create", item="x"),
-        AnomalyKind.MALFORMED,
-    ),
-    (
-        "session not an object",
-        CALLER,
-        msg(type="session.update", session=None),
-        AnomalyKind.MALFORMED,
-    ),
-    ("unknown GA format", CALLER, ga_update("audio/opus", "audio/pcm"), AnomalyKind.BAD_AUDIO),
+    ("item not an object", CALLER, msg(type="conversation.item.create", item="x"), Kind.MALFORMED),
+    ("session not an object", CALLER, msg(type="session.update", session=None), Kind.MALFORMED),
+    ("unknown GA format", CALLER, ga_update("audio/opus", "audio/pcm"), Kind.BAD_AUDIO),
     (
         "unknown beta format",
         AGENT,
         msg(type="session.updated", session={"output_audio_format": "mp3"}),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
     (
         "a 24 kHz-only format at a silly rate",
@@ -334,13 +308,13 @@ BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
             type="session.update",
             session={"audio": {"input": {"format": {"type": "audio/pcm", "rate": 3}}}},
         ),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
     (
         "transcript not a string",
         AGENT,
         msg(type="response.audio_transcript.done", transcript=None),
-        AnomalyKind.MALFORMED,
+        Kind.MALFORMED,
     ),
 ]
 

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER, PCM, msg
+from support.dialectkit import AGENT, CALLER, PCM, Kind, msg
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects.plivo import L16, PlivoAgentWire, PlivoCallerWire, PlivoDecoder
-from voxproxy.events import AnomalyKind, Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart
+from voxproxy.events import Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart
 
 T = 42_000_000
 STREAM = "20170ada-f610-433b-8758-c02a2aab3662"
@@ -100,26 +100,21 @@ CASES = [  # (name, direction, message, events): support.dialectkit.Case
         "Twilio's clear is not Plivo's",
         AGENT,
         msg(event="clear"),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)],
+        [anomaly(Kind.UNKNOWN_EVENT, AGENT)],
     ),
     (
         "playAudio from Plivo",
         CALLER,
         msg(event="playAudio", media={}),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
+        [anomaly(Kind.UNKNOWN_EVENT, CALLER)],
     ),
 ]
 
 BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
-    ("malformed JSON", CALLER, "{", AnomalyKind.MALFORMED),
-    ("binary", AGENT, b"\x00\x00", AnomalyKind.UNEXPECTED_BINARY),
-    (
-        "invalid base64",
-        CALLER,
-        msg(event="media", media={"payload": "@@"}),
-        AnomalyKind.INVALID_BASE64,
-    ),
-    ("checkpoint without a name", AGENT, msg(event="checkpoint"), AnomalyKind.MALFORMED),
+    ("malformed JSON", CALLER, "{", Kind.MALFORMED),
+    ("binary", AGENT, b"\x00\x00", Kind.UNEXPECTED_BINARY),
+    ("invalid base64", CALLER, msg(event="media", media={"payload": "@@"}), Kind.INVALID_BASE64),
+    ("checkpoint without a name", AGENT, msg(event="checkpoint"), Kind.MALFORMED),
     (
         "mulaw at 16 kHz is not allowed",
         AGENT,
@@ -127,15 +122,15 @@ BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
             event="playAudio",
             media={"contentType": "audio/x-mulaw", "sampleRate": 16000, "payload": B64},
         ),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
     (
         "an unknown content type",
         AGENT,
         msg(event="playAudio", media={"contentType": "audio/mpeg", "payload": B64}),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
-    ("a start at 24 kHz", CALLER, start_msg(L16, 24000), AnomalyKind.BAD_AUDIO),
+    ("a start at 24 kHz", CALLER, start_msg(L16, 24000), Kind.BAD_AUDIO),
 ]
 
 

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER
+from support.dialectkit import AGENT, CALLER, Kind
 from support.eventview import views
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.raw import RawDecoder, RawWire
-from voxproxy.events import AnomalyKind, Audio, Direction, Event, Flush, StreamStart, Transcript
+from voxproxy.events import Audio, Direction, Event, Flush, StreamStart, Transcript
 
 T = 123_456_789
 
@@ -68,51 +68,36 @@ CASES = [
         "caller clear is not a flush",
         CALLER,
         '{"type": "clear"}',
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
+        [anomaly(Kind.UNKNOWN_EVENT, CALLER)],
     ),
     (
         "caller transcript is unknown",
         CALLER,
         '{"type": "transcript", "text": "x"}',
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
+        [anomaly(Kind.UNKNOWN_EVENT, CALLER)],
     ),
-    ("unknown type", AGENT, '{"type": "ping"}', [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
-    ("no type", AGENT, '{"hello": 1}', [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
+    ("unknown type", AGENT, '{"type": "ping"}', [anomaly(Kind.UNKNOWN_EVENT, AGENT)]),
+    ("no type", AGENT, '{"hello": 1}', [anomaly(Kind.UNKNOWN_EVENT, AGENT)]),
     ("empty binary", CALLER, b"", []),
     ("one byte is carried, not decoded", CALLER, b"\x01", []),
 ]
 
 BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
-    ("malformed JSON", AGENT, '{"type": "clear"', AnomalyKind.MALFORMED),
-    ("not JSON at all", CALLER, "hello", AnomalyKind.MALFORMED),
-    ("empty text", CALLER, "", AnomalyKind.MALFORMED),
-    ("JSON array", AGENT, '["clear"]', AnomalyKind.MALFORMED),
-    ("JSON string", AGENT, '"clear"', AnomalyKind.MALFORMED),
-    ("JSON number", CALLER, "16000", AnomalyKind.MALFORMED),
-    ("JSON null", CALLER, "null", AnomalyKind.MALFORMED),
-    (
-        "rate as a string",
-        CALLER,
-        '{"type": "start", "sample_rate": "16000"}',
-        AnomalyKind.MALFORMED,
-    ),
-    ("rate as a float", CALLER, '{"type": "start", "sample_rate": 16000.0}', AnomalyKind.MALFORMED),
-    ("rate as a bool", CALLER, '{"type": "start", "sample_rate": true}', AnomalyKind.MALFORMED),
-    ("rate too low", CALLER, '{"type": "start", "sample_rate": 100}', AnomalyKind.MALFORMED),
-    ("rate too high", AGENT, '{"type": "start", "sample_rate": 1000000}', AnomalyKind.MALFORMED),
-    ("negative rate", CALLER, '{"type": "start", "sample_rate": -16000}', AnomalyKind.MALFORMED),
-    (
-        "transcript without text",
-        AGENT,
-        '{"type": "transcript", "role": "user"}',
-        AnomalyKind.MALFORMED,
-    ),
-    (
-        "transcript text not a string",
-        AGENT,
-        '{"type": "transcript", "text": 5}',
-        AnomalyKind.MALFORMED,
-    ),
+    ("malformed JSON", AGENT, '{"type": "clear"', Kind.MALFORMED),
+    ("not JSON at all", CALLER, "hello", Kind.MALFORMED),
+    ("empty text", CALLER, "", Kind.MALFORMED),
+    ("JSON array", AGENT, '["clear"]', Kind.MALFORMED),
+    ("JSON string", AGENT, '"clear"', Kind.MALFORMED),
+    ("JSON number", CALLER, "16000", Kind.MALFORMED),
+    ("JSON null", CALLER, "null", Kind.MALFORMED),
+    ("rate as a string", CALLER, '{"type": "start", "sample_rate": "16000"}', Kind.MALFORMED),
+    ("rate as a float", CALLER, '{"type": "start", "sample_rate": 16000.0}', Kind.MALFORMED),
+    ("rate as a bool", CALLER, '{"type": "start", "sample_rate": true}', Kind.MALFORMED),
+    ("rate too low", CALLER, '{"type": "start", "sample_rate": 100}', Kind.MALFORMED),
+    ("rate too high", AGENT, '{"type": "start", "sample_rate": 1000000}', Kind.MALFORMED),
+    ("negative rate", CALLER, '{"type": "start", "sample_rate": -16000}', Kind.MALFORMED),
+    ("transcript without text", AGENT, '{"type": "transcript", "role": "user"}', Kind.MALFORMED),
+    ("transcript text not a string", AGENT, '{"type": "transcript", "text": 5}', Kind.MALFORMED),
 ]
 
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER, PCM, AnomalyKind, msg
+from support.dialectkit import AGENT, CALLER, PCM, Kind, msg
 from support.eventview import views
 
 from voxproxy.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
@@ -60,8 +60,8 @@ CASES = [  # (name, direction, message, events): support.dialectkit.Case
 
 BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
     *SHARED_BAD,
-    ("no event", CALLER, msg(type="media"), AnomalyKind.MALFORMED),
-    ("start at a silly rate", CALLER, start_msg(rate=100), AnomalyKind.BAD_AUDIO),
+    ("no event", CALLER, msg(type="media"), Kind.MALFORMED),
+    ("start at a silly rate", CALLER, start_msg(rate=100), Kind.BAD_AUDIO),
 ]
 
 
@@ -95,7 +95,7 @@ def test_an_undecodable_codec_is_counted_once() -> None:
     dec = TelnyxDecoder()
     start = dec.decode(CALLER, start_msg("OPUS", 48000), T)
     assert views(start) == views(
-        [anomaly(AnomalyKind.BAD_AUDIO, CALLER), StreamStart(CALL, 48000, "OPUS", T)]
+        [anomaly(Kind.BAD_AUDIO, CALLER), StreamStart(CALL, 48000, "OPUS", T)]
     )
     assert dec.decode(CALLER, msg(event="media", media={"payload": B64}), T) == []
     assert dec.decode(AGENT, msg(event="media", media={"payload": B64}), T) == []

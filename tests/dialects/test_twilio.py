@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER, AnomalyKind, Direction, msg
+from support.dialectkit import AGENT, CALLER, Direction, Kind, msg
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.dialects import make_decoder
@@ -64,43 +64,38 @@ CASES = [  # (name, direction, message, events): support.dialectkit.Case
         [StreamStart(None, 8000, "audio/x-mulaw", T)],
     ),
     ("empty payload", CALLER, msg(event="media", media={"payload": ""}), [audio(CALLER, b"")]),
-    ("no event field", AGENT, msg(type="clear"), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
+    ("no event field", AGENT, msg(type="clear"), [anomaly(Kind.UNKNOWN_EVENT, AGENT)]),
 ]
 
 BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
     *SHARED_BAD,
-    ("empty text", CALLER, "", AnomalyKind.MALFORMED),
-    ("JSON string", AGENT, '"media"', AnomalyKind.MALFORMED),
+    ("empty text", CALLER, "", Kind.MALFORMED),
+    ("JSON string", AGENT, '"media"', Kind.MALFORMED),
     (
         "bad base64 padding",
         AGENT,
         msg(event="media", media={"payload": "AAA"}),
-        AnomalyKind.INVALID_BASE64,
+        Kind.INVALID_BASE64,
     ),
     (
         "non-ASCII payload",
         AGENT,
         msg(event="media", media={"payload": "ÿÿÿÿ"}),
-        AnomalyKind.INVALID_BASE64,
+        Kind.INVALID_BASE64,
     ),
     (
         "base64 with a newline",
         CALLER,
         msg(event="media", media={"payload": "AAAA\nAAAA"}),
-        AnomalyKind.INVALID_BASE64,
+        Kind.INVALID_BASE64,
     ),
-    (
-        "missing payload",
-        CALLER,
-        msg(event="media", media={"track": "inbound"}),
-        AnomalyKind.MALFORMED,
-    ),
-    ("media missing", AGENT, msg(event="media"), AnomalyKind.MALFORMED),
-    ("mark not an object", CALLER, msg(event="mark", mark="m"), AnomalyKind.MALFORMED),
-    ("start at 16 kHz", CALLER, start_msg(sampleRate=16000), AnomalyKind.BAD_AUDIO),
-    ("start with a string rate", CALLER, start_msg(sampleRate="8000"), AnomalyKind.BAD_AUDIO),
-    ("binary from the agent", AGENT, ULAW, AnomalyKind.UNEXPECTED_BINARY),
-    ("empty binary", CALLER, b"", AnomalyKind.UNEXPECTED_BINARY),
+    ("missing payload", CALLER, msg(event="media", media={"track": "inbound"}), Kind.MALFORMED),
+    ("media missing", AGENT, msg(event="media"), Kind.MALFORMED),
+    ("mark not an object", CALLER, msg(event="mark", mark="m"), Kind.MALFORMED),
+    ("start at 16 kHz", CALLER, start_msg(sampleRate=16000), Kind.BAD_AUDIO),
+    ("start with a string rate", CALLER, start_msg(sampleRate="8000"), Kind.BAD_AUDIO),
+    ("binary from the agent", AGENT, ULAW, Kind.UNEXPECTED_BINARY),
+    ("empty binary", CALLER, b"", Kind.UNEXPECTED_BINARY),
 ]
 
 

@@ -6,13 +6,13 @@ import json
 
 import numpy as np
 from support import dialectkit as kit
-from support.dialectkit import AGENT, CALLER, PCM, msg
+from support.dialectkit import AGENT, CALLER, PCM, Kind, msg
 
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.vonage import VonageAgentWire, VonageCallerWire, VonageDecoder, marker_name
-from voxproxy.events import AnomalyKind, Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart
+from voxproxy.events import Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart
 
 T = 7_000
 L16 = pcm_to_bytes(PCM)
@@ -54,32 +54,32 @@ CASES = [  # (name, direction, message, events): support.dialectkit.Case
         msg(event="websocket:notify", payload={"a": "resp-1", "b": 2}),
         [MarkEcho('{"a":"resp-1","b":2}', T)],
     ),
-    ("unknown action", AGENT, msg(action="transfer"), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
+    ("unknown action", AGENT, msg(action="transfer"), [anomaly(Kind.UNKNOWN_EVENT, AGENT)]),
     (
         "unknown event",
         CALLER,
         msg(event="websocket:media:update"),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
+        [anomaly(Kind.UNKNOWN_EVENT, CALLER)],
     ),
 ]
 
 BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
-    ("malformed JSON", CALLER, "{", AnomalyKind.MALFORMED),
-    ("agent text without an action", AGENT, msg(event="clearAudio"), AnomalyKind.MALFORMED),
-    ("caller text without an event", CALLER, msg(action="clear"), AnomalyKind.MALFORMED),
-    ("notify without a payload", AGENT, msg(action="notify"), AnomalyKind.MALFORMED),
-    ("notify echo without a payload", CALLER, msg(event="websocket:notify"), AnomalyKind.MALFORMED),
+    ("malformed JSON", CALLER, "{", Kind.MALFORMED),
+    ("agent text without an action", AGENT, msg(event="clearAudio"), Kind.MALFORMED),
+    ("caller text without an event", CALLER, msg(action="clear"), Kind.MALFORMED),
+    ("notify without a payload", AGENT, msg(action="notify"), Kind.MALFORMED),
+    ("notify echo without a payload", CALLER, msg(event="websocket:notify"), Kind.MALFORMED),
     (
         "an unknown content type",
         CALLER,
         json.dumps({"event": "websocket:connected", "content-type": "audio/opus"}),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
     (
         "a rate Vonage does not send",
         CALLER,
         json.dumps({"event": "websocket:connected", "content-type": "audio/l16;rate=44100"}),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
 ]
 

@@ -38,6 +38,7 @@ __all__ = [
     "Case",
     "Direction",
     "Event",
+    "Kind",
     "Step",
     "anomaly_at",
     "b64",
@@ -47,6 +48,9 @@ __all__ = [
     "table_tests",
     "twilio_vocabulary",
 ]
+
+Kind = AnomalyKind
+"""The anomaly kinds, by a name short enough for one-line table rows."""
 
 Case = tuple[str, Direction, bytes | str, list[Event]]
 """(name, direction, message, the events a fresh decoder makes of it)"""
