@@ -27,6 +27,7 @@ def le(*samples: int) -> bytes:
 
 
 anomaly = kit.anomaly_at(T)
+unknown = kit.unknown_at(T)
 
 
 # (name, direction, message, events) for a fresh decoder at 16 kHz: support.dialectkit.Case
@@ -64,20 +65,15 @@ CASES = [
         '{"type": "transcript", "text": "x"}',
         [Transcript("user", "x", True, T)],
     ),
-    (
-        "caller clear is not a flush",
-        CALLER,
-        '{"type": "clear"}',
-        [anomaly(Kind.UNKNOWN_EVENT, CALLER)],
-    ),
+    ("caller clear is not a flush", CALLER, '{"type": "clear"}', unknown(CALLER)),
     (
         "caller transcript is unknown",
         CALLER,
         '{"type": "transcript", "text": "x"}',
-        [anomaly(Kind.UNKNOWN_EVENT, CALLER)],
+        unknown(CALLER),
     ),
-    ("unknown type", AGENT, '{"type": "ping"}', [anomaly(Kind.UNKNOWN_EVENT, AGENT)]),
-    ("no type", AGENT, '{"hello": 1}', [anomaly(Kind.UNKNOWN_EVENT, AGENT)]),
+    ("unknown type", AGENT, '{"type": "ping"}', unknown(AGENT)),
+    ("no type", AGENT, '{"hello": 1}', unknown(AGENT)),
     ("empty binary", CALLER, b"", []),
     ("one byte is carried, not decoded", CALLER, b"\x01", []),
 ]

@@ -19,6 +19,7 @@ L16 = pcm_to_bytes(PCM)
 
 
 anomaly = kit.anomaly_at(T)
+unknown = kit.unknown_at(T)
 
 
 CASES = [  # (name, direction, message, events): support.dialectkit.Case
@@ -54,13 +55,8 @@ CASES = [  # (name, direction, message, events): support.dialectkit.Case
         msg(event="websocket:notify", payload={"a": "resp-1", "b": 2}),
         [MarkEcho('{"a":"resp-1","b":2}', T)],
     ),
-    ("unknown action", AGENT, msg(action="transfer"), [anomaly(Kind.UNKNOWN_EVENT, AGENT)]),
-    (
-        "unknown event",
-        CALLER,
-        msg(event="websocket:media:update"),
-        [anomaly(Kind.UNKNOWN_EVENT, CALLER)],
-    ),
+    ("unknown action", AGENT, msg(action="transfer"), unknown(AGENT)),
+    ("unknown event", CALLER, msg(event="websocket:media:update"), unknown(CALLER)),
 ]
 
 BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad

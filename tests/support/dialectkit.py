@@ -46,7 +46,9 @@ __all__ = [
     "msg",
     "round_trip",
     "table_tests",
+    "twilio_round_trip",
     "twilio_vocabulary",
+    "unknown_at",
 ]
 
 Kind = AnomalyKind
@@ -79,6 +81,15 @@ def anomaly_at(t_ns: int) -> Callable[[AnomalyKind, Direction], Anomaly]:
         return Anomaly(kind, d, t_ns)
 
     return anomaly
+
+
+def unknown_at(t_ns: int) -> Callable[[Direction], list[Event]]:
+    """``unknown(direction)``: the events of a message of a kind its direction never sends."""
+
+    def unknown(d: Direction) -> list[Event]:
+        return [Anomaly(AnomalyKind.UNKNOWN_EVENT, d, t_ns)]
+
+    return unknown
 
 
 def round_trip(dec: Decoder, steps: list[Step], t_ns: int) -> None:
@@ -219,3 +230,31 @@ def twilio_vocabulary(
         ("binary from the caller", CALLER, b"\x00\x01", AnomalyKind.UNEXPECTED_BINARY),
     ]
     return cases, bad
+
+
+def twilio_round_trip(
+    dec: Decoder,
+    caller: Any,
+    agent: Any,
+    t_ns: int,
+    start: list[Event],
+    frames: tuple[tuple[Any, Event], tuple[Any, Event]],
+    custom: dict[str, str] | None = None,
+) -> None:
+    """A call on a wire of the Twilio vocabulary through its two builders, decoded by one
+    decoder: open (``start``: the events of the start message), a caller frame and an agent
+    frame (``frames``: each one's builder input and the audio it decodes to), a marker
+    placed and echoed, a flush, a digit, the end."""
+    (said, heard_caller), (answered, heard_agent) = frames
+    steps: list[Step] = [
+        (CALLER, caller.connected(), []),
+        (CALLER, caller.start(custom), start),
+        (CALLER, caller.media(said), [heard_caller]),
+        (AGENT, agent.media(answered), [heard_agent]),
+        (AGENT, agent.mark("resp-1"), [ev.MarkSent("resp-1", t_ns)]),
+        (CALLER, caller.mark("resp-1"), [ev.MarkEcho("resp-1", t_ns)]),
+        (AGENT, agent.clear(), [ev.Flush(t_ns, "clear")]),
+        (CALLER, caller.dtmf("4"), [ev.Dtmf(t_ns)]),
+        (CALLER, caller.stop(), [ev.StreamStop(t_ns)]),
+    ]
+    round_trip(dec, steps, t_ns)
