@@ -41,6 +41,18 @@ anomaly = kit.anomaly_at(T)
 unknown = kit.unknown_at(T)
 
 
+def done(status: str, details: dict[str, str] | None = None) -> str:
+    """A server's ``response.done`` with ``status`` (and ``status_details``)."""
+    response: dict[str, object] = {"id": "resp_1", "status": status}
+    if details is not None:
+        response["status_details"] = details
+    return msg(type="response.done", response=response)
+
+
+def done_mark(detail: str) -> StageMark:
+    return StageMark("response_done", T, detail=detail)
+
+
 def started(call_id: str, tool: str, arguments: str) -> ToolEvent:
     """``tool.started`` as the decoder reports it: the arguments only as a keyed hash."""
     args_hash = keyed_hash(SECRET, arguments, "a_")
@@ -152,30 +164,18 @@ CASES = [
         msg(type="response.created", response={"id": "resp_1", "status": "in_progress"}),
         [StageMark("response_created", T)],
     ),
-    (
-        "response.done completed",
-        AGENT,
-        msg(type="response.done", response={"id": "resp_1", "status": "completed"}),
-        [StageMark("response_done", T, detail="completed")],
-    ),
+    ("response.done completed", AGENT, done("completed"), [done_mark("completed")]),
     (
         "response.done cancelled by the server VAD",
         AGENT,
-        msg(
-            type="response.done",
-            response={
-                "id": "resp_1",
-                "status": "cancelled",
-                "status_details": {"type": "cancelled", "reason": "turn_detected"},
-            },
-        ),
-        [StageMark("response_done", T, detail="cancelled/turn_detected")],
+        done("cancelled", {"type": "cancelled", "reason": "turn_detected"}),
+        [done_mark("cancelled/turn_detected")],
     ),
     (
         "response.done with an unknown status keeps no content",
         AGENT,
-        msg(type="response.done", response={"id": "r", "status": "Paris is sunny"}),
-        [StageMark("response_done", T, detail="other")],
+        done("Paris is sunny"),
+        [done_mark("other")],
     ),
     (
         "session.created gives the wire's session id",
