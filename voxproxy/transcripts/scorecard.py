@@ -106,6 +106,14 @@ def _clip(x: float) -> float:
     return max(0.0, min(100.0, x))
 
 
+def _missing(name: str, why: str) -> Dimension:
+    return Dimension(name, WEIGHTS[name], None, "", why)
+
+
+def _scored(name: str, score: float, detail: str) -> Dimension:
+    return Dimension(name, WEIGHTS[name], _clip(score), detail)
+
+
 def scorecard(
     tally: Tally,
     attribution: Attribution | None = None,
@@ -116,57 +124,46 @@ def scorecard(
     dims: list[Dimension] = []
     ter = tally.term_error_rate
     dims.append(
-        Dimension("terms", WEIGHTS["terms"], None, "", "no meaning-bearing terms in the reference")
+        _missing("terms", "no meaning-bearing terms in the reference")
         if ter is None
-        else Dimension(
+        else _scored(
             "terms",
-            WEIGHTS["terms"],
-            _clip(100 * (1 - ter)),
+            100 * (1 - ter),
             f"term error rate {100 * ter:.1f} % ({tally.term_errors} errors on "
             f"{tally.term_total} term tokens)",
         )
     )
     if attribution is None:
-        dims.append(
-            Dimension(
-                "speaker_attribution", WEIGHTS["speaker_attribution"], None, "", attribution_missing
-            )
-        )
+        dims.append(_missing("speaker_attribution", attribution_missing))
     else:
         a = attribution
         dims.append(
-            Dimension(
+            _scored(
                 "speaker_attribution",
-                WEIGHTS["speaker_attribution"],
-                _clip(100 - a.gap_points),
+                100 - a.gap_points,
                 f"{a.metric} {100 * a.cp_wer:.1f} % − WER {100 * a.wer:.1f} % = "
                 f"{a.gap_points:.1f} points ({a.reference_speakers} reference, "
                 f"{a.hypothesis_speakers} hypothesis speakers)",
             )
         )
     dims.append(
-        Dimension("numbers", WEIGHTS["numbers"], None, "", "no numbers in the reference")
+        _missing("numbers", "no numbers in the reference")
         if tally.numbers_total == 0
-        else Dimension(
+        else _scored(
             "numbers",
-            WEIGHTS["numbers"],
-            _clip(100 * tally.numbers_matched / tally.numbers_total),
+            100 * tally.numbers_matched / tally.numbers_total,
             f"{tally.numbers_text} exactly right",
         )
     )
     dims.append(
-        Dimension(
+        _missing(
             "segmentation",
-            WEIGHTS["segmentation"],
-            None,
-            "",
             "needs a human reading: give a file of human scores (segmentation: 0-100)",
         )
         if human is None
-        else Dimension(
+        else _scored(
             "segmentation",
-            WEIGHTS["segmentation"],
-            _clip(human.segmentation),
+            human.segmentation,
             "human reading"
             + (f" by {human.readers} readers" if human.readers else "")
             + (f": {human.note}" if human.note else ""),
@@ -174,12 +171,11 @@ def scorecard(
     )
     wer = tally.wer
     dims.append(
-        Dimension("raw_wer", WEIGHTS["raw_wer"], None, "", "empty reference")
+        _missing("raw_wer", "empty reference")
         if wer is None
-        else Dimension(
+        else _scored(
             "raw_wer",
-            WEIGHTS["raw_wer"],
-            _clip(100 * (1 - wer)),
+            100 * (1 - wer),
             f"WER {100 * wer:.1f} % ({tally.substitutions} S, {tally.deletions} D, "
             f"{tally.insertions} I on {tally.words} words)",
         )
