@@ -415,7 +415,8 @@ async def test_a_broken_measurement_component_never_costs_a_receipt(
     """The session core, the receipt builder or the decoder factory raise: forwarding goes on
     and the call still gets its one receipt (flagged), for every call of the proxy."""
     from voxproxy import proxy as proxy_module
-    from voxproxy import session as session_module
+    from voxproxy.session import call as session_module
+    from voxproxy.session import receipt as receipt_module
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"injected failure in {where}")
@@ -423,7 +424,7 @@ async def test_a_broken_measurement_component_never_costs_a_receipt(
     if where == "session":
         monkeypatch.setattr(session_module.CallSession, "_audio", boom)
     elif where == "receipt":
-        real = session_module.Receipt
+        real = receipt_module.Receipt
         attempts: list[int] = []
 
         def first_attempt_fails(*args: Any, **kwargs: Any) -> Receipt:
@@ -432,7 +433,7 @@ async def test_a_broken_measurement_component_never_costs_a_receipt(
                 boom()
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(session_module, "Receipt", first_attempt_fails)
+        monkeypatch.setattr(receipt_module, "Receipt", first_attempt_fails)
     else:
         monkeypatch.setattr(proxy_module, "make_decoder", boom)
     async with router_agent() as agent:
