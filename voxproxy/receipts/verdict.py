@@ -161,8 +161,7 @@ def check_reachability(receipt: Receipt, policy: Policy) -> GateResult:
 def check_turn_timing(receipt: Receipt, policy: Policy) -> GateResult:
     limit = policy.max_first_response_ms
     evidence: dict[str, object] = {"limit_ms": limit}
-    unmeasured = _unmeasured(receipt)
-    if unmeasured is not None:
+    if (unmeasured := _unmeasured(receipt)) is not None:
         return _lacking("turn_timing", unmeasured, evidence)
     judged: list[dict[str, object]] = []
     over: list[str] = []
@@ -242,8 +241,7 @@ def _resume_horizon_ms(receipt: Receipt, caller_offset_ms: float | None, stop_ms
 def check_interruption(receipt: Receipt, policy: Policy) -> GateResult:
     limit = policy.max_interrupt_stop_ms
     evidence: dict[str, object] = {"limit_ms": limit}
-    unmeasured = _unmeasured(receipt)
-    if unmeasured is not None:
+    if (unmeasured := _unmeasured(receipt)) is not None:
         return _lacking("interruption", unmeasured, evidence)
     # Agent audio that reaches the last VAD frame before the call's end ran to the end.
     end_tolerance_ms = float(receipt.settings.vad_frame_ms)

@@ -114,6 +114,15 @@ def _scored(name: str, score: float, detail: str) -> Dimension:
     return Dimension(name, WEIGHTS[name], _clip(score), detail)
 
 
+def _by_error_rate(
+    name: str, rate: float | None, missing: str, what: str, counts: str
+) -> Dimension:
+    """100 less the error rate in percent; ``missing`` when there is no rate."""
+    if rate is None:
+        return _missing(name, missing)
+    return _scored(name, 100 * (1 - rate), f"{what} {100 * rate:.1f} % {counts}")
+
+
 def scorecard(
     tally: Tally,
     attribution: Attribution | None = None,
@@ -123,14 +132,10 @@ def scorecard(
     """The card as a dict: each dimension, the weights used, the total and a note."""
     dims: list[Dimension] = []
     ter = tally.term_error_rate
+    terms = f"({tally.term_errors} errors on {tally.term_total} term tokens)"
     dims.append(
-        _missing("terms", "no meaning-bearing terms in the reference")
-        if ter is None
-        else _scored(
-            "terms",
-            100 * (1 - ter),
-            f"term error rate {100 * ter:.1f} % ({tally.term_errors} errors on "
-            f"{tally.term_total} term tokens)",
+        _by_error_rate(
+            "terms", ter, "no meaning-bearing terms in the reference", "term error rate", terms
         )
     )
     if attribution is None:
@@ -170,16 +175,9 @@ def scorecard(
         )
     )
     wer = tally.wer
-    dims.append(
-        _missing("raw_wer", "empty reference")
-        if wer is None
-        else _scored(
-            "raw_wer",
-            100 * (1 - wer),
-            f"WER {100 * wer:.1f} % ({tally.substitutions} S, {tally.deletions} D, "
-            f"{tally.insertions} I on {tally.words} words)",
-        )
-    )
+    counts = f"({tally.substitutions} S, {tally.deletions} D, {tally.insertions} I"
+    counts += f" on {tally.words} words)"
+    dims.append(_by_error_rate("raw_wer", wer, "empty reference", "WER", counts))
     used = [d for d in dims if d.score is not None]
     weight_sum = sum(d.weight for d in used)
     total = None
