@@ -237,27 +237,7 @@ class _Caller(_Conn):
                 self.open = True
                 self.load.opened += 1
                 p.send_text(b'{"event":"connected","protocol":"Call","version":"1.0.0"}')
-                p.send_text(
-                    json.dumps(
-                        {
-                            "event": "start",
-                            "sequenceNumber": "1",
-                            "start": {
-                                "streamSid": self.sid.decode(),
-                                "callSid": "CA%032d" % self.n,
-                                "accountSid": "AC" + "0" * 32,
-                                "tracks": ["inbound"],
-                                "mediaFormat": {
-                                    "encoding": "audio/x-mulaw",
-                                    "sampleRate": 8000,
-                                    "channels": 1,
-                                },
-                                "customParameters": {},
-                            },
-                            "streamSid": self.sid.decode(),
-                        }
-                    ).encode()
-                )
+                p.send_text(overhead.twilio_start(self.n, self.sid.decode()).encode())
                 self.load.place(self)
         self.flush()
 
@@ -485,12 +465,7 @@ def measure(path: str, calls: int, warmup: float, window: float, max_calls: int 
             overhead._wait_port(target)
         cmd = [PY, __file__, "--load", str(target), str(agent_port), str(calls)]
         cmd += ["--warmup", str(warmup), "--window", str(window)]
-        load = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            cwd=ROOT,
-            text=True,
-        )
+        load = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=ROOT, text=True)
         overhead._pin(load.pid, load_cpu_of(path))
         assert load.stdout is not None
         cpu0 = load_cpu0 = t0 = 0.0

@@ -37,6 +37,7 @@ import aiohttp
 
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.harness.child import port_in_log, proxy_command
+from voxproxy.harness.rawws import accept_handshake
 from voxproxy.transports.webrtc import AudioPeer, use_host_addresses
 
 
@@ -74,18 +75,7 @@ async def flood(tmp: Path) -> dict[str, Any]:
     sent = [0]
 
     async def agent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from websockets.utils import accept_key
-
-        head = await reader.readuntil(b"\r\n\r\n")
-        key = next(
-            ln.split(b":", 1)[1].strip().decode()
-            for ln in head.split(b"\r\n")
-            if ln.lower().startswith(b"sec-websocket-key:")
-        )
-        writer.write(
-            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Accept: " + accept_key(key).encode() + b"\r\n\r\n"
-        )
+        await accept_handshake(reader, writer)
         with suppress(ConnectionError):
             while sent[0] < 500_000 and not writer.transport.is_closing():
                 writer.write(frame)

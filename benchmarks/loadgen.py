@@ -171,17 +171,25 @@ def run_level(calls: int, seconds: float, bare: bool) -> dict[str, Any]:
     load.wait(timeout=seconds + 120)
     agent.send_signal(signal.SIGTERM)
     agent.wait(timeout=10)
-    data = json.loads(out_path.read_text())
-    out_path.unlink()
-    lags = np.array(data["lags_ns"], dtype=np.float64) / 1e6
+    data, lags = _lags(out_path)
     return {
         "calls": calls,
-        "p50_ms": round(float(np.percentile(lags, 50)), 2) if lags.size else None,
-        "p99_ms": round(float(np.percentile(lags, 99)), 2) if lags.size else None,
+        **lags,
         "cpu_per_call_s_ms": round((cpu1 - cpu0) / (calls * window) * 1000, 3),
         "core_busy": round((cpu1 - cpu0) / window, 2),
         "errors": data["errors"],
     }
+
+
+def _lags(out_path: Path) -> tuple[dict[str, Any], dict[str, float | None]]:
+    """What a load child wrote to ``out_path`` (then removed), and the median and p99 of
+    its pacing lags in ms."""
+    data = json.loads(out_path.read_text())
+    out_path.unlink()
+    lags = np.array(data["lags_ns"], dtype=np.float64) / 1e6
+    p50 = round(float(np.percentile(lags, 50)), 2) if lags.size else None
+    p99 = round(float(np.percentile(lags, 99)), 2) if lags.size else None
+    return data, {"p50_ms": p50, "p99_ms": p99}
 
 
 def workers_run(port: int, calls: int, seconds: float, workers: int, out: Path) -> None:
@@ -229,14 +237,11 @@ def run_workers_level(calls: int, seconds: float, workers: int) -> dict[str, Any
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=10)
-    data = json.loads(out_path.read_text())
-    out_path.unlink()
-    lags = np.array(data["lags_ns"], dtype=np.float64) / 1e6
+    data, lags = _lags(out_path)
     return {
         "workers": workers,
         "calls": calls,
-        "p50_ms": round(float(np.percentile(lags, 50)), 2) if lags.size else None,
-        "p99_ms": round(float(np.percentile(lags, 99)), 2) if lags.size else None,
+        **lags,
         "errors": data["errors"] + (calls - data["calls"]),
     }
 

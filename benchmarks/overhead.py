@@ -98,6 +98,14 @@ def _pin(pid: int, cpu: int) -> None:
             os.sched_setaffinity(p, {cpu % ncpu})
 
 
+def twilio_start(n: int, sid: str) -> str:
+    """Twilio's ``start`` message of call ``n`` on stream ``sid`` (mu-law, 8 kHz)."""
+    media_format = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
+    start = {"streamSid": sid, "callSid": f"CA{n:032d}", "accountSid": "AC" + "0" * 32}
+    start |= {"tracks": ["inbound"], "mediaFormat": media_format, "customParameters": {}}
+    return json.dumps({"event": "start", "sequenceNumber": "1", "start": start, "streamSid": sid})
+
+
 # -- the bare relay (a subprocess mode of this file) ------------------------------------
 
 
@@ -234,27 +242,7 @@ async def run_load(
                 await ws.send(
                     json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})
                 )
-                await ws.send(
-                    json.dumps(
-                        {
-                            "event": "start",
-                            "sequenceNumber": "1",
-                            "start": {
-                                "streamSid": sid,
-                                "callSid": f"CA{n:032d}",
-                                "accountSid": "AC" + "0" * 32,
-                                "tracks": ["inbound"],
-                                "mediaFormat": {
-                                    "encoding": "audio/x-mulaw",
-                                    "sampleRate": 8000,
-                                    "channels": 1,
-                                },
-                                "customParameters": {},
-                            },
-                            "streamSid": sid,
-                        }
-                    )
-                )
+                await ws.send(twilio_start(n, sid))
 
                 def make(k: int) -> str:
                     return (

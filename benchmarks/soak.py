@@ -265,12 +265,7 @@ async def proxy_phase(minutes: float, calls: int, each_s: float, sample_s: float
     seconds = minutes * 60
     cmd = [sys.executable, __file__, "--callers", str(proxy_port), str(agent_port), str(calls)]
     cmd += ["--seconds", str(seconds), "--call-seconds", str(each_s)]
-    child = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        cwd=ROOT,
-        text=True,
-    )
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=ROOT, text=True)
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {0})
         os.sched_setaffinity(child.pid, {1})

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.loadcli import run_load
 
-from voxproxy.cli import build_parser, main
+from voxproxy.cli import build_parser
 from voxproxy.commands.load_merge import rewrite_argv
 from voxproxy.harness.child import mock_agent_process
 from voxproxy.loadgen.scenario import load_scenario
@@ -70,19 +71,14 @@ def test_the_load_quickstart_scenario_runs_against_the_mock_agent(
     scenario = load_scenario(path)
     assert scenario.name == "order_status" and scenario.expect is not None
     with mock_agent_process() as found:
-        status = main(
-            [
-                "load",
-                str(path),
-                "--target",
-                f"ws://127.0.0.1:{found.group(1)}",
-                "--calls",
-                "2",
-                "--concurrency",
-                "2",
-                "--out",
-                str(tmp_path / "run2"),
-            ]
+        status = run_load(
+            f"ws://127.0.0.1:{found.group(1)}",
+            tmp_path / "run2",
+            "--calls",
+            "2",
+            "--concurrency",
+            "2",
+            scenario=str(path),
         )
     out = capsys.readouterr().out
     results = json.loads((tmp_path / "run2" / "results.json").read_text())

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.loadcli import run_load
 from support.ports import refusing_port
 
 from voxproxy.cli import main
@@ -82,18 +83,7 @@ def test_a_load_report_without_matplotlib_keeps_its_tables_and_says_how_to_draw_
 ) -> None:
     without("report")
     with refusing_port() as port:
-        status = main(
-            [
-                "load",
-                "normal_question",
-                "--target",
-                f"ws://127.0.0.1:{port}",
-                "--dialect",
-                "raw",
-                "--out",
-                str(tmp_path / "run"),
-            ]
-        )
+        status = run_load(f"ws://127.0.0.1:{port}", tmp_path / "run", "--dialect", "raw")
     assert status == 1  # the call could not connect: an expectation failed, nothing else
     page = (tmp_path / "run" / "report.html").read_text()
     assert "<svg" not in page

@@ -36,12 +36,12 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
-from websockets.utils import accept_key
 
 from voxproxy.analysis.vad import SpeechDetector
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
+from voxproxy.harness.rawws import accept_handshake
 from voxproxy.proxy import CallContext
 from voxproxy.receipts.model import CloseInfo
 from voxproxy.session import (
@@ -295,16 +295,7 @@ async def flooding_agent(message: bytes, limit: int) -> AsyncIterator[tuple[int,
     sent = [0]
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        key = next(
-            line.split(b":", 1)[1].strip().decode()
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"sec-websocket-key:")
-        )
-        writer.write(
-            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Accept: " + accept_key(key).encode() + b"\r\n\r\n"
-        )
+        await accept_handshake(reader, writer)
         with suppress(ConnectionError):
             while sent[0] < limit and not writer.transport.is_closing():
                 writer.write(message)

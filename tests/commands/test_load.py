@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.loadcli import run_load
 from support.ports import refusing_port
 
 from voxproxy.cli import main
@@ -26,18 +27,7 @@ def test_a_dead_target_is_named_with_its_cause(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with refusing_port() as port:
-        status = main(
-            [
-                "load",
-                "normal_question",
-                "--target",
-                f"ws://127.0.0.1:{port}",
-                "--calls",
-                "2",
-                "--out",
-                str(tmp_path / "run"),
-            ]
-        )
+        status = run_load(f"ws://127.0.0.1:{port}", tmp_path / "run", "--calls", "2")
     out, err = capsys.readouterr()
     assert status == 1
     # The default wire is said, not assumed.
@@ -59,14 +49,8 @@ def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary
     with refusing_port() as dead:
         proc = subprocess.Popen(
             proxy_command(
-                "--upstream",
-                f"ws://127.0.0.1:{dead}",
-                "--dialect",
-                "twilio",
-                "--receipts",
-                str(tmp_path / "r.jsonl"),
-                "--secret",
-                "s",
+                *("--upstream", f"ws://127.0.0.1:{dead}", "--dialect", "twilio"),
+                *("--receipts", str(tmp_path / "r.jsonl"), "--secret", "s"),
             ),
             stderr=subprocess.PIPE,
             text=True,
@@ -74,19 +58,8 @@ def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary
         )
         try:
             port = read_port(proc.stderr)
-            status = main(
-                [
-                    "load",
-                    "normal_question",
-                    "--target",
-                    f"ws://127.0.0.1:{port}",
-                    "--dialect",
-                    "twilio",
-                    "--calls",
-                    "3",
-                    "--out",
-                    str(tmp_path / "run"),
-                ]
+            status = run_load(
+                f"ws://127.0.0.1:{port}", tmp_path / "run", "--dialect", "twilio", "--calls", "3"
             )
             proc.send_signal(signal.SIGTERM)
             _, log = proc.communicate(timeout=15)
@@ -167,23 +140,17 @@ def test_an_arrival_rate_starts_calls_on_schedule_and_counts_the_dropped(
     with mock_agent_process() as found:
         # 4 calls a second for 1 s: due at 0, 0.25, 0.5 and 0.75 s; a call lasts seconds,
         # so with 2 in flight at most, the last two find both busy.
-        status = main(
-            [
-                "load",
-                "normal_question",
-                "--target",
-                f"ws://127.0.0.1:{found.group(1)}",
-                "--dialect",
-                "raw",
-                "--arrival-rate",
-                "4",
-                "--duration",
-                "1",
-                "--concurrency",
-                "2",
-                "--out",
-                str(tmp_path / "run"),
-            ]
+        status = run_load(
+            f"ws://127.0.0.1:{found.group(1)}",
+            tmp_path / "run",
+            "--dialect",
+            "raw",
+            "--arrival-rate",
+            "4",
+            "--duration",
+            "1",
+            "--concurrency",
+            "2",
         )
     out = capsys.readouterr().out
     assert status == 1

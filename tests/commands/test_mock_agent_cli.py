@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from support.loadcli import run_load
 
-from voxproxy.cli import main
 from voxproxy.harness.child import mock_agent_process
 
 
@@ -19,20 +19,7 @@ def test_a_webrtc_mock_agent_answers_a_load_call(
     offers = r"WebRTC offers on (http://127\.0\.0\.1:\d+/whip) \(WHIP\)"
     with mock_agent_process("--transport", "webrtc", pattern=offers) as found:
         assert "/api/offer (Pipecat)" in found.string
-        status = main(
-            [
-                "load",
-                "normal_question",
-                "--transport",
-                "webrtc",
-                "--target",
-                found.group(1),
-                "--calls",
-                "1",
-                "--out",
-                str(tmp_path / "run"),
-            ]
-        )
+        status = run_load(found.group(1), tmp_path / "run", "--transport", "webrtc", "--calls", "1")
     capsys.readouterr()
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     (call,) = results["calls"]

@@ -7,22 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.seed002 import SAID, A, B
 
 from voxproxy.cli import main
-
-# Seed 002: what was said (the four meaning-bearing tokens marked) and transcripts A and B.
-SAID = (
-    "[[Priya]] said the [[Helios]] migration slips to [[Q3]] and we should [[not]] sign the "
-    "vendor contract before the security review"
-)
-A = (
-    "Priya said Helios migration slips to Q3 and we should not sign the vendor contract "
-    "before security review"
-)
-B = (
-    "Priya said the Helios migration slips to Q2 and we should sign the vendor contract "
-    "before the security review"
-)
 
 
 @pytest.fixture(autouse=True)

@@ -17,9 +17,10 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request, Response
 
 from voxproxy.dialects.twilio import TwilioCallerWire
@@ -105,11 +106,13 @@ async def router_agent(**routes: Handler) -> AsyncIterator[Router]:
 
 @asynccontextmanager
 async def running_proxy(
-    upstream: str, dialect: str = "twilio", **relay: Any
+    upstream: str, dialect: str = "twilio", secret: bytes = SECRET, **relay: Any
 ) -> AsyncIterator[tuple[int, list[Receipt], Proxy]]:
+    """A proxy in this process to ``upstream`` for the block: its port, the receipts it
+    writes, and the proxy."""
     receipts: list[Receipt] = []
     proxy = Proxy(
-        ProxyConfig(RelayConfig(upstream, **relay), dialect=dialect, secret=SECRET),
+        ProxyConfig(RelayConfig(upstream, **relay), dialect=dialect, secret=secret),
         sinks=[receipts.append],
     )
     port = await proxy.start("127.0.0.1", 0)
@@ -117,6 +120,15 @@ async def running_proxy(
         yield port, receipts, proxy
     finally:
         await proxy.stop()
+
+
+async def refused(url: str, **options: Any) -> Response:
+    """The HTTP response that refused the websocket handshake to ``url`` (it must be
+    refused)."""
+    with pytest.raises(InvalidStatus) as info:
+        async with connect(url, **options):
+            pass
+    return info.value.response
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:

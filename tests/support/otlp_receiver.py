@@ -30,8 +30,12 @@ def _value(v: AnyValue) -> Any:
     if kind == "array_value":
         return [_value(x) for x in v.array_value.values]
     if kind == "kvlist_value":
-        return {kv.key: _value(kv.value) for kv in v.kvlist_value.values}
+        return _attrs(v.kvlist_value.values)
     return getattr(v, kind)
+
+
+def _attrs(kvs: Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in kvs}
 
 
 @dataclass
@@ -83,7 +87,7 @@ class Received:
         with self.lock:
             self.trace_requests += 1
             for rs in req.resource_spans:
-                resource = {kv.key: _value(kv.value) for kv in rs.resource.attributes}
+                resource = _attrs(rs.resource.attributes)
                 for ss in rs.scope_spans:
                     for s in ss.spans:
                         self.spans.append(
@@ -95,12 +99,12 @@ class Received:
                                 start_ns=s.start_time_unix_nano,
                                 end_ns=s.end_time_unix_nano,
                                 kind=s.kind,
-                                attributes={kv.key: _value(kv.value) for kv in s.attributes},
+                                attributes=_attrs(s.attributes),
                                 events=[
                                     SpanEvent(
                                         e.name,
                                         e.time_unix_nano,
-                                        {kv.key: _value(kv.value) for kv in e.attributes},
+                                        _attrs(e.attributes),
                                     )
                                     for e in s.events
                                 ],
@@ -113,7 +117,7 @@ class Received:
     def add_logs(self, req: logs_service_pb2.ExportLogsServiceRequest) -> None:
         with self.lock:
             for rl in req.resource_logs:
-                resource = {kv.key: _value(kv.value) for kv in rl.resource.attributes}
+                resource = _attrs(rl.resource.attributes)
                 for sl in rl.scope_logs:
                     for r in sl.log_records:
                         self.logs.append(
@@ -123,7 +127,7 @@ class Received:
                                 trace_id=r.trace_id.hex(),
                                 span_id=r.span_id.hex(),
                                 body=_value(r.body),
-                                attributes={kv.key: _value(kv.value) for kv in r.attributes},
+                                attributes=_attrs(r.attributes),
                                 resource=resource,
                             )
                         )

@@ -21,25 +21,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.seed002 import SAID, A, B
 
 from voxproxy.transcripts import Scoring, Tally
 from voxproxy.transcripts.scorecard import scorecard
-
-# Seed 002. What was said, with the four meaning-bearing tokens the article names marked.
-SAID = (
-    "[[Priya]] said the [[Helios]] migration slips to [[Q3]] and we should [[not]] sign the "
-    "vendor contract before the security review"
-)
-# Seed 002, transcript A: "lost the article 'the' twice".
-A = (
-    "Priya said Helios migration slips to Q3 and we should not sign the vendor contract "
-    "before security review"
-)
-# Seed 002, transcript B: "moved a deadline by a quarter and deleted 'not' from a commitment".
-B = (
-    "Priya said the Helios migration slips to Q2 and we should sign the vendor contract "
-    "before the security review"
-)
 
 
 @pytest.fixture(scope="module")

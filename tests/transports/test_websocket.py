@@ -6,18 +6,20 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from support import faultkit
+from support.faultkit import wait_for
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request, Response
 
-from voxproxy.proxy import CALL_ID_HEADER, Proxy, ProxyConfig
+from voxproxy.proxy import CALL_ID_HEADER, Proxy
 from voxproxy.receipts.model import Receipt
 from voxproxy.transports.websocket import RelayConfig
 
@@ -49,28 +51,10 @@ async def agent_server(handler: Handler, **kwargs: Any) -> AsyncIterator[tuple[i
         yield port, side
 
 
-@asynccontextmanager
-async def running_proxy(
+def running_proxy(
     upstream: str, dialect: str = "raw", **relay: Any
-) -> AsyncIterator[tuple[int, list[Receipt], Proxy]]:
-    receipts: list[Receipt] = []
-    proxy = Proxy(
-        ProxyConfig(RelayConfig(upstream, **relay), dialect=dialect, secret=b"test-secret"),
-        sinks=[receipts.append],
-    )
-    port = await proxy.start("127.0.0.1", 0)
-    try:
-        yield port, receipts, proxy
-    finally:
-        await proxy.stop()
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
+) -> AbstractAsyncContextManager[tuple[int, list[Receipt], Proxy]]:
+    return faultkit.running_proxy(upstream, dialect, b"test-secret", **relay)
 
 
 AGENT_SCRIPT: list[bytes | str] = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
 from voxproxy.cli import DefaultsShown, host_port, non_negative_float, positive_int
@@ -115,17 +114,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _webrtc_mock_agent(config: Any, host: str, port: int) -> None:
+    from voxproxy.mockagent.base import serve_until_cancelled
     from voxproxy.mockagent.webrtc import WebRtcMockAgent
 
-    agent = WebRtcMockAgent(config)
-    bound = await agent.start(host, port)
-    shown = f"[{host}]" if ":" in host else host
-    print(
-        f"mock-agent answering WebRTC offers on http://{shown}:{bound}/whip (WHIP) and "
-        f"http://{shown}:{bound}/api/offer (Pipecat)",
-        flush=True,
+    banner = (
+        "mock-agent answering WebRTC offers on http://{host}:{port}/whip (WHIP) and "
+        "http://{host}:{port}/api/offer (Pipecat)"
     )
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await agent.stop()
+    await serve_until_cancelled(WebRtcMockAgent(config), host, port, banner)

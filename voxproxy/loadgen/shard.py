@@ -118,9 +118,9 @@ def _scenario_dump(plan: LoadPlan) -> list[dict[str, Any]]:
     ]
 
 
-def plan_fingerprint(plan: LoadPlan) -> str:
-    """What makes two shards parts of one run (headers enter as a hash only)."""
-    what = {
+def _plan_doc(plan: LoadPlan, headers_key: str, headers: list[Any]) -> dict[str, Any]:
+    """The plan's fields, its headers as ``headers_key``: ``headers``."""
+    return {
         "target": plan.target,
         "dialect": plan.dialect,
         "transport": plan.transport,
@@ -129,12 +129,17 @@ def plan_fingerprint(plan: LoadPlan) -> str:
         "calls": plan.calls,
         "concurrency": plan.concurrency,
         "sample_rate_hz": plan.sample_rate_hz,
-        "headers": [list(h) for h in plan.headers],
+        headers_key: headers,
         "seed": plan.seed,
         "run_id": plan.run_id,
         "tag_path": plan.tag_path,
         "tag_scenario": plan.tag_scenario,
     }
+
+
+def plan_fingerprint(plan: LoadPlan) -> str:
+    """What makes two shards parts of one run (headers enter as a hash only)."""
+    what = _plan_doc(plan, "headers", [list(h) for h in plan.headers])
     return hashlib.sha256(orjson.dumps(what, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
@@ -213,21 +218,8 @@ def save_shard(out_dir: Path, result: ShardResult) -> Path:
         "format": FORMAT,
         "shard": {"index": result.shard.index, "count": result.shard.count},
         "fingerprint": result.fingerprint,
-        "plan": {
-            "target": plan.target,
-            "dialect": plan.dialect,
-            "transport": plan.transport,
-            "signaling": plan.signaling,
-            "scenarios": _scenario_dump(plan),
-            "calls": plan.calls,
-            "concurrency": plan.concurrency,
-            "sample_rate_hz": plan.sample_rate_hz,
-            "header_names": [name for name, _ in plan.headers],  # values may be credentials
-            "seed": plan.seed,
-            "run_id": plan.run_id,
-            "tag_path": plan.tag_path,
-            "tag_scenario": plan.tag_scenario,
-        },
+        # The header values may be credentials: their names only.
+        "plan": _plan_doc(plan, "header_names", [name for name, _ in plan.headers]),
         "started_at": result.started_at,
         "late_s": result.late_s,
         "calls": [

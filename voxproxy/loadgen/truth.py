@@ -9,13 +9,14 @@ and barge-in stop latency of every turn, independent of any speech detector.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from voxproxy.analysis.truth import last_speech_end_ms, named_speech_windows
 from voxproxy.clips import Clip
 from voxproxy.clips import clip as load_clip
-from voxproxy.loadgen.caller import CallRecord
+from voxproxy.loadgen.caller import CallRecord, SpeechTruth
 from voxproxy.simcall.log import CallLog, ResponseLog
 from voxproxy.timebase import NS_PER_S
 
@@ -117,10 +118,24 @@ def response_speech(
     return AgentSpeech(r.clip, onset, end_ns)
 
 
+class _Heard(Protocol):
+    """An agent's speech as it reached the caller."""
+
+    @property
+    def onset_ns(self) -> int: ...
+    @property
+    def end_ns(self) -> int: ...
+
+
 def turn_truths(record: CallRecord, log: CallLog) -> list[TurnTruth]:
-    speech = agent_speech(record, log)
+    return truths_of_turns(record.speech, agent_speech(record, log))
+
+
+def truths_of_turns(turns: Sequence[SpeechTruth], speech: Sequence[_Heard]) -> list[TurnTruth]:
+    """The truth of every caller turn: its edges, the onset of the agent speech after it
+    (time to first sound) and, for a barge-in, the end of the speech it talked over."""
     out: list[TurnTruth] = []
-    for s in record.speech:
+    for s in turns:
         nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)
         ttfs = None if nxt is None else nxt.onset_ns - s.offset_ns
         stop = None

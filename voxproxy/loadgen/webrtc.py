@@ -42,7 +42,7 @@ from voxproxy.loadgen.caller import (
     ScriptedCaller,
     Step,
 )
-from voxproxy.loadgen.truth import TurnTruth
+from voxproxy.loadgen.truth import TurnTruth, truths_of_turns
 from voxproxy.simcall.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
@@ -309,15 +309,4 @@ def webrtc_agent_speech(record: WebRtcRecord, log: WebRtcCallLog) -> list[AgentS
 
 def webrtc_turn_truths(record: WebRtcRecord, log: WebRtcCallLog) -> list[TurnTruth]:
     """The truth of every caller turn: its edges, the answer's onset and any stop latency."""
-    speech = webrtc_agent_speech(record, log)
-    out: list[TurnTruth] = []
-    for s in record.speech:
-        nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)
-        ttfs = None if nxt is None else nxt.onset_ns - s.offset_ns
-        stop = None
-        if s.barge_in:
-            over = next((a for a in speech if a.onset_ns <= s.onset_ns < a.end_ns), None)
-            if over is not None:
-                stop = over.end_ns - s.onset_ns
-        out.append(TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop))
-    return out
+    return truths_of_turns(record.speech, webrtc_agent_speech(record, log))

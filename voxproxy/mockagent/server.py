@@ -8,28 +8,22 @@ connection; what happened is kept in :attr:`MockAgent.calls`.
 from __future__ import annotations
 
 import asyncio
-import logging
 import weakref
 from collections.abc import Sequence
-from types import TracebackType
-from typing import Any
-from urllib.parse import quote
 
-import aiohttp
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
 from voxproxy.errors import UsageError
+from voxproxy.mockagent.base import AgentBase, serve_until_cancelled
 from voxproxy.mockagent.call import _Call
-from voxproxy.mockagent.config import MockAgentConfig, prepare_clips
+from voxproxy.mockagent.config import MockAgentConfig
 from voxproxy.mockagent.task import SimBackend
 from voxproxy.simcall.log import CallLog
 
-logger = logging.getLogger("voxproxy.mockagent")
 
-
-class MockAgent:
+class MockAgent(AgentBase):
     """A websocket voice agent for tests, benchmarks and the demo.
 
     Use as ``async with MockAgent(config) as agent:`` (listens on a free
@@ -37,8 +31,7 @@ class MockAgent:
     """
 
     def __init__(self, config: MockAgentConfig | None = None) -> None:
-        self.config = config or MockAgentConfig()
-        self.clips = prepare_clips(self.config)
+        super().__init__(config)
         self.calls: list[CallLog] = []
         self.host: str | None = None
         self.port: int | None = None
@@ -48,33 +41,7 @@ class MockAgent:
             weakref.WeakKeyDictionary()
         )
         self._next_index = 0
-        self._http: aiohttp.ClientSession | None = None
-        self.events_posted = 0  # events the event API accepted
-        self.events_failed = 0  # events it refused, or that could not be posted
         self.backend = SimBackend()  # the testbench's tool backend (voxproxy.mockagent.task)
-
-    async def post_events(self, call_id: str, events: list[dict[str, Any]]) -> bool:
-        """POST ``events`` for ``call_id`` to the configured event API. Never raises."""
-        cfg = self.config
-        if cfg.post_events_url is None:
-            return False
-        if self._http is None:
-            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
-        url = f"{cfg.post_events_url.rstrip('/')}/v1/calls/{quote(call_id, safe='')}/events"
-        headers = {"Authorization": f"Bearer {cfg.events_token}"}
-        try:
-            async with self._http.post(url, json=events, headers=headers) as resp:
-                ok = resp.status == 202
-                if not ok:
-                    logger.warning("event API answered %d: %s", resp.status, await resp.text())
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            logger.warning("could not post events: %r", exc)
-            ok = False
-        if ok:
-            self.events_posted += len(events)
-        else:
-            self.events_failed += len(events)
-        return ok
 
     @property
     def url(self) -> str:
@@ -120,21 +87,7 @@ class MockAgent:
             for call in list(self._active):
                 call.ws.transport.abort()
             await server.wait_closed()
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
-
-    async def __aenter__(self) -> MockAgent:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+        await self._close_http()
 
     # -- handshake ------------------------------------------------------------------------
 
@@ -189,15 +142,6 @@ class MockAgent:
 
 async def run_cli(config: MockAgentConfig, host: str = "127.0.0.1", port: int = 8765) -> None:
     """Serve until cancelled, after printing where."""
-    agent = MockAgent(config)
-    bound = await agent.start(host, port)
-    shown = f"[{host}]" if ":" in host else host
-    print(
-        f"mock-agent listening on ws://{shown}:{bound} "
-        f"(dialect={config.dialect}, mode={config.send_mode})",
-        flush=True,
-    )
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await agent.stop()
+    banner = "mock-agent listening on ws://{host}:{port} "
+    banner += f"(dialect={config.dialect}, mode={config.send_mode})"
+    await serve_until_cancelled(MockAgent(config), host, port, banner)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from types import TracebackType
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -37,6 +36,7 @@ from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import load_clips
 from voxproxy.errors import UsageError
 from voxproxy.events import CALLER_TO_AGENT, Audio
+from voxproxy.mockagent.base import AgentBase
 from voxproxy.mockagent.call import _Call
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig
 from voxproxy.mockagent.server import MockAgent
@@ -204,7 +204,7 @@ def _clips48(agent_clips: dict[str, AgentClip]) -> dict[str, AgentClip]:
     return out
 
 
-class WebRtcMockAgent:
+class WebRtcMockAgent(AgentBase):
     """The mock agent, answering WebRTC offers (WHIP at ``/whip``, Pipecat at ``/api/offer``).
 
     Use as ``async with WebRtcMockAgent(config) as agent:`` and offer to
@@ -222,10 +222,7 @@ class WebRtcMockAgent:
         codecs: tuple[str, ...] | None = None,
         answer_delay_ms: float = 0.0,
     ) -> None:
-        from voxproxy.mockagent.config import prepare_clips
-
-        self.config = config or MockAgentConfig()
-        self.clips = prepare_clips(self.config)
+        super().__init__(config)
         self.clips48 = _clips48(self.clips)
         self.idle: Idle = idle
         self.codecs = codecs
@@ -235,14 +232,6 @@ class WebRtcMockAgent:
         self._tasks: set[asyncio.Task[None]] = set()
         self._next_index = 0
         self.signaling = SignalingServer(self._open_session)
-        self._http: Any = None
-        self.events_posted = 0
-        self.events_failed = 0
-
-    # -- what _Call expects of its agent ---------------------------------------------------
-
-    async def post_events(self, call_id: str, events: list[dict[str, Any]]) -> bool:
-        return await MockAgent.post_events(cast(MockAgent, self), call_id, events)
 
     # -- serving --------------------------------------------------------------------------
 
@@ -299,18 +288,4 @@ class WebRtcMockAgent:
             call.ended.set()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
-
-    async def __aenter__(self) -> WebRtcMockAgent:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+        await self._close_http()

@@ -88,6 +88,26 @@ def _lacking(gate: GateName, reason: str, evidence: dict[str, object]) -> GateRe
     return GateResult(gate, "insufficient_evidence", reason, evidence)
 
 
+def _conclude(
+    gate: GateName,
+    evidence: dict[str, object],
+    judged: list[dict[str, object]],
+    failed: list[str],
+    lacking: list[str],
+    limit: float,
+    nothing: str,
+    passed: str,
+) -> GateResult:
+    """A gate that judged each of some items against ``limit``: it fails on any item
+    over it, lacks evidence on any item it could not judge, else passes (``nothing``
+    when there was no item to judge)."""
+    if failed:
+        return _fail(gate, f"{_more(failed)}; limit {limit:.0f} ms", evidence)
+    if lacking:
+        return _lacking(gate, _more(lacking), evidence)
+    return _ok(gate, passed if judged else nothing, evidence)
+
+
 def _unmeasured(receipt: Receipt) -> str | None:
     """Why the call's audio was not measured at all, if it was not."""
     if receipt.measurement_disabled:
@@ -141,8 +161,7 @@ def check_reachability(receipt: Receipt, policy: Policy) -> GateResult:
 def check_turn_timing(receipt: Receipt, policy: Policy) -> GateResult:
     limit = policy.max_first_response_ms
     evidence: dict[str, object] = {"limit_ms": limit}
-    unmeasured = _unmeasured(receipt)
-    if unmeasured is not None:
+    if (unmeasured := _unmeasured(receipt)) is not None:
         return _lacking("turn_timing", unmeasured, evidence)
     judged: list[dict[str, object]] = []
     over: list[str] = []
@@ -186,13 +205,9 @@ def check_turn_timing(receipt: Receipt, policy: Policy) -> GateResult:
             judged.append({"turn": t.index, "missing": "ttfs_ms", "reason": t.reason})
             lacking.append(f"turn {t.index}: no ttfs ({t.reason or 'no reason given'})")
     evidence["turns"] = judged
-    if over:
-        return _fail("turn_timing", f"{_more(over)}; limit {limit:.0f} ms", evidence)
-    if lacking:
-        return _lacking("turn_timing", _more(lacking), evidence)
-    if not judged:
-        return _ok("turn_timing", "no response turns to judge", evidence)
-    return _ok("turn_timing", f"{len(judged)} turn(s) judged, none over {limit:.0f} ms", evidence)
+    passed = f"{len(judged)} turn(s) judged, none over {limit:.0f} ms"
+    outcome = (over, lacking, limit, "no response turns to judge", passed)
+    return _conclude("turn_timing", evidence, judged, *outcome)
 
 
 # -- 3. interruption ----------------------------------------------------------------------
@@ -226,8 +241,7 @@ def _resume_horizon_ms(receipt: Receipt, caller_offset_ms: float | None, stop_ms
 def check_interruption(receipt: Receipt, policy: Policy) -> GateResult:
     limit = policy.max_interrupt_stop_ms
     evidence: dict[str, object] = {"limit_ms": limit}
-    unmeasured = _unmeasured(receipt)
-    if unmeasured is not None:
+    if (unmeasured := _unmeasured(receipt)) is not None:
         return _lacking("interruption", unmeasured, evidence)
     # Agent audio that reaches the last VAD frame before the call's end ran to the end.
     end_tolerance_ms = float(receipt.settings.vad_frame_ms)
@@ -275,13 +289,9 @@ def check_interruption(receipt: Receipt, policy: Policy) -> GateResult:
                 "before a resumption over the caller could be ruled out"
             )
     evidence["barge_ins"] = judged
-    if failed:
-        return _fail("interruption", f"{_more(failed)}; limit {limit:.0f} ms", evidence)
-    if lacking:
-        return _lacking("interruption", _more(lacking), evidence)
-    if not judged:
-        return _ok("interruption", "no barge-in to judge", evidence)
-    return _ok("interruption", f"{len(judged)} barge-in(s) stopped within {limit:.0f} ms", evidence)
+    passed = f"{len(judged)} barge-in(s) stopped within {limit:.0f} ms"
+    outcome = (failed, lacking, limit, "no barge-in to judge", passed)
+    return _conclude("interruption", evidence, judged, *outcome)
 
 
 # -- 4. tool effect -----------------------------------------------------------------------

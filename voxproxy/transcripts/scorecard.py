@@ -106,6 +106,23 @@ def _clip(x: float) -> float:
     return max(0.0, min(100.0, x))
 
 
+def _missing(name: str, why: str) -> Dimension:
+    return Dimension(name, WEIGHTS[name], None, "", why)
+
+
+def _scored(name: str, score: float, detail: str) -> Dimension:
+    return Dimension(name, WEIGHTS[name], _clip(score), detail)
+
+
+def _by_error_rate(
+    name: str, rate: float | None, missing: str, what: str, counts: str
+) -> Dimension:
+    """100 less the error rate in percent; ``missing`` when there is no rate."""
+    if rate is None:
+        return _missing(name, missing)
+    return _scored(name, 100 * (1 - rate), f"{what} {100 * rate:.1f} % {counts}")
+
+
 def scorecard(
     tally: Tally,
     attribution: Attribution | None = None,
@@ -115,75 +132,52 @@ def scorecard(
     """The card as a dict: each dimension, the weights used, the total and a note."""
     dims: list[Dimension] = []
     ter = tally.term_error_rate
+    terms = f"({tally.term_errors} errors on {tally.term_total} term tokens)"
     dims.append(
-        Dimension("terms", WEIGHTS["terms"], None, "", "no meaning-bearing terms in the reference")
-        if ter is None
-        else Dimension(
-            "terms",
-            WEIGHTS["terms"],
-            _clip(100 * (1 - ter)),
-            f"term error rate {100 * ter:.1f} % ({tally.term_errors} errors on "
-            f"{tally.term_total} term tokens)",
+        _by_error_rate(
+            "terms", ter, "no meaning-bearing terms in the reference", "term error rate", terms
         )
     )
     if attribution is None:
-        dims.append(
-            Dimension(
-                "speaker_attribution", WEIGHTS["speaker_attribution"], None, "", attribution_missing
-            )
-        )
+        dims.append(_missing("speaker_attribution", attribution_missing))
     else:
         a = attribution
         dims.append(
-            Dimension(
+            _scored(
                 "speaker_attribution",
-                WEIGHTS["speaker_attribution"],
-                _clip(100 - a.gap_points),
+                100 - a.gap_points,
                 f"{a.metric} {100 * a.cp_wer:.1f} % − WER {100 * a.wer:.1f} % = "
                 f"{a.gap_points:.1f} points ({a.reference_speakers} reference, "
                 f"{a.hypothesis_speakers} hypothesis speakers)",
             )
         )
     dims.append(
-        Dimension("numbers", WEIGHTS["numbers"], None, "", "no numbers in the reference")
+        _missing("numbers", "no numbers in the reference")
         if tally.numbers_total == 0
-        else Dimension(
+        else _scored(
             "numbers",
-            WEIGHTS["numbers"],
-            _clip(100 * tally.numbers_matched / tally.numbers_total),
+            100 * tally.numbers_matched / tally.numbers_total,
             f"{tally.numbers_text} exactly right",
         )
     )
     dims.append(
-        Dimension(
+        _missing(
             "segmentation",
-            WEIGHTS["segmentation"],
-            None,
-            "",
             "needs a human reading: give a file of human scores (segmentation: 0-100)",
         )
         if human is None
-        else Dimension(
+        else _scored(
             "segmentation",
-            WEIGHTS["segmentation"],
-            _clip(human.segmentation),
+            human.segmentation,
             "human reading"
             + (f" by {human.readers} readers" if human.readers else "")
             + (f": {human.note}" if human.note else ""),
         )
     )
     wer = tally.wer
-    dims.append(
-        Dimension("raw_wer", WEIGHTS["raw_wer"], None, "", "empty reference")
-        if wer is None
-        else Dimension(
-            "raw_wer",
-            WEIGHTS["raw_wer"],
-            _clip(100 * (1 - wer)),
-            f"WER {100 * wer:.1f} % ({tally.substitutions} S, {tally.deletions} D, "
-            f"{tally.insertions} I on {tally.words} words)",
-        )
-    )
+    counts = f"({tally.substitutions} S, {tally.deletions} D, {tally.insertions} I"
+    counts += f" on {tally.words} words)"
+    dims.append(_by_error_rate("raw_wer", wer, "empty reference", "WER", counts))
     used = [d for d in dims if d.score is not None]
     weight_sum = sum(d.weight for d in used)
     total = None
