@@ -12,7 +12,7 @@ import numpy as np
 
 from voxproxy.analysis.edges import EdgeWalker
 from voxproxy.analysis.vadconfig import NOISE_BED_SAMPLES
-from voxproxy.analysis.voicing import VOICING_THRESHOLD, voicing
+from voxproxy.analysis.voicing import VOICING_THRESHOLD, voicing, voicing_rows
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_MS
 
@@ -93,38 +93,40 @@ class NoiseFloor(EdgeWalker):
             return False
         if self._all_floor() <= self._floor_db + self.config.edge_margin_db:
             return False
-        pitched = 0
-        for i, v in enumerate(recent):
-            if not isinstance(v, bool):
-                v = recent[i] = self._voicing_window_of(v) > VOICING_THRESHOLD
-            pitched += v
-        return pitched <= 1
+        todo = [i for i, v in enumerate(recent) if not isinstance(v, bool)]
+        if todo:
+            windows = [recent[i] for i in todo]
+            for i, v in zip(todo, self._voicings(windows), strict=True):  # type: ignore[arg-type]
+                recent[i] = v > VOICING_THRESHOLD
+        return sum(1 for v in recent if v) <= 1
 
-    def _count_frame_level(self, frame_db: float) -> None:
-        power = 10.0 ** (frame_db / 10.0)
-        n = self._level_frames = min(self._level_frames + 1, 500)
-        self._level_pow += (power - self._level_pow) / n
-        self._utt_frames += 1
-        self._utt_db.append(frame_db)
-        self._utt_level = None
+    def _voicing_frames(self, usable: Pcm, frames: list[int]) -> list[float]:
+        """Voicing of frames ``frames`` of ``usable``, each with the 10 ms before it."""
+        return self._voicings([self._voicing_window(usable, f, copy=False) for f in frames])
 
-    def _voicing_of(self, usable: Pcm, f: int) -> float:
-        """Voicing of frame ``f`` of ``usable`` with the 10 ms before it."""
+    def _voicing_window(self, usable: Pcm, f: int, *, copy: bool = True) -> Pcm:
+        """Frame ``f`` of ``usable`` with the 10 ms before it (``copy``: to keep it)."""
         frame = self._frame
         lo = max(0, f * frame - self._voicing_extra)
         if f * frame >= self._voicing_extra or self._prev_tail.size == 0:
             window = usable[lo : (f + 1) * frame]
-        else:
-            window = np.concatenate((self._prev_tail, usable[: (f + 1) * frame]))
-        return self._voicing_window_of(window)
-
-    def _voicing_window(self, usable: Pcm, f: int) -> Pcm:
-        """Frame ``f`` of ``usable`` with the 10 ms before it (a copy: kept for later)."""
-        frame = self._frame
-        lo = max(0, f * frame - self._voicing_extra)
-        if f * frame >= self._voicing_extra or self._prev_tail.size == 0:
-            return usable[lo : (f + 1) * frame].copy()
+            return window.copy() if copy else window
         return np.concatenate((self._prev_tail, usable[: (f + 1) * frame]))
 
-    def _voicing_window_of(self, window: Pcm) -> float:
-        return voicing(window, self._lag_lo, self._lag_hi, self.sample_rate_hz)
+    def _voicings(self, windows: list[Pcm]) -> list[float]:
+        """:func:`voicing` of each window; windows of one length in one pass of numpy."""
+        lo, hi, rate = self._lag_lo, self._lag_hi, self.sample_rate_hz
+        if len(windows) == 1:
+            return [voicing(windows[0], lo, hi, rate)]
+        out = [0.0] * len(windows)
+        by_size: dict[int, list[int]] = {}
+        for i, w in enumerate(windows):
+            by_size.setdefault(w.size, []).append(i)
+        for idx in by_size.values():
+            if len(idx) == 1:
+                out[idx[0]] = voicing(windows[idx[0]], lo, hi, rate)
+                continue
+            rows = voicing_rows(np.stack([windows[i] for i in idx]), lo, hi, rate)
+            for i, v in zip(idx, rows, strict=True):
+                out[i] = v
+        return out

@@ -63,6 +63,8 @@ from voxproxy.analysis.voicing import VOICING_BAND_HZ, VOICING_THRESHOLD, voicin
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_MS
 
+VOICING_BATCH = 8  # frames whose voicing one pass of numpy computes
+
 __all__ = [
     "EDGE_LEVEL_DB",
     "LEVEL_BIAS_DB",
@@ -312,19 +314,35 @@ class SpeechDetector(NoiseFloor):
         rate = self.sample_rate_hz
         merge_ns = cfg.merge_gap_ms * NS_PER_MS
         is_speech = self._vad.is_speech
+        voicings: dict[int, float] = {}  # this batch's, computed on first need
+
+        def voicing_of(f: int) -> float:
+            v = voicings.get(f)
+            if v is None:
+                # With the later frames of the batch that are loud now (most will ask).
+                thr = self._floor_db + cfg.start_margin_db
+                more = [g for g in range(f + 1, n_frames) if frame_db[g] > thr]
+                frames = [f, *more[: VOICING_BATCH - 1]]
+                voicings.update(zip(frames, self._voicing_frames(usable, frames), strict=True))
+                v = voicings[f]
+            return v
+
+        start_margin = cfg.start_margin_db
+        t_at = self._timeline.t_at
+        win = self._win
+        self.frames += n_frames
         for f in range(n_frames):
             fdb = frame_db[f]
             if fdb < self._all_block_min:
                 self._all_block_min = fdb
-            start_thr = self._floor_db + cfg.start_margin_db
+            start_thr = self._floor_db + start_margin
             win0 = first_win + f * fm
-            self.frames += 1
             loud = fdb > start_thr
             voiced = None
             if loud and not is_speech(raw[f * nbytes : (f + 1) * nbytes], rate):
                 # webrtcvad rejects the first frames of a stream that starts on speech: a
                 # loud frame with pitch is speech all the same, never noise to learn.
-                voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
+                voiced = voicing_of(f) > VOICING_THRESHOLD
                 loud = voiced
             if not loud:
                 self._update_floor(fdb)
@@ -338,7 +356,10 @@ class SpeechDetector(NoiseFloor):
                         self._learn_noise(usable[f * frame : (f + 1) * frame])
                 continue
             self.active_frames += 1
-            self._block_tick()
+            if self._block_count + 1 < self._block_frames:
+                self._block_count += 1  # (no new block: the floor stays as it is)
+            else:
+                self._block_tick()
             if win_db is None:
                 win_db = energies.tolist()
             base = f * fm
@@ -353,7 +374,7 @@ class SpeechDetector(NoiseFloor):
                 last -= 1
             first_above = win0 + first - base
             last_above = win0 + last - base
-            if self._in_spurt and self._t_of_win(win0) - self._last_active_t > merge_ns:
+            if self._in_spurt and t_at(win0 * win) - self._last_active_t > merge_ns:
                 # A long pause: does the new onset, walked back, fall within the merge
                 # gap of the refined offset of the open spurt?
                 onset = self._walk_back(first_above, self._edge_threshold())
@@ -379,18 +400,25 @@ class SpeechDetector(NoiseFloor):
                 self._voiced_ms = 0.0
                 self._spurt_frames = 0
                 self._recent_voicing.clear()
-            self._count_frame_level(fdb)
+            # The talker's running level (about 10 s of active frames) and the utterance's.
+            n = self._level_frames = min(self._level_frames + 1, 500)
+            self._level_pow += (10.0 ** (fdb / 10.0) - self._level_pow) / n
+            self._utt_frames += 1
+            self._utt_db.append(fdb)
+            self._utt_level = None
             if not self._onset_final and self._utt_frames >= REWALK_FRAMES:
                 self._rewalk_onset()
             if self._voiced_ms < VOICED_ENOUGH_MS:
                 if voiced is None:
-                    voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
+                    voiced = voicing_of(f) > VOICING_THRESHOLD
                 if voiced:
                     self._voiced_ms += fm
             self._last_active_win = last_above
-            self._last_active_t = self._t_of_win(last_above + 1)
+            self._last_active_t = t_at((last_above + 1) * win)
             self._spurt_frames += 1
             if self._spurt_frames % NOISE_BED_STRIDE == 0:
+                if voiced is None and f in voicings:
+                    voiced = voicings[f] > VOICING_THRESHOLD
                 self._recent_voicing.append(
                     voiced if voiced is not None else self._voicing_window(usable, f)
                 )
