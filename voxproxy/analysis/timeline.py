@@ -46,6 +46,19 @@ class Timeline:
             i = 0
         return self._t[i] + (pos - anchors[i]) * 1_000_000_000 // self._rate
 
+    def earliest(self, lo: int, hi: int) -> int:
+        """The earliest time of a position in ``[lo, hi]``, or earlier (a lower bound):
+        times rise with positions under each anchor, so the least is at ``lo`` or at an
+        anchor inside."""
+        t = self.t_at(lo)
+        i = bisect_right(self._pos, lo)
+        j = bisect_right(self._pos, hi)
+        if j > i:
+            inside = min(self._t[i:j])
+            if inside < t:
+                return inside
+        return t
+
     def covers(self, pos: int) -> bool:
         """Whether ``pos`` still maps to a time (its anchor was not pruned)."""
         return bool(self._pos) and pos >= self._pos[0]

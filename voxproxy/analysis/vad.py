@@ -488,8 +488,19 @@ class SpeechDetector(NoiseFloor):
         """
         if now_ns - self._last_active_t <= merge_ns:
             return
+        wait_ns = merge_ns + self._close_lookback_ns()
+        win = self._last_active_win
+        cached = self._end_cache
+        if (cached is None or cached[0] != win) and (
+            self._written_win < win + 1 + self.config.offset_lookahead_ms
+        ):
+            # The refined offset lies in [win + 1, what is analysed] and is not final yet
+            # (nothing is kept of it): when no offset there is far enough back, skip it.
+            top = max(win, self._written_win - 1) * self._win
+            if now_ns - self._timeline.earliest(win * self._win, top) - NS_PER_MS <= wait_ns:
+                return
         end_win = self._refined_end()
-        if now_ns - self._t_of_end(end_win) > merge_ns + self._close_lookback_ns():
+        if now_ns - self._t_of_end(end_win) > wait_ns:
             self._close(end_win)
 
     def _close_lookback_ns(self) -> int:
