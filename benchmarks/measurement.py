@@ -14,7 +14,10 @@ measurement of this wire must do:
 Workloads: ``overhead`` is ``benchmarks/overhead.py``'s call shape (60 s of looped
 speech both ways in 20 ms messages); ``scripted`` is a set of turn-taking calls with
 barge-ins (``voxproxy.scripted``: clean, with caller noise at -45 dBFS, and over a
-babble bed at -35 dBFS), which carry silence and noise as real calls do.
+babble bed at -35 dBFS), which carry silence and noise as real calls do;
+``concurrent`` is ``--concurrent`` calls of the overhead shape (10 s) all open at once,
+their messages interleaved in time as a proxy carrying them sees them (every call's
+state in turn: the caches are colder than with one call).
 
 CPU is ``time.process_time`` (this process's CPU, not wall time), the best of
 ``--repeat`` runs: other processes on the machine slow it far less than wall time, yet a
@@ -33,6 +36,7 @@ import base64
 import cProfile
 import dataclasses
 import hashlib
+import heapq
 import io
 import json
 import pstats
@@ -63,22 +67,24 @@ Message = tuple[int, Direction, str]
 class Call:
     messages: list[Message]
     end_ns: int
+    start_ns: int = 0
 
 
-def _ulaw_frames(name: str, n: int) -> list[str]:
-    """``n`` 20 ms base64 μ-law frames of a fixture clip, looped (as overhead.py sends)."""
+def _ulaw_frames(name: str, n: int, skip: int = 0) -> list[str]:
+    """``n`` 20 ms base64 μ-law frames of a fixture clip, looped (as overhead.py sends),
+    from its ``skip``-th frame."""
     pcm = load_clips()[name].pcm
     pcm8 = pcm[: (pcm.size // 2) * 2].reshape(-1, 2).astype(np.int32).mean(axis=1).astype(np.int16)
     ulaw = pcm_to_ulaw(pcm8)
     frames = [ulaw[i : i + 160] for i in range(0, len(ulaw) - 160, 160)]
-    return [base64.b64encode(frames[i % len(frames)]).decode("ascii") for i in range(n)]
+    return [base64.b64encode(frames[(skip + i) % len(frames)]).decode("ascii") for i in range(n)]
 
 
-def overhead_call(seconds: float) -> Call:
+def overhead_call(seconds: float, start_ns: int = 0, skip: int = 0) -> Call:
     """One call of overhead.py's shape: a 20 ms media message each way every 20 ms."""
     n = int(seconds * 50)
-    caller = _ulaw_frames("caller_where_is_order", n)
-    agent = _ulaw_frames("agent_long_answer", n)
+    caller = _ulaw_frames("caller_where_is_order", n, skip)
+    agent = _ulaw_frames("agent_long_answer", n, skip)
     sid = "MZ" + "0" * 32
     start = {
         "event": "start",
@@ -94,11 +100,11 @@ def overhead_call(seconds: float) -> Call:
         "streamSid": sid,
     }
     msgs: list[Message] = [
-        (0, CALLER_TO_AGENT, '{"event":"connected","protocol":"Call","version":"1.0.0"}'),
-        (1_000, CALLER_TO_AGENT, json.dumps(start)),
+        (start_ns, CALLER_TO_AGENT, '{"event":"connected","protocol":"Call","version":"1.0.0"}'),
+        (start_ns + 1_000, CALLER_TO_AGENT, json.dumps(start)),
     ]
     for k in range(n):
-        t = (k + 1) * 20_000_000
+        t = start_ns + (k + 1) * 20_000_000
         media = {
             "track": "inbound",
             "chunk": str(k),
@@ -129,7 +135,13 @@ def overhead_call(seconds: float) -> Call:
                 ),
             )
         )
-    return Call(msgs, msgs[-1][0] + 1_000)
+    return Call(msgs, msgs[-1][0] + 1_000, start_ns)
+
+
+def concurrent_calls(count: int, seconds: float) -> list[Call]:
+    """``count`` calls of overhead.py's shape at once, started spread over 20 ms (their
+    messages are measured interleaved in time, as a proxy carrying them all does)."""
+    return [overhead_call(seconds, k * 20_000_000 // count, 37 * k) for k in range(count)]
 
 
 def scripted_calls(count: int, seed: int = 1717) -> list[Call]:
@@ -186,20 +198,28 @@ def stage_decode(calls: list[Call]) -> None:
             dec.decode(d, payload, t)
 
 
-def _session_receipts(calls: list[Call]) -> list[str]:
+def _session_receipts(calls: list[Call], together: bool = False) -> list[str]:
+    """Each call through its own CallSession, one after the other or (``together``) all
+    open at once, their messages in time order."""
     out = []
-    for call in calls:
-        s = CallSession(make_decoder("twilio"), 0, secret=b"bench", link_id="bench")
-        on_message = s.on_message
-        for t, d, payload in call.messages:
-            on_message(d, payload, t)
-        r = s.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
-        out.append(r.model_dump_json(exclude={"started_at"}))
+    groups = [calls] if together else [[c] for c in calls]
+    for group in groups:
+        sessions = [
+            CallSession(make_decoder("twilio"), c.start_ns, secret=b"bench", link_id="bench")
+            for c in group
+        ]
+        streams = [[(t, i, d, p) for t, d, p in c.messages] for i, c in enumerate(group)]
+        feeds = [s.on_message for s in sessions]
+        for t, i, d, payload in heapq.merge(*streams) if together else streams[0]:
+            feeds[i](d, payload, t)
+        for s, c in zip(sessions, group, strict=True):
+            r = s.close(c.end_ns, "completed", CloseInfo(initiator="caller"))
+            out.append(r.model_dump_json(exclude={"started_at"}))
     return out
 
 
 def stage_session(calls: list[Call]) -> None:
-    _session_receipts(calls)
+    _session_receipts(calls, together=len({c.start_ns for c in calls}) > 1)
 
 
 STAGES: dict[str, Callable[[list[Call]], None]] = {
@@ -233,7 +253,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="runs per stage; the best counts")
     ap.add_argument("--seconds", type=float, default=60.0, help="length of the overhead call")
     ap.add_argument("--calls", type=int, default=12, help="scripted calls")
-    ap.add_argument("--workloads", default="overhead,scripted")
+    ap.add_argument("--concurrent", type=int, default=50, help="calls at once (concurrent)")
+    ap.add_argument("--workloads", default="overhead,scripted,concurrent")
     ap.add_argument("--profile", metavar="FILE", help="write cProfile's top (own time) here")
     args = ap.parse_args()
 
@@ -243,6 +264,8 @@ def main() -> None:
             workloads[name] = [overhead_call(args.seconds)]
         elif name == "scripted":
             workloads[name] = scripted_calls(args.calls)
+        elif name == "concurrent":
+            workloads[name] = concurrent_calls(args.concurrent, 10.0)
         else:
             ap.error(f"unknown workload {name!r}")
 
@@ -250,7 +273,7 @@ def main() -> None:
     digest = hashlib.sha256()
     for name, calls in workloads.items():
         n = sum(len(c.messages) for c in calls)
-        for receipt in _session_receipts(calls):  # also warms up imports and caches
+        for receipt in _session_receipts(calls, name == "concurrent"):  # also warms up
             digest.update(receipt.encode("utf-8"))
         us = {st: best_cpu(fn, calls, args.repeat) / n * 1e6 for st, fn in STAGES.items()}
         rows.append(
