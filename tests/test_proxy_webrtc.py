@@ -35,6 +35,7 @@ from voxproxy.proxy_webrtc import WebRtcCallContext
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import CallSession
 from voxproxy.simcall.webrtc import WebRtcCallLog
+from voxproxy.timebase import NS_PER_MS
 
 pytestmark = pytest.mark.slow
 
