@@ -18,7 +18,7 @@ from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, Too
 from voxproxy.ids import keyed_hash, new_secret
 from voxproxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids
 from voxproxy.measuring import ADMIT_BEHIND_MS, YIELD_LAG_MS, Item, MeasurementQueue
-from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
+from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
     NULL_TELEMETRY,
@@ -45,22 +45,6 @@ CALL_ID_HEADER = "X-Voxproxy-Call"
 _AGENT_FAILURES = frozenset(
     (EndCause.UPSTREAM_REFUSED, EndCause.UPSTREAM_UNREACHABLE, EndCause.UPSTREAM_TIMEOUT)
 )
-_TERMINALS: dict[EndCause, Terminal] = {
-    EndCause.CALLER_CLOSED: "caller_closed",
-    EndCause.AGENT_CLOSED: "agent_closed",
-    EndCause.CALLER_VANISHED: "caller_vanished",
-    EndCause.AGENT_VANISHED: "agent_vanished",
-    EndCause.UPSTREAM_REFUSED: "upstream_refused",
-    EndCause.UPSTREAM_UNREACHABLE: "upstream_unreachable",
-    EndCause.UPSTREAM_TIMEOUT: "upstream_timeout",
-    EndCause.MESSAGE_TOO_BIG: "message_too_big",
-    EndCause.IDLE_TIMEOUT: "idle_timeout",
-    EndCause.PROXY_SHUTDOWN: "proxy_shutdown",
-    EndCause.PROXY_ERROR: "proxy_error",
-    EndCause.BAD_REQUEST: "proxy_error",
-    EndCause.OVER_CAPACITY: "proxy_error",  # refused before measuring: never a receipt
-    EndCause.HEALTH_CHECK: "proxy_error",  # not a call: never a receipt
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +239,7 @@ class CallContext:
 
     def _close(self, t_ns: int, info: EndInfo) -> None:
         proxy = self._proxy
-        terminal = _TERMINALS[info.cause]
+        terminal = terminal_of(info.cause)
         if info.cause is EndCause.CALLER_CLOSED and self.session.stream_stopped:
             terminal = "completed"
         if info.cause is EndCause.MESSAGE_TOO_BIG:

@@ -31,7 +31,7 @@ from voxproxy.proxy import (
     ReceiptSink,
     publish,
 )
-from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
+from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
     TRACE_HEADERS,
@@ -40,7 +40,6 @@ from voxproxy.telemetry import (
 )
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.webrtc import (
-    EndCause,
     EndInfo,
     Offer,
     RelayStats,
@@ -52,21 +51,6 @@ log = logging.getLogger("voxproxy.proxy.webrtc")
 
 OAI_EVENTS = "oai-events"
 CHANNEL_DIALECTS = ("auto", "openai-realtime", "none")
-
-_TERMINALS: dict[EndCause, Terminal] = {
-    EndCause.CALLER_CLOSED: "caller_closed",
-    EndCause.AGENT_CLOSED: "agent_closed",
-    EndCause.CALLER_VANISHED: "caller_vanished",
-    EndCause.AGENT_VANISHED: "agent_vanished",
-    EndCause.BAD_OFFER: "bad_offer",
-    EndCause.ICE_FAILED: "ice_failed",
-    EndCause.UPSTREAM_REFUSED: "upstream_refused",
-    EndCause.UPSTREAM_UNREACHABLE: "upstream_unreachable",
-    EndCause.UPSTREAM_TIMEOUT: "upstream_timeout",
-    EndCause.IDLE_TIMEOUT: "idle_timeout",
-    EndCause.PROXY_SHUTDOWN: "proxy_shutdown",
-    EndCause.PROXY_ERROR: "proxy_error",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +178,7 @@ class WebRtcCallContext:
         )
         try:
             receipt = self.session.close(
-                t_ns, _TERMINALS[info.cause], close, dialect=self.decoder.name
+                t_ns, terminal_of(info.cause), close, dialect=self.decoder.name
             )
         except Exception:
             log.exception("could not build a receipt")

@@ -7,7 +7,7 @@ transcript, no tool argument, no caller number has a field to go into.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +30,15 @@ Terminal = Literal[
     "ice_failed",  # webrtc: the caller's media path (ICE/DTLS) never connected
     "proxy_crashed",  # the proxy died mid-call (kill -9): written at its next start
 ]
+TERMINALS: frozenset[str] = frozenset(get_args(Terminal))
+
+
+def terminal_of(cause: str) -> Terminal:
+    """The receipt's terminal for a transport's end cause
+    (:class:`voxproxy.transports.ends.EndCause`, a string): the terminal of the same
+    name, else ``proxy_error`` (a cause that never makes a receipt, such as a health
+    check, is not a terminal)."""
+    return cause if cause in TERMINALS else "proxy_error"  # type: ignore[return-value]
 
 
 class _Model(BaseModel):

@@ -78,6 +78,7 @@ Everything public is re-exported here: ``from voxproxy.transports.webrtc import 
 
 from __future__ import annotations
 
+from voxproxy.transports.ends import EndCause
 from voxproxy.transports.webrtc.codecs import (
     CARRY_MAX_NS,
     PAUSE_NS,
@@ -91,7 +92,7 @@ from voxproxy.transports.webrtc.codecs import (
     encode_clip,
     measurement_rate,
 )
-from voxproxy.transports.webrtc.ends import EndCause, EndInfo
+from voxproxy.transports.webrtc.ends import EndInfo
 from voxproxy.transports.webrtc.ice import (
     open_peer_connections,
     rtc_configuration,

@@ -19,6 +19,7 @@ from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
 from voxproxy.httpserve import (
     HEADER_TIMEOUT_S,
 )
+from voxproxy.transports.ends import EndCause
 from voxproxy.transports.webrtc.codecs import (
     AudioEncoder,
     CodecInfo,
@@ -26,7 +27,7 @@ from voxproxy.transports.webrtc.codecs import (
     RtpIn,
     _frame_ticks,
 )
-from voxproxy.transports.webrtc.ends import EndCause, EndInfo
+from voxproxy.transports.webrtc.ends import EndInfo
 from voxproxy.transports.webrtc.media import Channel
 from voxproxy.transports.webrtc.peer import AudioPeer, BadSdp
 from voxproxy.transports.webrtc.signaling_client import (

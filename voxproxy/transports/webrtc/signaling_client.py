@@ -11,7 +11,7 @@ from typing import Any, Literal
 import aiohttp
 from yarl import URL
 
-from voxproxy.transports.webrtc.ends import EndCause
+from voxproxy.transports.ends import EndCause
 
 log = logging.getLogger("voxproxy.webrtc")
 

@@ -60,6 +60,7 @@ pieces: hop-by-hop headers, the request check, the health answer), ``config``
 :class:`EndCause`, :class:`EndInfo`) and ``server`` (:class:`RelayServer`: accept, stop).
 """
 
+from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.config import (
     HEALTH_PATH,
     MAX_FRAGMENTS,
@@ -70,7 +71,6 @@ from voxproxy.transports.websocket.config import (
 from voxproxy.transports.websocket.legs import log_failure
 from voxproxy.transports.websocket.observer import (
     CallObserver,
-    EndCause,
     EndInfo,
     ObserverFactory,
 )

@@ -27,11 +27,11 @@ from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
 from voxproxy.events import Direction
+from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.config import WRITE_HIGH_WATER, Admission, RelayConfig
 from voxproxy.transports.websocket.handshake import pass_response_headers
 from voxproxy.transports.websocket.observer import (
     CallObserver,
-    EndCause,
     EndInfo,
     ObserverFactory,
 )

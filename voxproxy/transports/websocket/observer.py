@@ -3,7 +3,6 @@ the call ended."""
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -11,25 +10,7 @@ from typing import Protocol
 from websockets.http11 import Request
 
 from voxproxy.events import Direction
-
-
-class EndCause(enum.StrEnum):
-    """How the call ended, as the transport saw it."""
-
-    CALLER_CLOSED = "caller_closed"
-    AGENT_CLOSED = "agent_closed"
-    CALLER_VANISHED = "caller_vanished"
-    AGENT_VANISHED = "agent_vanished"
-    UPSTREAM_REFUSED = "upstream_refused"
-    UPSTREAM_UNREACHABLE = "upstream_unreachable"
-    UPSTREAM_TIMEOUT = "upstream_timeout"
-    MESSAGE_TOO_BIG = "message_too_big"
-    IDLE_TIMEOUT = "idle_timeout"
-    PROXY_SHUTDOWN = "proxy_shutdown"
-    PROXY_ERROR = "proxy_error"
-    BAD_REQUEST = "bad_request"  # the caller's handshake was not a valid websocket request
-    OVER_CAPACITY = "over_capacity"  # refused with 503: max_calls calls were in progress
-    HEALTH_CHECK = "health_check"  # a plain GET of HEALTH_PATH, answered 200: not a call
+from voxproxy.transports.ends import EndCause
 
 
 @dataclass(slots=True)

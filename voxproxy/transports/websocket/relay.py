@@ -23,6 +23,7 @@ from websockets.protocol import State
 
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.fdwatch import FD_ALARM, FD_ERRNOS
+from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.config import (
     HEALTH_PATH,
     MAX_FRAGMENTS,
@@ -38,7 +39,7 @@ from voxproxy.transports.websocket.handshake import (
     pass_response_headers,
 )
 from voxproxy.transports.websocket.legs import CallLegs, _Leg, log, log_failure
-from voxproxy.transports.websocket.observer import EndCause, EndInfo, ObserverFactory
+from voxproxy.transports.websocket.observer import EndInfo, ObserverFactory
 
 
 class Relay(CallLegs):
