@@ -5,7 +5,8 @@ events (:mod:`voxproxy.events`). Decoders never raise on bad input from a
 peer: they return :class:`~voxproxy.events.Anomaly` events instead. Wire names
 stay verbatim inside each module. The ``*CallerWire``/``*AgentWire`` classes beside
 the decoders build messages for the load generator, the mock agent and tests; the
-proxy never builds a message.
+proxy never builds a message. The JSON media-stream wires of the Twilio shape share a
+decoder base (``_telco.MediaStreamDecoder``) and a builder base (``_stream.StreamWire``).
 
 Part of the measurement core. May import: the standard library (no asyncio, socket,
 time, os, random, threads), numpy, orjson, and from voxproxy only the core
