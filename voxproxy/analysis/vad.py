@@ -285,10 +285,17 @@ class SpeechDetector(NoiseFloor):
         fm = cfg.frame_ms
         usable = self._pending[: n_frames * frame]
         x = usable.astype(np.float32).reshape(-1, self._win)
-        power = np.einsum("ij,ij->i", x, x) * (1.0 / (self._win * 32768.0 * 32768.0))
+        # (In place: the same float32 operations as written out, fewer arrays made.)
+        power = np.einsum("ij,ij->i", x, x)
+        power *= 1.0 / (self._win * 32768.0 * 32768.0)
         np.maximum(power, 1e-10, out=power)
-        energies = 10.0 * np.log10(power)  # one value per 1 ms window
-        frame_db = (10.0 * np.log10(power.reshape(n_frames, fm).sum(axis=1) * (1.0 / fm))).tolist()
+        frame_pow = power.reshape(n_frames, fm).sum(axis=1)
+        frame_pow *= 1.0 / fm
+        np.log10(frame_pow, out=frame_pow)
+        frame_pow *= 10.0
+        frame_db = frame_pow.tolist()
+        energies = np.log10(power, out=power)  # one value per 1 ms window
+        energies *= 10.0
         win_db: list[float] | None = None
         first_win = self._framed // self._win
         # The whole batch's energies and samples are stored before its frames are walked,

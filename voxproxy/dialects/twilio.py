@@ -8,12 +8,13 @@ Source: https://www.twilio.com/docs/voice/media-streams/websocket-messages
 
 from __future__ import annotations
 
-import binascii
+from binascii import a2b_base64
 from typing import Any
 
+import numpy as np
 import orjson
 
-from voxproxy.audio.g711 import ulaw_to_pcm
+from voxproxy.audio.g711 import ULAW_DECODE
 from voxproxy.dialects._common import b64encode
 from voxproxy.dialects._stream import MarkWire
 from voxproxy.dialects.base import DialectOptions, register
@@ -33,15 +34,6 @@ from voxproxy.events import (
 )
 
 SAMPLE_RATE_HZ = 8000
-
-
-def _b64(payload: object) -> bytes | None:
-    if not isinstance(payload, str):
-        return None
-    try:
-        return binascii.a2b_base64(payload.encode("ascii"), strict_mode=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError):
-        return None
 
 
 class TwilioDecoder:
@@ -66,12 +58,18 @@ class TwilioDecoder:
                 return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
             if direction is CALLER_TO_AGENT and media.get("track", "inbound") != "inbound":
                 return []  # an outbound track echo is not caller audio
-            data = _b64(media.get("payload"))
-            if data is None:
+            value = media.get("payload")
+            if not isinstance(value, str):
                 if "payload" not in media:
                     return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
                 return [Anomaly(AnomalyKind.INVALID_BASE64, direction, t_ns)]
-            return [Audio(direction, ulaw_to_pcm(data), SAMPLE_RATE_HZ, t_ns)]
+            # The hot path (every 20 ms each way): base64 and μ-law inline.
+            try:
+                data = a2b_base64(value.encode("ascii"), strict_mode=True)
+            except ValueError:  # binascii.Error, UnicodeEncodeError
+                return [Anomaly(AnomalyKind.INVALID_BASE64, direction, t_ns)]
+            pcm = ULAW_DECODE.take(np.frombuffer(data, dtype=np.uint8))
+            return [Audio(direction, pcm, SAMPLE_RATE_HZ, t_ns)]
         if event == "mark":
             mark = msg.get("mark")
             name = mark.get("name") if isinstance(mark, dict) else None

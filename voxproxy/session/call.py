@@ -161,7 +161,10 @@ class CallSession:
             self._shedding = shed
             events = self.decoder.decode(direction, payload, t_ns)
             for ev in events:
-                self._handle(ev)
+                if type(ev) is Audio:  # the usual message: one frame of audio
+                    self._audio(ev)
+                else:
+                    self._handle(ev)
             self._shedding = False
             if t_ns - self._last_pump_ns >= self._pump_interval_ns and not self._closed:
                 self._pump(t_ns)
@@ -304,7 +307,9 @@ class CallSession:
         if not MIN_RATE_HZ <= ev.sample_rate_hz <= MAX_RATE_HZ:
             self.anomalies[AnomalyKind.BAD_AUDIO.value] += 1  # no wire carries such a rate
             return
-        conv = self._converter(ev.direction, ev.sample_rate_hz)
+        conv = self._converters[ev.direction]
+        if conv is None or conv.in_rate_hz != ev.sample_rate_hz:
+            conv = self._converter(ev.direction, ev.sample_rate_hz)
         dur = ev.pcm.size * 1_000_000_000 // ev.sample_rate_hz
         self._audio_ns[ev.direction] += dur
         if self._shedding and not self._paced:
