@@ -513,12 +513,16 @@ class _Call:
             self.playing = None
             self.stop_at_ns = None
 
-    async def _stop_for_barge(self, r: ResponseLog, now: int, still_sending: bool) -> None:
+    def _barge_stops(self, r: ResponseLog, now: int, still_sending: bool) -> None:
+        """A barge-in stops answer ``r`` at ``now``: in its log, and the tool it started."""
         if still_sending:
             r.stopped_ns = now
         tool_stop = self.tool_stops.get(r.index)
         if tool_stop is not None:
             tool_stop.set()
+
+    async def _stop_for_barge(self, r: ResponseLog, now: int, still_sending: bool) -> None:
+        self._barge_stops(r, now, still_sending)
         if self.cfg.barge_in == "flush":
             if await self._send_flush():
                 r.flushed = True

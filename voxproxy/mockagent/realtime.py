@@ -139,11 +139,7 @@ class RealtimeCall(_Call):
         await self._finish_response(r, "completed", None)
 
     async def _stop_for_barge(self, r: ResponseLog, now: int, still_sending: bool) -> None:
-        if still_sending:
-            r.stopped_ns = now
-        tool_stop = self.tool_stops.get(r.index)
-        if tool_stop is not None:
-            tool_stop.set()
+        self._barge_stops(r, now, still_sending)
         reason, self.stop_reason = self.stop_reason or "turn_detected", None
         if still_sending:
             await self._finish_response(r, "cancelled", reason)
