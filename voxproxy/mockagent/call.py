@@ -3,6 +3,13 @@ audio to a :class:`~voxproxy.analysis.vad.SpeechDetector` with arrival times), i
 speaker task (plays responses on absolute deadlines), its VAD timer (closes the
 caller's turn when audio stops arriving), its fault task and its tool calls. The
 WebRTC and OpenAI Realtime agents subclass it.
+
+The decisions take the time as an argument and do no I/O: ``_on_message(message,
+t_ns)`` and the turn-taking under it (``_push_audio``, ``_after_vad``, ``_check_barge``,
+``_on_turn_end``) only set state (the pending answer, a planned stop) and flags for the
+tasks; when an answer starts and how it is paced is :mod:`voxproxy.mockagent.schedule`.
+The tasks (receive loop, timers, speaker, faults) read the clock and send
+(tests/mockagent/test_call.py drives the decisions on passed-in times alone).
 """
 
 from __future__ import annotations
