@@ -3,6 +3,13 @@ audio to a :class:`~voxproxy.analysis.vad.SpeechDetector` with arrival times), i
 speaker task (plays responses on absolute deadlines), its VAD timer (closes the
 caller's turn when audio stops arriving), its fault task and its tool calls. The
 WebRTC and OpenAI Realtime agents subclass it.
+
+The decisions take the time as an argument and do no I/O: ``_on_message(message,
+t_ns)`` and the turn-taking under it (``_push_audio``, ``_after_vad``, ``_check_barge``,
+``_on_turn_end``) only set state (the pending answer, a planned stop) and flags for the
+tasks; when an answer starts and how it is paced is :mod:`voxproxy.mockagent.schedule`.
+The tasks (receive loop, timers, speaker, faults) read the clock and send
+(tests/mockagent/test_call.py drives the decisions on passed-in times alone).
 """
 
 from __future__ import annotations
@@ -11,11 +18,9 @@ import asyncio
 import functools
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
@@ -31,7 +36,9 @@ from voxproxy.dialects.twilio import TwilioAgentWire
 from voxproxy.events import CALLER_TO_AGENT, Audio, StreamStart, StreamStop
 from voxproxy.mockagent.config import AgentClip
 from voxproxy.mockagent.hearing import DEFAULT_HYPOTHESES, Hearing
+from voxproxy.mockagent.schedule import Pending, next_response, pacing, start_of
 from voxproxy.mockagent.task import SimBackend, Task
+from voxproxy.mockagent.tool import simulated_tool
 from voxproxy.simcall.log import CallLog, ResponseLog, TaskLog
 from voxproxy.simcall.script import script_for
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
@@ -44,9 +51,6 @@ logger = logging.getLogger("voxproxy.mockagent")
 _GAP_NS = 60 * NS_PER_MS  # caller audio starting this late after the last chunk is a new anchor
 
 
-_LATE_NS = 2 * NS_PER_MS  # a response starting this late keeps its schedule
-
-
 _GARBAGE_TEXT = "{not json"
 
 
@@ -55,18 +59,6 @@ _GARBAGE_BYTES = 157
 
 def _now() -> int:
     return time.monotonic_ns()
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A response waiting for its start time."""
-
-    clip: AgentClip
-    greeting: bool
-    caller_offset_ns: int | None
-    delay_ms: float
-    start_ns: int  # when the clip's first sample should play if nothing is skipped
-    held: bool = False  # the caller started talking again; wait for that turn to end
 
 
 class _Call:
@@ -88,7 +80,7 @@ class _Call:
         self.spurt_overlapped = False  # the open caller spurt overlapped agent speech
         self.caller_turns = 0
         self.spoken = 0  # responses started (greeting excluded): drives the rotation
-        self.pending: _Pending | None = None
+        self.pending: Pending | None = None
         self.playing: ResponseLog | None = None
         self.playing_end_ns = 0
         self.stop_at_ns: int | None = None
@@ -333,13 +325,9 @@ class _Call:
                 self._spawn(self._send_transcript(text), "transcript")
         if self.halted:
             return
-        names = cfg.response_names
         first = self.log.index if cfg.vary_responses else 0
-        clip = self.clips[names[(first + self.spoken) % len(names)]]
-        delay_ms = max(0.0, cfg.delay_ms + self.rng.uniform(-cfg.jitter_ms, cfg.jitter_ms))
-        onset_ns = clip.onset_sample * NS_PER_S // clip.sample_rate_hz
-        start_ns = spurt.offset_ns + round(delay_ms * NS_PER_MS) - onset_ns
-        self.pending = _Pending(clip, False, spurt.offset_ns, delay_ms, start_ns)
+        rotation = first + self.spoken
+        self.pending = next_response(cfg, self.clips, rotation, self.rng, spurt.offset_ns)
         self.wake.set()
 
     def _heard_text(self, turn: int, spurt: Spurt) -> str | None:
@@ -443,7 +431,7 @@ class _Call:
                 await self.wake.wait()
                 continue
             if greeting is not None and self._ready():
-                self.pending = _Pending(self.clips[greeting], True, None, 0.0, _now())
+                self.pending = Pending(self.clips[greeting], True, None, 0.0, _now())
                 greeting = None
             p = self.pending
             if p is None or p.held or not self._ready():
@@ -456,22 +444,12 @@ class _Call:
             self.pending = None
             await self._play(p, now)
 
-    async def _play(self, p: _Pending, now: int) -> None:
+    async def _play(self, p: Pending, now: int) -> None:
         cfg = self.cfg
         clip = p.clip
         rate = clip.sample_rate_hz
-        onset = clip.onset_sample
-        t0 = p.start_ns
-        skip = 0
-        if p.greeting:
-            t0 = now
-        elif now - p.start_ns > _LATE_NS:
-            # The turn closed late: skip leading silence to keep the speech on time.
-            skip = min(onset, math.ceil((now - p.start_ns) * rate / NS_PER_S))
-            t0 = p.start_ns + skip * NS_PER_S // rate
-            if skip == onset:
-                t0 = max(t0, now)
-        speech_ns = t0 + (onset - skip) * NS_PER_S // rate
+        start = start_of(p, now)
+        t0, skip, speech_ns = start.t0_ns, start.skip, start.speech_ns
         total = clip.pcm.size - skip
         if not p.greeting:
             self.spoken += 1
@@ -498,12 +476,7 @@ class _Call:
         self.stop_at_ns = None
         if self.was_speaking:
             self._check_barge(now)
-        if cfg.send_mode == "paced":
-            chunk = cfg.paced_chunk_ms * rate // 1000
-            interval_ns = cfg.paced_chunk_ms * NS_PER_MS
-        else:
-            chunk = cfg.burst_chunk_ms * rate // 1000
-            interval_ns = round(cfg.burst_chunk_ms * NS_PER_MS / cfg.burst_speedup)
+        chunk, interval_ns = pacing(cfg, rate)
         pos = skip
         end = clip.pcm.size
         k = 0
@@ -547,12 +520,16 @@ class _Call:
             self.playing = None
             self.stop_at_ns = None
 
-    async def _stop_for_barge(self, r: ResponseLog, now: int, still_sending: bool) -> None:
+    def _barge_stops(self, r: ResponseLog, now: int, still_sending: bool) -> None:
+        """A barge-in stops answer ``r`` at ``now``: in its log, and the tool it started."""
         if still_sending:
             r.stopped_ns = now
         tool_stop = self.tool_stops.get(r.index)
         if tool_stop is not None:
             tool_stop.set()
+
+    async def _stop_for_barge(self, r: ResponseLog, now: int, still_sending: bool) -> None:
+        self._barge_stops(r, now, still_sending)
         if self.cfg.barge_in == "flush":
             if await self._send_flush():
                 r.flushed = True
@@ -576,40 +553,5 @@ class _Call:
             return  # not behind voxproxy: nobody to tell
         stop = asyncio.Event()
         self.tool_stops[r.index] = stop
-        self._spawn(self._tool(call_id, r, stop), "tool")
-
-    async def _tool(self, call_id: str, r: ResponseLog, stop: asyncio.Event) -> None:
-        """tool.started now; after tool_latency_ms tool.finished, backend.verified,
-        confirmation and outcome.verified; tool.cancelled instead if a barge-in came first."""
-        cfg = self.cfg
-        op = f"op-{self.log.index}-{r.index}"
-        value = f"{cfg.tool_name}:{r.clip}:{r.index}"
-        started = {
-            "type": "tool.started",
-            "operation_id": op,
-            "tool": cfg.tool_name,
-            "attempt": 1,
-            "state_version": r.index,
-            "args": {"response": r.index},
-            "idempotency_key": op,
-        }
-        await self.agent.post_events(call_id, [started])
-        try:
-            async with asyncio.timeout(cfg.tool_latency_ms / 1000):
-                await stop.wait()
-            interrupted = True
-        except TimeoutError:
-            interrupted = False
-        if interrupted and cfg.tool_cancel_on_barge_in:
-            await self.agent.post_events(call_id, [{"type": "tool.cancelled", "operation_id": op}])
-            return
-        field = cfg.tool_name + ".result"
-        await self.agent.post_events(
-            call_id,
-            [
-                {"type": "tool.finished", "operation_id": op, "status": "ok", "result": value},
-                {"type": "backend.verified", "operation_id": op, "field": field, "value": value},
-                {"type": "confirmation", "field": field, "value": value},
-                {"type": "outcome.verified", "verified": True},
-            ],
-        )
+        tool = simulated_tool(self.agent.post_events, self.cfg, self.log.index, r, call_id, stop)
+        self._spawn(tool, "tool")

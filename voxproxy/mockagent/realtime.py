@@ -48,8 +48,9 @@ from voxproxy.dialects.openai_realtime import (
     parse_format,
 )
 from voxproxy.events import CALLER_TO_AGENT, Audio, Flush, ToolEvent
-from voxproxy.mockagent.call import _Call, _Pending
+from voxproxy.mockagent.call import _Call
 from voxproxy.mockagent.config import AgentClip, prepare_clip
+from voxproxy.mockagent.schedule import Pending
 from voxproxy.mockagent.server import MockAgent
 from voxproxy.simcall.log import CallLog, ResponseLog
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
@@ -80,7 +81,7 @@ class RealtimeCall(_Call):
         self.response_ids: dict[int, tuple[str, str]] = {}  # ResponseLog.index -> ids
         self.done: set[str] = set()  # responses whose response.done went out
         self.stop_reason: str | None = None
-        self.awaiting_tool: tuple[str, _Pending] | None = None  # call id, the answer after it
+        self.awaiting_tool: tuple[str, Pending] | None = None  # call id, the answer after it
         self.tool_output: set[str] = set()
         self.transcript_item: str | None = None  # the user item of the turn being closed
 
@@ -138,11 +139,7 @@ class RealtimeCall(_Call):
         await self._finish_response(r, "completed", None)
 
     async def _stop_for_barge(self, r: ResponseLog, now: int, still_sending: bool) -> None:
-        if still_sending:
-            r.stopped_ns = now
-        tool_stop = self.tool_stops.get(r.index)
-        if tool_stop is not None:
-            tool_stop.set()
+        self._barge_stops(r, now, still_sending)
         reason, self.stop_reason = self.stop_reason or "turn_detected", None
         if still_sending:
             await self._finish_response(r, "cancelled", reason)
@@ -228,7 +225,7 @@ class RealtimeCall(_Call):
         p = waiting[1]
         onset_ns = p.clip.onset_sample * NS_PER_S // p.clip.sample_rate_hz
         start_ns = t_ns + round(self.cfg.realtime_followup_ms * NS_PER_MS) - onset_ns
-        self.pending = _Pending(p.clip, False, p.caller_offset_ns, p.delay_ms, start_ns)
+        self.pending = Pending(p.clip, False, p.caller_offset_ns, p.delay_ms, start_ns)
         self.pending_ids = self._new_response()
         self._emit(self.server.response_created(self.pending_ids[0]))
         self.wake.set()
