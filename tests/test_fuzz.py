@@ -298,23 +298,40 @@ def _telnyx_payload(x: Pcm, encoding: str) -> bytes:
     return x.astype(">i2").tobytes()  # L16: network byte order
 
 
+def _media_stream_kit(
+    caller: Any,
+    agent: Any,
+    caller_audio: Callable[[st.DrawFn], Any],
+    agent_audio: Callable[[st.DrawFn], Any],
+    digit: str,
+) -> Kit:
+    """The messages of a telephony media stream with marks, clear and a key press."""
+    return [
+        lambda dr: (CALLER_TO_AGENT, caller.connected(), False),
+        lambda dr: (CALLER_TO_AGENT, caller.start(), False),
+        lambda dr: (CALLER_TO_AGENT, caller.media(caller_audio(dr)), False),
+        lambda dr: (CALLER_TO_AGENT, caller.media(caller_audio(dr)), False),
+        lambda dr: (AGENT_TO_CALLER, agent.media(agent_audio(dr)), False),
+        lambda dr: (AGENT_TO_CALLER, agent.mark(dr(_NAMES)), False),
+        lambda dr: (CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),
+        lambda dr: (AGENT_TO_CALLER, agent.clear(), False),
+        lambda dr: (CALLER_TO_AGENT, caller.dtmf(digit), False),
+        lambda dr: (CALLER_TO_AGENT, caller.stop(), False),
+        _bad,
+    ]
+
+
 def _telnyx(draw: st.DrawFn) -> Kit:
     encoding = draw(st.sampled_from(["PCMU", "PCMA", "L16"]))
     rate = 16000 if encoding == "L16" and draw(st.booleans()) else 8000
     caller = TelnyxCallerWire("s1", "v3:call", encoding, rate)
-    return [
-        lambda dr: (CALLER_TO_AGENT, caller.connected(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.start(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(_telnyx_payload(dr(pcm(rate)), encoding)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(_telnyx_payload(dr(pcm(rate)), encoding)), False),
-        lambda dr: (AGENT_TO_CALLER, TelnyxAgentWire.media(pcm_to_ulaw(dr(pcm()))), False),
-        lambda dr: (AGENT_TO_CALLER, TelnyxAgentWire.mark(dr(_NAMES)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),
-        lambda dr: (AGENT_TO_CALLER, TelnyxAgentWire.clear(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.dtmf("1"), False),
-        lambda dr: (CALLER_TO_AGENT, caller.stop(), False),
-        _bad,
-    ]
+    return _media_stream_kit(
+        caller,
+        TelnyxAgentWire,
+        lambda dr: _telnyx_payload(dr(pcm(rate)), encoding),
+        lambda dr: pcm_to_ulaw(dr(pcm())),
+        "1",
+    )
 
 
 def _plivo(draw: st.DrawFn) -> Kit:
@@ -356,19 +373,11 @@ def _exotel(draw: st.DrawFn) -> Kit:
     rate = draw(st.sampled_from([8000, 16000, 24000]))
     caller = ExotelCallerWire("s1", "c1", rate)
     agent = ExotelAgentWire("s1")
-    return [
-        lambda dr: (CALLER_TO_AGENT, caller.connected(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.start(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(dr(pcm(rate))), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(dr(pcm(rate))), False),
-        lambda dr: (AGENT_TO_CALLER, agent.media(dr(pcm(rate))), False),
-        lambda dr: (AGENT_TO_CALLER, agent.mark(dr(_NAMES)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.clear(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.dtmf("4"), False),
-        lambda dr: (CALLER_TO_AGENT, caller.stop(), False),
-        _bad,
-    ]
+
+    def audio(dr: st.DrawFn) -> Any:
+        return dr(pcm(rate))
+
+    return _media_stream_kit(caller, agent, audio, audio, "4")
 
 
 KITS: dict[str, Callable[[st.DrawFn], Kit]] = {
