@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import pytest
 from support.faultkit import SECRET, ULAW_SILENCE, call_hash, call_sid, router_agent, twilio_start
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
@@ -63,6 +64,7 @@ def receipts_in(path: Path) -> list[object]:
     return list(read_receipts(path)) if path.exists() else []
 
 
+@pytest.mark.slow
 async def test_kill_9_loses_no_receipt(tmp_path: Path) -> None:
     receipts, log = tmp_path / "r.jsonl", tmp_path / "proxy.log"
     journal = journal_path(receipts)
@@ -116,6 +118,7 @@ async def test_kill_9_loses_no_receipt(tmp_path: Path) -> None:
     assert "2 call(s) were in progress when the last proxy stopped" in log.read_text()
 
 
+@pytest.mark.slow
 async def test_running_out_of_file_descriptors_is_logged(tmp_path: Path) -> None:
     receipts, log = tmp_path / "r.jsonl", tmp_path / "proxy.log"
     async with router_agent() as agent:

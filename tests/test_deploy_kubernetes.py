@@ -71,6 +71,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
 
 
+@pytest.mark.slow
 def test_every_manifest_validates_against_the_kubernetes_schemas_offline(no_network: None) -> None:
     manifests = _manifests()
     kinds = {_load(p)["kind"] for p in manifests}

@@ -14,8 +14,9 @@ import aiohttp
 import pytest
 from support.privacy import assert_content_free
 
-from voxproxy.cli import build_parser, serve_config
+from voxproxy.cli import build_parser
 from voxproxy.clips import clip
+from voxproxy.commands.proxy import serve_config
 from voxproxy.errors import ConfigError
 from voxproxy.eventapi import (
     API_EVENT_TYPES,
@@ -261,6 +262,7 @@ async def _until(predicate: Any, timeout: float = 15.0) -> None:
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.slow
 async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks() -> None:
     agent = MockAgent(
         MockAgentConfig(

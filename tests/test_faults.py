@@ -56,6 +56,7 @@ async def with_healthy(port: int, fault: Any) -> tuple[Any, list[Any]]:
 # -- the agent misbehaves ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_agent_refuses_the_handshake() -> None:
     async with router_agent() as agent:
         agent.refuse["refuse"] = 403
@@ -71,6 +72,7 @@ async def test_agent_refuses_the_handshake() -> None:
     assert r.close.upstream_status == 403 and r.turns == []
 
 
+@pytest.mark.slow
 async def test_agent_accepts_then_closes() -> None:
     async def close_soon(ws: ServerConnection) -> None:
         await ws.recv()  # the caller's start
@@ -103,6 +105,7 @@ async def test_agent_accepts_then_closes() -> None:
     assert r.traffic.agent_to_caller_messages == 3
 
 
+@pytest.mark.slow
 async def test_agent_that_stalls_mid_call_is_dropped_after_the_stall_timeout() -> None:
     """The agent stops reading and sending while the caller keeps talking, as fast as it can.
 
@@ -158,6 +161,7 @@ async def test_agent_that_stalls_mid_call_is_dropped_after_the_stall_timeout() -
     assert r.close.initiator == "proxy"
 
 
+@pytest.mark.slow
 async def test_agent_sends_garbage() -> None:
     garbage: list[bytes | str] = [
         os.urandom(157),
@@ -200,6 +204,7 @@ async def test_agent_sends_garbage() -> None:
     assert sum(r.anomalies.values()) == len(garbage)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [1 << 20, 16 << 20])
 async def test_agent_sends_a_10_mb_frame(limit: int) -> None:
     big = os.urandom(10 << 20)
@@ -242,6 +247,7 @@ async def test_agent_sends_a_10_mb_frame(limit: int) -> None:
 # -- the caller misbehaves ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_caller_vanishes_at_every_stage() -> None:
     """Without a close: before its request, inside the agent's handshake, and mid-call."""
     async with router_agent(slow=lambda ws: ws.wait_closed()) as agent:
@@ -284,6 +290,7 @@ async def test_caller_vanishes_at_every_stage() -> None:
     assert in_handshake.upstream_connect_ms is None
 
 
+@pytest.mark.slow
 async def test_caller_reconnects_at_once() -> None:
     """A dropped caller that dials straight back with the same call ids: two calls, two receipts."""
     async with router_agent() as agent:
@@ -316,6 +323,7 @@ async def test_caller_reconnects_at_once() -> None:
     assert sorted(r.terminal for r in mine) == ["caller_vanished", "completed"]
 
 
+@pytest.mark.slow
 async def test_caller_floods() -> None:
     """A caller sends a minute of audio as fast as it can: the agent gets all of it, in
     order, the receipt counts all of it, and the calls beside it are untouched."""
@@ -361,6 +369,7 @@ async def test_caller_floods() -> None:
 # -- the measurement plane fails ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("lenient_sessions")  # counts injected failures
 async def test_a_decoder_that_raises_on_some_frames(monkeypatch: pytest.MonkeyPatch) -> None:
     from voxproxy.dialects import twilio
@@ -403,6 +412,7 @@ async def test_a_decoder_that_raises_on_some_frames(monkeypatch: pytest.MonkeyPa
     assert r.terminal == "completed" and not r.measurement_disabled
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("lenient_sessions")  # counts injected failures
 @pytest.mark.parametrize("where", ["session", "receipt", "setup"])
 async def test_a_broken_measurement_component_never_costs_a_receipt(

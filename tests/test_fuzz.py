@@ -422,6 +422,7 @@ def check_session(
     return receipt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dialect", sorted(KITS))
 @bounded(25)
 @given(data=st.data())
@@ -538,6 +539,7 @@ def core_event(draw: st.DrawFn) -> Event:
     ),
     api_events=st.lists(st.tuples(st.integers(0, 29), core_event()), max_size=6),
 )
+@pytest.mark.slow
 def test_the_session_core_takes_any_event_stream(
     batches: list[tuple[int, Direction, list[Event]]], api_events: list[tuple[int, Event]]
 ) -> None:

@@ -146,6 +146,7 @@ async def test_a_caller_that_only_pings_is_closed_as_idle() -> None:
     assert receipts[0].terminal == "idle_timeout"
 
 
+@pytest.mark.slow
 async def test_a_caller_that_dribbles_a_frame_is_closed_as_idle() -> None:
     async with router_agent(silent=_silent_agent) as agent:
         async with running_proxy(agent.url, idle_timeout_s=0.5) as (port, receipts, _):
@@ -315,6 +316,7 @@ def _server_frame(text: str) -> bytes:
     return b"\x81\x7e" + len(data).to_bytes(2, "big") + data
 
 
+@pytest.mark.slow
 async def test_after_a_stalled_caller_is_dropped_the_agent_s_data_is_not_measured(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -381,6 +383,7 @@ def test_a_bursting_agent_s_queued_audio_is_bounded_and_its_timing_kept() -> Non
     assert 1_100_000.0 <= r.traffic.agent_audio_unanalysed_ms < 1_200_000.0
 
 
+@pytest.mark.slow
 async def test_a_finished_call_is_freed_without_the_cycle_collector(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -501,6 +504,7 @@ async def test_a_second_start_does_not_split_the_call() -> None:
 # -- 6. mark names ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mark_names_are_bounded_in_count_and_length() -> None:
     stream, sid = "MZ" + "a" * 32, "CA" + "b" * 32
     agent = TwilioAgentWire(stream)

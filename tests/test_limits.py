@@ -46,7 +46,8 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from voxproxy.cli import build_parser, serve_config
+from voxproxy.cli import build_parser
+from voxproxy.commands.proxy import serve_config
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.harness.ports import free_port
 from voxproxy.proxy import Proxy
@@ -149,6 +150,7 @@ async def test_an_idle_call_is_closed_with_1001_and_a_receipt() -> None:
     assert agent.close_codes["/silent/x"] == 1001
 
 
+@pytest.mark.slow
 async def test_shutdown_during_the_agent_handshake_answers_503() -> None:
     async with router_agent(slow=lambda ws: ws.wait_closed()) as agent:
         agent.delay_handshake_s["slow"] = 1.0

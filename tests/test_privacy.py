@@ -109,6 +109,7 @@ def _spans_text(receiver: HttpReceiver) -> str:
     return "\n".join(out)
 
 
+@pytest.mark.slow
 async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

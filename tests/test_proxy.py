@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 from support.groundtruth import NEVER_WITHHELD
 from support.livecall import Outcome, barge_script, call_through, live_bounds, turn_errors
 
@@ -77,6 +78,7 @@ CALLS = [
 ]
 
 
+@pytest.mark.slow
 async def test_live_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
     outcomes = await asyncio.gather(*(one_call(n, *spec) for n, spec in enumerate(CALLS)))
     ttfs_err: list[float] = []
@@ -97,6 +99,7 @@ def _texts(messages: list[tuple[bool, bytes | str]]) -> list[bytes | str]:
     return [m for _is_text, m in messages]
 
 
+@pytest.mark.slow
 async def test_the_agent_and_the_caller_see_the_same_bytes_with_and_without_the_proxy() -> None:
     runs = await asyncio.gather(
         *(

@@ -22,9 +22,10 @@ from support.groundtruth import NEVER_WITHHELD, beyond_lag
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from voxproxy.cli import _proxy_config, build_parser
+from voxproxy.cli import build_parser
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
+from voxproxy.commands.proxy import _proxy_config
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.measuring import MeasurementQueue
@@ -96,6 +97,7 @@ def texts(messages: list[tuple[bool, bytes | str]]) -> list[bytes | str]:
     return [m for _is_text, m in messages]
 
 
+@pytest.mark.slow
 async def test_queued_measurement_forwards_everything_and_gives_the_same_figures() -> None:
     queue = MeasurementQueue(budget_ms=0.0, share=0.0)  # nothing measured at once: all queued
     receipt, record, log, _ = await call_through(queue)
@@ -117,6 +119,7 @@ async def test_queued_measurement_forwards_everything_and_gives_the_same_figures
     assert float(np.abs(np.array(errors)).max()) <= 60.0
 
 
+@pytest.mark.slow
 async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
     turns: list[Callable[[], None]] = []  # the loop's turns for measurement: run by hand
     now = [0]

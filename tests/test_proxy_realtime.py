@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from support.livecall import Outcome, call_through, live_bounds
 
 from voxproxy.clips import clip
@@ -108,6 +109,7 @@ def speech_stopped_positions(log: CallLog) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 async def test_live_realtime_calls_against_truth() -> None:
     outcomes = await asyncio.gather(*(one_call(n, s) for n, s in enumerate(SPECS)))
     ttfs_err: list[float] = []
@@ -182,6 +184,7 @@ async def test_live_realtime_calls_against_truth() -> None:
 SHORT: list[Step] = [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=300)]
 
 
+@pytest.mark.slow
 async def test_realtime_messages_are_identical_with_and_without_the_proxy() -> None:
     spec = Spec("burst", "pcm16", "pcm16", tool_turns=(0,))
     direct, proxied = await asyncio.gather(

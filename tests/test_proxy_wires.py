@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -129,6 +130,7 @@ CALLS: list[tuple[WireDialect, str]] = [
 ]
 
 
+@pytest.mark.slow
 async def test_each_telephony_wire_end_to_end_through_the_proxy() -> None:
     played = await asyncio.gather(
         *(play(plan(dialect, mode, n)) for n, (dialect, mode) in enumerate(CALLS))

@@ -11,7 +11,8 @@ import pytest
 from support.faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent, wait_for
 from websockets.asyncio.client import connect
 
-from voxproxy.cli import build_parser, serve_config
+from voxproxy.cli import build_parser
+from voxproxy.commands.proxy import serve_config
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.errors import ConfigError
 from voxproxy.proxy import ProxyConfig

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from support.groundtruth import run_many
 
 
+@pytest.mark.slow
 def test_ttfs_and_stop_latency_match_ground_truth() -> None:
     # 4 combinations (raw/twilio x paced/burst) x 14 calls x 4 turns = 224 turns,
     # response delays 150-3000 ms, barge-ins inside agent speech, with and without flush.

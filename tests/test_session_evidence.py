@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pytest
 from support.groundtruth import measure
 
 from voxproxy.analysis.vad import MASKING_TABLE, masked_ms
@@ -152,6 +153,7 @@ def test_a_caller_on_another_wire_than_the_configured_one_is_named() -> None:
         assert right.wire_looks_like is None and "dialect_mismatch" not in right.anomalies
 
 
+@pytest.mark.slow
 def test_noise_under_the_caller_states_what_it_may_hide_and_withholds_past_the_bound() -> None:
     """Issue 13: under a bed of white noise 10 and 20 dB below the caller, the truth's
     edges (35 dB under the talker) lie partly under the noise. Each figure states what
@@ -190,6 +192,7 @@ def test_noise_under_the_caller_states_what_it_may_hide_and_withholds_past_the_b
     assert total == 24 and inside >= 23
 
 
+@pytest.mark.slow
 def test_the_masking_table_bounds_the_voices_it_was_measured_on() -> None:
     """MASKING_TABLE is tools/calibrate_masking.py's measurement; re-measured here, so a
     change of the clips or of the truth rule that hides more of an edge fails."""

@@ -15,6 +15,7 @@ import random
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from support.groundtruth import Errors, random_plan, score
 
 from voxproxy.audio.pcm import bytes_to_pcm
@@ -114,6 +115,7 @@ def _run(seed: int, calls: int, opus: bool) -> Errors:
     return errors
 
 
+@pytest.mark.slow
 def test_paced_audio_on_arrival_matches_ground_truth() -> None:
     errors = _run(seed=7, calls=24, opus=False)
     assert not errors.problems, errors.problems
@@ -121,6 +123,7 @@ def test_paced_audio_on_arrival_matches_ground_truth() -> None:
     errors.within("paced fake clock")  # issue 13's bounds
 
 
+@pytest.mark.slow
 def test_paced_audio_through_opus_matches_ground_truth() -> None:
     errors = _run(seed=11, calls=6, opus=True)
     assert not errors.problems, errors.problems

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from support.groundtruth import measure, random_plan
 
 from voxproxy.dialects.base import make_decoder
@@ -39,6 +40,7 @@ def figures(r: Receipt) -> tuple[dict[float, float], dict[float, float]]:
     return ttfs, stops  # type: ignore[return-value]
 
 
+@pytest.mark.slow
 def test_shed_audio_withholds_the_figures_near_it_and_changes_no_other() -> None:
     rng = random.Random(1717)
     withheld = published = 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.groundtruth import Errors, score
@@ -121,6 +122,7 @@ def test_first_responses_of_agents_that_start_on_speech() -> None:
     assert worst <= 10.0
 
 
+@pytest.mark.slow
 def test_the_space_of_agents_and_wires() -> None:
     """A fixed random sample of the whole space: no response or barge-in is missed, and
     for talkers at -30 dBFS or louder the contract's bounds hold."""
@@ -163,6 +165,7 @@ def test_the_space_of_agents_and_wires() -> None:
 @settings(
     max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
+@pytest.mark.slow
 @given(seed=st.integers(min_value=0, max_value=2**31 - 1))
 def test_no_response_or_barge_in_is_ever_missed(seed: int) -> None:
     """Property: whatever the agent, wire, chunking and burst speed, every true response

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from support.groundtruth import Errors, barge_point_ms, score, speech_clips
 
 from voxproxy.dialects import make_decoder
@@ -83,6 +84,7 @@ REALTIME_VARIANTS: list[dict[str, object]] = [
 ]
 
 
+@pytest.mark.slow
 def test_openai_realtime_against_ground_truth() -> None:
     rng = random.Random(606)
     errors = Errors([], [], [])
@@ -155,6 +157,7 @@ def test_openai_realtime_against_ground_truth() -> None:
     assert np.abs(np.array(tool_err)).max() <= 0.2
 
 
+@pytest.mark.slow
 def test_telephony_wires_against_ground_truth() -> None:
     rng = random.Random(4242)
     for dialect in ("telnyx", "plivo", "vonage", "exotel"):

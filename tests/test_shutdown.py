@@ -102,6 +102,7 @@ class LiveCall:
         self.closed_at = time.monotonic()
 
 
+@pytest.mark.slow
 async def test_sigterm_drains_then_closes_live_calls_with_1001(tmp_path: Path) -> None:
     drain_s = 1.5
     receipts_path = tmp_path / "receipts.jsonl"
@@ -182,6 +183,7 @@ def _check_complete_lines(path: Path) -> tuple[int, bool]:
     return len(lines), torn
 
 
+@pytest.mark.slow
 async def test_sigkill_under_load_leaves_only_complete_receipts(tmp_path: Path) -> None:
     path = tmp_path / "receipts.jsonl"
     async with router_agent() as agent:

@@ -21,7 +21,8 @@ from support.faultkit import ULAW_SILENCE, call_hash, call_sid, echo_media, rout
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 
-from voxproxy.cli import build_parser, serve_config
+from voxproxy.cli import build_parser
+from voxproxy.commands.proxy import serve_config
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.writer import read_receipts

@@ -1,7 +1,7 @@
 """Measurement after forwarding, within a budget per turn of the event loop.
 
 The relay forwards a message first and only then hands it to measurement
-(``transports/websocket.py``). Measurement runs in the same event loop, so every
+(``transports/websocket/``). Measurement runs in the same event loop, so every
 microsecond it spends delays the next message of every call: a core saturated
 by measurement would make the calls wait for it. :class:`MeasurementQueue` puts
 a bound on that:

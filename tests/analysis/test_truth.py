@@ -34,6 +34,7 @@ def bursts(total_ms: float, spans_ms: list[tuple[float, float]], dbfs: float = -
         [(50.0, 2950.0)],
     ],
 )
+@pytest.mark.slow
 def test_edges_on_ms_boundaries_are_exact(spans: list[tuple[float, float]]) -> None:
     edges = speech_edges(bursts(3000, spans), RATE)
     assert edges == [[a, b] for a, b in spans]

@@ -411,6 +411,7 @@ def _pink(n: int, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(x / x.std())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["white", "pink"])
 def test_every_voice_is_found_in_a_bed_of_noise_at_10_db_snr(kind: str) -> None:
     """Issue 13: a bed of noise under the whole stream, from its first sample, at 10 dB

@@ -42,6 +42,7 @@ def test_a_dead_target_is_named_with_its_cause(
     assert "2 of 2 calls failed: connection refused (×2)" in report
 
 
+@pytest.mark.slow
 def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -78,6 +79,7 @@ def test_a_voxproxy_whose_agent_is_dead_says_so_per_call_and_in_the_load_summary
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, workers: int) -> None:
     with mock_agent_process("--send-mode", "burst", "--delay-ms", "100") as found:
@@ -131,6 +133,7 @@ def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, worke
     assert f"interrupted: {finished} of 6 calls had finished" in report
 
 
+@pytest.mark.slow
 def test_an_arrival_rate_starts_calls_on_schedule_and_counts_the_dropped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

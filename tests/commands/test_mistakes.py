@@ -39,6 +39,7 @@ def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_port_already_in_use(busy_port: int, tmp_path: Path) -> None:
     base = ["--upstream", "ws://127.0.0.1:9/", "--receipts", str(tmp_path / "r.jsonl")]
     for flag, extra in (
@@ -57,6 +58,7 @@ def test_a_port_already_in_use(busy_port: int, tmp_path: Path) -> None:
     assert "address already in use" in line
 
 
+@pytest.mark.slow
 def test_a_receipts_path_whose_parent_is_a_file(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from support.webrtckit import wait_for
 
-from voxproxy.cli import build_parser, main, serve_config
+from voxproxy.cli import build_parser, main
 from voxproxy.clips import clip
+from voxproxy.commands.proxy import serve_config
 from voxproxy.harness.ports import free_port
 from voxproxy.loadgen.caller import Say, WaitAgentEnd
 from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.dialectkit import AGENT, CALLER, Direction, Event
 from support.eventview import views
 
 from voxproxy.dialects import make_decoder
@@ -12,22 +13,7 @@ from voxproxy.dialects.detect import AutoDecoder, guess
 from voxproxy.dialects.raw import RawWire
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.errors import ConfigError
-from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Event,
-    Flush,
-    StreamStart,
-    StreamStop,
-)
+from voxproxy.events import Anomaly, AnomalyKind, Audio, Flush, StreamStart, StreamStop
 
 CALLER_WIRE = TwilioCallerWire("MZ" + "1" * 32, "CA" + "2" * 32)
 AGENT_WIRE = TwilioAgentWire("MZ" + "1" * 32)

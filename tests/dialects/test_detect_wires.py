@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.dialectkit import AGENT, CALLER
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
@@ -15,12 +16,6 @@ from voxproxy.dialects.raw import RawWire
 from voxproxy.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.dialects.vonage import VonageAgentWire, VonageCallerWire
-from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
 from voxproxy.events import Anomaly, AnomalyKind, Audio, Direction, StreamStart
 
 PCM = np.array([100, -100, 2000, -2000], dtype=np.int16)

@@ -2,48 +2,24 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
 import pytest
-from support.eventview import views
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER, PCM, Kind, msg
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.pcm import pcm_to_bytes
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.plivo import L16, PlivoAgentWire, PlivoCallerWire, PlivoDecoder
-from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Dtmf,
-    Event,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    StreamStart,
-)
+from voxproxy.events import Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart
 
 T = 42_000_000
 STREAM = "20170ada-f610-433b-8758-c02a2aab3662"
 CALL = "12345678-1234-1234-1234-123456789abc"
-PCM = np.array([0, 1000, -1000, 8000, -32000, 5], dtype=np.int16)
 ULAW = pcm_to_ulaw(PCM)
-B64 = base64.b64encode(ULAW).decode()
-B64_L16 = base64.b64encode(pcm_to_bytes(PCM)).decode()
-
-
-def msg(**fields: object) -> str:
-    return json.dumps(fields)
+B64 = kit.b64(ULAW)
+B64_L16 = kit.b64(pcm_to_bytes(PCM))
 
 
 def start_msg(encoding: str = "audio/x-mulaw", rate: int = 8000) -> str:
@@ -61,11 +37,11 @@ def start_msg(encoding: str = "audio/x-mulaw", rate: int = 8000) -> str:
     )
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
+anomaly = kit.anomaly_at(T)
+unknown = kit.unknown_at(T)
 
 
-CASES: list[tuple[str, Direction, str, list[Event]]] = [
+CASES = [  # (name, direction, message, events): support.dialectkit.Case
     ("start", CALLER, start_msg(), [StreamStart(CALL, 8000, "ulaw", T)]),
     ("start L16 16 kHz", CALLER, start_msg(L16, 16000), [StreamStart(CALL, 16000, "pcm_s16le", T)]),
     (
@@ -121,30 +97,15 @@ CASES: list[tuple[str, Direction, str, list[Event]]] = [
     ),
     ("clearAudio", AGENT, msg(event="clearAudio", streamId=STREAM), [Flush(T, "clearAudio")]),
     ("sendDTMF", AGENT, msg(event="sendDTMF", dtmf="12"), []),
-    (
-        "Twilio's clear is not Plivo's",
-        AGENT,
-        msg(event="clear"),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)],
-    ),
-    (
-        "playAudio from Plivo",
-        CALLER,
-        msg(event="playAudio", media={}),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
-    ),
+    ("Twilio's clear is not Plivo's", AGENT, msg(event="clear"), unknown(AGENT)),
+    ("playAudio from Plivo", CALLER, msg(event="playAudio", media={}), unknown(CALLER)),
 ]
 
-BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
-    ("malformed JSON", CALLER, "{", AnomalyKind.MALFORMED),
-    ("binary", AGENT, b"\x00\x00", AnomalyKind.UNEXPECTED_BINARY),
-    (
-        "invalid base64",
-        CALLER,
-        msg(event="media", media={"payload": "@@"}),
-        AnomalyKind.INVALID_BASE64,
-    ),
-    ("checkpoint without a name", AGENT, msg(event="checkpoint"), AnomalyKind.MALFORMED),
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
+    ("malformed JSON", CALLER, "{", Kind.MALFORMED),
+    ("binary", AGENT, b"\x00\x00", Kind.UNEXPECTED_BINARY),
+    ("invalid base64", CALLER, msg(event="media", media={"payload": "@@"}), Kind.INVALID_BASE64),
+    ("checkpoint without a name", AGENT, msg(event="checkpoint"), Kind.MALFORMED),
     (
         "mulaw at 16 kHz is not allowed",
         AGENT,
@@ -152,38 +113,25 @@ BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
             event="playAudio",
             media={"contentType": "audio/x-mulaw", "sampleRate": 16000, "payload": B64},
         ),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
     (
         "an unknown content type",
         AGENT,
         msg(event="playAudio", media={"contentType": "audio/mpeg", "payload": B64}),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
-    ("a start at 24 kHz", CALLER, start_msg(L16, 24000), AnomalyKind.BAD_AUDIO),
+    ("a start at 24 kHz", CALLER, start_msg(L16, 24000), Kind.BAD_AUDIO),
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
+    "plivo", PlivoDecoder, T, CASES, BAD
 )
-def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
-    del name
-    assert views(PlivoDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
-) -> None:
-    del name
-    assert PlivoDecoder(DialectOptions()).decode(direction, message, T) == [
-        anomaly(kind, direction)
-    ]
 
 
 def test_l16_stream() -> None:
-    dec = PlivoDecoder(DialectOptions())
+    dec = PlivoDecoder()
     dec.decode(CALLER, start_msg("audio/x-l16;rate=16000", 0), T)
     (a,) = dec.decode(CALLER, msg(event="media", media={"payload": B64_L16}), T)
     assert isinstance(a, Audio) and a.sample_rate_hz == 16000
@@ -196,10 +144,10 @@ def test_l16_stream() -> None:
 def test_wires_round_trip(content_type: str, rate: int) -> None:
     caller = PlivoCallerWire(STREAM, CALL, content_type, rate)
     agent = PlivoAgentWire(STREAM, content_type, rate)
-    dec = PlivoDecoder(DialectOptions())
+    dec = PlivoDecoder()
     expected = ulaw_to_pcm(ULAW) if content_type == "audio/x-mulaw" else PCM
     encoding = "ulaw" if content_type == "audio/x-mulaw" else "pcm_s16le"
-    steps: list[tuple[Direction, str, list[Event]]] = [
+    steps = [
         (CALLER, caller.start(), [StreamStart(CALL, rate, encoding, T)]),
         (CALLER, caller.media(PCM), [Audio(CALLER, expected, rate, T)]),
         (AGENT, agent.play_audio(PCM), [Audio(AGENT, expected, rate, T)]),
@@ -209,8 +157,7 @@ def test_wires_round_trip(content_type: str, rate: int) -> None:
         (CALLER, caller.cleared_audio(), []),
         (CALLER, caller.dtmf("9"), [Dtmf(T)]),
     ]
-    for direction, message, events in steps:
-        assert views(dec.decode(direction, message, T)) == views(events), message
+    kit.round_trip(dec, steps, T)
 
 
 def test_wire_fields() -> None:
@@ -227,7 +174,3 @@ def test_wire_fields() -> None:
         "streamId": STREAM,
         "name": "x",
     }
-
-
-def test_registered_name() -> None:
-    assert make_decoder("plivo").name == "plivo"

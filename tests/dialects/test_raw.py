@@ -6,27 +6,14 @@ import json
 
 import numpy as np
 import pytest
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER, Kind
 from support.eventview import views
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.raw import RawDecoder, RawWire
-from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Event,
-    Flush,
-    StreamStart,
-    Transcript,
-)
+from voxproxy.events import Audio, Direction, Event, Flush, StreamStart, Transcript
 
 T = 123_456_789
 
@@ -39,12 +26,12 @@ def le(*samples: int) -> bytes:
     return pcm(*samples).astype("<i2").tobytes()
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
+anomaly = kit.anomaly_at(T)
+unknown = kit.unknown_at(T)
 
 
-# (direction, wire message, expected events) for a fresh decoder at 16 kHz.
-CASES: list[tuple[str, Direction, bytes | str, list[Event]]] = [
+# (name, direction, message, events) for a fresh decoder at 16 kHz: support.dialectkit.Case
+CASES = [
     ("caller audio", CALLER, le(1, -2, 32767), [Audio(CALLER, pcm(1, -2, 32767), 16000, T)]),
     ("agent audio", AGENT, le(-32768, 0), [Audio(AGENT, pcm(-32768, 0), 16000, T)]),
     (
@@ -78,79 +65,47 @@ CASES: list[tuple[str, Direction, bytes | str, list[Event]]] = [
         '{"type": "transcript", "text": "x"}',
         [Transcript("user", "x", True, T)],
     ),
-    (
-        "caller clear is not a flush",
-        CALLER,
-        '{"type": "clear"}',
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
-    ),
+    ("caller clear is not a flush", CALLER, '{"type": "clear"}', unknown(CALLER)),
     (
         "caller transcript is unknown",
         CALLER,
         '{"type": "transcript", "text": "x"}',
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
+        unknown(CALLER),
     ),
-    ("unknown type", AGENT, '{"type": "ping"}', [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
-    ("no type", AGENT, '{"hello": 1}', [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
+    ("unknown type", AGENT, '{"type": "ping"}', unknown(AGENT)),
+    ("no type", AGENT, '{"hello": 1}', unknown(AGENT)),
     ("empty binary", CALLER, b"", []),
     ("one byte is carried, not decoded", CALLER, b"\x01", []),
 ]
 
-BAD: list[tuple[str, Direction, str, AnomalyKind]] = [
-    ("malformed JSON", AGENT, '{"type": "clear"', AnomalyKind.MALFORMED),
-    ("not JSON at all", CALLER, "hello", AnomalyKind.MALFORMED),
-    ("empty text", CALLER, "", AnomalyKind.MALFORMED),
-    ("JSON array", AGENT, '["clear"]', AnomalyKind.MALFORMED),
-    ("JSON string", AGENT, '"clear"', AnomalyKind.MALFORMED),
-    ("JSON number", CALLER, "16000", AnomalyKind.MALFORMED),
-    ("JSON null", CALLER, "null", AnomalyKind.MALFORMED),
-    (
-        "rate as a string",
-        CALLER,
-        '{"type": "start", "sample_rate": "16000"}',
-        AnomalyKind.MALFORMED,
-    ),
-    ("rate as a float", CALLER, '{"type": "start", "sample_rate": 16000.0}', AnomalyKind.MALFORMED),
-    ("rate as a bool", CALLER, '{"type": "start", "sample_rate": true}', AnomalyKind.MALFORMED),
-    ("rate too low", CALLER, '{"type": "start", "sample_rate": 100}', AnomalyKind.MALFORMED),
-    ("rate too high", AGENT, '{"type": "start", "sample_rate": 1000000}', AnomalyKind.MALFORMED),
-    ("negative rate", CALLER, '{"type": "start", "sample_rate": -16000}', AnomalyKind.MALFORMED),
-    (
-        "transcript without text",
-        AGENT,
-        '{"type": "transcript", "role": "user"}',
-        AnomalyKind.MALFORMED,
-    ),
-    (
-        "transcript text not a string",
-        AGENT,
-        '{"type": "transcript", "text": 5}',
-        AnomalyKind.MALFORMED,
-    ),
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
+    ("malformed JSON", AGENT, '{"type": "clear"', Kind.MALFORMED),
+    ("not JSON at all", CALLER, "hello", Kind.MALFORMED),
+    ("empty text", CALLER, "", Kind.MALFORMED),
+    ("JSON array", AGENT, '["clear"]', Kind.MALFORMED),
+    ("JSON string", AGENT, '"clear"', Kind.MALFORMED),
+    ("JSON number", CALLER, "16000", Kind.MALFORMED),
+    ("JSON null", CALLER, "null", Kind.MALFORMED),
+    ("rate as a string", CALLER, '{"type": "start", "sample_rate": "16000"}', Kind.MALFORMED),
+    ("rate as a float", CALLER, '{"type": "start", "sample_rate": 16000.0}', Kind.MALFORMED),
+    ("rate as a bool", CALLER, '{"type": "start", "sample_rate": true}', Kind.MALFORMED),
+    ("rate too low", CALLER, '{"type": "start", "sample_rate": 100}', Kind.MALFORMED),
+    ("rate too high", AGENT, '{"type": "start", "sample_rate": 1000000}', Kind.MALFORMED),
+    ("negative rate", CALLER, '{"type": "start", "sample_rate": -16000}', Kind.MALFORMED),
+    ("transcript without text", AGENT, '{"type": "transcript", "role": "user"}', Kind.MALFORMED),
+    ("transcript text not a string", AGENT, '{"type": "transcript", "text": 5}', Kind.MALFORMED),
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
-)
-def test_decode(
-    name: str, direction: Direction, message: bytes | str, expected: list[Event]
-) -> None:
-    del name
-    dec = RawDecoder(DialectOptions())
-    assert views(dec.decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: str, kind: AnomalyKind
-) -> None:
-    del name
-    dec = RawDecoder(DialectOptions())
-    assert dec.decode(direction, message, T) == [Anomaly(kind, direction, T)]
-    # A bad message changes nothing: audio afterwards is still read at the old rate.
+def still_at_16_khz(dec: RawDecoder, direction: Direction) -> None:
+    """A bad message changes nothing: audio afterwards is still read at the old rate."""
     (audio,) = dec.decode(direction, le(7), T)
     assert isinstance(audio, Audio) and audio.sample_rate_hz == 16000
+
+
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
+    "raw", lambda: RawDecoder(DialectOptions()), T, CASES, BAD, still_at_16_khz
+)
 
 
 def test_odd_bytes_carry_over_to_the_next_message_of_the_same_direction() -> None:
@@ -226,7 +181,7 @@ def test_audio_is_little_endian_whatever_the_platform() -> None:
 # -- message builders ------------------------------------------------------------------
 
 
-BUILT: list[tuple[str, Direction, bytes | str, list[Event]]] = [
+BUILT = [  # (name, direction, message, events): support.dialectkit.Case
     ("start", CALLER, RawWire.start(16000), [StreamStart(None, 16000, "pcm_s16le", T)]),
     ("audio", CALLER, RawWire.audio(le(1, 2, 3)), [Audio(CALLER, pcm(1, 2, 3), 16000, T)]),
     ("agent audio", AGENT, RawWire.audio(le(-4)), [Audio(AGENT, pcm(-4), 16000, T)]),
@@ -246,14 +201,7 @@ BUILT: list[tuple[str, Direction, bytes | str, list[Event]]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), BUILT, ids=[b[0] for b in BUILT]
-)
-def test_builders_round_trip(
-    name: str, direction: Direction, message: bytes | str, expected: list[Event]
-) -> None:
-    del name
-    assert views(RawDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
+test_builders_round_trip = kit.case_tests(lambda: RawDecoder(DialectOptions()), T, BUILT)
 
 
 def test_builder_wire_format() -> None:

@@ -2,47 +2,23 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import numpy as np
 import pytest
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER, PCM, Kind, msg
 from support.eventview import views
 
 from voxproxy.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire, TelnyxDecoder, encode
-from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Dtmf,
-    Event,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    StreamStart,
-    StreamStop,
-)
+from voxproxy.events import Audio, StreamStart
 
 T = 123_456_789
 STREAM = "32DE0DEA-53CB-4B21-89A4-9E1819C043BC"
 CALL = "v3:MdI91X4lWFEs7IgbBEOT9M4AigoY08M0WWZFISt1Yw2axZ_IiE4pqg"
-PCM = np.array([0, 1000, -1000, 8000, -32000, 5], dtype=np.int16)
 ULAW = pcm_to_ulaw(PCM)
-B64 = base64.b64encode(ULAW).decode()
-
-
-def msg(**fields: object) -> str:
-    return json.dumps(fields)
+B64 = kit.b64(ULAW)
 
 
 def start_msg(encoding: str = "PCMU", rate: object = 8000) -> str:
@@ -63,11 +39,14 @@ def start_msg(encoding: str = "PCMU", rate: object = 8000) -> str:
     )
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
+anomaly = kit.anomaly_at(T)
+SHARED_CASES, SHARED_BAD = kit.twilio_vocabulary(
+    T, "stream_id", STREAM, B64, lambda d: Audio(d, ulaw_to_pcm(ULAW), 8000, T)
+)
 
 
-CASES: list[tuple[str, Direction, str, list[Event]]] = [
+CASES = [  # (name, direction, message, events): support.dialectkit.Case
+    *SHARED_CASES,
     ("connected", CALLER, msg(event="connected", version="1.0.0"), []),
     ("start", CALLER, start_msg(), [StreamStart(CALL, 8000, "ulaw", T)]),
     (
@@ -76,75 +55,19 @@ CASES: list[tuple[str, Direction, str, list[Event]]] = [
         msg(event="start", stream_id=STREAM, start={"media_format": {"encoding": "PCMA"}}),
         [StreamStart(STREAM, 8000, "alaw", T)],
     ),
-    (
-        "inbound media",
-        CALLER,
-        msg(
-            event="media",
-            sequence_number="4",
-            stream_id=STREAM,
-            media={"track": "inbound", "chunk": "2", "timestamp": "5", "payload": B64},
-        ),
-        [Audio(CALLER, ulaw_to_pcm(ULAW), 8000, T)],
-    ),
-    (
-        "outbound track (both_tracks) is not caller audio",
-        CALLER,
-        msg(event="media", media={"track": "outbound", "payload": B64}),
-        [],
-    ),
-    ("mark callback", CALLER, msg(event="mark", mark={"name": "m1"}), [MarkEcho("m1", T)]),
-    ("dtmf", CALLER, msg(event="dtmf", dtmf={"digit": "1"}), [Dtmf(T)]),
     ("error frame", CALLER, msg(event="error", payload={"code": 100003}), []),
-    ("stop", CALLER, msg(event="stop", stop={"call_control_id": CALL}), [StreamStop(T)]),
-    (
-        "agent media",
-        AGENT,
-        msg(event="media", media={"payload": B64}),
-        [Audio(AGENT, ulaw_to_pcm(ULAW), 8000, T)],
-    ),
-    ("agent mark", AGENT, msg(event="mark", mark={"name": "m1"}), [MarkSent("m1", T)]),
-    ("agent clear", AGENT, msg(event="clear"), [Flush(T, "clear")]),
-    ("clear from Telnyx", CALLER, msg(event="clear"), [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)]),
-    ("start from the agent", AGENT, start_msg(), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
-    ("unknown event", CALLER, msg(event="hangup"), [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)]),
 ]
 
-BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
-    ("malformed JSON", CALLER, '{"event": "media"', AnomalyKind.MALFORMED),
-    ("JSON array", AGENT, "[1]", AnomalyKind.MALFORMED),
-    ("no event", CALLER, msg(type="media"), AnomalyKind.MALFORMED),
-    ("binary", CALLER, ULAW, AnomalyKind.UNEXPECTED_BINARY),
-    (
-        "invalid base64",
-        CALLER,
-        msg(event="media", media={"payload": "a*b"}),
-        AnomalyKind.INVALID_BASE64,
-    ),
-    ("missing payload", AGENT, msg(event="media", media={}), AnomalyKind.MALFORMED),
-    ("media not an object", AGENT, msg(event="media", media=[]), AnomalyKind.MALFORMED),
-    ("mark without a name", AGENT, msg(event="mark", mark={}), AnomalyKind.MALFORMED),
-    ("start not an object", CALLER, msg(event="start", start=3), AnomalyKind.MALFORMED),
-    ("start at a silly rate", CALLER, start_msg(rate=100), AnomalyKind.BAD_AUDIO),
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
+    *SHARED_BAD,
+    ("no event", CALLER, msg(type="media"), Kind.MALFORMED),
+    ("start at a silly rate", CALLER, start_msg(rate=100), Kind.BAD_AUDIO),
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
+    "telnyx", TelnyxDecoder, T, CASES, BAD
 )
-def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
-    del name
-    assert views(TelnyxDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
-) -> None:
-    del name
-    assert TelnyxDecoder(DialectOptions()).decode(direction, message, T) == [
-        anomaly(kind, direction)
-    ]
 
 
 @pytest.mark.parametrize(
@@ -158,10 +81,10 @@ def test_bad_input_is_an_anomaly(
 def test_codecs_from_the_start_message(
     encoding: str, rate: int, wire_bytes: bytes, expected: np.ndarray
 ) -> None:
-    dec = TelnyxDecoder(DialectOptions())
+    dec = TelnyxDecoder()
     (start,) = dec.decode(CALLER, start_msg(encoding, rate), T)
     assert isinstance(start, StreamStart) and start.sample_rate_hz == rate
-    payload = base64.b64encode(wire_bytes).decode()
+    payload = kit.b64(wire_bytes)
     for direction in (CALLER, AGENT):
         (a,) = dec.decode(direction, msg(event="media", media={"payload": payload}), T)
         assert isinstance(a, Audio) and a.sample_rate_hz == rate
@@ -169,32 +92,21 @@ def test_codecs_from_the_start_message(
 
 
 def test_an_undecodable_codec_is_counted_once() -> None:
-    dec = TelnyxDecoder(DialectOptions())
+    dec = TelnyxDecoder()
     start = dec.decode(CALLER, start_msg("OPUS", 48000), T)
     assert views(start) == views(
-        [anomaly(AnomalyKind.BAD_AUDIO, CALLER), StreamStart(CALL, 48000, "OPUS", T)]
+        [anomaly(Kind.BAD_AUDIO, CALLER), StreamStart(CALL, 48000, "OPUS", T)]
     )
     assert dec.decode(CALLER, msg(event="media", media={"payload": B64}), T) == []
     assert dec.decode(AGENT, msg(event="media", media={"payload": B64}), T) == []
 
 
 def test_wires_round_trip() -> None:
-    caller = TelnyxCallerWire(STREAM, CALL)
-    agent = TelnyxAgentWire()
-    dec = TelnyxDecoder(DialectOptions())
-    steps: list[tuple[Direction, str, list[Event]]] = [
-        (CALLER, caller.connected(), []),
-        (CALLER, caller.start(), [StreamStart(CALL, 8000, "ulaw", T)]),
-        (CALLER, caller.media(ULAW), [Audio(CALLER, ulaw_to_pcm(ULAW), 8000, T)]),
-        (AGENT, agent.media(encode(PCM, "PCMU")), [Audio(AGENT, ulaw_to_pcm(ULAW), 8000, T)]),
-        (AGENT, agent.mark("resp-1"), [MarkSent("resp-1", T)]),
-        (CALLER, caller.mark("resp-1"), [MarkEcho("resp-1", T)]),
-        (AGENT, agent.clear(), [Flush(T, "clear")]),
-        (CALLER, caller.dtmf("4"), [Dtmf(T)]),
-        (CALLER, caller.stop(), [StreamStop(T)]),
-    ]
-    for direction, message, expected in steps:
-        assert views(dec.decode(direction, message, T)) == views(expected), message
+    said = (ULAW, Audio(CALLER, ulaw_to_pcm(ULAW), 8000, T))
+    answered = (encode(PCM, "PCMU"), Audio(AGENT, ulaw_to_pcm(ULAW), 8000, T))
+    start = [StreamStart(CALL, 8000, "ulaw", T)]
+    caller, agent = TelnyxCallerWire(STREAM, CALL), TelnyxAgentWire()
+    kit.twilio_round_trip(TelnyxDecoder(), caller, agent, T, start, (said, answered))
 
 
 def test_caller_wire_fields() -> None:
@@ -216,7 +128,3 @@ def test_caller_wire_fields() -> None:
         "event": "media",
         "media": {"payload": "AA=="},
     }
-
-
-def test_registered_name() -> None:
-    assert make_decoder("telnyx").name == "telnyx"

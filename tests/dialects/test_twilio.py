@@ -6,42 +6,21 @@ import base64
 import json
 
 import numpy as np
-import pytest
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER, Direction, Kind, msg
 from support.eventview import views
 
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire, TwilioDecoder
-from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Dtmf,
-    Event,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    StreamStart,
-    StreamStop,
-)
+from voxproxy.events import Audio, StreamStart
 
 T = 987_654_321
 STREAM = "MZ" + "1" * 32
 CALL = "CA" + "2" * 32
 ULAW = bytes([0xFF, 0x00, 0x80, 0x7F, 0x10, 0x90])
-B64 = base64.b64encode(ULAW).decode()
-
-
-def msg(**fields: object) -> str:
-    return json.dumps(fields)
+B64 = kit.b64(ULAW)
 
 
 def start_msg(**fmt: object) -> str:
@@ -65,11 +44,13 @@ def audio(d: Direction, data: bytes = ULAW) -> Audio:
     return Audio(d, ulaw_to_pcm(data), 8000, T)
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
+anomaly = kit.anomaly_at(T)
+unknown = kit.unknown_at(T)
+SHARED_CASES, SHARED_BAD = kit.twilio_vocabulary(T, "streamSid", STREAM, B64, audio)
 
 
-CASES: list[tuple[str, Direction, str, list[Event]]] = [
+CASES = [  # (name, direction, message, events): support.dialectkit.Case
+    *SHARED_CASES,
     ("connected", CALLER, msg(event="connected", protocol="Call", version="1.0.0"), []),
     ("start", CALLER, start_msg(), [StreamStart(CALL, 8000, "audio/x-mulaw", T)]),
     (
@@ -84,154 +65,52 @@ CASES: list[tuple[str, Direction, str, list[Event]]] = [
         msg(event="start", start={}),
         [StreamStart(None, 8000, "audio/x-mulaw", T)],
     ),
-    (
-        "inbound media",
-        CALLER,
-        msg(
-            event="media",
-            sequenceNumber="3",
-            streamSid=STREAM,
-            media={"track": "inbound", "chunk": "2", "timestamp": "20", "payload": B64},
-        ),
-        [audio(CALLER)],
-    ),
-    (
-        "media without a track is inbound",
-        CALLER,
-        msg(event="media", media={"payload": B64}),
-        [audio(CALLER)],
-    ),
-    (
-        "outbound-track media is ignored",
-        CALLER,
-        msg(event="media", media={"track": "outbound", "payload": B64}),
-        [],
-    ),
     ("empty payload", CALLER, msg(event="media", media={"payload": ""}), [audio(CALLER, b"")]),
-    (
-        "mark echo",
-        CALLER,
-        msg(event="mark", streamSid=STREAM, mark={"name": "m-1"}),
-        [MarkEcho("m-1", T)],
-    ),
-    (
-        "stop",
-        CALLER,
-        msg(event="stop", stop={"accountSid": "AC", "callSid": CALL}),
-        [StreamStop(T)],
-    ),
-    ("dtmf", CALLER, msg(event="dtmf", dtmf={"track": "inbound_track", "digit": "5"}), [Dtmf(T)]),
-    (
-        "agent media",
-        AGENT,
-        msg(event="media", streamSid=STREAM, media={"payload": B64}),
-        [audio(AGENT)],
-    ),
-    (
-        "agent media: the track field does not matter",
-        AGENT,
-        msg(event="media", media={"track": "outbound", "payload": B64}),
-        [audio(AGENT)],
-    ),
-    (
-        "agent mark",
-        AGENT,
-        msg(event="mark", streamSid=STREAM, mark={"name": "resp-0"}),
-        [MarkSent("resp-0", T)],
-    ),
-    ("agent clear", AGENT, msg(event="clear", streamSid=STREAM), [Flush(T, "clear")]),
-    (
-        "clear from the caller side",
-        CALLER,
-        msg(event="clear"),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
-    ),
-    (
-        "stop from the agent side",
-        AGENT,
-        msg(event="stop"),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)],
-    ),
-    ("start from the agent side", AGENT, start_msg(), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
-    ("unknown event", CALLER, msg(event="hangup"), [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)]),
-    ("no event field", AGENT, msg(type="clear"), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
+    ("no event field", AGENT, msg(type="clear"), unknown(AGENT)),
 ]
 
-BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
-    ("malformed JSON", CALLER, '{"event": "media", "media": {', AnomalyKind.MALFORMED),
-    ("not JSON", AGENT, "clear", AnomalyKind.MALFORMED),
-    ("empty text", CALLER, "", AnomalyKind.MALFORMED),
-    ("JSON array", CALLER, "[]", AnomalyKind.MALFORMED),
-    ("JSON string", AGENT, '"media"', AnomalyKind.MALFORMED),
-    (
-        "invalid base64",
-        CALLER,
-        msg(event="media", media={"payload": "no+JhoaJ*"}),
-        AnomalyKind.INVALID_BASE64,
-    ),
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
+    *SHARED_BAD,
+    ("empty text", CALLER, "", Kind.MALFORMED),
+    ("JSON string", AGENT, '"media"', Kind.MALFORMED),
     (
         "bad base64 padding",
         AGENT,
         msg(event="media", media={"payload": "AAA"}),
-        AnomalyKind.INVALID_BASE64,
+        Kind.INVALID_BASE64,
     ),
     (
         "non-ASCII payload",
         AGENT,
         msg(event="media", media={"payload": "ÿÿÿÿ"}),
-        AnomalyKind.INVALID_BASE64,
+        Kind.INVALID_BASE64,
     ),
     (
         "base64 with a newline",
         CALLER,
         msg(event="media", media={"payload": "AAAA\nAAAA"}),
-        AnomalyKind.INVALID_BASE64,
+        Kind.INVALID_BASE64,
     ),
-    (
-        "missing payload",
-        CALLER,
-        msg(event="media", media={"track": "inbound"}),
-        AnomalyKind.MALFORMED,
-    ),
-    ("agent media missing payload", AGENT, msg(event="media", media={}), AnomalyKind.MALFORMED),
-    ("media not an object", CALLER, msg(event="media", media="AAAA"), AnomalyKind.MALFORMED),
-    ("media missing", AGENT, msg(event="media"), AnomalyKind.MALFORMED),
-    ("mark without a name", AGENT, msg(event="mark", mark={}), AnomalyKind.MALFORMED),
-    ("mark name not a string", CALLER, msg(event="mark", mark={"name": 3}), AnomalyKind.MALFORMED),
-    ("mark not an object", CALLER, msg(event="mark", mark="m"), AnomalyKind.MALFORMED),
-    ("start not an object", CALLER, msg(event="start", start="x"), AnomalyKind.MALFORMED),
-    ("start at 16 kHz", CALLER, start_msg(sampleRate=16000), AnomalyKind.BAD_AUDIO),
-    ("start with a string rate", CALLER, start_msg(sampleRate="8000"), AnomalyKind.BAD_AUDIO),
-    ("binary from the caller", CALLER, b"\x00\x01", AnomalyKind.UNEXPECTED_BINARY),
-    ("binary from the agent", AGENT, ULAW, AnomalyKind.UNEXPECTED_BINARY),
-    ("empty binary", CALLER, b"", AnomalyKind.UNEXPECTED_BINARY),
+    ("missing payload", CALLER, msg(event="media", media={"track": "inbound"}), Kind.MALFORMED),
+    ("media missing", AGENT, msg(event="media"), Kind.MALFORMED),
+    ("mark not an object", CALLER, msg(event="mark", mark="m"), Kind.MALFORMED),
+    ("start at 16 kHz", CALLER, start_msg(sampleRate=16000), Kind.BAD_AUDIO),
+    ("start with a string rate", CALLER, start_msg(sampleRate="8000"), Kind.BAD_AUDIO),
+    ("binary from the agent", AGENT, ULAW, Kind.UNEXPECTED_BINARY),
+    ("empty binary", CALLER, b"", Kind.UNEXPECTED_BINARY),
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
+    "twilio", lambda: TwilioDecoder(DialectOptions()), T, CASES, BAD
 )
-def test_decode(name: str, direction: Direction, message: str, expected: list[Event]) -> None:
-    del name
-    assert views(TwilioDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
-) -> None:
-    del name
-    dec = TwilioDecoder(DialectOptions())
-    assert dec.decode(direction, message, T) == [anomaly(kind, direction)]
 
 
 def test_media_payload_is_mulaw() -> None:
     pcm = np.array([0, 1000, -1000, 8000, -32000], dtype=np.int16)
     ulaw = pcm_to_ulaw(pcm)
     dec = make_decoder("twilio")
-    (ev,) = dec.decode(
-        CALLER, msg(event="media", media={"payload": base64.b64encode(ulaw).decode()}), T
-    )
+    (ev,) = dec.decode(CALLER, msg(event="media", media={"payload": kit.b64(ulaw)}), T)
     assert isinstance(ev, Audio)
     assert ev.sample_rate_hz == 8000
     np.testing.assert_array_equal(ev.pcm, ulaw_to_pcm(ulaw))
@@ -241,32 +120,18 @@ def test_media_payload_is_mulaw() -> None:
 # -- message builders ------------------------------------------------------------------
 
 
-def test_caller_wire_round_trip() -> None:
-    wire = TwilioCallerWire(STREAM, CALL)
-    dec = TwilioDecoder(DialectOptions())
+def test_wires_round_trip() -> None:
+    caller = TwilioCallerWire(STREAM, CALL)
+    agent = TwilioAgentWire(STREAM)
     ulaw = pcm_to_ulaw(np.arange(-800, 800, 10, dtype=np.int16))
-    sent: list[tuple[str, list[Event]]] = [
-        (wire.connected(), []),
-        (wire.start({"FirstName": "Jane"}), [StreamStart(CALL, 8000, "audio/x-mulaw", T)]),
-        (wire.media(ulaw), [Audio(CALLER, ulaw_to_pcm(ulaw), 8000, T)]),
-        (wire.media(b""), [Audio(CALLER, ulaw_to_pcm(b""), 8000, T)]),
-        (wire.mark("resp-0"), [MarkEcho("resp-0", T)]),
-        (wire.dtmf("7"), [Dtmf(T)]),
-        (wire.stop(), [StreamStop(T)]),
-    ]
-    for message, expected in sent:
-        assert views(dec.decode(CALLER, message, T)) == views(expected), message
-
-
-def test_agent_wire_round_trip() -> None:
-    wire = TwilioAgentWire(STREAM)
+    ulaw_agent = pcm_to_ulaw(np.full(160, 1234, dtype=np.int16))
+    said = (ulaw, Audio(CALLER, ulaw_to_pcm(ulaw), 8000, T))
+    answered = (ulaw_agent, Audio(AGENT, ulaw_to_pcm(ulaw_agent), 8000, T))
+    start = [StreamStart(CALL, 8000, "audio/x-mulaw", T)]
     dec = TwilioDecoder(DialectOptions())
-    ulaw = pcm_to_ulaw(np.full(160, 1234, dtype=np.int16))
-    assert views(dec.decode(AGENT, wire.media(ulaw), T)) == views(
-        [Audio(AGENT, ulaw_to_pcm(ulaw), 8000, T)]
-    )
-    assert dec.decode(AGENT, wire.mark("m"), T) == [MarkSent("m", T)]
-    assert dec.decode(AGENT, wire.clear(), T) == [Flush(T, "clear")]
+    kit.twilio_round_trip(dec, caller, agent, T, start, (said, answered), {"FirstName": "Jane"})
+    empty = caller.media(b"")
+    assert views(dec.decode(CALLER, empty, T)) == views([Audio(CALLER, ulaw_to_pcm(b""), 8000, T)])
 
 
 def test_caller_wire_field_types_follow_the_protocol() -> None:
@@ -320,7 +185,3 @@ def test_agent_wire_messages_follow_the_protocol() -> None:
         "mark": {"name": "m"},
     }
     assert json.loads(wire.clear()) == {"event": "clear", "streamSid": STREAM}
-
-
-def test_registered_name() -> None:
-    assert make_decoder("twilio").name == "twilio"

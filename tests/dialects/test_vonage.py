@@ -5,46 +5,24 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
-from support.eventview import views
+from support import dialectkit as kit
+from support.dialectkit import AGENT, CALLER, PCM, Kind, msg
 
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.vonage import VonageAgentWire, VonageCallerWire, VonageDecoder, marker_name
-from voxproxy.events import (
-    AGENT_TO_CALLER as AGENT,
-)
-from voxproxy.events import (
-    CALLER_TO_AGENT as CALLER,
-)
-from voxproxy.events import (
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Dtmf,
-    Event,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    StreamStart,
-)
+from voxproxy.events import Audio, Dtmf, Flush, MarkEcho, MarkSent, StreamStart
 
 T = 7_000
-PCM = np.array([0, 1000, -1000, 8000, -32000, 5], dtype=np.int16)
 L16 = pcm_to_bytes(PCM)
 
 
-def msg(**fields: object) -> str:
-    return json.dumps(fields)
+anomaly = kit.anomaly_at(T)
+unknown = kit.unknown_at(T)
 
 
-def anomaly(kind: AnomalyKind, d: Direction) -> Anomaly:
-    return Anomaly(kind, d, T)
-
-
-CASES: list[tuple[str, Direction, bytes | str, list[Event]]] = [
+CASES = [  # (name, direction, message, events): support.dialectkit.Case
     (
         "connected",
         CALLER,
@@ -77,54 +55,34 @@ CASES: list[tuple[str, Direction, bytes | str, list[Event]]] = [
         msg(event="websocket:notify", payload={"a": "resp-1", "b": 2}),
         [MarkEcho('{"a":"resp-1","b":2}', T)],
     ),
-    ("unknown action", AGENT, msg(action="transfer"), [anomaly(AnomalyKind.UNKNOWN_EVENT, AGENT)]),
-    (
-        "unknown event",
-        CALLER,
-        msg(event="websocket:media:update"),
-        [anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER)],
-    ),
+    ("unknown action", AGENT, msg(action="transfer"), unknown(AGENT)),
+    ("unknown event", CALLER, msg(event="websocket:media:update"), unknown(CALLER)),
 ]
 
-BAD: list[tuple[str, Direction, bytes | str, AnomalyKind]] = [
-    ("malformed JSON", CALLER, "{", AnomalyKind.MALFORMED),
-    ("agent text without an action", AGENT, msg(event="clearAudio"), AnomalyKind.MALFORMED),
-    ("caller text without an event", CALLER, msg(action="clear"), AnomalyKind.MALFORMED),
-    ("notify without a payload", AGENT, msg(action="notify"), AnomalyKind.MALFORMED),
-    ("notify echo without a payload", CALLER, msg(event="websocket:notify"), AnomalyKind.MALFORMED),
+BAD = [  # (name, direction, message, anomaly kind): support.dialectkit.Bad
+    ("malformed JSON", CALLER, "{", Kind.MALFORMED),
+    ("agent text without an action", AGENT, msg(event="clearAudio"), Kind.MALFORMED),
+    ("caller text without an event", CALLER, msg(action="clear"), Kind.MALFORMED),
+    ("notify without a payload", AGENT, msg(action="notify"), Kind.MALFORMED),
+    ("notify echo without a payload", CALLER, msg(event="websocket:notify"), Kind.MALFORMED),
     (
         "an unknown content type",
         CALLER,
         json.dumps({"event": "websocket:connected", "content-type": "audio/opus"}),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
     (
         "a rate Vonage does not send",
         CALLER,
         json.dumps({"event": "websocket:connected", "content-type": "audio/l16;rate=44100"}),
-        AnomalyKind.BAD_AUDIO,
+        Kind.BAD_AUDIO,
     ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "direction", "message", "expected"), CASES, ids=[c[0] for c in CASES]
+test_decode, test_bad_input_is_an_anomaly, test_registered_name = kit.table_tests(
+    "vonage", lambda: VonageDecoder(DialectOptions()), T, CASES, BAD
 )
-def test_decode(
-    name: str, direction: Direction, message: bytes | str, expected: list[Event]
-) -> None:
-    del name
-    assert views(VonageDecoder(DialectOptions()).decode(direction, message, T)) == views(expected)
-
-
-@pytest.mark.parametrize(("name", "direction", "message", "kind"), BAD, ids=[c[0] for c in BAD])
-def test_bad_input_is_an_anomaly(
-    name: str, direction: Direction, message: bytes | str, kind: AnomalyKind
-) -> None:
-    del name
-    assert VonageDecoder(DialectOptions()).decode(direction, message, T) == [
-        anomaly(kind, direction)
-    ]
 
 
 def test_the_connected_rate_applies_to_both_directions_and_odd_bytes_carry() -> None:
@@ -142,7 +100,7 @@ def test_wires_round_trip() -> None:
     agent = VonageAgentWire()
     dec = make_decoder("vonage")
     payload = {"name": "resp-3"}
-    steps: list[tuple[Direction, bytes | str, list[Event]]] = [
+    steps = [
         (CALLER, caller.connected(), [StreamStart(None, 16000, "pcm_s16le", T)]),
         (CALLER, caller.audio(PCM), [Audio(CALLER, PCM, 16000, T)]),
         (AGENT, agent.audio(PCM), [Audio(AGENT, PCM, 16000, T)]),
@@ -152,10 +110,5 @@ def test_wires_round_trip() -> None:
         (CALLER, caller.cleared(), []),
         (CALLER, caller.dtmf("3"), [Dtmf(T)]),
     ]
-    for direction, message, expected in steps:
-        assert views(dec.decode(direction, message, T)) == views(expected), message
+    kit.round_trip(dec, steps, T)
     assert json.loads(caller.connected())["caller_ref"] == "x"
-
-
-def test_registered_name() -> None:
-    assert make_decoder("vonage").name == "vonage"

@@ -1,4 +1,4 @@
-"""Every new wire decoder takes any peer input without raising (bad input is an anomaly)."""
+"""Every wire decoder takes any peer input without raising (bad input is an anomaly)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.realtimekit import T, decoder
 
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.openai_realtime import CLIENT_EVENTS, SERVER_EVENTS
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Event
 
 _VALUES = st.recursive(
@@ -102,3 +104,72 @@ def test_never_raises(dialect: str, messages: list[tuple[Direction, bytes | str]
     for i, (direction, message) in enumerate(messages):
         events: list[Event] = dec.decode(direction, message, i)
         assert isinstance(events, list)
+
+
+# Fields of Realtime events that the decoder reads.
+_REALTIME_KEYS = [
+    "audio",
+    "delta",
+    "item_id",
+    "response_id",
+    "audio_end_ms",
+    "audio_start_ms",
+    "response",
+    "item",
+    "session",
+    "call_id",
+    "name",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=64),
+        st.text(max_size=64),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+            lambda children: (
+                st.lists(children, max_size=4)
+                | st.dictionaries(
+                    st.sampled_from(["type", *_REALTIME_KEYS]),
+                    children,
+                    max_size=5,
+                )
+            ),
+            max_leaves=12,
+        ).map(json.dumps),
+    ),
+    st.sampled_from([CALLER_TO_AGENT, AGENT_TO_CALLER]),
+)
+def test_realtime_never_raises_on_peer_input(payload: bytes | str, direction: Direction) -> None:
+    dec = decoder()
+    for event in dec.decode(direction, payload, T):
+        assert not isinstance(event, Exception)
+
+
+_ANY = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(sorted(CLIENT_EVENTS | SERVER_EVENTS)),
+    st.dictionaries(
+        st.sampled_from([*_REALTIME_KEYS, "arguments", "transcript"]),
+        _ANY,
+        max_size=6,
+    ),
+    st.sampled_from([CALLER_TO_AGENT, AGENT_TO_CALLER]),
+)
+def test_realtime_known_events_with_any_fields_never_raise(
+    kind: str, fields: dict[str, object], direction: Direction
+) -> None:
+    dec = decoder()
+    events = dec.decode(direction, json.dumps({"type": kind, **fields}), T)
+    assert isinstance(events, list)

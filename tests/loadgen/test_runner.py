@@ -6,6 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome, evaluate
 from voxproxy.loadgen.runner import LoadPlan, outcomes, run_calls, write_results
@@ -50,6 +52,7 @@ async def _run(
     return calls_out, summary, out
 
 
+@pytest.mark.slow
 async def test_load_run_writes_results_summary_and_report(tmp_path: Path) -> None:
     cfg = MockAgentConfig(dialect="twilio", send_mode="burst", delay_ms=700, seed=1)
     calls, summary, out = await _run(tmp_path, ["interruption", "noise_interruption"], cfg, 2)
@@ -75,6 +78,7 @@ async def test_load_run_writes_results_summary_and_report(tmp_path: Path) -> Non
     assert summary["all"]["calls"] == 2  # type: ignore[index]
 
 
+@pytest.mark.slow
 async def test_expectations_fail_for_a_faulty_agent(tmp_path: Path) -> None:
     scenario = tmp_path / "strict.yaml"
     scenario.write_text(

@@ -126,6 +126,7 @@ async def test_each_new_wire_round_trips_through_the_proxy(dialect: str) -> None
 @pytest.mark.parametrize(
     ("dialect", "path"), [("twilio", "customParameters"), ("telnyx", "custom_parameters")]
 )
+@pytest.mark.slow
 async def test_custom_parameters_go_in_the_start_message(dialect: str, path: str) -> None:
     got: list[bytes | str] = []
 

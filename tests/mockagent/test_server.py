@@ -205,6 +205,7 @@ async def _answer_call(
     return run, log
 
 
+@pytest.mark.slow
 async def test_raw_answers_after_the_delay_paced_and_in_bursts() -> None:
     reprompt_only = MockAgentConfig(responses=["agent_reprompt"])
     (run, log), (burst_run, burst_log), (quick_run, quick_log) = await asyncio.gather(
@@ -278,6 +279,7 @@ async def test_raw_answers_after_the_delay_paced_and_in_bursts() -> None:
     assert abs(delay_ms - resp.actual_delay_ms) < 30, (delay_ms, resp.actual_delay_ms)
 
 
+@pytest.mark.slow
 async def test_raw_8k_jitter_transcripts_and_a_caller_that_goes_quiet() -> None:
     cfg = MockAgentConfig(
         sample_rate_hz=8000,
@@ -327,6 +329,7 @@ async def test_raw_8k_jitter_transcripts_and_a_caller_that_goes_quiet() -> None:
     assert abs(delay_ms - expected_delay) <= 80, (delay_ms, expected_delay)
 
 
+@pytest.mark.slow
 async def test_twilio_media_and_marks_follow_the_callers_stream() -> None:
     cfg = MockAgentConfig(dialect="twilio", greeting="agent_reprompt", responses=["agent_reprompt"])
     async with MockAgent(cfg) as agent:
@@ -396,6 +399,7 @@ def _audio_after(run: CallerRun, t_ns: int) -> list[int]:
     return [t for t, is_text, _ in run.received if not is_text and t > t_ns]
 
 
+@pytest.mark.slow
 async def test_barge_in_flush_silent_and_never() -> None:
     (flush_run, flush_log), (silent_run, silent_log), (never_run, never_log) = await asyncio.gather(
         _barge_call("flush"), _barge_call("silent"), _barge_call("never")
@@ -488,6 +492,7 @@ async def test_drop_ends_the_connection_without_a_close_frame() -> None:
     assert log.close_sent_code is None and log.faults == ["drop"]
 
 
+@pytest.mark.slow
 async def test_stall_stops_reading_and_sending_but_keeps_the_connection() -> None:
     cfg = MockAgentConfig(stall_after_ms=300, greeting="agent_reprompt")
     agent = MockAgent(cfg)

@@ -94,6 +94,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.stderr.close()
 
 
+@pytest.mark.slow
 async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path) -> None:
     if not os.access(PROMETHEUS, os.X_OK):
         pytest.fail(

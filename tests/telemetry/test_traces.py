@@ -88,6 +88,7 @@ async def _wait(predicate: Any, timeout: float = 10.0) -> None:
 # -- a live call, spans over OTLP/HTTP --------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.MonkeyPatch) -> None:
     receiver = await HttpReceiver().start()
     _otel_env(monkeypatch, receiver.endpoint)

@@ -359,6 +359,7 @@ async def test_agent_that_drops_mid_call_closes_the_caller_with_1014() -> None:
     assert receipts[0].terminal == "agent_vanished"
 
 
+@pytest.mark.slow
 async def test_stalled_agent_does_not_hold_other_calls_and_still_gets_a_receipt() -> None:
     async def stalled(ws: ServerConnection) -> None:
         await asyncio.sleep(2.5)  # never reads, never answers a close

@@ -1,9 +1,9 @@
 """Where the subcommands of ``voxproxy`` live: one rule.
 
-:mod:`voxproxy.cli` holds the parser machinery (``VOXPROXY_*`` environment
-defaults, one-line errors, the argument types) and ``voxproxy proxy``, the product
-itself, which parses its flags into a :class:`voxproxy.server.ServeConfig` and
-calls :func:`voxproxy.server.serve`. Every other subcommand is a module here,
+:mod:`voxproxy.cli` holds only the parser machinery (``VOXPROXY_*`` environment
+defaults, one-line errors, the argument types) and ``main``. Every subcommand is a
+module here, ``proxy`` (the product itself: its flags into a
+:class:`voxproxy.server.ServeConfig`, then :func:`voxproxy.server.serve`) included,
 listed in ``MODULES`` (in the order ``voxproxy --help`` shows them), named after
 it (dashes as underscores). Each defines ``add_parser(sub)``, which adds its
 subcommand(s) to the ``voxproxy`` parser and sets ``func`` (taking the parsed
@@ -16,6 +16,7 @@ The top of the house. May import: anything in voxproxy; nothing imports it but
 """
 
 MODULES: list[str] = [
+    "proxy",
     "mock_agent",
     "schema",
     "demo",

@@ -39,6 +39,17 @@ STOP = "stop"
 FLUSH = "flush"
 QUIET = "quiet"  # understood, nothing to measure
 
+# The Twilio vocabulary, which Telnyx and Exotel speak too (each adds or drops a little).
+TWILIO_CALLER_EVENTS = {
+    "connected": QUIET,
+    "start": START,
+    "media": MEDIA,
+    "mark": MARK,
+    "dtmf": DTMF,
+    "stop": STOP,
+}
+TWILIO_AGENT_EVENTS = {"media": MEDIA, "mark": MARK, "clear": FLUSH}
+
 
 class MediaStreamDecoder:
     """Decoder for one call on a Twilio-shaped JSON media-stream wire."""
@@ -126,6 +137,14 @@ class MediaStreamDecoder:
     # -- per-dialect hooks ----------------------------------------------------------------
 
     def start(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+        """A ``start`` message: malformed without a ``start`` object, else :meth:`on_start`'s."""
+        start = msg.get("start")
+        if not isinstance(start, dict):
+            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
+        return self.on_start(start, msg, t_ns)
+
+    def on_start(self, start: dict[str, Any], msg: dict[str, Any], t_ns: int) -> list[Event]:
+        """The events of a start message whose ``start`` object is ``start``."""
         raise NotImplementedError
 
     def mark_name(self, msg: dict[str, Any]) -> str | None:

@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from voxproxy.audio.pcm import pcm_to_bytes
-from voxproxy.dialects._common import b64encode, dumps, int_field
-from voxproxy.dialects._telco import DTMF, FLUSH, MARK, MEDIA, QUIET, START, STOP
+from voxproxy.dialects._common import b64encode, int_field
+from voxproxy.dialects._stream import MarkWire
+from voxproxy.dialects._telco import TWILIO_AGENT_EVENTS, TWILIO_CALLER_EVENTS
 from voxproxy.dialects._telco import MediaStreamDecoder as _Base
 from voxproxy.dialects.base import DialectOptions, register
 from voxproxy.events import CALLER_TO_AGENT, Anomaly, AnomalyKind, Event, Pcm
@@ -49,25 +50,11 @@ def _codec(fmt: dict[str, Any]) -> tuple[str, int] | None:
 
 class ExotelDecoder(_Base):
     name = NAME
-    caller_events: ClassVar[dict[str, str]] = {
-        "connected": QUIET,
-        "start": START,
-        "media": MEDIA,
-        "mark": MARK,
-        "dtmf": DTMF,
-        "stop": STOP,
-    }
-    agent_events: ClassVar[dict[str, str]] = {"media": MEDIA, "mark": MARK, "clear": FLUSH}
+    caller_events: ClassVar[dict[str, str]] = TWILIO_CALLER_EVENTS
+    agent_events: ClassVar[dict[str, str]] = TWILIO_AGENT_EVENTS
     default_encoding = "pcm_s16le"
 
-    def __init__(self, options: DialectOptions) -> None:
-        del options
-        super().__init__()
-
-    def start(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
-        start = msg.get("start")
-        if not isinstance(start, dict):
-            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
+    def on_start(self, start: dict[str, Any], msg: dict[str, Any], t_ns: int) -> list[Event]:
         call_id = start.get("call_sid") or start.get("stream_sid") or msg.get("stream_sid")
         fmt = start.get("media_format")
         codec = _codec(fmt) if isinstance(fmt, dict) else ("pcm_s16le", 8000)
@@ -79,110 +66,61 @@ class ExotelDecoder(_Base):
 
 @register(NAME)
 def _make(options: DialectOptions) -> ExotelDecoder:
-    return ExotelDecoder(options)
+    del options  # nothing to set: the start message says it all
+    return ExotelDecoder()
 
 
-class ExotelCallerWire:
+class ExotelCallerWire(MarkWire):
     """Builds the messages Exotel sends to a voicebot, for one stream (slin by default)."""
 
+    seq_key = "sequence_number"
+    id_key = "stream_sid"
+
     def __init__(self, stream_sid: str, call_sid: str, sample_rate_hz: int = 8000) -> None:
+        super().__init__(stream_sid)
         self.stream_sid = stream_sid
         self.call_sid = call_sid
         self.sample_rate_hz = sample_rate_hz
-        self._seq = 0
-        self._chunk = 0
-        self._media_ms = 0
-
-    def _next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
 
     def connected(self) -> str:
-        return '{"event":"connected"}'
+        return self.message("connected", at="f")
 
-    def start(self) -> str:
-        return dumps(
-            {
-                "event": "start",
-                "sequence_number": self._next_seq(),
-                "stream_sid": self.stream_sid,
-                "start": {
-                    "stream_sid": self.stream_sid,
-                    "call_sid": self.call_sid,
-                    "account_sid": "exotel-test",
-                    "custom_parameters": {},
-                    "media_format": {
-                        "encoding": "base64",
-                        "sample_rate": str(self.sample_rate_hz),
-                        "bit_rate": f"{self.sample_rate_hz * 16 // 1000}kbps",
-                    },
-                },
-            }
-        )
-
-    def media(self, pcm: Pcm) -> str:
-        self._chunk += 1
-        msg = {
-            "event": "media",
-            "sequence_number": self._next_seq(),
+    def start(self, custom: dict[str, str] | None = None) -> str:
+        """The start message; ``custom``: its ``custom_parameters`` (none by default)."""
+        rate = self.sample_rate_hz
+        start = {
             "stream_sid": self.stream_sid,
-            "media": {
-                "chunk": self._chunk,
-                "timestamp": str(self._media_ms),
-                "payload": b64encode(pcm_to_bytes(pcm)),
+            "call_sid": self.call_sid,
+            "account_sid": "exotel-test",
+            "custom_parameters": custom or {},
+            "media_format": {
+                "encoding": "base64",
+                "sample_rate": str(rate),
+                "bit_rate": f"{rate * 16 // 1000}kbps",
             },
         }
-        self._media_ms += pcm.size * 1000 // self.sample_rate_hz
-        return dumps(msg)
+        return self.message("start", {"start": start})
 
-    def mark(self, name: str) -> str:
-        return dumps(
-            {
-                "event": "mark",
-                "sequence_number": self._next_seq(),
-                "stream_sid": self.stream_sid,
-                "mark": {"name": name},
-            }
-        )
+    def media(self, pcm: Pcm) -> str:
+        chunk, sent_ms = self.next_chunk(pcm.size * 1000 // self.sample_rate_hz)
+        media = {"chunk": chunk, "timestamp": str(sent_ms), "payload": b64encode(pcm_to_bytes(pcm))}
+        return self.message("media", {"media": media})
 
     def dtmf(self, digit: str) -> str:
-        return dumps(
-            {
-                "event": "dtmf",
-                "sequence_number": self._next_seq(),
-                "stream_sid": self.stream_sid,
-                "dtmf": {"duration": "100", "digit": digit},
-            }
-        )
+        return self.message("dtmf", {"dtmf": {"duration": "100", "digit": digit}})
 
     def stop(self) -> str:
-        return dumps(
-            {
-                "event": "stop",
-                "sequence_number": self._next_seq(),
-                "stream_sid": self.stream_sid,
-                "stop": {"call_sid": self.call_sid, "reason": "callended"},
-            }
-        )
+        return self.message("stop", {"stop": {"call_sid": self.call_sid, "reason": "callended"}})
 
 
-class ExotelAgentWire:
-    """Builds the messages a voicebot sends to Exotel."""
+class ExotelAgentWire(MarkWire):
+    """Builds the messages a voicebot sends to Exotel: ``media`` (slin), ``mark``, ``clear``."""
+
+    id_key = "stream_sid"
 
     def __init__(self, stream_sid: str) -> None:
+        super().__init__(stream_sid)
         self.stream_sid = stream_sid
 
     def media(self, pcm: Pcm) -> str:
-        return dumps(
-            {
-                "event": "media",
-                "stream_sid": self.stream_sid,
-                "media": {"payload": b64encode(pcm_to_bytes(pcm))},
-            }
-        )
-
-    def mark(self, name: str) -> str:
-        return dumps({"event": "mark", "stream_sid": self.stream_sid, "mark": {"name": name}})
-
-    def clear(self) -> str:
-        return dumps({"event": "clear", "stream_sid": self.stream_sid})
+        return self.agent_media(pcm_to_bytes(pcm))

@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.audio.pcm import pcm_to_bytes
-from voxproxy.dialects._common import b64encode, dumps, int_field
+from voxproxy.dialects._common import b64encode, int_field
+from voxproxy.dialects._stream import StreamWire
 from voxproxy.dialects._telco import DTMF, FLUSH, MARK, MEDIA, QUIET, START, STOP
 from voxproxy.dialects._telco import MediaStreamDecoder as _Base
 from voxproxy.dialects.base import DialectOptions, register
@@ -69,14 +70,7 @@ class PlivoDecoder(_Base):
         "sendDTMF": QUIET,
     }
 
-    def __init__(self, options: DialectOptions) -> None:
-        del options
-        super().__init__()
-
-    def start(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
-        start = msg.get("start")
-        if not isinstance(start, dict):
-            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
+    def on_start(self, start: dict[str, Any], msg: dict[str, Any], t_ns: int) -> list[Event]:
         call_id = start.get("callId") or start.get("streamId") or msg.get("streamId")
         fmt = start.get("mediaFormat")
         codec: tuple[str, int] | None = ("ulaw", 8000)
@@ -102,121 +96,79 @@ class PlivoDecoder(_Base):
 
 @register(NAME)
 def _make(options: DialectOptions) -> PlivoDecoder:
-    return PlivoDecoder(options)
+    del options  # nothing to set: the start message says it all
+    return PlivoDecoder()
 
 
-class PlivoCallerWire:
+def _payload(content_type: str, pcm: Pcm) -> bytes:
+    return pcm_to_ulaw(pcm) if content_type == MULAW else pcm_to_bytes(pcm)
+
+
+class PlivoCallerWire(StreamWire):
     """Builds the messages Plivo sends to an agent, for one stream."""
+
+    seq_key = "sequenceNumber"
+    id_key = "streamId"
 
     def __init__(
         self, stream_id: str, call_id: str, content_type: str = MULAW, sample_rate_hz: int = 8000
     ) -> None:
-        self.stream_id = stream_id
+        super().__init__(stream_id)
         self.call_id = call_id
         self.content_type = content_type
         self.sample_rate_hz = sample_rate_hz
-        self._seq = 0
-        self._chunk = 0
-        self._media_ms = 0
-
-    def _next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
 
     def start(self) -> str:
-        return dumps(
-            {
-                "event": "start",
-                "sequenceNumber": self._next_seq(),
-                "start": {
-                    "callId": self.call_id,
-                    "streamId": self.stream_id,
-                    "accountId": "MA" + "0" * 18,
-                    "tracks": ["inbound"],
-                    "mediaFormat": {
-                        "encoding": self.content_type,
-                        "sampleRate": self.sample_rate_hz,
-                    },
-                },
-                "extra_headers": "",
-            }
-        )
+        start = {
+            "callId": self.call_id,
+            "streamId": self.stream_id,
+            "accountId": "MA" + "0" * 18,
+            "tracks": ["inbound"],
+            "mediaFormat": {"encoding": self.content_type, "sampleRate": self.sample_rate_hz},
+        }
+        return self.message("start", {"start": start, "extra_headers": ""}, "sf")
 
     def encode(self, pcm: Pcm) -> bytes:
-        return pcm_to_ulaw(pcm) if self.content_type == MULAW else pcm_to_bytes(pcm)
+        return _payload(self.content_type, pcm)
 
     def media(self, pcm: Pcm) -> str:
-        self._chunk += 1
-        msg = {
-            "event": "media",
-            "sequenceNumber": self._next_seq(),
-            "streamId": self.stream_id,
-            "media": {
-                "track": "inbound",
-                "timestamp": str(self._media_ms),
-                "chunk": self._chunk,
-                "payload": b64encode(self.encode(pcm)),
-            },
-        }
-        self._media_ms += pcm.size * 1000 // self.sample_rate_hz
-        return dumps(msg)
+        chunk, sent_ms = self.next_chunk(pcm.size * 1000 // self.sample_rate_hz)
+        media = {"track": "inbound", "timestamp": str(sent_ms), "chunk": chunk}
+        return self.message("media", {"media": {**media, "payload": b64encode(self.encode(pcm))}})
 
     def played_stream(self, name: str) -> str:
-        return dumps(
-            {
-                "event": "playedStream",
-                "sequenceNumber": self._next_seq(),
-                "streamId": self.stream_id,
-                "name": name,
-            }
-        )
+        return self.message("playedStream", {"name": name})
 
     def cleared_audio(self) -> str:
-        return dumps(
-            {
-                "event": "clearedAudio",
-                "sequenceNumber": self._next_seq(),
-                "streamId": self.stream_id,
-            }
-        )
+        return self.message("clearedAudio")
 
     def dtmf(self, digit: str) -> str:
-        return dumps(
-            {
-                "event": "dtmf",
-                "sequenceNumber": self._next_seq(),
-                "streamId": self.stream_id,
-                "dtmf": {"track": "inbound", "digit": digit},
-            }
-        )
+        return self.message("dtmf", {"dtmf": {"track": "inbound", "digit": digit}})
 
 
-class PlivoAgentWire:
-    """Builds the messages an agent sends to Plivo."""
+class PlivoAgentWire(StreamWire):
+    """Builds the messages an agent sends to Plivo: ``playAudio`` (naming its own
+    format), ``checkpoint`` and ``clearAudio``."""
+
+    id_key = "streamId"
 
     def __init__(
         self, stream_id: str, content_type: str = MULAW, sample_rate_hz: int = 8000
     ) -> None:
-        self.stream_id = stream_id
+        super().__init__(stream_id)
         self.content_type = content_type
         self.sample_rate_hz = sample_rate_hz
 
     def play_audio(self, pcm: Pcm) -> str:
-        data = pcm_to_ulaw(pcm) if self.content_type == MULAW else pcm_to_bytes(pcm)
-        return dumps(
-            {
-                "event": "playAudio",
-                "media": {
-                    "contentType": self.content_type,
-                    "sampleRate": self.sample_rate_hz,
-                    "payload": b64encode(data),
-                },
-                "streamId": self.stream_id,
-            }
-        )
+        media = {
+            "contentType": self.content_type,
+            "sampleRate": self.sample_rate_hz,
+            "payload": b64encode(_payload(self.content_type, pcm)),
+        }
+        return self.message("playAudio", {"media": media}, "fi")
 
     def checkpoint(self, name: str) -> str:
-        return dumps({"event": "checkpoint", "streamId": self.stream_id, "name": name})
+        return self.message("checkpoint", {"name": name})
 
     def clear_audio(self) -> str:
-        return dumps({"event": "clearAudio", "streamId": self.stream_id})
+        return self.message("clearAudio")

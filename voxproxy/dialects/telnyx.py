@@ -23,8 +23,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from voxproxy.audio.g711 import pcm_to_alaw, pcm_to_ulaw
-from voxproxy.dialects._common import b64encode, dumps, int_field
-from voxproxy.dialects._telco import DTMF, FLUSH, MARK, MEDIA, QUIET, START, STOP
+from voxproxy.dialects._common import b64encode, int_field
+from voxproxy.dialects._stream import MarkWire
+from voxproxy.dialects._telco import (
+    QUIET,
+    TWILIO_AGENT_EVENTS,
+    TWILIO_CALLER_EVENTS,
+)
 from voxproxy.dialects._telco import MediaStreamDecoder as _Base
 from voxproxy.dialects.base import DialectOptions, register
 from voxproxy.events import CALLER_TO_AGENT, Anomaly, AnomalyKind, Event, Pcm
@@ -36,25 +41,10 @@ _UNDECODABLE = frozenset({"G722", "OPUS", "AMR-WB"})
 
 class TelnyxDecoder(_Base):
     name = NAME
-    caller_events: ClassVar[dict[str, str]] = {
-        "connected": QUIET,
-        "start": START,
-        "media": MEDIA,
-        "mark": MARK,
-        "dtmf": DTMF,
-        "error": QUIET,
-        "stop": STOP,
-    }
-    agent_events: ClassVar[dict[str, str]] = {"media": MEDIA, "mark": MARK, "clear": FLUSH}
+    caller_events: ClassVar[dict[str, str]] = {**TWILIO_CALLER_EVENTS, "error": QUIET}
+    agent_events: ClassVar[dict[str, str]] = TWILIO_AGENT_EVENTS
 
-    def __init__(self, options: DialectOptions) -> None:
-        del options
-        super().__init__()
-
-    def start(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
-        start = msg.get("start")
-        if not isinstance(start, dict):
-            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
+    def on_start(self, start: dict[str, Any], msg: dict[str, Any], t_ns: int) -> list[Event]:
         call_id = start.get("call_control_id") or msg.get("stream_id")
         fmt = start.get("media_format")
         out: list[Event] = []
@@ -77,7 +67,8 @@ class TelnyxDecoder(_Base):
 
 @register(NAME)
 def _make(options: DialectOptions) -> TelnyxDecoder:
-    return TelnyxDecoder(options)
+    del options  # nothing to set: the start message says it all
+    return TelnyxDecoder()
 
 
 def encode(pcm: Pcm, encoding: str) -> bytes:
@@ -91,8 +82,12 @@ def encode(pcm: Pcm, encoding: str) -> bytes:
     raise ValueError(f"cannot encode {encoding!r}")
 
 
-class TelnyxCallerWire:
+class TelnyxCallerWire(MarkWire):
     """Builds the messages Telnyx sends to an agent, for one stream."""
+
+    seq_key = "sequence_number"
+    seq_as_text = True
+    id_key = "stream_id"
 
     def __init__(
         self,
@@ -101,100 +96,56 @@ class TelnyxCallerWire:
         encoding: str = "PCMU",
         sample_rate_hz: int = 8000,
     ) -> None:
-        self.stream_id = stream_id
+        super().__init__(stream_id)
         self.call_control_id = call_control_id
         self.encoding = encoding
         self.sample_rate_hz = sample_rate_hz
-        self._seq = 0
-        self._chunk = 0
-        self._media_ms = 0
-
-    def _next_seq(self) -> str:
-        self._seq += 1
-        return str(self._seq)
 
     def connected(self) -> str:
-        return dumps({"event": "connected", "version": "1.0.0"})
+        return self.message("connected", {"version": "1.0.0"}, "f")
 
-    def start(self) -> str:
-        return dumps(
-            {
-                "event": "start",
-                "sequence_number": self._next_seq(),
-                "stream_id": self.stream_id,
-                "start": {
-                    "user_id": "00000000-0000-0000-0000-000000000000",
-                    "call_control_id": self.call_control_id,
-                    "client_state": None,
-                    "custom_parameters": {},
-                    "media_format": {
-                        "encoding": self.encoding,
-                        "sample_rate": self.sample_rate_hz,
-                        "channels": 1,
-                    },
-                },
-            }
-        )
-
-    def media(self, payload: bytes) -> str:
-        self._chunk += 1
-        msg = {
-            "event": "media",
-            "sequence_number": self._next_seq(),
-            "stream_id": self.stream_id,
-            "media": {
-                "track": "inbound",
-                "chunk": str(self._chunk),
-                "timestamp": str(self._media_ms),
-                "payload": b64encode(payload),
+    def start(self, custom: dict[str, str] | None = None) -> str:
+        """The start message; ``custom``: its ``custom_parameters`` (none by default)."""
+        start = {
+            "user_id": "00000000-0000-0000-0000-000000000000",
+            "call_control_id": self.call_control_id,
+            "client_state": None,
+            "custom_parameters": custom or {},
+            "media_format": {
+                "encoding": self.encoding,
+                "sample_rate": self.sample_rate_hz,
+                "channels": 1,
             },
         }
-        per_ms = self.sample_rate_hz // 1000 * (2 if self.encoding == "L16" else 1)
-        self._media_ms += len(payload) // per_ms
-        return dumps(msg)
+        return self.message("start", {"start": start})
 
-    def mark(self, name: str) -> str:
-        return dumps(
-            {
-                "event": "mark",
-                "sequence_number": self._next_seq(),
-                "stream_id": self.stream_id,
-                "mark": {"name": name},
-            }
-        )
+    def media(self, payload: bytes) -> str:
+        per_ms = self.sample_rate_hz // 1000 * (2 if self.encoding == "L16" else 1)
+        chunk, sent_ms = self.next_chunk(len(payload) // per_ms)
+        media = {"track": "inbound", "chunk": str(chunk), "timestamp": str(sent_ms)}
+        return self.message("media", {"media": {**media, "payload": b64encode(payload)}})
 
     def dtmf(self, digit: str) -> str:
-        return dumps(
-            {
-                "event": "dtmf",
-                "sequence_number": self._next_seq(),
-                "stream_id": self.stream_id,
-                "dtmf": {"digit": digit},
-            }
-        )
+        return self.message("dtmf", {"dtmf": {"digit": digit}})
 
     def stop(self) -> str:
-        return dumps(
-            {
-                "event": "stop",
-                "sequence_number": self._next_seq(),
-                "stream_id": self.stream_id,
-                "stop": {"call_control_id": self.call_control_id},
-            }
-        )
+        return self.message("stop", {"stop": {"call_control_id": self.call_control_id}})
+
+
+_AGENT = MarkWire(None)  # Telnyx's agent side: no stream id, no sequence number
 
 
 class TelnyxAgentWire:
-    """Builds the messages an agent sends to Telnyx (RTP mode)."""
+    """Builds the messages an agent sends to Telnyx (RTP mode): ``media``, ``mark``, ``clear``."""
 
     @staticmethod
     def media(payload: bytes) -> str:
-        return dumps({"event": "media", "media": {"payload": b64encode(payload)}})
+        return _AGENT.agent_media(payload)
 
     @staticmethod
     def mark(name: str) -> str:
-        return dumps({"event": "mark", "mark": {"name": name}})
+        return _AGENT.mark(name)
 
     @staticmethod
     def clear() -> str:
-        return '{"event":"clear"}'
+        return _AGENT.clear()

@@ -9,12 +9,13 @@ Source: https://www.twilio.com/docs/voice/media-streams/websocket-messages
 from __future__ import annotations
 
 import binascii
-import json
 from typing import Any
 
 import orjson
 
 from voxproxy.audio.g711 import ulaw_to_pcm
+from voxproxy.dialects._common import b64encode
+from voxproxy.dialects._stream import MarkWire
 from voxproxy.dialects.base import DialectOptions, register
 from voxproxy.events import (
     CALLER_TO_AGENT,
@@ -117,106 +118,61 @@ def _make(options: DialectOptions) -> TwilioDecoder:
     return TwilioDecoder(options)
 
 
-class TwilioCallerWire:
+class TwilioCallerWire(MarkWire):
     """Builds the messages Twilio sends to an agent, for one stream."""
 
+    seq_key = "sequenceNumber"
+    seq_as_text = True
+    id_key = "streamSid"
+    compact = False
+
     def __init__(self, stream_sid: str, call_sid: str, account_sid: str = "AC" + "0" * 32) -> None:
+        super().__init__(stream_sid)
         self.stream_sid = stream_sid
         self.call_sid = call_sid
         self.account_sid = account_sid
-        self._seq = 0
-        self._chunk = 0
-        self._media_ms = 0
-
-    def _next_seq(self) -> str:
-        self._seq += 1
-        return str(self._seq)
 
     def connected(self) -> str:
-        return json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})
+        return self.message("connected", {"protocol": "Call", "version": "1.0.0"}, "f")
 
     def start(self, custom: dict[str, str] | None = None) -> str:
-        return json.dumps(
-            {
-                "event": "start",
-                "sequenceNumber": self._next_seq(),
-                "start": {
-                    "accountSid": self.account_sid,
-                    "streamSid": self.stream_sid,
-                    "callSid": self.call_sid,
-                    "tracks": ["inbound"],
-                    "customParameters": custom or {},
-                    "mediaFormat": {
-                        "encoding": "audio/x-mulaw",
-                        "sampleRate": SAMPLE_RATE_HZ,
-                        "channels": 1,
-                    },
-                },
-                "streamSid": self.stream_sid,
-            }
-        )
+        start = {
+            "accountSid": self.account_sid,
+            "streamSid": self.stream_sid,
+            "callSid": self.call_sid,
+            "tracks": ["inbound"],
+            "customParameters": custom or {},
+            "mediaFormat": {
+                "encoding": "audio/x-mulaw",
+                "sampleRate": SAMPLE_RATE_HZ,
+                "channels": 1,
+            },
+        }
+        return self.message("start", {"start": start}, "sfi")
 
     def media(self, ulaw: bytes) -> str:
-        self._chunk += 1
-        msg = {
-            "event": "media",
-            "sequenceNumber": self._next_seq(),
-            "media": {
-                "track": "inbound",
-                "chunk": str(self._chunk),
-                "timestamp": str(self._media_ms),
-                "payload": binascii.b2a_base64(ulaw, newline=False).decode("ascii"),
-            },
-            "streamSid": self.stream_sid,
-        }
-        self._media_ms += len(ulaw) // 8
-        return json.dumps(msg)
-
-    def mark(self, name: str) -> str:
-        return json.dumps(
-            {
-                "event": "mark",
-                "sequenceNumber": self._next_seq(),
-                "streamSid": self.stream_sid,
-                "mark": {"name": name},
-            }
-        )
+        chunk, sent_ms = self.next_chunk(len(ulaw) // 8)
+        media = {"track": "inbound", "chunk": str(chunk), "timestamp": str(sent_ms)}
+        return self.message("media", {"media": {**media, "payload": b64encode(ulaw)}}, "sfi")
 
     def dtmf(self, digit: str) -> str:
-        return json.dumps(
-            {
-                "event": "dtmf",
-                "streamSid": self.stream_sid,
-                "sequenceNumber": self._next_seq(),
-                "dtmf": {"track": "inbound_track", "digit": digit},
-            }
-        )
+        return self.message("dtmf", {"dtmf": {"track": "inbound_track", "digit": digit}}, "isf")
 
     def stop(self) -> str:
-        return json.dumps(
-            {
-                "event": "stop",
-                "sequenceNumber": self._next_seq(),
-                "streamSid": self.stream_sid,
-                "stop": {"accountSid": self.account_sid, "callSid": self.call_sid},
-            }
+        return self.message(
+            "stop", {"stop": {"accountSid": self.account_sid, "callSid": self.call_sid}}
         )
 
 
-class TwilioAgentWire:
-    """Builds the messages an agent sends to Twilio."""
+class TwilioAgentWire(MarkWire):
+    """Builds the messages an agent sends to Twilio: ``media``, ``mark`` and ``clear``."""
+
+    id_key = "streamSid"
+    compact = False
 
     def __init__(self, stream_sid: str) -> None:
+        super().__init__(stream_sid)
         self.stream_sid = stream_sid
 
     def media(self, ulaw: bytes) -> str:
-        payload = binascii.b2a_base64(ulaw, newline=False).decode("ascii")
-        return json.dumps(
-            {"event": "media", "streamSid": self.stream_sid, "media": {"payload": payload}}
-        )
-
-    def mark(self, name: str) -> str:
-        return json.dumps({"event": "mark", "streamSid": self.stream_sid, "mark": {"name": name}})
-
-    def clear(self) -> str:
-        return json.dumps({"event": "clear", "streamSid": self.stream_sid})
+        return self.agent_media(ulaw)

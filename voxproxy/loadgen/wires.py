@@ -10,8 +10,9 @@ wire facts behind them are in the dialect modules' docstrings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -57,44 +58,29 @@ class _Raw:
         return []
 
 
-@dataclass
-class _Twilio:
-    call_id: str
-    custom: dict[str, str] = field(default_factory=dict)
-    rate_hz: int = TELEPHONY_RATE_HZ
-
-    def __post_init__(self) -> None:
-        self.wire = TwilioCallerWire("MZ" + self.call_id[2:], self.call_id)
-
-    def opening(self) -> list[bytes | str]:
-        return [self.wire.connected(), self.wire.start(self.custom or None)]
-
-    def media(self, frame: Pcm) -> bytes | str:
-        return self.wire.media(pcm_to_ulaw(frame))
-
-    def echo(self, name: str) -> bytes | str | None:
-        return self.wire.mark(name)
-
-    def closing(self) -> list[bytes | str]:
-        return [self.wire.stop()]
+class _StreamCaller(Protocol):
+    def connected(self) -> str: ...
+    def start(self, custom: dict[str, str] | None = None) -> str: ...
+    def media(self, payload: Any, /) -> str: ...
+    def mark(self, name: str) -> str: ...
+    def stop(self) -> str: ...
 
 
 @dataclass
-class _Telnyx:
-    call_id: str
-    custom: dict[str, str] = field(default_factory=dict)
+class _MediaStream:
+    """Twilio, Telnyx and Exotel: ``connected`` and ``start`` open the stream, a frame is
+    ``encode``d into a ``media`` message, a ``mark`` answers a marker, ``stop`` closes it."""
+
+    wire: _StreamCaller
+    encode: Callable[[Pcm], object]
+    custom: dict[str, str] | None = None
     rate_hz: int = TELEPHONY_RATE_HZ
 
-    def __post_init__(self) -> None:
-        self.wire = TelnyxCallerWire("st-" + self.call_id, "v3:" + self.call_id)
-
     def opening(self) -> list[bytes | str]:
-        start = orjson.loads(self.wire.start())
-        start["start"]["custom_parameters"] = dict(self.custom)
-        return [self.wire.connected(), orjson.dumps(start).decode("utf-8")]
+        return [self.wire.connected(), self.wire.start(self.custom)]
 
     def media(self, frame: Pcm) -> bytes | str:
-        return self.wire.media(pcm_to_ulaw(frame))
+        return self.wire.media(self.encode(frame))
 
     def echo(self, name: str) -> bytes | str | None:
         return self.wire.mark(name)
@@ -145,25 +131,8 @@ class _Vonage:
         return []
 
 
-@dataclass
-class _Exotel:
-    call_id: str
-    rate_hz: int = TELEPHONY_RATE_HZ
-
-    def __post_init__(self) -> None:
-        self.wire = ExotelCallerWire("st-" + self.call_id, self.call_id)
-
-    def opening(self) -> list[bytes | str]:
-        return [self.wire.connected(), self.wire.start()]
-
-    def media(self, frame: Pcm) -> bytes | str:
-        return self.wire.media(frame)
-
-    def echo(self, name: str) -> bytes | str | None:
-        return self.wire.mark(name)
-
-    def closing(self) -> list[bytes | str]:
-        return [self.wire.stop()]
+def _slin(frame: Pcm) -> Pcm:
+    return frame  # Exotel's builder writes the 16-bit PCM itself
 
 
 def caller_wire(
@@ -175,11 +144,12 @@ def caller_wire(
     if wire == "raw":
         return _Raw(sample_rate_hz, call_id)
     if wire == "twilio":
-        return _Twilio(call_id, custom)
+        return _MediaStream(TwilioCallerWire("MZ" + call_id[2:], call_id), pcm_to_ulaw, custom)
     if wire == "telnyx":
-        return _Telnyx(call_id, custom)
+        telnyx = TelnyxCallerWire("st-" + call_id, "v3:" + call_id)
+        return _MediaStream(telnyx, pcm_to_ulaw, custom)
     if wire == "plivo":
         return _Plivo(call_id)
     if wire == "vonage":
         return _Vonage(sample_rate_hz)
-    return _Exotel(call_id)
+    return _MediaStream(ExotelCallerWire("st-" + call_id, call_id), _slin)

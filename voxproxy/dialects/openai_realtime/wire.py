@@ -92,9 +92,10 @@ class OpenAIRealtimeAgentWire:
         self.beta = beta
         self._events = 0
 
-    def _eid(self) -> str:
+    def _event(self, kind: str, /, **fields: object) -> str:
+        """A server event: its ``type``, then a fresh ``event_id``, then ``fields``."""
         self._events += 1
-        return f"event_{self._events:06d}"
+        return dumps({"type": kind, "event_id": f"event_{self._events:06d}", **fields})
 
     def _session(
         self, session_id: str, input_format: AudioFormat, output_format: AudioFormat
@@ -120,146 +121,89 @@ class OpenAIRealtimeAgentWire:
         self, session_id: str, input_format: AudioFormat = PCM16, output_format: AudioFormat = PCM16
     ) -> str:
         session = self._session(session_id, input_format, output_format)
-        return dumps({"type": "session.created", "event_id": self._eid(), "session": session})
+        return self._event("session.created", session=session)
 
     def session_updated(
         self, session_id: str, input_format: AudioFormat, output_format: AudioFormat
     ) -> str:
         session = self._session(session_id, input_format, output_format)
-        return dumps({"type": "session.updated", "event_id": self._eid(), "session": session})
+        return self._event("session.updated", session=session)
 
     def speech_started(self, audio_start_ms: int, item_id: str) -> str:
-        return dumps(
-            {
-                "type": "input_audio_buffer.speech_started",
-                "event_id": self._eid(),
-                "audio_start_ms": audio_start_ms,
-                "item_id": item_id,
-            }
+        return self._event(
+            "input_audio_buffer.speech_started", audio_start_ms=audio_start_ms, item_id=item_id
         )
 
     def speech_stopped(self, audio_end_ms: int, item_id: str) -> str:
-        return dumps(
-            {
-                "type": "input_audio_buffer.speech_stopped",
-                "event_id": self._eid(),
-                "audio_end_ms": audio_end_ms,
-                "item_id": item_id,
-            }
+        return self._event(
+            "input_audio_buffer.speech_stopped", audio_end_ms=audio_end_ms, item_id=item_id
         )
 
     def committed(self, item_id: str, previous_item_id: str | None = None) -> str:
-        return dumps(
-            {
-                "type": "input_audio_buffer.committed",
-                "event_id": self._eid(),
-                "previous_item_id": previous_item_id,
-                "item_id": item_id,
-            }
+        return self._event(
+            "input_audio_buffer.committed", previous_item_id=previous_item_id, item_id=item_id
         )
 
+    @staticmethod
+    def _response(response_id: str, status: str, details: object) -> dict[str, object]:
+        return {
+            "id": response_id,
+            "object": "realtime.response",
+            "status": status,
+            "status_details": details,
+            "output": [],
+        }
+
     def response_created(self, response_id: str) -> str:
-        return dumps(
-            {
-                "type": "response.created",
-                "event_id": self._eid(),
-                "response": {
-                    "id": response_id,
-                    "object": "realtime.response",
-                    "status": "in_progress",
-                    "status_details": None,
-                    "output": [],
-                },
-            }
+        return self._event(
+            "response.created", response=self._response(response_id, "in_progress", None)
+        )
+
+    def _audio(self, kind: str, response_id: str, item_id: str, **delta: object) -> str:
+        """An audio event of one response's first output item: beta or GA ``kind``."""
+        return self._event(
+            f"response.{kind}" if self.beta else f"response.output_{kind}",
+            response_id=response_id,
+            item_id=item_id,
+            output_index=0,
+            content_index=0,
+            **delta,
         )
 
     def audio_delta(self, response_id: str, item_id: str, audio: bytes) -> str:
-        return dumps(
-            {
-                "type": "response.audio.delta" if self.beta else "response.output_audio.delta",
-                "event_id": self._eid(),
-                "response_id": response_id,
-                "item_id": item_id,
-                "output_index": 0,
-                "content_index": 0,
-                "delta": b64encode(audio),
-            }
-        )
+        return self._audio("audio.delta", response_id, item_id, delta=b64encode(audio))
 
     def audio_done(self, response_id: str, item_id: str) -> str:
-        return dumps(
-            {
-                "type": "response.audio.done" if self.beta else "response.output_audio.done",
-                "event_id": self._eid(),
-                "response_id": response_id,
-                "item_id": item_id,
-                "output_index": 0,
-                "content_index": 0,
-            }
-        )
+        return self._audio("audio.done", response_id, item_id)
 
     def function_call_arguments_done(
         self, response_id: str, item_id: str, call_id: str, name: str, arguments: str
     ) -> str:
-        return dumps(
-            {
-                "type": "response.function_call_arguments.done",
-                "event_id": self._eid(),
-                "response_id": response_id,
-                "item_id": item_id,
-                "output_index": 0,
-                "call_id": call_id,
-                "name": name,
-                "arguments": arguments,
-            }
+        return self._event(
+            "response.function_call_arguments.done",
+            response_id=response_id,
+            item_id=item_id,
+            output_index=0,
+            call_id=call_id,
+            name=name,
+            arguments=arguments,
         )
 
     def response_done(
         self, response_id: str, status: str = "completed", reason: str | None = None
     ) -> str:
         details = None if reason is None else {"type": status, "reason": reason}
-        return dumps(
-            {
-                "type": "response.done",
-                "event_id": self._eid(),
-                "response": {
-                    "id": response_id,
-                    "object": "realtime.response",
-                    "status": status,
-                    "status_details": details,
-                    "output": [],
-                },
-            }
-        )
+        return self._event("response.done", response=self._response(response_id, status, details))
 
     def input_transcription_completed(self, item_id: str, transcript: str) -> str:
         """What the server's transcription model heard in a user item."""
-        return dumps(
-            {
-                "type": "conversation.item.input_audio_transcription.completed",
-                "event_id": self._eid(),
-                "item_id": item_id,
-                "content_index": 0,
-                "transcript": transcript,
-            }
-        )
+        heard = {"item_id": item_id, "content_index": 0, "transcript": transcript}
+        return self._event("conversation.item.input_audio_transcription.completed", **heard)
 
     def item_truncated(self, item_id: str, audio_end_ms: int) -> str:
-        return dumps(
-            {
-                "type": "conversation.item.truncated",
-                "event_id": self._eid(),
-                "item_id": item_id,
-                "content_index": 0,
-                "audio_end_ms": audio_end_ms,
-            }
-        )
+        cut = {"item_id": item_id, "content_index": 0, "audio_end_ms": audio_end_ms}
+        return self._event("conversation.item.truncated", **cut)
 
     def error(self, code: str, message: str) -> str:
-        return dumps(
-            {
-                "type": "error",
-                "event_id": self._eid(),
-                "error": {"type": "invalid_request_error", "code": code, "message": message},
-            }
-        )
+        error = {"type": "invalid_request_error", "code": code, "message": message}
+        return self._event("error", error=error)

@@ -1,0 +1,477 @@
+"""``voxproxy proxy``: the measuring proxy in front of an agent.
+
+Parses its flags (each also ``VOXPROXY_`` + the flag, see :mod:`voxproxy.cli`) into a
+:class:`voxproxy.server.ServeConfig` (:func:`serve_config`) and runs
+:func:`voxproxy.server.serve`, for either transport: websocket (the default) or
+webrtc (``--transport webrtc``, the webrtc extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ssl
+from typing import Any
+
+from voxproxy.cli import (
+    EnvParser,
+    host_port,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    upstream_url,
+)
+from voxproxy.errors import ConfigError
+
+# Defaults a staging deployment can live with: idle calls (and the agent sessions behind
+# them) are not held forever, and one process does not take more calls than a core carries.
+DEFAULT_MAX_CALLS = 200
+DEFAULT_IDLE_TIMEOUT_S = 120.0
+
+
+def add_parser(sub: Any) -> None:
+    p: EnvParser = sub.add_parser(
+        "proxy",
+        help="run the measuring websocket proxy in front of an agent",
+        description="Forward calls to the agent unchanged and write one receipt per call.",
+    )
+    p.add_env_argument(
+        "--listen",
+        type=host_port,
+        default=("127.0.0.1", 8765),
+        help="HOST:PORT to accept callers on",
+    )
+    p.add_env_argument(
+        "--upstream",
+        type=upstream_url,
+        required=True,
+        help="the agent's ws:// or wss:// URL; with --transport webrtc, its http(s):// "
+        "signaling URL (a WHIP endpoint, or Pipecat's .../api/offer)",
+    )
+    p.add_env_argument(
+        "--dialect",
+        choices=["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime", "auto"],
+        default="auto",
+        help="the wire spoken on the call; auto detects it from the first messages",
+    )
+    p.add_env_argument(
+        "--receipts",
+        default="receipts.jsonl",
+        help="JSON-lines file the receipts are appended to; a journal of the calls in progress "
+        "is kept beside it (FILE.open-calls), so that after a crash the next start writes "
+        "their receipts (terminal proxy_crashed)",
+    )
+    p.add_env_argument(
+        "--store",
+        default=None,
+        help="also write receipts to this SQLite store (query it with `voxproxy receipts`)",
+    )
+    p.add_env_argument(
+        "--policy",
+        default=None,
+        metavar="FILE|PROFILE",
+        help="verdict policy: a YAML file, or a profile: auto (default; an outcome check "
+        "is required only of calls that carried task events), latency-only (reachability, "
+        "turn timing, interruption), task-outcome (every gate, an outcome check required); "
+        "each receipt carries its verdict, the policy hash and the gates it was held to",
+    )
+    p.add_env_argument(
+        "--sample-rate", type=positive_int, default=16000, help="raw: caller audio rate in Hz"
+    )
+    p.add_env_argument(
+        "--agent-sample-rate",
+        type=positive_int,
+        default=None,
+        help="raw: agent audio rate in Hz (default: the caller's)",
+    )
+    p.add_env_argument(
+        "--secret",
+        default=None,
+        help="key for pseudonymous call ids (HMAC); without it a random per-process key is used",
+    )
+    p.add_env_argument(
+        "--pass-path",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="append the caller's request path to the upstream's (auto: only when the "
+        "upstream URL has no path of its own, e.g. ws://agent:8766/); the query is "
+        "--pass-query's",
+    )
+    p.add_env_argument(
+        "--pass-query",
+        choices=["yes", "no"],
+        default="yes",
+        help="pass the caller's query string to the agent, after the upstream URL's own "
+        "(default yes: /media/stream?tenant=42 reaches --upstream wss://a/stream as "
+        "/stream?tenant=42)",
+    )
+    p.add_env_argument(
+        "--max-message-bytes",
+        type=positive_int,
+        default=1 << 20,
+        help="largest message accepted from either side; larger ones close the call with 1009",
+    )
+    p.add_env_argument(
+        "--max-calls",
+        type=non_negative_int,
+        default=DEFAULT_MAX_CALLS,
+        help="calls in progress at most (0: no limit); a caller over the limit is refused at "
+        "the handshake (webrtc: its offer) with HTTP 503 and Retry-After (no agent session, no "
+        "receipt; counted and logged). The default is about what one proxy core carries in "
+        "real time",
+    )
+    p.add_env_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="processes serving --listen, sharing its port (SO_REUSEPORT), one receipts file, "
+        "one /metrics and one event API; --max-calls is each worker's. Default: one per CPU "
+        "this process may run on (websocket), 1 (webrtc); 1 serves in this process",
+    )
+    p.add_env_argument(
+        "--max-loop-lag-ms",
+        type=non_negative_float,
+        default=100.0,
+        help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop runs "
+        "this many ms late (the median of its readings over the last second), or while its "
+        "measurement is shedding: the calls it has stay transparent (0: no such refusal; "
+        "websocket transport; default 100)",
+    )
+    p.add_env_argument(
+        "--idle-timeout",
+        type=non_negative_float,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        help="close a call (1001, receipt idle_timeout) after this many seconds without media "
+        "either way; pings, pongs and unfinished frames do not count (0: never)",
+    )
+    p.add_env_argument(
+        "--stall-timeout",
+        type=non_negative_float,
+        default=30.0,
+        help="drop a peer that reads nothing for this many seconds while the proxy has data "
+        "for it, as if it had vanished (0: never)",
+    )
+    p.add_env_argument(
+        "--handshake-timeout",
+        type=non_negative_float,
+        default=10.0,
+        help="seconds to wait for the agent's handshake before answering the caller 504; also "
+        "how long a caller's handshake request, and the headers of any request to the HTTP "
+        "listeners (WHIP, event API, /metrics), may take to arrive",
+    )
+    p.add_env_argument(
+        "--drain-timeout",
+        type=non_negative_float,
+        default=10.0,
+        help="on SIGTERM, seconds to let calls finish before closing them with 1001",
+    )
+    p.add_env_argument(
+        "--downstream-offset-ms",
+        type=float,
+        default=0.0,
+        help="constant added to agent playout times for what the proxy cannot see "
+        "(jitter buffer, handset)",
+    )
+    p.add_env_argument(
+        "--max-uncertainty-ms",
+        type=non_negative_float,
+        default=50.0,
+        help="withhold a figure (null, reason clock_lag, caller_noise, agent_noise, "
+        "caller_edge_ambiguous or agent_edge_ambiguous) whose "
+        "uncertainty exceeds this: the detector's own 10 ms plus how late the proxy's clock "
+        "readings ran near its edges (a busy CPU) plus what noise may hide of them; default 50",
+    )
+    p.add_env_argument(
+        "--response-timeout-ms",
+        type=float,
+        default=8000.0,
+        help="no agent onset by then: no response",
+    )
+    p.add_env_argument(
+        "--barge-in-window-ms",
+        type=float,
+        default=2000.0,
+        help="agent audio that ends within this window after a barge-in counts as stopped",
+    )
+    p.add_env_argument(
+        "--vad-mode", type=int, choices=[0, 1, 2, 3], default=3, help="webrtcvad mode"
+    )
+    p.add_env_argument("--tls-cert", default=None, help="certificate file: serve wss://")
+    p.add_env_argument("--tls-key", default=None, help="private key file for --tls-cert")
+    p.add_env_argument(
+        "--upstream-ca", default=None, help="CA file to verify a wss:// agent (default: system CAs)"
+    )
+    p.add_env_argument("--log-level", default="info", help="debug, info, warning or error")
+    _add_webrtc(p)
+    _add_observability(p)
+    p.set_defaults(func=_cmd_proxy)
+
+
+def _add_webrtc(p: EnvParser) -> None:
+    p.add_env_argument(
+        "--transport",
+        choices=["websocket", "webrtc"],
+        default="websocket",
+        help="websocket: relay websocket messages; webrtc: answer callers' WebRTC offers (WHIP "
+        "at /whip, Pipecat at /api/offer) and relay media and data channels to the agent",
+    )
+    p.add_env_argument(
+        "--signaling",
+        choices=["whip", "pipecat"],
+        default="whip",
+        help="webrtc: how the proxy offers to the agent (WHIP, RFC 9725, or Pipecat SmallWebRTC)",
+    )
+    p.add_env_argument(
+        "--ice-host",
+        default=None,
+        help="webrtc: comma-separated addresses to gather ICE host candidates on "
+        "(default: every interface address but loopback, as aioice does)",
+    )
+    p.add_env_argument(
+        "--ice-server",
+        default=None,
+        help="webrtc: comma-separated STUN/TURN URLs (default: none; nothing is contacted)",
+    )
+    p.add_env_argument(
+        "--ice-timeout",
+        type=non_negative_float,
+        default=15.0,
+        help="webrtc: seconds for both legs' media to connect after the answer",
+    )
+    p.add_env_argument(
+        "--agent-codecs",
+        default=None,
+        help="webrtc: comma-separated audio codecs to offer the agent, in order (opus, pcmu, "
+        "pcma, g722; default: all). Where the legs' codecs differ the proxy transcodes",
+    )
+
+
+def _add_observability(p: EnvParser) -> None:
+    p.add_env_argument(
+        "--otel",
+        action="store_true",
+        default=False,
+        help="export traces and metrics over OTLP, configured by the standard OTEL_* variables "
+        "(also on when OTEL_EXPORTER_OTLP_ENDPOINT is set; OTEL_SDK_DISABLED=true turns it off)",
+    )
+    p.add_env_argument(
+        "--metrics-listen",
+        type=host_port,
+        default=None,
+        help="HOST:PORT to serve Prometheus metrics on (/metrics; an empty HOST is loopback)",
+    )
+    p.add_env_argument(
+        "--metrics-legacy-ms",
+        action="store_true",
+        default=False,
+        help="also serve the latency histograms of voxproxy 0.1 in milliseconds "
+        "(voxproxy_turn_ttfs_milliseconds ...) beside the seconds ones; for one release",
+    )
+    p.add_env_argument(
+        "--events-listen",
+        type=host_port,
+        default=None,
+        help="HOST:PORT of the event API for tool, state and outcome events "
+        f"(needs --events-token; with a token alone: {EVENTS_DEFAULT[0]}:{EVENTS_DEFAULT[1]})",
+    )
+    p.add_env_argument(
+        "--event-names",
+        default=None,
+        help="comma-separated tool and field names the event API writes into receipts as they "
+        "are; any other name is replaced by its keyed hash (default: names of letters and "
+        "_ . : / - without digits, up to 48 characters, are kept). operation_id is always hashed",
+    )
+    p.add_env_argument(
+        "--events-token",
+        default=None,
+        help="bearer token the event API requires (at least 16 characters); enables the API",
+    )
+
+
+def _proxy_config(args: argparse.Namespace) -> Any:
+    from voxproxy.dialects.base import DialectOptions
+    from voxproxy.proxy import ProxyConfig
+    from voxproxy.transports.websocket import RelayConfig
+
+    upstream_ssl = None
+    if args.upstream_ca:
+        upstream_ssl = ssl.create_default_context(cafile=args.upstream_ca)
+    pass_path = {"auto": None, "yes": True, "no": False}[args.pass_path]
+    relay = RelayConfig(
+        upstream=args.upstream,
+        pass_path=pass_path,
+        pass_query=args.pass_query == "yes",
+        max_message_bytes=args.max_message_bytes,
+        handshake_timeout_s=args.handshake_timeout,
+        idle_timeout_s=args.idle_timeout or None,
+        upstream_ssl=upstream_ssl,
+        max_calls=args.max_calls if args.max_calls > 0 else None,
+        stall_timeout_s=args.stall_timeout or None,
+    )
+    return ProxyConfig(
+        relay=relay,
+        dialect=args.dialect,
+        dialect_options=DialectOptions(
+            sample_rate_hz=args.sample_rate, agent_sample_rate_hz=args.agent_sample_rate
+        ),
+        session=_session_config(args),
+        secret=args.secret.encode() if args.secret else None,
+        max_loop_lag_ms=args.max_loop_lag_ms or None,
+    )
+
+
+def _session_config(args: argparse.Namespace) -> Any:
+    """The measurement settings both transports take from the command line."""
+    from voxproxy.analysis.vad import VadConfig
+    from voxproxy.session import SessionConfig
+    from voxproxy.turns import TurnConfig
+
+    return SessionConfig(
+        vad=VadConfig(mode=args.vad_mode),
+        turns=TurnConfig(
+            response_timeout_ms=args.response_timeout_ms,
+            barge_in_window_ms=args.barge_in_window_ms,
+        ),
+        downstream_offset_ms=args.downstream_offset_ms,
+        max_uncertainty_ms=args.max_uncertainty_ms,
+    )
+
+
+def _server_ssl(args: argparse.Namespace) -> ssl.SSLContext | None:
+    if not args.tls_cert:
+        if args.tls_key:
+            raise ConfigError("--tls-key needs --tls-cert")
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load --tls-cert/--tls-key: {exc}") from exc
+    return ctx
+
+
+EVENTS_DEFAULT = ("127.0.0.1", 8767)
+
+
+def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
+    """Where the event API listens, or None; refuses to run it without a token."""
+    from voxproxy.eventapi import MIN_TOKEN_CHARS
+
+    token = args.events_token
+    if not token:
+        if args.events_listen is not None:
+            raise ConfigError(
+                "--events-listen needs --events-token (or VOXPROXY_EVENTS_TOKEN): "
+                "the event API does not run without a token"
+            )
+        return None
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"--events-token must be at least {MIN_TOKEN_CHARS} characters")
+    listen: tuple[str, int] = args.events_listen or EVENTS_DEFAULT
+    return listen
+
+
+def _csv(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+def _webrtc_config(args: argparse.Namespace) -> Any:
+    from voxproxy.dialects.base import DialectOptions
+    from voxproxy.httpserve import HEADER_TIMEOUT_S
+    from voxproxy.proxy_webrtc import WebRtcProxyConfig
+    from voxproxy.transports.webrtc import WebRtcRelayConfig
+
+    if not args.upstream.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"--transport webrtc needs the agent's http(s):// signaling URL, got {args.upstream!r}"
+        )
+    if args.dialect not in ("auto", "openai-realtime"):
+        raise ConfigError(
+            "--transport webrtc measures data channels as auto (oai-events is OpenAI Realtime) "
+            f"or openai-realtime; got --dialect {args.dialect}"
+        )
+    relay = WebRtcRelayConfig(
+        upstream=args.upstream,
+        signaling=args.signaling,
+        signaling_timeout_s=args.handshake_timeout,
+        ice_timeout_s=args.ice_timeout,
+        idle_timeout_s=args.idle_timeout or None,
+        ice_servers=_csv(args.ice_server),
+        agent_codecs=_csv(args.agent_codecs) or None,
+        max_calls=args.max_calls if args.max_calls > 0 else None,
+        header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
+    )
+    return WebRtcProxyConfig(
+        relay=relay,
+        dialect=args.dialect,
+        dialect_options=DialectOptions(),
+        session=_session_config(args),
+        secret=args.secret.encode() if args.secret else None,
+    )
+
+
+def serve_config(args: argparse.Namespace) -> Any:
+    """The :class:`voxproxy.server.ServeConfig` that ``voxproxy proxy ARGS`` runs."""
+    from voxproxy.server import EventsConfig, ServeConfig
+    from voxproxy.telemetry import TelemetryConfig, otlp_requested
+
+    webrtc = getattr(args, "transport", "websocket") == "webrtc"
+    if webrtc:
+        from voxproxy.extras import require
+
+        require("webrtc", "--transport webrtc")
+        proxy = _webrtc_config(args)
+        if args.tls_cert:
+            raise ConfigError("--tls-cert is not supported with --transport webrtc yet")
+        tls = None
+    else:
+        if not args.upstream.startswith(("ws://", "wss://")):
+            raise ConfigError(f"--upstream must be a ws:// or wss:// URL, got {args.upstream!r}")
+        proxy = _proxy_config(args)
+        tls = _server_ssl(args)
+    from voxproxy.httpserve import HEADER_TIMEOUT_S
+
+    events_listen = _events_listen(args)
+    events = None
+    if events_listen is not None:
+        events = EventsConfig(
+            args.events_token,
+            events_listen,
+            names=frozenset(_csv(args.event_names)) if args.event_names else None,
+            header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
+        )
+    return ServeConfig(
+        proxy,
+        listen=args.listen,
+        receipts=args.receipts,
+        store=args.store,
+        policy=args.policy,
+        tls=tls,
+        telemetry=TelemetryConfig(
+            otlp=args.otel or otlp_requested(),
+            metrics_listen=args.metrics_listen,
+            legacy_ms_metrics=args.metrics_legacy_ms,
+        ),
+        events=events,
+        drain_timeout_s=args.drain_timeout,
+        watch_fds=True,
+        ice_hosts=_csv(args.ice_host) if webrtc else (),
+        workers=_workers(args, webrtc),
+    )
+
+
+def _workers(args: argparse.Namespace, webrtc: bool) -> int:
+    if args.workers is not None:
+        return int(args.workers)
+    if webrtc:
+        return 1
+    from voxproxy.workers import default_workers
+
+    return default_workers()
+
+
+def _cmd_proxy(args: argparse.Namespace) -> int:
+    """``voxproxy proxy``: parse, then :func:`voxproxy.server.serve`."""
+    from voxproxy.server import serve
+
+    serve(serve_config(args))
+    return 0

@@ -1,0 +1,125 @@
+"""The HTTP side of a call: the caller's handshake request, ours to the agent, and
+the answers.
+
+Which headers are one hop's (never passed on) and which are end-to-end; the check of
+a caller's request against RFC 6455 4.2.1; the health check's answer; the request
+we send the agent (the caller's end-to-end headers, our own added); the agent's
+answer headers passed back to the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+from websockets.server import ServerProtocol
+from websockets.typing import Subprotocol
+from websockets.uri import WebSocketURI
+
+# Request headers that belong to one hop or to the handshake itself; everything
+# else is end-to-end and passes through to the agent.
+_HOP_REQUEST_HEADERS = frozenset(
+    {
+        "host",
+        "connection",
+        "upgrade",
+        "keep-alive",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "content-length",
+        "proxy-authorization",
+        "proxy-connection",
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+    }
+)
+_HOP_RESPONSE_HEADERS = frozenset(
+    {
+        "connection",
+        "upgrade",
+        "keep-alive",
+        "transfer-encoding",
+        "content-length",
+        "sec-websocket-accept",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+        "date",
+        "server",
+    }
+)
+
+
+def _no_subprotocol(protocol: ServerProtocol, offered: Sequence[Subprotocol]) -> None:
+    del protocol, offered
+
+
+def handshake_rejection(request: Request) -> Response | None:
+    """The HTTP error answer to a caller's request that is not a valid websocket
+    handshake (RFC 6455 4.2.1: method, HTTP/1.1, Upgrade, Connection, key, version 13),
+    or None when it is valid.
+
+    websockets' own checks run on a scratch protocol, so that the call's protocol still
+    answers a valid request later, with the subprotocol the agent picks.
+    """
+    probe = ServerProtocol(select_subprotocol=_no_subprotocol)
+    response = probe.accept(request)
+    return None if response.status_code == 101 else response
+
+
+def health_response() -> Response:
+    """The answer to a plain ``GET`` of the health path: ``200 ok``."""
+    body = b"ok\n"
+    headers = Headers(
+        [
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("Content-Length", str(len(body))),
+            ("Connection", "close"),
+            ("Cache-Control", "no-store"),
+        ]
+    )
+    return Response(200, "OK", headers, body)
+
+
+def offered_subprotocols(request: Request) -> list[Subprotocol]:
+    """The subprotocols the caller offers, to be offered to the agent in turn."""
+    return [
+        Subprotocol(p.strip())
+        for value in request.headers.get_all("Sec-WebSocket-Protocol")
+        for p in value.split(",")
+        if p.strip()
+    ]
+
+
+def pass_request_headers(request: Request, out: Request, uri: WebSocketURI) -> None:
+    """Copy the caller's end-to-end headers onto our request to the agent."""
+    for name, value in request.headers.raw_items():
+        lower = name.lower()
+        if lower in _HOP_REQUEST_HEADERS:
+            continue
+        if lower == "authorization" and uri.user_info is not None:
+            continue  # credentials in the upstream URL win
+        out.headers[name] = value
+
+
+def add_own_headers(out: Request, extra: Iterable[tuple[str, str]]) -> None:
+    """Set our own headers (the observer's, e.g. trace context) on the request to the
+    agent: ours replace a caller's of the same name (no duplicates)."""
+    extra = list(extra)
+    for name in {name.lower() for name, _ in extra}:
+        if name in out.headers:
+            del out.headers[name]
+    for name, value in extra:
+        out.headers[name] = value
+
+
+def pass_response_headers(src: Headers, dst: Response, *, content_type: bool = True) -> None:
+    """Copy the agent's end-to-end answer headers (``src``) onto our answer to the
+    caller; ``content_type=False`` keeps our own ``Content-Type``."""
+    for name, value in src.raw_items():
+        lower = name.lower()
+        if lower not in _HOP_RESPONSE_HEADERS and (content_type or lower != "content-type"):
+            dst.headers[name] = value

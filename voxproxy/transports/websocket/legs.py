@@ -1,0 +1,341 @@
+"""A call's two connections and its end, beneath the :class:`~.relay.Relay`.
+
+:class:`_Leg` is one TCP connection (an asyncio protocol that hands everything to
+its relay). :class:`CallLegs` holds a call's state and what ends it: writing what
+websockets' protocols have to send to each leg, closing and aborting the legs, a
+refusal at the handshake, the idle timer, and reporting the end to the observer
+once both sockets are gone. The relay adds what passes between the legs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from websockets.client import ClientProtocol
+from websockets.datastructures import Headers
+from websockets.frames import CloseCode
+from websockets.http11 import Request
+from websockets.protocol import SEND_EOF, State
+from websockets.server import ServerProtocol
+from websockets.typing import Subprotocol
+
+from voxproxy.events import Direction
+from voxproxy.transports.websocket.config import WRITE_HIGH_WATER, Admission, RelayConfig
+from voxproxy.transports.websocket.handshake import pass_response_headers
+from voxproxy.transports.websocket.observer import (
+    CallObserver,
+    EndCause,
+    EndInfo,
+    ObserverFactory,
+)
+
+if TYPE_CHECKING:
+    from voxproxy.transports.websocket.relay import Relay
+
+log = logging.getLogger("voxproxy.transport")
+
+_UNSENDABLE_CODES = frozenset({1005, 1006, 1015})
+
+
+def log_failure(message: str) -> None:
+    """Log the exception being handled with its traceback but without its text.
+
+    A bug in measurement may quote what it choked on (audio, a transcript, a header)
+    in its message; the log keeps the type and where it was raised, never that.
+    """
+    exc = sys.exc_info()[1]
+    if exc is None:
+        log.error("%s", message)
+        return
+    where = "".join(traceback.format_tb(exc.__traceback__))
+    log.error("%s: %s (message withheld)\n%s", message, type(exc).__name__, where.rstrip())
+
+
+class _Leg(asyncio.Protocol):
+    """One TCP connection of a call; forwards everything to its relay."""
+
+    __slots__ = ("direction", "relay", "transport")
+
+    def __init__(self, relay: Relay | None, direction: Direction) -> None:
+        self.relay = relay
+        self.direction = direction  # the direction of the messages this leg *receives*
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but quack alike.
+        self.transport = transport = cast(asyncio.Transport, transport)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        if self.relay is not None:
+            self.relay.leg_made(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.relay is not None:
+            self.relay.data(self, data)
+
+    def eof_received(self) -> bool | None:
+        if self.relay is not None:
+            self.relay.eof(self)
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.relay is not None:
+            self.relay.lost(self)
+
+    def pause_writing(self) -> None:
+        if self.relay is not None:
+            self.relay.backpressure(self, True)
+
+    def resume_writing(self) -> None:
+        if self.relay is not None:
+            self.relay.backpressure(self, False)
+
+
+class CallLegs:
+    """One call's state, its two legs, and its end (the :class:`Relay` forwards)."""
+
+    caller: _Leg  # the caller's connection, made by the relay (its callbacks are there)
+
+    def __init__(
+        self,
+        config: RelayConfig,
+        observer_factory: ObserverFactory,
+        registry: set[Any],  # the server's calls in progress (its Relay objects)
+        admission: Admission | None = None,
+    ) -> None:
+        self.config = config
+        self._factory = observer_factory
+        self._registry = registry
+        self._admission = admission
+        self._admitted = False
+        self.loop = asyncio.get_running_loop()
+        self.t_start_ns = time.monotonic_ns()
+        self.observer: CallObserver | None = None
+        self.agent: _Leg | None = None
+        self.server = ServerProtocol(
+            max_size=config.max_message_bytes,
+            select_subprotocol=self._subprotocol_selector(),
+        )
+        self.client: ClientProtocol | None = None
+        self.request: Request | None = None
+        self._agent_subprotocol: Subprotocol | None = None
+        self._frags: list[list[bytes]] = [[], []]
+        self._frag_text = [False, False]
+        self._frag_count = [0, 0]  # frames of the message in progress, per direction
+        self._caller_gone = False
+        self._agent_gone = False
+        self._connect_task: asyncio.Task[None] | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._stalls: list[asyncio.TimerHandle | None] = [None, None]  # caller leg, agent leg
+        self._last_activity = time.monotonic()
+        self._end: EndInfo | None = None
+        self._ended = False
+        self.observer_errors = 0
+
+    def _register(self) -> None:
+        """The call counts among its server's calls from now until its end."""
+        self._registry.add(self)
+
+    def _subprotocol_selector(
+        self,
+    ) -> Callable[[ServerProtocol, Sequence[Subprotocol]], Subprotocol | None]:
+        relay = weakref.ref(self)  # the protocol must not keep its relay alive (see _release)
+
+        def select(protocol: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
+            del protocol, offered
+            found = relay()
+            return None if found is None else found._agent_subprotocol  # the agent's choice
+
+        return select
+
+    def _observer_failed(self) -> None:
+        self.observer_errors += 1
+        if self.observer_errors == 1:
+            log_failure("measurement failed; the call goes on")
+
+    def _refuse(
+        self, status: int, text: str, cause: EndCause, headers: Headers | None = None
+    ) -> None:
+        """Answer the caller's handshake with an HTTP error."""
+        refused = cause is EndCause.UPSTREAM_REFUSED
+        self._set_end(
+            EndInfo(
+                cause,
+                upstream_status=status if refused else None,
+                initiator="agent" if refused else "proxy",
+                detail=f"{text} (the caller was answered HTTP {status})",
+            )
+        )
+        if self.server.state is State.CONNECTING and not self._caller_gone:
+            response = self.server.reject(status, text + "\n")
+            if headers is not None:
+                pass_response_headers(headers, response, content_type=False)
+            self.server.send_response(response)
+            self._flush_caller()
+        self._maybe_finish(time.monotonic_ns())
+
+    # -- closing -------------------------------------------------------------------------
+
+    def _close_agent(self, code: int, reason: str) -> None:
+        client = self.client
+        if client is None or self.agent is None or self._agent_gone:
+            if self._connect_task is not None and not self._connect_task.done():
+                self._connect_task.cancel()
+            return
+        if client.state is State.OPEN:
+            self._send_close(client, code, reason, self._flush_agent, self._abort_agent)
+        elif client.state is State.CONNECTING:
+            self._abort_agent()
+
+    def _close_caller(self, code: int, reason: str) -> None:
+        server = self.server
+        if self._caller_gone:
+            return
+        if server.state is State.OPEN:
+            self._send_close(server, code, reason, self._flush_caller, self._abort_caller)
+        elif server.state is State.CONNECTING:
+            self._refuse(502, reason or "agent failed", EndCause.PROXY_ERROR)
+
+    def _send_close(
+        self,
+        protocol: ServerProtocol | ClientProtocol,
+        code: int,
+        reason: str,
+        flush: Callable[[], None],
+        abort: Callable[[], None],
+    ) -> None:
+        """Send a close frame on an open leg (a code that may not be sent goes as none),
+        and abort the leg if the peer does not finish the close in time."""
+        if code in _UNSENDABLE_CODES:
+            protocol.send_close()
+        else:
+            protocol.send_close(code, reason)
+        flush()
+        self._timers.append(self.loop.call_later(self.config.close_timeout_s, abort))
+
+    def _abort_agent(self) -> None:
+        if self.agent is not None and self.agent.transport is not None:
+            self.agent.transport.abort()
+
+    def _abort_caller(self) -> None:
+        if self.caller.transport is not None:
+            self.caller.transport.abort()
+
+    def shutdown(self, code: int = CloseCode.GOING_AWAY, reason: str = "proxy shutdown") -> None:
+        """Close both legs (graceful proxy shutdown)."""
+        self._set_end(EndInfo(EndCause.PROXY_SHUTDOWN, initiator="proxy"))
+        if self.server.state is State.CONNECTING and not self._caller_gone:
+            # Still in the handshake: there is no websocket to close with 1001 yet.
+            if self.request is None:
+                self._abort_caller()
+            else:
+                self._refuse(503, "voxproxy is shutting down", EndCause.PROXY_SHUTDOWN)
+        else:
+            self._close_caller(code, reason)
+        self._close_agent(code, reason)
+
+    def _flush_caller(self) -> None:
+        transport = self.caller.transport
+        for chunk in self.server.data_to_send():
+            if transport is None or transport.is_closing():
+                continue
+            if chunk is SEND_EOF or chunk == b"":
+                transport.close()  # a server closes the TCP connection first (RFC 6455 7.1.1)
+            else:
+                transport.write(chunk)
+
+    def _flush_agent(self) -> None:
+        client = self.client
+        leg = self.agent
+        if client is None or leg is None:
+            return
+        transport = leg.transport
+        for chunk in client.data_to_send():
+            if transport is None or transport.is_closing():
+                continue
+            if chunk is SEND_EOF or chunk == b"":
+                if transport.can_write_eof():
+                    transport.write_eof()
+                else:
+                    transport.close()
+            else:
+                transport.write(chunk)
+        if client.state is State.CLOSED and transport is not None and not transport.is_closing():
+            transport.close()
+
+    def _set_end(self, info: EndInfo) -> None:
+        if self._end is None:
+            self._end = info
+
+    def _arm_idle(self) -> None:
+        timeout = self.config.idle_timeout_s
+        if timeout is None:
+            return
+        self._idle_handle = self.loop.call_later(timeout, self._idle_check)
+
+    def _idle_check(self) -> None:
+        timeout = self.config.idle_timeout_s
+        assert timeout is not None
+        idle = time.monotonic() - self._last_activity
+        if idle >= timeout:
+            self._set_end(EndInfo(EndCause.IDLE_TIMEOUT, initiator="proxy"))
+            self._close_caller(CloseCode.GOING_AWAY, "idle timeout")
+            self._close_agent(CloseCode.GOING_AWAY, "idle timeout")
+        else:
+            self._idle_handle = self.loop.call_later(timeout - idle, self._idle_check)
+
+    def _maybe_finish(self, t_ns: int) -> None:
+        """Report the end once both sockets are gone (or the agent's was never opened)."""
+        if self._ended or not self._caller_gone:
+            return
+        connecting = self._connect_task is not None and not self._connect_task.done()
+        if connecting or (self.agent is not None and not self._agent_gone):
+            return
+        self._ended = True
+        if self._admitted and self._admission is not None:
+            self._admission.release()
+        for timer in self._timers:
+            timer.cancel()
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+        for stall in self._stalls:
+            if stall is not None:
+                stall.cancel()
+        self._registry.discard(self)
+        info = self._end or EndInfo(EndCause.PROXY_ERROR, initiator="none")
+        if info.caller_code is None and self.server.close_rcvd is not None:
+            info.caller_code = self.server.close_rcvd.code
+        elif info.caller_code is None and self.server.close_sent is not None:
+            info.caller_code = self.server.close_sent.code
+        client = self.client
+        if client is not None and info.agent_code is None:
+            if client.close_rcvd is not None:
+                info.agent_code = client.close_rcvd.code
+            elif client.close_sent is not None:
+                info.agent_code = client.close_sent.code
+        if self.observer is not None:
+            try:
+                self.observer.on_end(t_ns, info)
+            except Exception:
+                self._observer_failed()
+        self._release()
+
+    def _release(self) -> None:
+        """The call is over: let go of what it held, so that reference counting frees it
+        at once (its measurement above all) instead of the cyclic garbage collector, some
+        time later. Nothing calls back into the relay after this: both sockets are gone."""
+        self.observer = None
+        self.caller.relay = None
+        if self.agent is not None:
+            self.agent.relay = None
+        self._connect_task = None
+        self._timers.clear()
+        self._idle_handle = None
+        self._stalls = [None, None]
