@@ -50,8 +50,10 @@ Overload (``--overload 1.2``): once ``voxproxy``'s capacity C is found, C x 1.2 
 placed on one worker twice: with ``--max-calls C`` (the operator's admission limit at the
 measured capacity) and with no limit. Reported: calls admitted and refused (HTTP 503 at
 the handshake), and the added latency p99 of the admitted calls. With no limit, what is
-refused is the proxy's admission on measured event-loop lag (``--max-loop-lag-ms``,
-default 100: the median lag of the last second, or measurement shedding).
+refused is the proxy's admission on measured load: measurement more than 100 ms behind
+the calls (it yields to forwarding while the loop runs late, so a full core shows there
+first), measurement shedding, or the loop's median lag of the last second over
+``--max-loop-lag-ms`` (default 100).
 
 Run:  .venv/bin/python benchmarks/capacity.py [--window 4] [--max-calls 800]
 Prints a table, then one JSON line: the counts, calls per core and the ratios.
@@ -661,7 +663,7 @@ def main() -> None:
                 "p99_added_ms": round(r.added_p99_ms, 2),
                 "relay_cpu": round(r.relay_cpu, 2),
             }
-        # With no --max-calls, every refusal is the admission on event-loop lag.
+        # With no --max-calls, every refusal is the admission on measured load.
         overload["lag_admission_refused"] = overload["without_limit"]["refused"]
 
     console = Console(width=150, stderr=False)
@@ -708,8 +710,9 @@ def main() -> None:
             )
         console.print(over)
         console.print(
-            "no limit: the calls refused were refused by the admission on measured "
-            f"event-loop lag (--max-loop-lag-ms): {overload['lag_admission_refused']}"
+            "no limit: the calls refused were refused by the admission on measured load "
+            "(measurement behind or shedding, event-loop lag over --max-loop-lag-ms): "
+            f"{overload['lag_admission_refused']}"
         )
     summary: dict[str, Any] = {"max_p99_added_ms": args.max_p99_ms, "cpus": len(CPUS)}
     for p in relays:

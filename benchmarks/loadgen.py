@@ -6,8 +6,11 @@ CPU 1 and answers every caller frame with a frame of its own, so each caller
 both streams and plays audio. At each level the table gives the pacing jitter
 (how late each 20 ms frame left, against its absolute deadline: p50 and p99)
 and the load generator's CPU per call-second; as a baseline in the same run,
-a bare sender (a websockets client that only sends paced frames, no playout,
-no detector) at the same level.
+a bare sender (a websockets client that only sends paced frames, one
+``asyncio.sleep`` per frame, no playout, no detector) at the same level. Below the
+table: callers per core at pacing p99 <= 5 ms (the most callers among the levels
+tried, no failed call) for both, and their ratio. The scripted callers of one loop
+share one pacing timer (``voxproxy.loadgen.pacing``).
 
 Then ``voxproxy load --workers``: the load command's own path (``play_workers``: W
 processes, shard k/W of one plan each, started together, records merged) at 1 and at
@@ -18,7 +21,7 @@ most callers at which p99 stays <= 5 ms with no failed call, divided by W. On a
 2-core machine the second worker shares its core with the agent, which makes the
 2-worker figure conservative.
 
-Run:  .venv/bin/python benchmarks/loadgen.py [--levels 50,150,300] [--seconds 12]
+Run:  .venv/bin/python benchmarks/loadgen.py [--levels 50,150,250,300] [--seconds 12]
           [--worker-levels 50,100,200,300] [--workers 1,2]
       (--workers '' skips the workers part, --levels '' the first)
 """
@@ -249,6 +252,20 @@ def run_workers_level(calls: int, seconds: float, workers: int) -> dict[str, Any
 PACING_P99_LIMIT_MS = 5.0
 
 
+def _per_core(levels: list[tuple[int, float | None, int]]) -> int | None:
+    """The most callers (one core) whose pacing p99 stayed <= the limit with no failed call."""
+    ok = [
+        n
+        for n, p99, errors in levels
+        if p99 is not None and p99 <= PACING_P99_LIMIT_MS and not errors
+    ]
+    return max(ok) if ok else None
+
+
+def _most(per_core: int | None, rows: list[dict[str, Any]]) -> str:
+    return str(per_core) if per_core is not None else f"< {min(r['calls'] for r in rows)}"
+
+
 def workers_section(levels: list[int], workers: list[int], seconds: float) -> dict[str, Any]:
     from rich.console import Console
     from rich.table import Table
@@ -297,7 +314,7 @@ def workers_section(levels: list[int], workers: list[int], seconds: float) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--levels", default="50,150,300")
+    parser.add_argument("--levels", default="50,150,250,300")
     parser.add_argument("--seconds", type=float, default=12.0)
     parser.add_argument("--agent", type=int)
     parser.add_argument("--callers", type=int)
@@ -346,16 +363,31 @@ def main() -> None:
                 **full,
                 "bare_p99_ms": bare["p99_ms"],
                 "bare_cpu_per_call_s_ms": bare["cpu_per_call_s_ms"],
+                "bare_errors": bare["errors"],
             }
         )
+    summary: dict[str, Any] = {}
     if rows:
+        mine = _per_core([(r["calls"], r["p99_ms"], r["errors"]) for r in rows])
+        base = _per_core([(r["calls"], r["bare_p99_ms"], r["bare_errors"]) for r in rows])
         Console(width=120).print(table)
+        ratio = round(mine / base, 2) if mine and base else None
+        print(
+            f"callers per core at pacing p99 <= {PACING_P99_LIMIT_MS:g} ms (levels tried): "
+            f"voxproxy caller {_most(mine, rows)}, bare sender {_most(base, rows)}"
+            + (f", ratio {ratio}" if ratio is not None else "")
+        )
+        summary = {
+            "callers_per_core": mine,
+            "bare_callers_per_core": base,
+            "callers_per_core_over_bare": ratio,
+        }
     extra: dict[str, Any] = {}
     if args.workers:
         workers = [int(x) for x in args.workers.split(",")]
         levels = [int(x) for x in args.worker_levels.split(",")]
         extra = workers_section(levels, workers, args.seconds)
-    print(json.dumps({"levels": rows, **extra}))
+    print(json.dumps({"levels": rows, **summary, **extra}))
 
 
 if __name__ == "__main__":

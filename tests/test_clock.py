@@ -46,3 +46,14 @@ async def test_a_blocked_loop_is_seen() -> None:
     # The block is found around when it happened, about as long as it was.
     assert m.max_between(t0, t1) >= 100 * MS
     assert m.max_between(t1 + 1_000 * MS, t1 + 2_000 * MS) == 0
+
+
+def test_the_lag_now_is_the_last_reading_or_how_overdue_the_next_one_is() -> None:
+    now = [0]
+    m = LagMonitor(period_s=0.02, clock=lambda: now[0])
+    assert m.lag_now_ns() == 0  # no reading yet
+    m.record(1000 * MS, 3 * MS)
+    now[0] = 1010 * MS  # the next reading is due at 1020 ms
+    assert m.lag_now_ns() == 3 * MS
+    now[0] = 1070 * MS  # 50 ms past it: the loop has not come round to its timer
+    assert m.lag_now_ns() == 50 * MS

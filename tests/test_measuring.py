@@ -170,3 +170,35 @@ def test_a_call_too_far_behind_gives_up() -> None:
     loop.turn()
     loop.turn()
     assert [p for p, _ in b.measured] == ["b0"]
+
+
+def test_while_the_loop_lags_measurement_yields_to_forwarding_and_says_how_far_behind() -> None:
+    loop, cpu, now = FakeLoop(), [0], [0]
+    lagging = [False]
+    queue = MeasurementQueue(
+        budget_ms=1.0,
+        cpu_ns=lambda: cpu[0],
+        loop_cpu_ns=lambda: cpu[0],
+        now_ns=lambda: now[0],
+        call_soon=loop.call_soon,
+        lagging=lambda: lagging[0],
+    )
+    a = Call("a", cpu, cost_ns=MS)
+    for k in range(40):
+        a.message(queue, f"m{k}", 0)  # m0 at once, the rest queued (arrived at 0)
+    loop.turn()
+    assert len(a.measured) == 2 and queue.behind_ns == 0  # now is still 0
+    cpu[0] += 4 * MS  # forwarding took 4 ms: measurement may take as much...
+    lagging[0] = True  # ...but the loop runs late: only the least budget
+    now[0] = 30 * MS
+    loop.turn()
+    assert len(a.measured) == 3 and queue.yielded == 1
+    assert queue.behind_ns == 30 * MS  # the item measured waited 30 ms
+    lagging[0] = False
+    cpu[0] += 4 * MS
+    loop.turn()
+    assert len(a.measured) == 7 and queue.yielded == 1  # keeping up with forwarding again
+    while queue.queued:
+        loop.turn()
+    loop.turn()  # a turn with nothing queued
+    assert queue.behind_ns == 0 and not any(shed for _, shed in a.measured)

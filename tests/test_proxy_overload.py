@@ -238,6 +238,42 @@ async def test_a_lagging_loop_refuses_new_callers_with_503_and_admits_again_afte
             await proxy.stop()
 
 
+async def test_measurement_far_behind_refuses_new_callers_before_it_sheds() -> None:
+    clock = FakeClock(10**12)
+    async with router_agent() as agent:
+        proxy = Proxy(ProxyConfig(RelayConfig(agent.url), dialect="twilio", secret=b"behind"))
+        proxy.clock_lag = LagMonitor(period_s=3600.0, clock=clock.now_ns)
+        proxy.measuring = MeasurementQueue(now_ns=clock.now_ns, lagging=proxy._lagging)
+        port = await proxy.start("127.0.0.1", 0)
+        try:
+            # The oldest item measured on the last turn had waited 150 ms (injected).
+            proxy.measuring.oldest_ns = clock.now_ns() - 150 * NS_PER_MS
+            assert not proxy.measuring.shedding  # 150 ms: nothing shed yet
+            with pytest.raises(InvalidStatus) as info:
+                async with connect(f"ws://127.0.0.1:{port}/echo/behind"):
+                    pass
+            assert info.value.response.status_code == 503
+            assert b"overloaded (measurement 150 ms behind)" in info.value.response.body
+            proxy.measuring.oldest_ns = clock.now_ns() - 20 * NS_PER_MS  # caught up
+            assert (await healthy_call(port, "after", frames=3)).close_code == 1000
+            assert proxy.refused_calls == 1
+        finally:
+            await proxy.stop()
+
+
+def test_measurement_yields_while_the_loop_runs_late() -> None:
+    clock = FakeClock(10**12)
+    proxy = Proxy(ProxyConfig(RelayConfig("ws://127.0.0.1:1"), dialect="twilio", secret=b"y"))
+    proxy.clock_lag = LagMonitor(period_s=0.02, clock=clock.now_ns)
+    proxy.clock_lag.record(clock.now_ns(), 1 * NS_PER_MS)
+    assert not proxy._lagging()
+    proxy.clock_lag.record(clock.now_ns(), 8 * NS_PER_MS)  # over YIELD_LAG_MS
+    assert proxy._lagging()
+    proxy.clock_lag.record(clock.now_ns(), 0)
+    clock.advance_ms(40)  # the next reading is 20 ms overdue: the loop has not come round
+    assert proxy._lagging()
+
+
 async def test_a_small_lag_or_no_bound_admits() -> None:
     clock = FakeClock(10**12)
     async with router_agent() as agent:

@@ -35,6 +35,7 @@ from voxproxy.proxy_webrtc import WebRtcCallContext
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import CallSession
 from voxproxy.simcall.webrtc import WebRtcCallLog
+from voxproxy.timebase import NS_PER_MS
 
 pytestmark = pytest.mark.slow
 
@@ -135,3 +136,48 @@ async def test_a_finished_webrtc_call_s_measurement_is_freed_without_the_cycle_c
         await agent.stop()
     assert record.error is None, record.error
     assert receipts[0].terminal == "caller_closed"
+
+
+async def test_a_lagging_loop_refuses_offers_with_503_and_admits_again_after() -> None:
+    """The WebRTC proxy's admission on measured load, as the websocket proxy's: while
+    the median lag of the last second is over max_loop_lag_ms (injected readings, a
+    fake clock), an offer gets 503 and Retry-After and never reaches the agent."""
+    import aiohttp
+
+    from voxproxy.clock import LagMonitor
+    from voxproxy.transports.webrtc import AudioPeer
+
+    now = [10**12]
+    agent = WebRtcMockAgent(MockAgentConfig(responses=("agent_confirm",)))
+    await agent.start()
+    receipts: list[Receipt] = []
+    caller = AudioPeer(name="caller")
+    offer = await caller.create_offer()
+    try:
+        async with webrtc_proxy(agent.url("whip"), receipts) as proxy:
+            assert proxy.config.max_loop_lag_ms == 100.0  # on by default, as for websocket
+            proxy.clock_lag = LagMonitor(period_s=3600.0, clock=lambda: now[0])
+            for _ in range(3):
+                proxy.clock_lag.record(now[0], 150 * NS_PER_MS)
+                now[0] += 100 * NS_PER_MS
+            async with aiohttp.ClientSession() as http:
+                async with http.post(
+                    proxy.url("whip"),
+                    data=offer.encode(),
+                    headers={"Content-Type": "application/sdp"},
+                ) as resp:
+                    status, retry, body = (
+                        resp.status,
+                        resp.headers.get("Retry-After"),
+                        await resp.text(),
+                    )
+            assert (status, retry) == (503, "1")
+            assert "overloaded (event loop lag 150 ms)" in body
+            assert proxy.server.admission.refused_overloaded == 1
+            assert agent.calls == []  # never offered to the agent
+            now[0] += 1500 * NS_PER_MS  # the lag has left the last second
+            assert proxy._overloaded() is None
+    finally:
+        await caller.close()
+        await agent.stop()
+    assert receipts == []

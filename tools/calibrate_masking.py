@@ -1,5 +1,5 @@
 """How much of a speech edge a bed of noise hides, by how far under the talker's level
-the detector can still see (the masking table in ``voxproxy/analysis/vad.py``).
+the detector can still see (the masking table in ``voxproxy/analysis/vadconfig.py``).
 
 The truth counts every 1 ms window within 35 dB of the talker's P.56 level
 (MEASUREMENT.md 2). Under noise, the detector's edge walks stop ``edge_margin_db``

@@ -96,6 +96,15 @@ class LagMonitor:
         lags.sort()
         return lags[len(lags) // 2]
 
+    def lag_now_ns(self) -> int:
+        """How late the loop runs now: the last reading's lag, or, when the next reading
+        is overdue (the loop has not come round to its timer), how overdue it is."""
+        if not self._readings:
+            return 0
+        t, lag = self._readings[-1]
+        overdue = self._clock() - t - int(self.period_s * 1e9)
+        return max(lag, overdue)
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())

@@ -26,6 +26,14 @@ a bound on that:
   keeps only its traffic counts (``measurement_disabled`` in its receipt), so that
   memory stays bounded whatever the load.
 
+* While the loop runs late (``lagging()``: the proxy's last event-loop lag reading
+  over ``YIELD_LAG_MS``), measurement yields: its budget per turn is the least one,
+  ``budget_ms``, whatever forwarding took. A core that no longer keeps up with the
+  calls' forwarding *and* their measurement then gives forwarding the core, and it is
+  measurement that falls behind (and, past ``shed_after_ms``, sheds), not the calls.
+  :attr:`MeasurementQueue.behind_ns` says how far behind it is: the proxy's admission
+  refuses new calls past ``ADMIT_BEHIND_MS``, long before anything is shed.
+
 Forwarding never waits on more than one budget of measurement per turn of the
 loop (plus the one message being measured when the budget ran out): at most
 ``max_budget_ms``, and no more than the forwarding of that turn took.
@@ -46,6 +54,8 @@ DEFAULT_SHARE = 1.0
 DEFAULT_MAX_BUDGET_MS = 10.0
 DEFAULT_SHED_AFTER_MS = 500.0
 _ITEMS_PER_VISIT = 8  # items of one call measured before the next call's turn
+YIELD_LAG_MS = 5.0  # a loop reading this late: measurement takes only its least budget
+ADMIT_BEHIND_MS = 100.0  # measurement this far behind: no new call (proxy admission)
 DEFAULT_MAX_BACKLOG = 5000  # messages queued per call (50 s of 20 ms frames one way)
 
 # A queued item: (direction, payload, t_ns) for a message, (None, event, t_ns) for an
@@ -87,12 +97,14 @@ class MeasurementQueue:
         loop_cpu_ns: Callable[[], int] = time.thread_time_ns,
         now_ns: Callable[[], int] = time.monotonic_ns,
         call_soon: Callable[[Callable[[], None]], object] | None = None,
+        lagging: Callable[[], bool] | None = None,
     ) -> None:
         """``cpu_ns`` times the work against the budget, ``loop_cpu_ns`` is the CPU time
         of the loop's thread (what forwarding took is read from it: time the process
         was idle or waited for a core is no forwarding), ``now_ns`` is the clock the
         messages were stamped with, ``call_soon`` schedules the next turn's work (the
-        running loop's by default); tests pass fakes of them."""
+        running loop's by default); tests pass fakes of them. ``lagging`` says whether
+        the loop runs late now (then measurement yields: the least budget per turn)."""
         self.budget_ns = int(budget_ms * NS_PER_MS)
         self.share = share
         self.max_budget_ns = int(max_budget_ms * NS_PER_MS)
@@ -105,6 +117,8 @@ class MeasurementQueue:
         self._loop_cpu_ns = loop_cpu_ns
         self._now_ns = now_ns
         self._call_soon = call_soon
+        self._lagging = lagging
+        self.yielded = 0  # turns whose budget was the least one because the loop lagged
         self._spent_ns = 0  # measurement's CPU since the loop last went round
         self._turn_pending = False
         self._waiting: deque[Measured] = deque()  # calls with a backlog, taking turns
@@ -151,6 +165,13 @@ class MeasurementQueue:
         oldest = self.oldest_ns
         return oldest is not None and self._now_ns() - oldest > self.shed_after_ns
 
+    @property
+    def behind_ns(self) -> int:
+        """How long the oldest item measured on the last turn had waited (0: nothing
+        queued): how far measurement is behind the calls."""
+        oldest = self.oldest_ns
+        return 0 if oldest is None else max(0, self._now_ns() - oldest)
+
     # -- the loop's turns ----------------------------------------------------------------
 
     def _schedule(self) -> None:
@@ -176,6 +197,9 @@ class MeasurementQueue:
         forwarding = 0 if end is None else loop_cpu - end - self._inline_ns
         self._inline_ns = 0
         budget = max(self.budget_ns, min(self.max_budget_ns, int(self.share * forwarding)))
+        if budget > self.budget_ns and self._lagging is not None and self._lagging():
+            budget = self.budget_ns  # forwarding is late: it gets the core back first
+            self.yielded += 1
         if unbounded:
             budget = 1 << 62
         self._turn_budget_ns = budget

@@ -17,7 +17,7 @@ from voxproxy.dialects.base import Decoder, DialectOptions, make_decoder
 from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, ToolEvent
 from voxproxy.ids import keyed_hash, new_secret
 from voxproxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids
-from voxproxy.measuring import Item, MeasurementQueue
+from voxproxy.measuring import ADMIT_BEHIND_MS, YIELD_LAG_MS, Item, MeasurementQueue
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
@@ -444,10 +444,14 @@ class Proxy(ReceiptOutlet):
         self.config = config
         self.live: LiveCalls[CallContext] = LiveCalls(self.secret)  # for the event API
         # Measurement runs after forwarding, within a budget per turn of the loop.
-        self.measuring = MeasurementQueue()
+        self.measuring = MeasurementQueue(lagging=self._lagging)
         self.server = RelayServer(config.relay, self._observer)
         if config.max_loop_lag_ms is not None:
             self.server.admission.overloaded = self._overloaded
+
+    def _lagging(self) -> bool:
+        """The loop runs late now: measurement yields to forwarding (measuring.py)."""
+        return self.clock_lag.lag_now_ns() > YIELD_LAG_MS * NS_PER_MS
 
     def _overloaded(self) -> str | None:
         """Why a new call would not be served transparently now, or None."""
@@ -458,6 +462,12 @@ class Proxy(ReceiptOutlet):
             return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
         if self.measuring.shedding:
             return "measurement is shedding"
+        # Measurement falls behind when the core no longer carries the calls' forwarding
+        # and their measurement (it yields to forwarding): the core is full. Long before
+        # it sheds, and before the loop's lag shows in the median of a second.
+        behind_ns = self.measuring.behind_ns
+        if behind_ns > ADMIT_BEHIND_MS * NS_PER_MS:
+            return f"measurement {behind_ns / NS_PER_MS:.0f} ms behind"
         return None
 
     def _observer(self, t_ns: int) -> CallContext:

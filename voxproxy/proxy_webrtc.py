@@ -23,7 +23,14 @@ from voxproxy.dialects.base import DialectOptions, make_decoder
 from voxproxy.errors import ConfigError
 from voxproxy.events import Direction, Event, Pcm, StageMark, ToolEvent
 from voxproxy.livecalls import LiveCalls
-from voxproxy.proxy import CALL_ID_HEADER, ReceiptOutlet, ReceiptSink, publish
+from voxproxy.proxy import (
+    CALL_ID_HEADER,
+    DEFAULT_MAX_LOOP_LAG_MS,
+    LAG_WINDOW_NS,
+    ReceiptOutlet,
+    ReceiptSink,
+    publish,
+)
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
@@ -31,6 +38,7 @@ from voxproxy.telemetry import (
     CallTrace,
     Telemetry,
 )
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.webrtc import (
     EndCause,
     EndInfo,
@@ -70,6 +78,11 @@ class WebRtcProxyConfig:
     dialect_options: DialectOptions = field(default_factory=DialectOptions)
     session: SessionConfig = field(default_factory=SessionConfig)
     secret: bytes | None = None
+    # A new caller's offer is refused (503, Retry-After) while the event loop's lag (the
+    # median of its readings over the last second) exceeds this (None: no such refusal),
+    # as voxproxy.proxy.ProxyConfig's. Measurement here runs inline, per packet: there
+    # is no measurement queue to yield or to be behind.
+    max_loop_lag_ms: float | None = DEFAULT_MAX_LOOP_LAG_MS
 
     def __post_init__(self) -> None:
         if self.dialect not in CHANNEL_DIALECTS:
@@ -208,6 +221,17 @@ class WebRtcProxy(ReceiptOutlet):
         self.relay_stats: list[RelayStats] = []
         self.live: LiveCalls[WebRtcCallContext] = LiveCalls(self.secret)
         self.server = WebRtcRelayServer(config.relay, self._observer)
+        if config.max_loop_lag_ms is not None:
+            self.server.admission.overloaded = self._overloaded
+
+    def _overloaded(self) -> str | None:
+        """Why a new call would not be served transparently now, or None."""
+        bound = self.config.max_loop_lag_ms
+        assert bound is not None
+        lag_ns = self.clock_lag.recent_lag_ns(LAG_WINDOW_NS)
+        if lag_ns > bound * NS_PER_MS:
+            return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
+        return None
 
     def _observer(self, t_ns: int, offer: Offer) -> WebRtcCallContext:
         return WebRtcCallContext(self, t_ns, offer)

@@ -10,6 +10,7 @@ from voxproxy.audio.levels import (
     active_speech_level,
     frame_active_level,
     rms_dbfs,
+    running_max,
     window_energy_db,
 )
 from voxproxy.clips import load_corpus
@@ -133,3 +134,13 @@ def test_frame_active_level_ignores_pauses_and_silence() -> None:
     assert a == pytest.approx(b, abs=0.3)
     assert a == pytest.approx(20 * np.log10(3000 / 32768), abs=0.5)
     assert frame_active_level(np.zeros(0), 20) is None
+
+
+def test_running_max_is_the_sliding_window_maximum() -> None:
+    rng = np.random.default_rng(5)
+    for width in range(1, 24):
+        for n in (1, 2, 7, 64, 301):
+            x = rng.normal(size=n)
+            padded = np.concatenate((np.full(width - 1, -np.inf), x))
+            expected = np.lib.stride_tricks.sliding_window_view(padded, width).max(axis=1)
+            assert np.array_equal(running_max(x, width), expected)

@@ -142,6 +142,7 @@ _REALTIME_KEYS = [
     ),
     st.sampled_from([CALLER_TO_AGENT, AGENT_TO_CALLER]),
 )
+@pytest.mark.slow
 def test_realtime_never_raises_on_peer_input(payload: bytes | str, direction: Direction) -> None:
     dec = decoder()
     for event in dec.decode(direction, payload, T):
@@ -167,6 +168,7 @@ _ANY = st.recursive(
     ),
     st.sampled_from([CALLER_TO_AGENT, AGENT_TO_CALLER]),
 )
+@pytest.mark.slow
 def test_realtime_known_events_with_any_fields_never_raise(
     kind: str, fields: dict[str, object], direction: Direction
 ) -> None:

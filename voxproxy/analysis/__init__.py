@@ -1,4 +1,5 @@
-"""Pure per-direction analysis: speech detection (``vad``), the agent's playout
+"""Pure per-direction analysis: speech detection (``vad``, with ``edges``, ``floor``,
+``timeline``, ``voicing`` and ``vadconfig``), the agent's playout
 timeline (``playout``), and the speech edges of clean clips (``truth``, the ground
 truth the tests and benchmarks score against).
 

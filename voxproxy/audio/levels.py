@@ -82,6 +82,20 @@ def active_speech_level(pcm: Pcm, sample_rate_hz: int) -> float | None:
     return levels[-1] if levels else None
 
 
+def running_max(x: npt.NDArray[np.float64], width: int) -> npt.NDArray[np.float64]:
+    """The largest of each value and the ``width - 1`` before it (none before the first):
+    the same as a sliding window's maximum, in a few passes (windows doubled, then two
+    overlapping windows of a power of two) instead of one per window."""
+    m = np.concatenate((np.full(width - 1, -np.inf), x))
+    span = 1  # m[j] is the largest of padded[j : j + span]
+    while span * 2 <= width:
+        m = np.maximum(m[:-span], m[span:])
+        span *= 2
+    if span < width:
+        m = np.maximum(m[: m.size - (width - span)], m[width - span :])
+    return m
+
+
 def frame_active_level(frame_db: npt.NDArray[np.float64], frame_ms: int) -> float | None:
     """P.56's active level (method B's rule) read from frame levels instead of samples.
 
@@ -98,8 +112,7 @@ def frame_active_level(frame_db: npt.NDArray[np.float64], frame_ms: int) -> floa
         return None
     hang = max(0, round(P56_HANGOVER_S * 1000 / frame_ms))
     # The loudest frame within the hangover before each frame (itself included).
-    padded = np.concatenate((np.full(hang, -np.inf), frame_db))
-    reach = np.lib.stride_tricks.sliding_window_view(padded, hang + 1).max(axis=1)
+    reach = running_max(frame_db, hang + 1)
     total = float(np.sum(np.power(10.0, frame_db / 10.0)))
     if total <= 0.0:
         return None

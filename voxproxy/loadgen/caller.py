@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.protocol import State
 
 from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
@@ -31,66 +32,24 @@ from voxproxy.clips import Clip
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
 from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent, Transcript
+from voxproxy.loadgen.pacing import pacer
+from voxproxy.loadgen.record import AgentChunk as AgentChunk
+from voxproxy.loadgen.record import CallRecord as CallRecord
+from voxproxy.loadgen.record import NoiseTruth as NoiseTruth
+from voxproxy.loadgen.record import SpeechTruth as SpeechTruth
+from voxproxy.loadgen.steps import BargeIn as BargeIn
+from voxproxy.loadgen.steps import Interject as Interject
+from voxproxy.loadgen.steps import NoiseBed as NoiseBed
+from voxproxy.loadgen.steps import Say as Say
+from voxproxy.loadgen.steps import Silence as Silence
+from voxproxy.loadgen.steps import Step as Step
+from voxproxy.loadgen.steps import WaitAgentEnd as WaitAgentEnd
+from voxproxy.loadgen.steps import WaitAgentStart as WaitAgentStart
 from voxproxy.loadgen.wires import CallerWire, caller_wire
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 TICK_NS = 10 * NS_PER_MS  # the caller's own playout and detector run at most this often
-
-
-@dataclass(frozen=True, slots=True)
-class Say:
-    clip: Clip
-    gain_db: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Silence:
-    ms: float
-
-
-@dataclass(frozen=True, slots=True)
-class WaitAgentStart:
-    timeout_ms: float = 10000.0
-
-
-@dataclass(frozen=True, slots=True)
-class WaitAgentEnd:
-    quiet_ms: float = 600.0  # agent silent this long counts as done
-    timeout_ms: float = 30000.0
-    start_timeout_ms: float = 10000.0  # how long to wait for the agent to begin
-
-
-@dataclass(frozen=True, slots=True)
-class BargeIn:
-    """Wait until the agent speaks, let it talk ``after_ms``, then say ``clip`` over it."""
-
-    after_ms: float
-    clip: Clip
-    timeout_ms: float = 10000.0
-
-
-@dataclass(frozen=True, slots=True)
-class Interject:
-    """Wait until the agent speaks, let it talk ``after_ms``, then make a noise (a cough,
-    a door) over it. Recorded as noise, not speech: a good agent keeps talking."""
-
-    after_ms: float
-    clip: Clip
-    timeout_ms: float = 10000.0
-
-
-@dataclass(frozen=True, slots=True)
-class NoiseBed:
-    """Background noise under everything the caller sends, at ``snr_db`` below speech.
-
-    The speech level is the active level of the caller's clips (RMS over their true
-    speech segments); the bed loops."""
-
-    clip: Clip
-    snr_db: float
-
-
-Step = Say | Silence | WaitAgentStart | WaitAgentEnd | BargeIn | Interject
+WRITE_LIMIT = 64 * 1024  # bytes in a socket's write buffer past which frames wait their turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,65 +75,6 @@ class CallerConfig:
     truncate_after_ms: float = 150.0  # barge-in speech onset -> truncate + response.cancel
     answer_tools: bool = True  # answer function calls: function_call_output + response.create
     tool_latency_ms: float = 300.0  # function_call_arguments.done -> function_call_output
-
-
-@dataclass(slots=True)
-class SpeechTruth:
-    """One ``Say``: when its speech truly started and ended, on this process's clock."""
-
-    clip: str
-    onset_ns: int
-    offset_ns: int
-    barge_in: bool = False
-    text: str = ""  # the clip's reference text (what the caller truly said)
-
-
-@dataclass(slots=True)
-class NoiseTruth:
-    """One ``Interject``: the noise's true extent."""
-
-    clip: str
-    onset_ns: int
-    offset_ns: int
-
-
-@dataclass(slots=True)
-class AgentChunk:
-    stream_pos: int  # agent audio samples received before this chunk
-    n: int
-    play_ns: int  # start on the caller's playout timeline
-    arrival_ns: int
-    item_id: str | None = None  # openai-realtime: the audio item it belongs to
-
-
-@dataclass(slots=True)
-class CallRecord:
-    t0_ns: int = 0  # capture time of the caller's first sample
-    speech: list[SpeechTruth] = field(default_factory=list)
-    noises: list[NoiseTruth] = field(default_factory=list)
-    agent_chunks: list[AgentChunk] = field(default_factory=list)
-    agent_rate_hz: int = 0
-    flushes: list[int] = field(default_factory=list)  # arrival times of flushes
-    agent_spurts: list[tuple[int, int]] = field(default_factory=list)  # caller-side VAD
-    messages_sent: list[bytes | str] = field(default_factory=list)
-    messages_received: list[bytes | str] = field(default_factory=list)
-    close_code: int | None = None
-    error: str | None = None
-    pacing_lag_ns: list[int] = field(default_factory=list)
-    steps: list[tuple[str, int, int]] = field(default_factory=list)  # (action, start, end)
-    # openai-realtime: (sent, item id, audio_end_ms claimed) of each truncate, and
-    # (call id, function_call_arguments.done arrival, function_call_output sent) of each call.
-    truncations: list[tuple[int, str, int]] = field(default_factory=list)
-    tool_calls: list[tuple[str, int, int]] = field(default_factory=list)
-    # What the agent reported it heard (or said): (arrival, role, text, final), in order.
-    transcripts: list[tuple[int, str, str, bool]] = field(default_factory=list)
-
-    def play_time(self, stream_pos: int) -> int | None:
-        """When agent audio sample ``stream_pos`` played (None if it never did)."""
-        for c in self.agent_chunks:
-            if c.stream_pos <= stream_pos < c.stream_pos + c.n:
-                return c.play_ns + (stream_pos - c.stream_pos) * NS_PER_S // self.agent_rate_hz
-        return None
 
 
 def active_rms(pcm: Pcm, c: Clip, rate: int) -> float:
@@ -225,6 +125,10 @@ class ScriptedCaller:
         self._marks: deque[tuple[int, str]] = deque()  # (play-out time, name) awaiting echo
         self._ws: ClientConnection | None = None
         self._done_sending = asyncio.Event()
+        self._backlog: deque[bytes | str] = deque()  # frames waiting for the socket
+        self._drainer: asyncio.Task[None] | None = None
+        self._sending_over = False
+        self._send_waiter: tuple[int, asyncio.Future[None]] | None = None  # (samples, woken)
         self._last_agent_audible_ns = 0
         self._rng = np.random.default_rng(config.seed)
         self._last_tick_ns = 0
@@ -308,21 +212,94 @@ class ScriptedCaller:
             self.record.messages_sent.append(payload)
         await self._ws.send(payload)
 
+    def _write_now(self, payload: bytes | str) -> bool:
+        """Hand ``payload`` to the socket at once if the connection takes it without
+        waiting (open, its write buffer under WRITE_LIMIT); False: it was not sent."""
+        ws = self._ws
+        assert ws is not None
+        transport = ws.transport
+        if ws.protocol.state is not State.OPEN or transport.get_write_buffer_size() > WRITE_LIMIT:
+            return False
+        # What Connection.send does for one message, without its coroutine and context
+        # manager per frame: the Sans-I/O protocol frames it, the transport writes it.
+        if isinstance(payload, str):
+            ws.protocol.send_text(payload.encode())
+        else:
+            ws.protocol.send_binary(payload)
+        for data in ws.protocol.data_to_send():
+            if data:
+                transport.write(data)
+        if self.config.keep_messages:
+            self.record.messages_sent.append(payload)
+        return True
+
+    def _send_soon(self, payload: bytes | str) -> None:
+        """Send now if the connection takes it, else after what is already waiting (in order)."""
+        if not self._backlog and self._write_now(payload):
+            return
+        self._backlog.append(payload)
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.get_running_loop().create_task(self._drain())
+
+    def _drain_failed(self) -> BaseException | None:
+        d = self._drainer
+        return d.exception() if d is not None and d.done() and not d.cancelled() else None
+
+    async def _drain(self) -> None:
+        while self._backlog:
+            await self._send(self._backlog.popleft())
+
     async def _sender(self) -> None:
+        """Send a frame at each deadline until done sending, on the loop's shared pacer
+        (one timer for every caller of the loop, no task wake-up per frame)."""
         frame_ns = self.config.frame_ms * NS_PER_MS
-        k = 0
         t0 = self.record.t0_ns
-        while not self._done_sending.is_set():
-            deadline = t0 + (k + 1) * frame_ns
-            delay = (deadline - time.monotonic_ns()) / NS_PER_S
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self.record.pacing_lag_ns.append(time.monotonic_ns() - deadline)
-            frame = self._next_frame()
-            self._sent_samples += frame.size
-            k += 1
-            await self._send(self._encode(frame))
-            self._tick(time.monotonic_ns())
+        lags = self.record.pacing_lag_ns
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        k = 0
+
+        def send(now: int, deadline: int) -> int | None:
+            nonlocal k
+            if done.done():  # cancelled
+                return None
+            failed = self._drain_failed()
+            if failed is not None:
+                done.set_exception(failed)
+                return None
+            try:
+                lags.append(now - deadline)
+                frame = self._next_frame()
+                self._sent_samples += frame.size
+                k += 1
+                self._send_soon(self._encode(frame))
+                self._sent_to(self._sent_samples)
+                self._tick(time.monotonic_ns())
+            except Exception as exc:
+                done.set_exception(exc)
+                return None
+            if self._done_sending.is_set():
+                done.set_result(None)
+                return None
+            return t0 + (k + 1) * frame_ns
+
+        try:
+            if self._done_sending.is_set():
+                return
+            pacer().add(t0 + frame_ns, send)
+            await done
+        finally:
+            self._sending_over = True
+            self._sent_to(None)
+        if self._drainer is not None:
+            await self._drainer
+
+    def _sent_to(self, samples: int | None) -> None:
+        """Wake a ``_say`` waiting for its clip to be sent (None: nothing more will be)."""
+        waiter = self._send_waiter
+        if waiter is not None and (samples is None or samples >= waiter[0]):
+            self._send_waiter = None
+            if not waiter[1].done():
+                waiter[1].set_result(None)
 
     # -- audio in ------------------------------------------------------------------------
 
@@ -500,8 +477,10 @@ class ScriptedCaller:
             self.record.speech.append(SpeechTruth(c.name, onset, offset, barge_in, c.text))
         # Wait until the clip has been sent.
         end_pos = pos + pcm.size
-        while self._sent_samples < end_pos and not self._done_sending.is_set():
-            await asyncio.sleep(self.config.frame_ms / 1000)
+        if self._sent_samples < end_pos and not self._sending_over:
+            waiter = asyncio.get_running_loop().create_future()
+            self._send_waiter = (end_pos, waiter)
+            await waiter
 
     async def _run_script(self) -> None:
         for step in self.script:

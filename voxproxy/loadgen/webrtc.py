@@ -133,6 +133,12 @@ class WebRtcCaller(ScriptedCaller):
         if payload:
             self.peer.send_encoded(payload)
 
+    def _write_now(self, payload: bytes | str) -> bool:
+        assert self.peer is not None and isinstance(payload, bytes)
+        if payload:
+            self.peer.send_encoded(payload)
+        return True
+
     # -- audio in -------------------------------------------------------------------------
 
     def _rtp(self, p: RtpIn) -> None:

@@ -467,16 +467,9 @@ class WebRtcRelayServer:
         if not admission.admit():
             n = admission.refused
             if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th ... refusal
-                log.warning(
-                    "at capacity (%d calls in progress): offer refused with 503 "
-                    "(%d refused so far)",
-                    admission.active,
-                    n,
-                )
+                log.warning("%s: offer refused with 503 (%d refused so far)", admission.reason, n)
             raise HttpError(
-                503,
-                f"voxproxy: at capacity ({admission.limit} calls in progress); try again later",
-                {"Retry-After": "1"},
+                503, f"voxproxy: {admission.reason}; try again later", {"Retry-After": "1"}
             )
         try:
             relay = WebRtcRelay(self, offer)

@@ -1,0 +1,321 @@
+"""The measurement plane's CPU per message, offline and repeatable (no sockets, no clock).
+
+Recorded-shape Twilio calls are fed, message by message with their arrival times
+(``t_ns``), to the same code the proxy runs for each forwarded message
+(``CallSession.on_message``, both directions, then ``close``). Three stages are timed
+over the same messages in the same run, so the table reads as a ratio against what any
+measurement of this wire must do:
+
+* ``parse``: ``orjson.loads`` and the base64 of each media payload (the least work that
+  sees the audio: the baseline);
+* ``decode``: the Twilio dialect's decoder (JSON, base64, μ-law to PCM, its events);
+* ``session``: the whole measurement (decode, VAD, levels, playout, turns, receipt).
+
+Workloads: ``overhead`` is ``benchmarks/overhead.py``'s call shape (60 s of looped
+speech both ways in 20 ms messages); ``scripted`` is a set of turn-taking calls with
+barge-ins (``voxproxy.scripted``: clean, with caller noise at -45 dBFS, and over a
+babble bed at -35 dBFS), which carry silence and noise as real calls do;
+``concurrent`` is ``--concurrent`` calls of the overhead shape (10 s) all open at once,
+their messages interleaved in time as a proxy carrying them sees them (every call's
+state in turn: the caches are colder than with one call).
+
+CPU is ``time.process_time`` (this process's CPU, not wall time), the best of
+``--repeat`` runs: other processes on the machine slow it far less than wall time, yet a
+busy machine still adds a few per cent (caches): compare the ratios within a run.
+``receipts_sha256`` digests every receipt (less its wall-clock ``started_at``): the same
+digest before and after a change means the same figures.
+
+Run:  PYTHONPATH=. .venv/bin/python benchmarks/measurement.py [--repeat 5] [--profile FILE]
+Last line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import cProfile
+import dataclasses
+import hashlib
+import heapq
+import io
+import json
+import pstats
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
+from voxproxy.clips import load_clips  # noqa: E402
+from voxproxy.dialects import make_decoder  # noqa: E402
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction  # noqa: E402
+from voxproxy.receipts.model import CloseInfo  # noqa: E402
+from voxproxy.scripted import BargePlan, CallPlan, TurnPlan, render  # noqa: E402
+from voxproxy.session import CallSession  # noqa: E402
+
+Message = tuple[int, Direction, str]
+
+
+@dataclasses.dataclass
+class Call:
+    messages: list[Message]
+    end_ns: int
+    start_ns: int = 0
+
+
+def _ulaw_frames(name: str, n: int, skip: int = 0) -> list[str]:
+    """``n`` 20 ms base64 μ-law frames of a fixture clip, looped (as overhead.py sends),
+    from its ``skip``-th frame."""
+    pcm = load_clips()[name].pcm
+    pcm8 = pcm[: (pcm.size // 2) * 2].reshape(-1, 2).astype(np.int32).mean(axis=1).astype(np.int16)
+    ulaw = pcm_to_ulaw(pcm8)
+    frames = [ulaw[i : i + 160] for i in range(0, len(ulaw) - 160, 160)]
+    return [base64.b64encode(frames[(skip + i) % len(frames)]).decode("ascii") for i in range(n)]
+
+
+def overhead_call(seconds: float, start_ns: int = 0, skip: int = 0) -> Call:
+    """One call of overhead.py's shape: a 20 ms media message each way every 20 ms."""
+    n = int(seconds * 50)
+    caller = _ulaw_frames("caller_where_is_order", n, skip)
+    agent = _ulaw_frames("agent_long_answer", n, skip)
+    sid = "MZ" + "0" * 32
+    start = {
+        "event": "start",
+        "sequenceNumber": "1",
+        "start": {
+            "streamSid": sid,
+            "callSid": "CA" + "1" * 32,
+            "accountSid": "AC0",
+            "tracks": ["inbound"],
+            "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+            "customParameters": {},
+        },
+        "streamSid": sid,
+    }
+    msgs: list[Message] = [
+        (start_ns, CALLER_TO_AGENT, '{"event":"connected","protocol":"Call","version":"1.0.0"}'),
+        (start_ns + 1_000, CALLER_TO_AGENT, json.dumps(start)),
+    ]
+    for k in range(n):
+        t = start_ns + (k + 1) * 20_000_000
+        media = {
+            "track": "inbound",
+            "chunk": str(k),
+            "timestamp": str(k * 20),
+            "payload": caller[k],
+        }
+        msgs.append(
+            (
+                t + 300_000,
+                CALLER_TO_AGENT,
+                json.dumps(
+                    {
+                        "event": "media",
+                        "sequenceNumber": str(k + 1),
+                        "media": media,
+                        "streamSid": sid,
+                        "t": t,
+                    }
+                ),
+            )
+        )
+        msgs.append(
+            (
+                t + 700_000,
+                AGENT_TO_CALLER,
+                json.dumps(
+                    {"event": "media", "streamSid": sid, "media": {"payload": agent[k]}, "t": t}
+                ),
+            )
+        )
+    return Call(msgs, msgs[-1][0] + 1_000, start_ns)
+
+
+def concurrent_calls(count: int, seconds: float) -> list[Call]:
+    """``count`` calls of overhead.py's shape at once, started spread over 20 ms (their
+    messages are measured interleaved in time, as a proxy carrying them all does)."""
+    return [overhead_call(seconds, k * 20_000_000 // count, 37 * k) for k in range(count)]
+
+
+def scripted_calls(count: int, seed: int = 1717) -> list[Call]:
+    """Turn-taking Twilio calls with barge-ins, paced and in bursts, clean and noisy."""
+    clips = load_clips()
+    speech = [c for c in clips.values() if c.kind == "speech"]
+    callers = sorted((c for c in speech if c.role == "caller"), key=lambda c: c.name)
+    agents = sorted((c for c in speech if c.role == "agent"), key=lambda c: c.name)
+    rng = random.Random(seed)
+    calls = []
+    for k in range(count):
+        turns = []
+        for i in range(4):
+            agent = rng.choice(agents)
+            barge = None
+            if i % 2 == 1 and i < 3:
+                long_segs = [s for s in agent.segments_ms if s[1] - s[0] >= 500]
+                a, b = rng.choice(long_segs)
+                point = rng.uniform(a + 150, min(b - 250, a + 2500)) - agent.onset_ms
+                barge = BargePlan(point, rng.uniform(60, 600), "flush")
+            turns.append(TurnPlan(rng.choice(callers), agent, rng.uniform(150, 3000), barge))
+        plan = CallPlan(
+            dialect="twilio",
+            send_mode="paced" if k % 2 == 0 else "burst",
+            turns=tuple(turns),
+            caller_gap_ms=rng.uniform(300, 1500),
+            seed=rng.randrange(1 << 30),
+        )
+        if k % 3 == 1:
+            plan = dataclasses.replace(plan, caller_noise_dbfs=-45.0)
+        elif k % 3 == 2:
+            plan = dataclasses.replace(
+                plan, caller_bed=clips["noise_babble"].pcm, caller_bed_dbfs=-35.0
+            )
+        call = render(plan)
+        calls.append(Call(list(call.messages), call.end_ns))
+    return calls
+
+
+def stage_parse(calls: list[Call]) -> None:
+    loads, b64 = orjson.loads, base64.b64decode
+    for call in calls:
+        for _, _, payload in call.messages:
+            msg = loads(payload)
+            media = msg.get("media")
+            if media is not None:
+                b64(media["payload"])
+
+
+def stage_decode(calls: list[Call]) -> None:
+    for call in calls:
+        dec = make_decoder("twilio")
+        for t, d, payload in call.messages:
+            dec.decode(d, payload, t)
+
+
+def _session_receipts(calls: list[Call], together: bool = False) -> list[str]:
+    """Each call through its own CallSession, one after the other or (``together``) all
+    open at once, their messages in time order."""
+    out = []
+    groups = [calls] if together else [[c] for c in calls]
+    for group in groups:
+        sessions = [
+            CallSession(make_decoder("twilio"), c.start_ns, secret=b"bench", link_id="bench")
+            for c in group
+        ]
+        streams = [[(t, i, d, p) for t, d, p in c.messages] for i, c in enumerate(group)]
+        feeds = [s.on_message for s in sessions]
+        for t, i, d, payload in heapq.merge(*streams) if together else streams[0]:
+            feeds[i](d, payload, t)
+        for s, c in zip(sessions, group, strict=True):
+            r = s.close(c.end_ns, "completed", CloseInfo(initiator="caller"))
+            out.append(r.model_dump_json(exclude={"started_at"}))
+    return out
+
+
+def stage_session(calls: list[Call]) -> None:
+    _session_receipts(calls, together=len({c.start_ns for c in calls}) > 1)
+
+
+STAGES: dict[str, Callable[[list[Call]], None]] = {
+    "parse": stage_parse,
+    "decode": stage_decode,
+    "session": stage_session,
+}
+
+
+def best_cpu(fn: Callable[[list[Call]], None], calls: list[Call], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn(calls)
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def profile_top(calls: list[Call], top: int) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    stage_session(calls)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    return buf.getvalue()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=5, help="runs per stage; the best counts")
+    ap.add_argument("--seconds", type=float, default=60.0, help="length of the overhead call")
+    ap.add_argument("--calls", type=int, default=12, help="scripted calls")
+    ap.add_argument("--concurrent", type=int, default=50, help="calls at once (concurrent)")
+    ap.add_argument("--workloads", default="overhead,scripted,concurrent")
+    ap.add_argument("--profile", metavar="FILE", help="write cProfile's top (own time) here")
+    args = ap.parse_args()
+
+    workloads: dict[str, list[Call]] = {}
+    for name in args.workloads.split(","):
+        if name == "overhead":
+            workloads[name] = [overhead_call(args.seconds)]
+        elif name == "scripted":
+            workloads[name] = scripted_calls(args.calls)
+        elif name == "concurrent":
+            workloads[name] = concurrent_calls(args.concurrent, 10.0)
+        else:
+            ap.error(f"unknown workload {name!r}")
+
+    rows = []
+    digest = hashlib.sha256()
+    for name, calls in workloads.items():
+        n = sum(len(c.messages) for c in calls)
+        for receipt in _session_receipts(calls, name == "concurrent"):  # also warms up
+            digest.update(receipt.encode("utf-8"))
+        us = {st: best_cpu(fn, calls, args.repeat) / n * 1e6 for st, fn in STAGES.items()}
+        rows.append(
+            {
+                "workload": name,
+                "messages": n,
+                "parse_us": round(us["parse"], 2),
+                "decode_us": round(us["decode"], 2),
+                "session_us": round(us["session"], 2),
+                "measurement_us": round(us["session"] - us["parse"], 2),
+                "session_over_parse": round(us["session"] / us["parse"], 2),
+            }
+        )
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="voxproxy measurement CPU per message, offline (process_time, best run)")
+    for col in ("workload", "messages", "parse", "decode", "session", "session-parse", "ratio"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r["workload"]),
+            str(r["messages"]),
+            f"{r['parse_us']:.2f} µs",
+            f"{r['decode_us']:.2f} µs",
+            f"{r['session_us']:.2f} µs",
+            f"{r['measurement_us']:.2f} µs",
+            f"{r['session_over_parse']:.2f}",
+        )
+    console = Console(width=120)
+    console.print(table)
+    console.print(
+        "parse = orjson + base64 of each message (baseline); decode = the Twilio decoder; "
+        "session = CallSession.on_message for every message + close; ratio = session / parse."
+    )
+    if args.profile:
+        calls = [c for cs in workloads.values() for c in cs]
+        Path(args.profile).write_text(profile_top(calls, 30))
+        console.print(f"profile (cProfile, own time) written to {args.profile}")
+    print(json.dumps({"workloads": rows, "receipts_sha256": digest.hexdigest()}))
+
+
+if __name__ == "__main__":
+    main()

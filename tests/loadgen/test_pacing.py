@@ -1,0 +1,122 @@
+"""The shared pacer: every sender at its deadlines, in order, on one timer."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from voxproxy.loadgen.pacing import EARLY_NS, Pacer, Send, pacer
+from voxproxy.timebase import NS_PER_MS
+
+
+def test_each_sender_runs_at_each_deadline_in_order_never_before_it() -> None:
+    frames = 5
+    frame_ns = 20 * NS_PER_MS
+
+    async def main() -> tuple[dict[int, list[tuple[int, int]]], Pacer]:
+        p = Pacer(asyncio.get_running_loop())
+        seen: dict[int, list[tuple[int, int]]] = {}
+        finished = asyncio.Event()
+        t0 = time.monotonic_ns()
+
+        def sender(n: int) -> Send:
+            calls: list[tuple[int, int]] = []
+            seen[n] = calls
+
+            def send(now: int, deadline: int) -> int | None:
+                calls.append((now, deadline))
+                if len(calls) == frames:
+                    if all(len(c) == frames for c in seen.values()):
+                        finished.set()
+                    return None
+                return deadline + frame_ns
+
+            return send
+
+        for n in range(4):  # staggered starts, 3 ms apart
+            p.add(t0 + n * 3 * NS_PER_MS + frame_ns, sender(n))
+        await asyncio.wait_for(finished.wait(), 10)
+        return seen, p
+
+    seen, p = asyncio.run(main())
+    for calls in seen.values():
+        deadlines = [d for _, d in calls]
+        assert len(calls) == frames
+        assert deadlines == sorted(deadlines)
+        assert all(b - a == frame_ns for a, b in itertools.pairwise(deadlines))
+        assert all(now >= d - EARLY_NS for now, d in calls)  # at most one timer tick early
+    assert p.sends == 4 * frames
+    assert len(p) == 0
+
+
+def test_senders_due_together_share_one_fire_and_a_failing_one_stops_alone() -> None:
+    async def main() -> tuple[list[int], Pacer]:
+        p = Pacer(asyncio.get_running_loop())
+        order: list[int] = []
+        done = asyncio.Event()
+        deadline0 = time.monotonic_ns() + 5 * NS_PER_MS
+
+        def ok(n: int) -> Send:
+            def send(now: int, deadline: int) -> int | None:
+                order.append(n)
+                if order.count(n) == 2:
+                    if n == 2:
+                        done.set()
+                    return None
+                return deadline + 20 * NS_PER_MS
+
+            return send
+
+        def boom(now: int, deadline: int) -> int | None:
+            order.append(-1)
+            raise RuntimeError("this sender's socket broke")
+
+        for s in (ok(0), boom, ok(1), ok(2)):
+            p.add(deadline0, s)
+        await asyncio.wait_for(done.wait(), 10)
+        return order, p
+
+    order, p = asyncio.run(main())
+    assert order == [0, -1, 1, 2, 0, 1, 2]  # added order kept on equal deadlines
+    assert p.fires <= 3 < p.sends  # the first fire served all four
+
+
+def test_a_sender_far_behind_catches_up_one_frame_per_fire() -> None:
+    async def main() -> list[str]:
+        p = Pacer(asyncio.get_running_loop())
+        log: list[str] = []
+        done = asyncio.Event()
+        past = time.monotonic_ns() - 100 * NS_PER_MS  # five frames late already
+
+        def late(now: int, deadline: int) -> int | None:
+            log.append(f"late{p.fires}")
+            behind = sum(x.startswith("late") for x in log) < 5
+            return deadline + 20 * NS_PER_MS if behind else None  # all five already due
+
+        def other(now: int, deadline: int) -> int | None:
+            log.append(f"other{p.fires}")
+            if sum(x.startswith("other") for x in log) == 8:
+                done.set()
+                return None
+            return now - 1  # always due again: one call per fire
+
+        p.add(past, late)
+        p.add(past + 1, other)
+        await asyncio.wait_for(done.wait(), 10)
+        return log
+
+    log = asyncio.run(main())
+    assert len(log) == len(set(log))  # no sender twice in one fire
+    late_fires = [int(x.removeprefix("late")) for x in log if x.startswith("late")]
+    assert len(late_fires) == 5  # frames 1-5, each in a fire of its own
+
+
+def test_one_pacer_per_running_loop() -> None:
+    async def main() -> tuple[Pacer, Pacer]:
+        return pacer(), pacer()
+
+    a, b = asyncio.run(main())
+    c, _ = asyncio.run(main())
+    assert a is b
+    assert c is not a

@@ -1,0 +1,299 @@
+"""Where a talk-spurt's edges lie: walks over the 1 ms window energies from a loud
+window back to the onset and forward to the offset, against a threshold that follows
+the noise floor and, in quiet, the talker's level (the truth rule of MEASUREMENT.md 2);
+under noise, a spectral walk refines them. Also how far an edge moves when the
+talker's level reads off (its ambiguity).
+
+:class:`EdgeWalker` holds these rules for :class:`~voxproxy.analysis.vad.SpeechDetector`,
+which owns the state they read (declared here).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import numpy.typing as npt
+
+from voxproxy.analysis.timeline import Timeline
+from voxproxy.analysis.vadconfig import (
+    EDGE_LEVEL_DB,
+    LEVEL_BIAS_DB,
+    LEVEL_SLACK_DB,
+    MIN_LEVEL_FRAMES,
+    NOMINAL_LEVEL_DBFS,
+    SINGLE_WINDOW_MARGIN_DB,
+    SPECTRAL_HOP_MS,
+    SPECTRAL_MARGIN_DB,
+    SPECTRAL_PRESENCE,
+    SPECTRAL_TOLERANCE_MS,
+    VadConfig,
+)
+from voxproxy.audio.levels import frame_active_level
+from voxproxy.events import Pcm
+from voxproxy.timebase import NS_PER_MS
+
+
+class EdgeWalker:
+    """Edge rules of one direction's detector (a base of ``SpeechDetector``)."""
+
+    config: VadConfig
+    sample_rate_hz: int
+    _win: int  # samples per 1 ms window
+    _timeline: Timeline
+    _hist: npt.NDArray[np.float32]  # 1 ms window energies (dBFS), a ring
+    _hist_mask: int
+    _ring: Pcm  # the last ~2 s of samples
+    _ring_mask: int
+    _nfft: int
+    _band: npt.NDArray[np.bool_]
+    _taper: npt.NDArray[np.float64]
+    _noise_psd: npt.NDArray[np.float64] | None
+    _framed: int
+    _written_win: int
+    _clamp: float
+    _floor_db: float
+    _raw_floor_db: float
+    _level_pow: float
+    _level_frames: int
+    _utt_frames: int
+    _utt_db: deque[float]
+    _utt_level: float | None
+    _first_above_win: int
+    _onset_win: int
+    _last_active_win: int
+    _prev_offset_win: int
+
+    @property
+    def level_dbfs(self) -> float | None:
+        """The talker's level: P.56's active level read from the frames of the current
+        utterance (spurts less than a second apart), or the mean power of the last ~10 s
+        of active frames (less its bias) before it has a few. The truth rule takes the
+        level of one recording; a level is a property of what is being said now, not of a
+        louder earlier sentence."""
+        if self._utt_frames >= MIN_LEVEL_FRAMES:
+            if self._utt_level is None:
+                db = np.fromiter(self._utt_db, dtype=np.float64, count=len(self._utt_db))
+                self._utt_level = frame_active_level(db, self.config.frame_ms)
+            if self._utt_level is not None:
+                return self._utt_level
+        if self._level_frames >= MIN_LEVEL_FRAMES:
+            return 10.0 * float(np.log10(max(self._level_pow, 1e-10))) - LEVEL_BIAS_DB
+        # Too little speech heard to know the talker: the first frames of an onset are
+        # weaker than the speech, so assume at least the nominal level of speech.
+        if self._level_frames == 0:
+            return NOMINAL_LEVEL_DBFS
+        level = 10.0 * float(np.log10(max(self._level_pow, 1e-10)))
+        return level if level > NOMINAL_LEVEL_DBFS else NOMINAL_LEVEL_DBFS
+
+    def _edge_threshold(self) -> float:
+        """Where an edge walk stops: ``edge_margin_db`` above the noise floor, and in
+        quiet conditions ``level_range_db`` below the talker's level (the truth rule of
+        MEASUREMENT.md 2), never below ``edge_floor_dbfs``."""
+        cfg = self.config
+        thr = self._raw_floor_db + cfg.edge_margin_db
+        level = self.level_dbfs
+        if level is not None and level - cfg.level_range_db - LEVEL_SLACK_DB > thr:
+            thr = level - cfg.level_range_db - LEVEL_SLACK_DB
+        return thr if thr > cfg.edge_floor_dbfs else cfg.edge_floor_dbfs
+
+    def _quiet(self) -> bool:
+        return self._floor_db <= self.config.floor_clamp_dbfs + 1.0
+
+    def _tolerance(self, threshold: float) -> int:
+        """The longest pause an edge walk bridges: a merge gap far above the floor (the
+        truth rule's own), less in quiet, a few milliseconds above noise."""
+        cfg = self.config
+        if threshold - self._raw_floor_db >= SINGLE_WINDOW_MARGIN_DB:
+            return int(cfg.merge_gap_ms)
+        return cfg.edge_tolerance_ms if self._quiet() else cfg.noisy_edge_tolerance_ms
+
+    def _above(self, lo: int, hi: int, threshold: float) -> npt.NDArray[np.bool_]:
+        """Which 1 ms windows in ``[lo, hi)`` are above ``threshold``.
+
+        A window counts when both it and the mean power of the
+        ``edge_smooth_ms`` windows around it are above, so that neither a single
+        noisy window nor a single dip decides an edge.
+        """
+        # Far above the floor (digital silence, a codec's idle) single windows decide, as
+        # in the truth rule; nearer to noise, a window and its neighbours' mean must be.
+        far = threshold - self._raw_floor_db >= SINGLE_WINDOW_MARGIN_DB
+        n = 1 if far else self.config.edge_smooth_ms
+        half = n // 2
+        idx = np.arange(lo - half, hi + (n - 1 - half)) & self._hist_mask
+        db = self._hist[idx]
+        raw = db[half : half + (hi - lo)]
+        ok: npt.NDArray[np.bool_] = raw > threshold
+        if n <= 1:
+            return ok
+        power = np.power(10.0, db / 10.0)
+        smooth = np.convolve(power, np.ones(n) / n, mode="valid")
+        ok &= 10.0 * np.log10(np.maximum(smooth, 1e-10)) > threshold
+        return ok
+
+    def _learn_noise(self, frame: Pcm) -> None:
+        spec = np.abs(np.fft.rfft(frame * self._taper, self._nfft)) ** 2
+        if self._noise_psd is None:
+            self._noise_psd = spec
+        else:
+            self._noise_psd = 0.9 * self._noise_psd + 0.1 * spec
+
+    def _presence(self, first_win: int, last_win: int) -> tuple[int, npt.NDArray[np.bool_]]:
+        """Spectral speech presence in hops of SPECTRAL_HOP_MS over windows
+        ``[first_win, last_win)``: a hop counts when enough frequency bins stand
+        SPECTRAL_MARGIN_DB above the learned noise spectrum (speech is narrow-band
+        in time-frequency; broadband noise spreads thin, so speech is found well
+        below the broadband noise level)."""
+        assert self._noise_psd is not None
+        length = self._win * self.config.frame_ms
+        hop = self._win * SPECTRAL_HOP_MS
+        start = first_win * self._win
+        stop = last_win * self._win
+        n_hops = max(0, (stop - start - length) // hop + 1)
+        if n_hops == 0:
+            return start, np.zeros(0, dtype=np.bool_)
+        idx = start + np.arange(n_hops)[:, None] * hop + np.arange(length)[None, :]
+        frames = self._ring[idx & self._ring_mask].astype(np.float64) * self._taper
+        power = np.abs(np.fft.rfft(frames, self._nfft, axis=1)) ** 2
+        limit = self._noise_psd * 10 ** (SPECTRAL_MARGIN_DB / 10)
+        score = np.mean((power > limit)[:, self._band], axis=1)
+        present: npt.NDArray[np.bool_] = score >= SPECTRAL_PRESENCE
+        return start, present
+
+    def _spectral_ok(self) -> bool:
+        return self._noise_psd is not None and self._floor_db > self._clamp + 1.0
+
+    def _spectral_back(self, onset_win: int, lower: int) -> int:
+        """Move a noisy onset earlier, not before ``lower``, while speech is still
+        present in the spectrum."""
+        lower = max(lower, (self._framed // self._win) - (self._ring.size // self._win) + 64)
+        if lower >= onset_win:
+            return onset_win
+        hop_ms = SPECTRAL_HOP_MS
+        half = self.config.frame_ms // 2
+        start, present = self._presence(lower, onset_win + half)
+        earliest = onset_win
+        misses = 0
+        for i in range(present.size - 1, -1, -1):
+            centre = start // self._win + i * hop_ms + half
+            if centre > onset_win:
+                continue
+            if present[i]:
+                earliest = centre - hop_ms // 2
+                misses = 0
+            else:
+                misses += hop_ms
+                if misses > SPECTRAL_TOLERANCE_MS:
+                    break
+        return max(lower, min(onset_win, earliest))
+
+    def _spectral_forward(self, end_win: int) -> int:
+        """Move a noisy offset later while speech is still present in the spectrum."""
+        analysed = self._written_win
+        upper = min(end_win + self.config.offset_lookahead_ms, analysed)
+        gap = self._timeline.first_break_after(end_win * self._win)
+        if gap is not None:
+            upper = min(upper, gap // self._win)
+        half = self.config.frame_ms // 2
+        lo = max(end_win - half, 0)
+        if upper - lo <= self.config.frame_ms:
+            return end_win
+        start, present = self._presence(lo, upper)
+        latest = end_win
+        misses = 0
+        hop_ms = SPECTRAL_HOP_MS
+        for i in range(present.size):
+            centre = start // self._win + i * hop_ms + half
+            if centre < end_win:
+                continue
+            if present[i]:
+                latest = centre + hop_ms // 2
+                misses = 0
+            else:
+                misses += hop_ms
+                if misses > SPECTRAL_TOLERANCE_MS:
+                    break
+        return max(end_win, min(latest, upper))
+
+    def _walk_back(self, win: int, threshold: float, *, lookback: int | None = None) -> int:
+        """Earliest window of the run above ``threshold`` that reaches ``win``, at most
+        ``lookback`` windows (default: the configured look-back) before it.
+
+        Pauses shorter than the tolerance inside the run are bridged.
+        """
+        cfg = self.config
+        reach = cfg.onset_lookback_ms if lookback is None else lookback
+        lower = max(win - reach, self._prev_offset_win, 0)
+        lower = max(lower, (self._framed // self._win) - (self._hist.size - 64))
+        # Do not walk back across a gap in time (a pause in playout).
+        gap = self._timeline.last_break_at_or_before(win * self._win)
+        if gap is not None:
+            lower = max(lower, -(-gap // self._win))
+        if lower >= win:
+            return win
+        ok = self._above(lower, win, threshold)[::-1]  # ok[i] is window win-1-i
+        # Backwards, never more than the quiet bridge: the head of a response may carry a
+        # few samples of the one before (a resampler's memory), a merge gap earlier.
+        tolerance = min(self._tolerance(threshold), self.config.edge_tolerance_ms)
+        hits = np.nonzero(ok)[0]
+        onset = win
+        if hits.size and hits[0] < tolerance:
+            gaps = np.diff(hits)
+            cut = np.nonzero(gaps > tolerance)[0]
+            last = hits[cut[0]] if cut.size else hits[-1]
+            onset = win - 1 - int(last)
+        if self._spectral_ok():
+            onset = self._spectral_back(onset, lower)
+        return onset
+
+    def _walk_forward(self, win: int, threshold: float) -> int:
+        """End (exclusive) of the run above ``threshold`` that starts at ``win``."""
+        cfg = self.config
+        analysed = self._written_win
+        upper = min(win + 1 + cfg.offset_lookahead_ms, analysed)
+        # Do not walk across a gap in time (a pause in playout); the jitter of a
+        # continuous stream's chunk anchors is not a gap.
+        gap = self._timeline.first_break_after(win * self._win)
+        if gap is not None:
+            upper = min(upper, gap // self._win)
+        if upper <= win + 1:
+            return win + 1
+        ok = self._above(win + 1, upper, threshold)  # ok[i] is window win+1+i
+        hits = np.nonzero(ok)[0]
+        end = win + 1
+        if hits.size and hits[0] < self._tolerance(threshold):
+            gaps = np.diff(hits)
+            cut = np.nonzero(gaps > self._tolerance(threshold))[0]
+            last = hits[cut[0]] if cut.size else hits[-1]
+            end = win + 2 + int(last)
+        if self._spectral_ok():
+            end = self._spectral_forward(end)
+        return end
+
+    def _t_of_win(self, win: int) -> int:
+        return self._timeline.t_at(win * self._win)
+
+    def _t_of_end(self, end_win: int) -> int:
+        return self._t_of_win(end_win - 1) + NS_PER_MS
+
+    def _edge_ambiguity(self, end_win: int) -> tuple[float, float]:
+        """How far (ms) the onset and the offset move when the edge threshold moves
+        EDGE_LEVEL_DB either way, where the threshold follows the talker's level (in
+        quiet; above a noise floor the floor sets it and MASKING_TABLE covers it)."""
+        cfg = self.config
+        level = self.level_dbfs
+        thr = self._edge_threshold()
+        if level is None or thr - EDGE_LEVEL_DB <= self._raw_floor_db + cfg.edge_margin_db:
+            return 0.0, 0.0
+        first, onset = self._first_above_win, self._onset_win
+        lookback = 2 * cfg.onset_lookback_ms
+        if not self._timeline.covers(max(first - lookback, 0) * self._win):
+            return 0.0, 0.0
+        early = self._walk_back(first, thr - EDGE_LEVEL_DB, lookback=lookback)
+        late = self._walk_back(first, thr + EDGE_LEVEL_DB, lookback=lookback)
+        amb_on = max(onset - early, late - onset, 0)
+        last = self._last_active_win
+        longer = self._walk_forward(last, thr - EDGE_LEVEL_DB)
+        shorter = self._walk_forward(last, thr + EDGE_LEVEL_DB)
+        amb_off = max(longer - end_win, end_win - shorter, 0)
+        return float(amb_on), float(amb_off)

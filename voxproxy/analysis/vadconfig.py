@@ -1,0 +1,146 @@
+"""The speech detector's settings (:class:`VadConfig`), what it emits (:class:`Spurt`)
+and the constants its rules are written in (:mod:`voxproxy.analysis.vad` says how it
+works). The masking table bounds how much of an edge a bed of noise may hide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from voxproxy.timebase import NS_PER_MS
+
+PAUSE_NS = 100 * NS_PER_MS  # no audio for this long: the partial frame is followed by silence
+MIN_VOICED_MS = 40.0  # a spurt with less pitched audio than this is noise, not speech
+VOICED_ENOUGH_MS = 100.0  # stop measuring voicing once a spurt has this much
+SPECTRAL_HOP_MS = 5  # spectral edge refinement (noisy conditions only): hop between frames
+SPECTRAL_MARGIN_DB = 8.0  # a bin counts when this far above the learned noise spectrum
+SPECTRAL_PRESENCE = 0.06  # ... and a frame is speech when this share of bins does
+SPECTRAL_TOLERANCE_MS = 30  # pauses bridged by a spectral walk
+# The running level (the mean power of active frames, used before an utterance has its
+# own) reads about 1 dB above the P.56 active level of the same speech (P.56 counts
+# 200 ms of hangover after each burst as active): +1.0 dB on average over the corpus and
+# the fixtures (sd 0.8 dB). An utterance's own level is P.56's rule read from its frames
+# (audio.levels.frame_active_level), within 0.4 dB of P.56, and needs no correction.
+LEVEL_BIAS_DB = 1.0
+# Edges walk this much below the truth's threshold: a level read from frames stands up to
+# 0.4 dB off P.56's, and a breath's tail that hovers on the threshold for tens of ms
+# (the project's caller_topic_change: 47 ms within 0.3 dB) is kept rather than cut.
+LEVEL_SLACK_DB = 0.5
+# How far the level read from an utterance may stand from the whole recording's, which
+# the truth rule takes (MEASUREMENT.md 2): each edge also carries how far it moves when
+# the edge threshold moves this much either way. A steep edge moves a millisecond or
+# two; a breath or a slow release hovering near the threshold moves by its length.
+# About the level reading's own error on the corpus (0.4 dB): festival's kal voice
+# breathes 1-10 dB under the truth's threshold for 200 ms before it speaks; heard on
+# 8 kHz mu-law the proxy's onset landed up to 130 ms early there (113 ms stated).
+EDGE_LEVEL_DB = 0.5
+UTTERANCE_FRAMES = 1500  # an utterance's level is read from at most this many frames
+# A talk-spurt this long never had the quiet of a merge gap: the direction is never
+# quiet (babble, music, a bed of speech) and its edges are not speech edges.
+NEVER_QUIET_NS = 20_000 * NS_PER_MS
+UTTERANCE_GAP_NS = 1000 * NS_PER_MS  # a spurt after this much silence starts an utterance
+MIN_LEVEL_FRAMES = 5  # an utterance's own level is used from this many active frames
+CLOSE_LOOKBACK_NS = 150 * NS_PER_MS  # a spurt closes a merge gap and at most this much later
+REWALK_FRAMES = 25  # ... and its onset walked again with it after this many (0.5 s)
+NOMINAL_LEVEL_DBFS = -26.0  # assumed before a talker is heard: a usual telephone speech level
+# A bed of noise that started with the stream (or after it) is taken for speech while the
+# floor assumes quiet, and the floor never learns from speech: a spurt that has run this
+# many frames (1 s) with at most one pitched frame among the last NOISE_BED_SAMPLES (one
+# sampled every NOISE_BED_STRIDE frames), whose quietest frame over the last ~2 s stands
+# above the floor, is that bed: the floor starts again from it.
+NOISE_BED_FRAMES = 50
+NOISE_BED_STRIDE = 5
+NOISE_BED_SAMPLES = 10
+SINGLE_WINDOW_MARGIN_DB = 10.0
+# (seen down to dB under the level, onset hidden p95 ms, offset hidden p95 ms): the truth
+# counts windows within 35 dB of the talker's level, a detector over noise sees down to
+# its floor + edge_margin_db; how much of each edge lies between, over the project's
+# speech clips and the corpus's voices (tools/calibrate_masking.py; a test keeps it an
+# upper bound). Read as a step: the row at or just below what was seen.
+MASKING_TABLE: tuple[tuple[float, float, float], ...] = (
+    (0.0, 153.0, 213.0),
+    (5.0, 153.0, 167.0),
+    (10.0, 151.0, 143.0),
+    (15.0, 149.0, 137.0),
+    (20.0, 134.0, 135.0),
+    (25.0, 131.0, 105.0),
+    (28.0, 129.0, 77.0),
+    (30.0, 129.0, 69.0),
+    (31.0, 82.0, 56.0),
+    (32.0, 81.0, 52.0),
+    (33.0, 81.0, 21.0),
+    (34.0, 33.0, 17.0),
+    (35.0, 0.0, 0.0),
+)
+
+
+def masked_ms(seen_db: float) -> tuple[float, float]:
+    """How much of an onset and of an offset a detector that sees ``seen_db`` under the
+    talker's level may miss (p95), from :data:`MASKING_TABLE`."""
+    onset, offset = MASKING_TABLE[0][1], MASKING_TABLE[0][2]
+    for depth, on, off in MASKING_TABLE:
+        if seen_db >= depth:
+            onset, offset = on, off
+    return onset, offset  # 1 ms windows of steady noise stay within this of its floor
+
+
+@dataclass(frozen=True, slots=True)
+class VadConfig:
+    """Detector settings. Defaults are the ones the accuracy tests prove."""
+
+    frame_ms: int = 20
+    mode: int = 3
+    merge_gap_ms: float = 300.0
+    min_speech_ms: float = 60.0
+    start_margin_db: float = 12.0
+    edge_margin_db: float = 6.0
+    floor_clamp_dbfs: float = -56.0  # the start threshold never drops below this + margin
+    level_range_db: float = 35.0  # in quiet, edges walk down to the talker's level - this
+    edge_floor_dbfs: float = -90.0  # ... but never below this
+    floor_window_s: float = 2.0
+    edge_tolerance_ms: int = 120  # pause bridged by an edge walk in quiet conditions
+    noisy_edge_tolerance_ms: int = 12  # ... and above a noise floor
+    edge_smooth_ms: int = 3  # edge walks compare the mean power of this many 1 ms windows
+    # Far above the floor, edges follow the truth rule: windows up to merge_gap_ms apart
+    # belong together, so the walks reach a merge gap and a frame beyond the decision.
+    onset_lookback_ms: int = 320
+    offset_lookahead_ms: int = 320
+
+    def __post_init__(self) -> None:
+        if self.frame_ms not in (10, 20, 30):
+            raise ValueError(f"frame_ms must be 10, 20 or 30 (webrtcvad), got {self.frame_ms}")
+        if not 0 <= self.mode <= 3:
+            raise ValueError(f"VAD mode must be 0-3, got {self.mode}")
+        if self.merge_gap_ms < 0 or self.min_speech_ms < 0:
+            raise ValueError("merge_gap_ms and min_speech_ms must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class Spurt:
+    """One talk-spurt: its true onset and offset on the shared clock."""
+
+    onset_ns: int
+    offset_ns: int
+    voiced_ms: float = VOICED_ENOUGH_MS  # voiced (pitched) audio seen in it, capped
+    # How much of the true edge a bed of noise may hide (the p95 of MASKING_TABLE for
+    # how far under the talker's level the detector could see): 0 in quiet.
+    masked_onset_ms: float = 0.0
+    masked_offset_ms: float = 0.0
+    # How far each edge moves when the talker's level reads EDGE_LEVEL_DB off (in quiet:
+    # the truth's threshold follows the level of the whole recording).
+    ambiguous_onset_ms: float = 0.0
+    ambiguous_offset_ms: float = 0.0
+
+    @property
+    def never_quiet(self) -> bool:
+        """Longer than any utterance: what it holds is a bed that never went quiet."""
+        return self.offset_ns - self.onset_ns > NEVER_QUIET_NS
+
+    @property
+    def voiced(self) -> bool:
+        """Speech has pitch; a cough, a door or a click does not."""
+        return self.voiced_ms >= MIN_VOICED_MS
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.offset_ns - self.onset_ns) / NS_PER_MS

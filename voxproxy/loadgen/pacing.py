@@ -1,0 +1,95 @@
+"""One pacing timer per event loop for every real-time sender on it.
+
+A live caller sends frame ``k`` at its absolute deadline ``t0 + (k+1)*d``. Giving each
+caller its own ``asyncio.sleep`` per frame costs a timer, a future and a task wake-up per
+caller per frame; with hundreds of callers on a loop that bookkeeping, not the audio, is
+most of the load generator's CPU, and the wake-ups queue behind each other.
+
+:class:`Pacer` keeps every sender's next deadline in one heap and one loop timer armed at
+the earliest of them. When it fires it runs, in deadline order, every sender whose
+deadline has passed (synchronously: no task per frame), then re-arms at the next one. A
+sender is any callable ``send(now_ns, deadline_ns) -> next deadline or None`` (None: it
+is done). The loop's timers keep whole milliseconds (uvloop's libuv timers round a delay
+to the nearest ms, and count it from the loop's time cached at the start of its turn), so
+a timer may fire up to about 1 ms early, as ``asyncio.sleep`` does: a fire sends what is
+due within ``EARLY_NS`` (one such tick) rather than re-arming for less than the timers
+can tell apart (which would spin). How early or late each frame left is the sender's to
+record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from weakref import WeakKeyDictionary
+
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
+
+Send = Callable[[int, int], int | None]
+EARLY_NS = NS_PER_MS  # the loop timers' resolution: what a fire counts as due already
+
+
+class Pacer:
+    """Paced senders of one event loop. Use :func:`pacer` for the loop's shared one."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._heap: list[tuple[int, int, Send]] = []
+        self._seq = itertools.count()  # ties in deadline: first added, first sent
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed_ns: int | None = None
+        self.fires = 0  # timer callbacks run (each sends every frame then due)
+        self.sends = 0  # sender calls
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def add(self, deadline_ns: int, send: Send) -> None:
+        """Call ``send`` at ``deadline_ns`` (time.monotonic_ns) or as soon after as the loop can."""
+        heapq.heappush(self._heap, (deadline_ns, next(self._seq), send))
+        if self._armed_ns is None or deadline_ns < self._armed_ns:
+            self._arm(deadline_ns)
+
+    def _arm(self, deadline_ns: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(0.0, (deadline_ns - time.monotonic_ns()) / NS_PER_S)
+        self._armed_ns = deadline_ns
+        self._timer = self._loop.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._armed_ns = None
+        self.fires += 1
+        heap = self._heap
+        due: list[tuple[int, int, Send]] = []
+        due_by = time.monotonic_ns() + EARLY_NS
+        while heap and heap[0][0] <= due_by:
+            due.append(heapq.heappop(heap))
+        # One frame per sender per fire: a sender far behind catches up a frame per loop
+        # turn, with the loop's I/O between, instead of starving the others.
+        for deadline, _, send in due:
+            self.sends += 1
+            try:
+                nxt = send(time.monotonic_ns(), deadline)
+            except Exception:  # a sender's failure is its own; the others keep their pace
+                nxt = None
+            if nxt is not None:
+                heapq.heappush(heap, (nxt, next(self._seq), send))
+        if heap:
+            self._arm(heap[0][0])
+
+
+_PACERS: WeakKeyDictionary[asyncio.AbstractEventLoop, Pacer] = WeakKeyDictionary()
+
+
+def pacer() -> Pacer:
+    """The running loop's shared pacer (made on first use)."""
+    loop = asyncio.get_running_loop()
+    found = _PACERS.get(loop)
+    if found is None:
+        found = _PACERS[loop] = Pacer(loop)
+    return found
