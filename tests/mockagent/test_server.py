@@ -463,8 +463,7 @@ async def _faulted_call(cfg: MockAgentConfig) -> tuple[CallerRun, CallLog]:
     """One silent raw call to an agent with ``cfg``, until the agent's side has ended."""
     async with MockAgent(cfg) as agent:
         run = await run_caller(agent.url, "raw", [], 2000)
-        log = agent.calls[0]
-        await wait_ended(log)
+        await wait_ended(log := agent.calls[0])
     return run, log
 
 

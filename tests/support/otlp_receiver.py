@@ -212,22 +212,16 @@ class HttpReceiver:
             await asyncio.sleep(0.05)
 
 
-class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, received: Received) -> None:
-        self.received = received
+class _Export:
+    """An OTLP/gRPC service's one method: ``add`` the request, answer ``response()``."""
+
+    def __init__(self, add: Callable[[Any], None], response: Callable[[], Any]) -> None:
+        self.add = add
+        self.response = response
 
     def Export(self, request: Any, context: Any) -> Any:  # the gRPC method name
-        self.received.add_traces(request)
-        return trace_service_pb2.ExportTraceServiceResponse()
-
-
-class _LogsService(logs_service_pb2_grpc.LogsServiceServicer):
-    def __init__(self, received: Received) -> None:
-        self.received = received
-
-    def Export(self, request: Any, context: Any) -> Any:  # the gRPC method name
-        self.received.add_logs(request)
-        return logs_service_pb2.ExportLogsServiceResponse()
+        self.add(request)
+        return self.response()
 
 
 class GrpcReceiver:
@@ -239,12 +233,10 @@ class GrpcReceiver:
 
         self.received = Received()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
-            _TraceService(self.received), self.server
-        )
-        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(
-            _LogsService(self.received), self.server
-        )
+        traces = _Export(self.received.add_traces, trace_service_pb2.ExportTraceServiceResponse)
+        logs = _Export(self.received.add_logs, logs_service_pb2.ExportLogsServiceResponse)
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(traces, self.server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(logs, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
 
     @property
