@@ -22,16 +22,14 @@ from opentelemetry import context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.faultkit import proxy_before, wait_for
 from support.otlp_receiver import HttpReceiver
 from websockets.asyncio.client import connect
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from voxproxy.proxy import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.telemetry import TelemetryConfig, make_telemetry
 from voxproxy.telemetry import attributes as A
-from voxproxy.transports.websocket import RelayConfig
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "telemetry.md"
 
@@ -64,7 +62,6 @@ async def test_the_pipecat_and_livekit_recipes_put_the_agent_under_or_next_to_vo
     tracer = provider.get_tracer("agent")
     seen: list[dict[str, str]] = []
     conversation_ids: list[str | None] = []
-    receipts: list[Receipt] = []
 
     async def bot(ws: ServerConnection) -> None:
         assert ws.request is not None
@@ -82,22 +79,12 @@ async def test_the_pipecat_and_livekit_recipes_put_the_agent_under_or_next_to_vo
             context.detach(token)
 
     try:
-        async with serve(bot, "127.0.0.1", 0, compression=None) as agent:
-            port = next(iter(agent.sockets)).getsockname()[1]
-            proxy = Proxy(
-                ProxyConfig(RelayConfig(f"ws://127.0.0.1:{port}"), dialect="raw", secret=b"k"),
-                sinks=[receipts.append],
-                telemetry=telemetry,
-            )
-            listen = await proxy.start("127.0.0.1", 0)
+        async with proxy_before(bot, telemetry) as (listen, receipts, _):
             async with connect(f"ws://127.0.0.1:{listen}/", compression=None) as ws:
                 for _ in range(3):
                     await ws.send(b"\x00\x00" * 320)
                     await ws.recv()
-            deadline = asyncio.get_running_loop().time() + 10.0
-            while not receipts and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.02)
-            await proxy.stop()
+            await wait_for(lambda: bool(receipts), 10.0)
         await asyncio.to_thread(telemetry.flush)  # type: ignore[attr-defined]
         await receiver.wait_for(lambda r: bool(r.named(A.SPAN_CALL)))
     finally:

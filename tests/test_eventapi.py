@@ -12,10 +12,11 @@ from typing import Any
 
 import aiohttp
 import pytest
+from support.faultkit import wait_for
+from support.livecall import hello_then_barge_in
 from support.privacy import assert_content_free
 
 from voxproxy.cli import build_parser
-from voxproxy.clips import clip
 from voxproxy.commands.proxy import serve_config
 from voxproxy.errors import ConfigError
 from voxproxy.eventapi import (
@@ -29,7 +30,7 @@ from voxproxy.eventapi import (
 from voxproxy.events import TOOL_EVENT_KINDS, ToolEvent
 from voxproxy.ids import keyed_hash
 from voxproxy.livecalls import LiveCalls, wire_ids
-from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, WaitAgentEnd
+from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy import CALL_ID_HEADER, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
@@ -254,14 +255,6 @@ def test_the_event_api_never_runs_without_a_token() -> None:
 # -- a live call -------------------------------------------------------------------------------
 
 
-async def _until(predicate: Any, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
-
-
 @pytest.mark.slow
 async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks() -> None:
     agent = MockAgent(
@@ -283,13 +276,7 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
     stream_sid = "MZ" + "5" * 32
     caller = ScriptedCaller(
         CallerConfig(url=f"ws://127.0.0.1:{port}/", dialect="twilio", call_id=call_sid),
-        [
-            Say(clip("caller_hello")),
-            WaitAgentEnd(quiet_ms=300),
-            Say(clip("caller_yes")),
-            BargeIn(after_ms=700, clip=clip("caller_yes")),
-            WaitAgentEnd(quiet_ms=300),
-        ],
+        hello_then_barge_in(),
     )
     statuses: list[int] = []
     async with api_with(proxy.live) as (base, http, api):
@@ -301,7 +288,7 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
 
         task = asyncio.create_task(caller.run())
         # The agent's first answer has started: turn 0 is under way.
-        await _until(lambda: bool(agent.calls) and bool(agent.calls[0].responses))
+        await wait_for(lambda: bool(agent.calls) and bool(agent.calls[0].responses), 15.0)
         link = agent.calls[0].headers[CALL_ID_HEADER.lower()]
         # A booking in flight across the coming barge-in (by the proxy's link id) ...
         await send(
@@ -330,8 +317,8 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
         await send(stream_sid, {"type": "tool.finished", "operation_id": "pay-2", "status": "ok"})
         # The caller barges in on the second answer; the booking then finishes "ok" with no
         # cancel (a stale write), and the backend holds another value than was confirmed.
-        await _until(lambda: len(agent.calls[0].responses) >= 2)
-        await _until(lambda: agent.calls[0].responses[1].interrupted_ns is not None)
+        await wait_for(lambda: len(agent.calls[0].responses) >= 2, 15.0)
+        await wait_for(lambda: agent.calls[0].responses[1].interrupted_ns is not None, 15.0)
         await asyncio.sleep(0.3)
         await send(link, {"type": "tool.finished", "operation_id": "book-1", "status": "ok"})
         await send(
@@ -346,7 +333,7 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
         await send(link, [{"type": "outcome.verified", "verified": False}])
         record = await task
         assert record.error is None, record.error
-        await _until(lambda: bool(receipts))
+        await wait_for(lambda: bool(receipts), 15.0)
         # The call is over: its ids are refused now.
         for ident in (link, call_sid, stream_sid):
             status, _ = await post(

@@ -298,23 +298,36 @@ def _telnyx_payload(x: Pcm, encoding: str) -> bytes:
     return x.astype(">i2").tobytes()  # L16: network byte order
 
 
+Draw = Callable[[st.DrawFn], Any]
+
+
+def _media_stream_kit(
+    caller: Any, agent: Any, digit: str, heard: Draw, said: Draw | None = None
+) -> Kit:
+    """The messages of a telephony media stream with marks, clear and a key press; the
+    caller's audio drawn by ``heard``, the agent's by ``said`` (by default the same)."""
+    said = said or heard
+    return [
+        lambda dr: (CALLER_TO_AGENT, caller.connected(), False),
+        lambda dr: (CALLER_TO_AGENT, caller.start(), False),
+        lambda dr: (CALLER_TO_AGENT, caller.media(heard(dr)), False),
+        lambda dr: (CALLER_TO_AGENT, caller.media(heard(dr)), False),
+        lambda dr: (AGENT_TO_CALLER, agent.media(said(dr)), False),
+        lambda dr: (AGENT_TO_CALLER, agent.mark(dr(_NAMES)), False),
+        lambda dr: (CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),
+        lambda dr: (AGENT_TO_CALLER, agent.clear(), False),
+        lambda dr: (CALLER_TO_AGENT, caller.dtmf(digit), False),
+        lambda dr: (CALLER_TO_AGENT, caller.stop(), False),
+        _bad,
+    ]
+
+
 def _telnyx(draw: st.DrawFn) -> Kit:
     encoding = draw(st.sampled_from(["PCMU", "PCMA", "L16"]))
     rate = 16000 if encoding == "L16" and draw(st.booleans()) else 8000
     caller = TelnyxCallerWire("s1", "v3:call", encoding, rate)
-    return [
-        lambda dr: (CALLER_TO_AGENT, caller.connected(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.start(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(_telnyx_payload(dr(pcm(rate)), encoding)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(_telnyx_payload(dr(pcm(rate)), encoding)), False),
-        lambda dr: (AGENT_TO_CALLER, TelnyxAgentWire.media(pcm_to_ulaw(dr(pcm()))), False),
-        lambda dr: (AGENT_TO_CALLER, TelnyxAgentWire.mark(dr(_NAMES)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),
-        lambda dr: (AGENT_TO_CALLER, TelnyxAgentWire.clear(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.dtmf("1"), False),
-        lambda dr: (CALLER_TO_AGENT, caller.stop(), False),
-        _bad,
-    ]
+    heard: Draw = lambda dr: _telnyx_payload(dr(pcm(rate)), encoding)  # noqa: E731
+    return _media_stream_kit(caller, TelnyxAgentWire, "1", heard, lambda dr: pcm_to_ulaw(dr(pcm())))
 
 
 def _plivo(draw: st.DrawFn) -> Kit:
@@ -355,20 +368,7 @@ def _vonage(draw: st.DrawFn) -> Kit:
 def _exotel(draw: st.DrawFn) -> Kit:
     rate = draw(st.sampled_from([8000, 16000, 24000]))
     caller = ExotelCallerWire("s1", "c1", rate)
-    agent = ExotelAgentWire("s1")
-    return [
-        lambda dr: (CALLER_TO_AGENT, caller.connected(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.start(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(dr(pcm(rate))), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(dr(pcm(rate))), False),
-        lambda dr: (AGENT_TO_CALLER, agent.media(dr(pcm(rate))), False),
-        lambda dr: (AGENT_TO_CALLER, agent.mark(dr(_NAMES)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.clear(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.dtmf("4"), False),
-        lambda dr: (CALLER_TO_AGENT, caller.stop(), False),
-        _bad,
-    ]
+    return _media_stream_kit(caller, ExotelAgentWire("s1"), "4", lambda dr: dr(pcm(rate)))
 
 
 KITS: dict[str, Callable[[st.DrawFn], Kit]] = {

@@ -32,7 +32,7 @@ from support.faultkit import (
     twilio_start,
     wait_for,
 )
-from websockets.asyncio.client import connect
+from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
@@ -43,7 +43,7 @@ from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
 from voxproxy.harness.rawws import accept_handshake
 from voxproxy.proxy import CallContext
-from voxproxy.receipts.model import CloseInfo
+from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import (
     CALLER_AHEAD_TOLERANCE_MS,
     MAX_MARK_NAME_CHARS,
@@ -128,42 +128,45 @@ async def test_a_valid_handshake_still_passes_and_the_health_path_upgrades_when_
 # -- 7. idle means no media --------------------------------------------------------------------
 
 
-async def test_a_caller_that_only_pings_is_closed_as_idle() -> None:
+@asynccontextmanager
+async def _idle_call(name: str) -> AsyncIterator[tuple[ClientConnection, list[Receipt]]]:
+    """A call through a proxy with a 0.5 s idle timeout to an agent that says nothing,
+    once it has started and sent one frame of media; the block then keeps it idle.
+    Waits for its receipt after the block."""
     async with router_agent(silent=_silent_agent) as agent:
         async with running_proxy(agent.url, idle_timeout_s=0.5) as (port, receipts, _):
-            sid = call_sid("pinger")
-            async with connect(f"ws://127.0.0.1:{port}/silent/p", ping_interval=None) as ws:
+            sid = call_sid(name)
+            async with connect(f"ws://127.0.0.1:{port}/silent/{name}", ping_interval=None) as ws:
                 await ws.send(twilio_start(sid))
                 await ws.send(TwilioCallerWire("MZ" + sid[2:], sid).media(b"\xff" * 160))
-                for _ in range(100):  # up to 10 s of pings, one every 100 ms
-                    with suppress(ConnectionClosed):
-                        await ws.ping()
-                    if ws.close_code is not None:
-                        break
-                    await asyncio.sleep(0.1)
+                yield ws, receipts
             await wait_for(lambda: len(receipts) == 1)
+
+
+async def test_a_caller_that_only_pings_is_closed_as_idle() -> None:
+    async with _idle_call("pinger") as (ws, receipts):
+        for _ in range(100):  # up to 10 s of pings, one every 100 ms
+            with suppress(ConnectionClosed):
+                await ws.ping()
+            if ws.close_code is not None:
+                break
+            await asyncio.sleep(0.1)
     assert ws.close_code == 1001 and ws.close_reason == "idle timeout"
     assert receipts[0].terminal == "idle_timeout"
 
 
 @pytest.mark.slow
 async def test_a_caller_that_dribbles_a_frame_is_closed_as_idle() -> None:
-    async with router_agent(silent=_silent_agent) as agent:
-        async with running_proxy(agent.url, idle_timeout_s=0.5) as (port, receipts, _):
-            sid = call_sid("dribbler")
-            async with connect(f"ws://127.0.0.1:{port}/silent/d", ping_interval=None) as ws:
-                await ws.send(twilio_start(sid))
-                await ws.send(TwilioCallerWire("MZ" + sid[2:], sid).media(b"\xff" * 160))
-                # A 100-byte masked text frame, one byte at a time, never finished.
-                raw = b"\x81\xe4" + b"\x00\x00\x00\x00" + b"x" * 100
-                dribbled = 0
-                while dribbled < 100 and ws.protocol.state is State.OPEN:  # up to 10 s
-                    ws.transport.write(raw[dribbled : dribbled + 1])
-                    dribbled += 1
-                    await asyncio.sleep(0.1)
-                with suppress(ConnectionClosed, TimeoutError):
-                    await asyncio.wait_for(ws.recv(), 5)
-            await wait_for(lambda: len(receipts) == 1)
+    async with _idle_call("dribbler") as (ws, receipts):
+        # A 100-byte masked text frame, one byte at a time, never finished.
+        raw = b"\x81\xe4" + b"\x00\x00\x00\x00" + b"x" * 100
+        dribbled = 0
+        while dribbled < 100 and ws.protocol.state is State.OPEN:  # up to 10 s
+            ws.transport.write(raw[dribbled : dribbled + 1])
+            dribbled += 1
+            await asyncio.sleep(0.1)
+        with suppress(ConnectionClosed, TimeoutError):
+            await asyncio.wait_for(ws.recv(), 5)
     assert dribbled < 100, "the proxy never closed the call while the frame dribbled in"
     assert ws.close_code == 1001 and ws.close_reason == "idle timeout"
     assert receipts[0].terminal == "idle_timeout"

@@ -17,14 +17,7 @@ import pytest
 from support.livecall import Outcome, call_through, live_bounds
 
 from voxproxy.clips import clip
-from voxproxy.loadgen.caller import (
-    BargeIn,
-    CallerConfig,
-    Say,
-    ScriptedCaller,
-    Step,
-    WaitAgentEnd,
-)
+from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, Step, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy import ProxyConfig

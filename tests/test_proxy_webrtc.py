@@ -94,15 +94,12 @@ async def test_live_webrtc_calls_measure_ttfs_and_stop_latency_against_truth() -
     ttfs_err: list[float] = []
     stop_err: list[float] = []
     for spec, o in zip(CALLS, outcomes, strict=True):
-        truths = webrtc_turn_truths(o.record, o.log)
-        responses = [t for t in o.receipt.turns if t.kind == "response"]
-        assert len(responses) == len(truths) == 4, (spec, o.receipt.turns, truths)
         assert o.receipt.transport == "webrtc"
         assert o.receipt.terminal == "caller_closed"
-        assert o.receipt.anomalies == {}
         assert o.receipt.settings.caller_frame_ms == 20.0
+        truths = webrtc_turn_truths(o.record, o.log)
         # Nothing to flush on a paced wire.
-        turn_errors(truths, responses, "ceased", ttfs_err, stop_err, spec)
+        turn_errors(o.receipt, truths, "ceased", ttfs_err, stop_err, spec)
     # As for the websocket proxy: real scheduling jitter on three event loops, plus Opus.
     live_bounds("webrtc", ttfs_err, stop_err)
     assert open_counts() == before

@@ -37,6 +37,9 @@ from voxproxy.analysis.truth import TRUTH_RULE, speech_edges  # noqa: E402
 from voxproxy.audio.levels import active_speech_level  # noqa: E402
 from voxproxy.audio.pcm import write_wav  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tools"))
+from make_fixtures import edge_fields  # noqa: E402
+
 Signal = npt.NDArray[np.float64]  # full scale is 1.0
 Pcm16 = npt.NDArray[np.int16]
 
@@ -477,7 +480,6 @@ def check_tools() -> None:
 
 
 def describe(pcm: Pcm16, dynamics: str, lead: int, tail: int) -> dict[str, object]:
-    edges = speech_edges(pcm, RATE)
     level = level_of(pcm)
     peak = int(np.abs(pcm.astype(np.int32)).max())
     return {
@@ -488,9 +490,7 @@ def describe(pcm: Pcm16, dynamics: str, lead: int, tail: int) -> dict[str, objec
         "lead_ms": lead,
         "tail_ms": tail,
         "duration_ms": round(1000 * pcm.size / RATE, 1),
-        "onset_ms": edges[0][0],
-        "offset_ms": edges[-1][1],
-        "segments_ms": edges,
+        **edge_fields(pcm, RATE),
     }
 
 

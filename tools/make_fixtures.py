@@ -197,6 +197,12 @@ def transients() -> dict[str, np.ndarray]:
     return out
 
 
+def edge_fields(pcm: np.ndarray, rate: int = RATE) -> dict[str, object]:
+    """A clip's true speech edges (TRUTH_RULE) as the manifest records them."""
+    edges = speech_edges(pcm, rate)
+    return {"onset_ms": edges[0][0], "offset_ms": edges[-1][1], "segments_ms": edges}
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, object] = {
@@ -211,7 +217,6 @@ def main() -> None:
         for name, role, voice, wpm, text in SPEECH:
             pcm = trim_and_pad(synth(voice, wpm, text, tmp))
             write_wav(OUT / f"{name}.wav", pcm, RATE)
-            edges = speech_edges(pcm, RATE)
             clips[name] = {
                 "file": f"{name}.wav",
                 "role": role,
@@ -219,9 +224,7 @@ def main() -> None:
                 "voice": voice,
                 "text": text,
                 "duration_ms": round(1000 * pcm.size / RATE, 1),
-                "onset_ms": edges[0][0],
-                "offset_ms": edges[-1][1],
-                "segments_ms": edges,
+                **edge_fields(pcm),
             }
         for name, pcm in {**noise_beds(tmp), **transients()}.items():
             write_wav(OUT / f"{name}.wav", pcm, RATE)
@@ -234,8 +237,7 @@ def main() -> None:
                 "duration_ms": round(1000 * pcm.size / RATE, 1),
             }
             if kind == "transient":
-                edges = speech_edges(pcm, RATE)
-                entry.update(onset_ms=edges[0][0], offset_ms=edges[-1][1], segments_ms=edges)
+                entry.update(edge_fields(pcm))
             clips[name] = entry
     (OUT / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {len(clips)} clips to {OUT}")
@@ -251,8 +253,7 @@ def rederive_edges() -> None:
         if "segments_ms" not in entry:
             continue
         pcm, rate = read_wav(str(OUT / entry["file"]))
-        edges = speech_edges(pcm, rate)
-        entry.update(onset_ms=edges[0][0], offset_ms=edges[-1][1], segments_ms=edges)
+        entry.update(edge_fields(pcm, rate))
     path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     print(f"re-derived the edges of {len(manifest['clips'])} clips in {path}")
 

@@ -55,7 +55,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 import orjson
 from aiohttp import web
@@ -111,12 +111,19 @@ Key = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    def _pick(self, raw: str, hashed: str, required: bool) -> None:
-        given = [f for f in (raw, hashed) if f in self.model_fields_set]
-        if len(given) == 2:
-            raise ValueError(f"give either {raw} or {hashed}, not both")
-        if required and not given:
-            raise ValueError(f"{hashed} (or the raw {raw}, hashed by the proxy) is required")
+    RAW_OR_HASH: ClassVar[tuple[str, str, bool] | None] = None
+    """(raw field, its hash field, whether one of them is required): at most one given."""
+
+    @model_validator(mode="after")
+    def _raw_or_hash(self) -> Self:
+        if self.RAW_OR_HASH is not None:
+            raw, hashed, required = self.RAW_OR_HASH
+            given = [f for f in (raw, hashed) if f in self.model_fields_set]
+            if len(given) == 2:
+                raise ValueError(f"give either {raw} or {hashed}, not both")
+            if required and not given:
+                raise ValueError(f"{hashed} (or the raw {raw}, hashed by the proxy) is required")
+        return self
 
 
 class StateUpdatedIn(_In):
@@ -126,10 +133,7 @@ class StateUpdatedIn(_In):
     value_hash: Hash | None = None
     value: JsonValue = None
 
-    @model_validator(mode="after")
-    def _value(self) -> StateUpdatedIn:
-        self._pick("value", "value_hash", required=True)
-        return self
+    RAW_OR_HASH = ("value", "value_hash", True)
 
 
 class ToolStartedIn(_In):
@@ -142,10 +146,7 @@ class ToolStartedIn(_In):
     args: JsonValue = None
     idempotency_key: Key | None = None
 
-    @model_validator(mode="after")
-    def _args(self) -> ToolStartedIn:
-        self._pick("args", "args_hash", required=False)
-        return self
+    RAW_OR_HASH = ("args", "args_hash", False)
 
 
 class ToolFinishedIn(_In):
@@ -155,10 +156,7 @@ class ToolFinishedIn(_In):
     result_hash: Hash | None = None
     result: JsonValue = None
 
-    @model_validator(mode="after")
-    def _result(self) -> ToolFinishedIn:
-        self._pick("result", "result_hash", required=False)
-        return self
+    RAW_OR_HASH = ("result", "result_hash", False)
 
 
 class ToolCancelledIn(_In):
@@ -173,10 +171,7 @@ class BackendVerifiedIn(_In):
     value_hash: Hash | None = None
     value: JsonValue = None
 
-    @model_validator(mode="after")
-    def _value(self) -> BackendVerifiedIn:
-        self._pick("value", "value_hash", required=True)
-        return self
+    RAW_OR_HASH = ("value", "value_hash", True)
 
 
 class ConfirmationIn(_In):
@@ -185,10 +180,7 @@ class ConfirmationIn(_In):
     value_hash: Hash | None = None
     value: JsonValue = None
 
-    @model_validator(mode="after")
-    def _value(self) -> ConfirmationIn:
-        self._pick("value", "value_hash", required=True)
-        return self
+    RAW_OR_HASH = ("value", "value_hash", True)
 
 
 class OutcomeVerifiedIn(_In):

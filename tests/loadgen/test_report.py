@@ -33,9 +33,13 @@ def test_cdf_axes_start_at_zero(figures: list[Any]) -> None:
     assert ax.get_ylim()[1] >= 1.0
 
 
+def _outcome(scenario: str) -> CallOutcome:
+    """A call of ``scenario`` with an empty record, to draw a timeline on."""
+    return CallOutcome(find_scenario(scenario)[0], 0, "CA1", "raw", CallRecord(t0_ns=0))
+
+
 def test_a_timeline_marks_each_time_to_first_sound(figures: list[Any]) -> None:
-    scenario, _ = find_scenario("normal_question")
-    outcome = CallOutcome(scenario, 0, "CA1", "raw", CallRecord(t0_ns=0))
+    outcome = _outcome("normal_question")
     result = {
         "passed": True,
         "turns": [
@@ -51,8 +55,7 @@ def test_a_timeline_marks_each_time_to_first_sound(figures: list[Any]) -> None:
 
 
 def test_a_timeline_marks_where_each_threshold_falls(figures: list[Any]) -> None:
-    scenario, _ = find_scenario("interruption")
-    outcome = CallOutcome(scenario, 0, "CA1", "raw", CallRecord(t0_ns=0))
+    outcome = _outcome("interruption")
     result = {
         "passed": True,
         "turns": [

@@ -7,15 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from support.livecall import agent_behind_proxy
 
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome, evaluate
 from voxproxy.loadgen.runner import LoadPlan, outcomes, run_calls, write_results
 from voxproxy.loadgen.scenario import find_scenario, load_scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.proxy import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
-from voxproxy.transports.websocket import RelayConfig
 
 SECRET = b"load-test"
 
@@ -23,29 +21,20 @@ SECRET = b"load-test"
 async def _run(
     tmp_path: Path, scenario_refs: list[str], agent_cfg: MockAgentConfig, calls: int
 ) -> tuple[list[CallOutcome], dict[str, object], Path]:
-    agent = MockAgent(agent_cfg)
-    await agent.start()
-    receipts: dict[str, Receipt] = {}
-    proxy = Proxy(
-        ProxyConfig(RelayConfig(agent.url), dialect="auto", secret=SECRET),
-        sinks=[lambda r: receipts.__setitem__(r.call, r)],
-    )
-    port = await proxy.start("127.0.0.1", 0)
-    scenarios = tuple(
-        (load_scenario(r), Path(r).parent) if r.endswith(".yaml") else find_scenario(r)
-        for r in scenario_refs
-    )
-    plan = LoadPlan(
-        target=f"ws://127.0.0.1:{port}",
-        dialect=agent_cfg.dialect,
-        scenarios=scenarios,
-        calls=calls,
-        concurrency=calls,
-    )
-    records = await run_calls(plan, list(range(calls)))
-    await asyncio.sleep(0.2)
-    await proxy.stop()
-    await agent.stop()
+    async with agent_behind_proxy(MockAgent(agent_cfg), SECRET) as (port, receipts):
+        scenarios = tuple(
+            (load_scenario(r), Path(r).parent) if r.endswith(".yaml") else find_scenario(r)
+            for r in scenario_refs
+        )
+        plan = LoadPlan(
+            target=f"ws://127.0.0.1:{port}",
+            dialect=agent_cfg.dialect,
+            scenarios=scenarios,
+            calls=calls,
+            concurrency=calls,
+        )
+        records = await run_calls(plan, list(range(calls)))
+        await asyncio.sleep(0.2)
     calls_out = outcomes(plan, records, receipts, SECRET)
     out = tmp_path / "out"
     _results, summary = write_results(out, plan, calls_out)

@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.livecall import agent_behind_proxy
 
 from voxproxy.loadgen.runner import LoadPlan, outcomes, run_calls, write_results
 from voxproxy.loadgen.scenario import load_scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.transports.websocket import RelayConfig
 
 SECRET = b"transcripts"
 WAIT = "  - wait: {until: agent_end, quiet_ms: 300}\n"
@@ -45,31 +44,21 @@ async def _load(
             seed=4,
         )
     )
-    await agent.start()
-    receipts: dict[str, Receipt] = {}
-    proxy = Proxy(
-        ProxyConfig(RelayConfig(agent.url), dialect="auto", secret=SECRET),
-        sinks=[lambda r: receipts.__setitem__(r.call, r)],
-    )
-    port = await proxy.start("127.0.0.1", 0)
-    scenarios = []
-    for name in names:
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(f"name: '{name}'\nsteps:\n{SCENARIOS[name]}")
-        scenarios.append((load_scenario(path), tmp_path))
-    plan = LoadPlan(
-        target=f"ws://127.0.0.1:{port}",
-        dialect=dialect,
-        scenarios=tuple(scenarios),
-        calls=len(names),
-        concurrency=len(names),
-    )
-    try:
+    async with agent_behind_proxy(agent, SECRET) as (port, receipts):
+        scenarios = []
+        for name in names:
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(f"name: '{name}'\nsteps:\n{SCENARIOS[name]}")
+            scenarios.append((load_scenario(path), tmp_path))
+        plan = LoadPlan(
+            target=f"ws://127.0.0.1:{port}",
+            dialect=dialect,
+            scenarios=tuple(scenarios),
+            calls=len(names),
+            concurrency=len(names),
+        )
         records = await run_calls(plan, list(range(len(names))))
         await asyncio.sleep(0.2)
-    finally:
-        await proxy.stop()
-        await agent.stop()
     out = tmp_path / "out"
     write_results(out, plan, outcomes(plan, records, receipts, SECRET))
     summary = json.loads((out / "summary.json").read_text())

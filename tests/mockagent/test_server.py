@@ -459,12 +459,16 @@ async def test_refuse_answers_the_handshake_with_the_status() -> None:
         assert (log.status, log.path, log.faults) == (403, "/x", ["refuse"])
 
 
-async def test_close_after_sends_the_close_code() -> None:
-    cfg = MockAgentConfig(close_after_ms=200, greeting="agent_reprompt")
+async def _faulted_call(cfg: MockAgentConfig) -> tuple[CallerRun, CallLog]:
+    """One silent raw call to an agent with ``cfg``, until the agent's side has ended."""
     async with MockAgent(cfg) as agent:
         run = await run_caller(agent.url, "raw", [], 2000)
-        log = agent.calls[0]
-        await wait_ended(log)
+        await wait_ended(log := agent.calls[0])
+    return run, log
+
+
+async def test_close_after_sends_the_close_code() -> None:
+    run, log = await _faulted_call(MockAgentConfig(close_after_ms=200, greeting="agent_reprompt"))
     assert (run.close_code, run.close_reason, run.close_frame_received) == (
         1011,
         "mock fault",
@@ -480,11 +484,7 @@ async def test_close_after_sends_the_close_code() -> None:
 
 
 async def test_drop_ends_the_connection_without_a_close_frame() -> None:
-    cfg = MockAgentConfig(drop_after_ms=200, greeting="agent_reprompt")
-    async with MockAgent(cfg) as agent:
-        run = await run_caller(agent.url, "raw", [], 2000)
-        log = agent.calls[0]
-        await wait_ended(log)
+    run, log = await _faulted_call(MockAgentConfig(drop_after_ms=200, greeting="agent_reprompt"))
     assert not run.close_frame_received and run.close_code == 1006
     assert run.closed_ns is not None and run.closed_ns - run.t0_ns < 400 * MS
     assert len(agent_audio(run, "raw")) >= 5  # greeting audio flowed until the drop

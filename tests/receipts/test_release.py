@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from support.flowkit import FLOWS_DIR, flow_receipts, healthy
+from support.flowkit import FLOWS_DIR, flow_receipts, healthy, retried_after_timeout
+from support.flowkit import tool_event as ev
 
 from voxproxy.receipts.policy import Policy
 from voxproxy.receipts.release import Finding, release_gate, turn_at
@@ -16,10 +17,6 @@ POLICY = Policy()
 
 def flow(name: str) -> Any:
     return replay(next(f for f in load_flows(FLOWS_DIR) if f.name == name))
-
-
-def ev(kind: str, t_ms: float, **fields: Any) -> dict[str, Any]:
-    return {"t_ms": t_ms, "kind": kind, **fields}
 
 
 def test_a_clean_call_passes() -> None:
@@ -84,13 +81,7 @@ def test_a_confirmation_that_differs_from_the_backend() -> None:
 
 
 def test_a_retry_with_a_new_operation_id_after_a_timeout() -> None:
-    tools = [
-        ev("tool.started", 1600, operation_id="a", tool="pay", args_hash="h", idempotency_key="k1"),
-        ev("tool.finished", 1900, operation_id="a", status="timeout"),
-        ev("tool.started", 2000, operation_id="b", tool="pay", args_hash="h", idempotency_key="k2",
-           attempt=2),
-        ev("tool.finished", 2200, operation_id="b", status="ok"),
-    ]  # fmt: skip
+    tools = retried_after_timeout(1600, "pay", ("a", "k1"), ("b", "k2"))
     (finding,) = release_gate([healthy(tools=tools)], POLICY).findings
     assert finding.check == "unsafe_retry" and finding.operation_id == "b"
     assert finding.cause == (

@@ -6,7 +6,8 @@ import logging
 from typing import Any
 
 import pytest
-from support.flowkit import call, healthy
+from support.flowkit import call, healthy, retried_after_timeout
+from support.flowkit import tool_event as tool
 
 from voxproxy.receipts import verdict as verdict_module
 from voxproxy.receipts.model import Receipt
@@ -404,10 +405,6 @@ def test_a_ceased_stop_mid_call_counts_as_stopped() -> None:
 # -- 4. tool effect -----------------------------------------------------------------------
 
 
-def tool(kind: str, t_ms: float, **fields: Any) -> dict[str, Any]:
-    return {"t_ms": t_ms, "kind": kind, **fields}
-
-
 def test_tool_effect_causes_in_order_first_names_the_verdict() -> None:
     r = healthy(
         tools=[
@@ -455,13 +452,7 @@ def test_unstable_operation_ids(events: list[dict[str, Any]], detail: str) -> No
 
 
 def test_a_safe_retry_with_the_same_operation_id_passes() -> None:
-    events = [
-        tool("tool.started", 2000, operation_id="a", tool="w", args_hash="h", idempotency_key="k"),
-        tool("tool.finished", 2300, operation_id="a", status="timeout"),
-        tool("tool.started", 2400, operation_id="a", tool="w", args_hash="h", idempotency_key="k",
-             attempt=2),
-        tool("tool.finished", 2600, operation_id="a", status="ok"),
-    ]  # fmt: skip
+    events = retried_after_timeout(2000, "w", ("a", "k"), ("a", "k"))
     assert judge(healthy(tools=events), POLICY).verdict == "pass"
 
 

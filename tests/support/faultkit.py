@@ -27,6 +27,7 @@ from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.ids import keyed_hash
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
+from voxproxy.telemetry import Telemetry
 from voxproxy.transports.websocket import RelayConfig
 
 SECRET = b"fault-secret"
@@ -106,7 +107,11 @@ async def router_agent(**routes: Handler) -> AsyncIterator[Router]:
 
 @asynccontextmanager
 async def running_proxy(
-    upstream: str, dialect: str = "twilio", secret: bytes = SECRET, **relay: Any
+    upstream: str,
+    dialect: str = "twilio",
+    secret: bytes = SECRET,
+    telemetry: Telemetry | None = None,
+    **relay: Any,
 ) -> AsyncIterator[tuple[int, list[Receipt], Proxy]]:
     """A proxy in this process to ``upstream`` for the block: its port, the receipts it
     writes, and the proxy."""
@@ -114,12 +119,25 @@ async def running_proxy(
     proxy = Proxy(
         ProxyConfig(RelayConfig(upstream, **relay), dialect=dialect, secret=secret),
         sinks=[receipts.append],
+        telemetry=telemetry,
     )
     port = await proxy.start("127.0.0.1", 0)
     try:
         yield port, receipts, proxy
     finally:
         await proxy.stop()
+
+
+@asynccontextmanager
+async def proxy_before(
+    handler: Callable[[ServerConnection], Awaitable[None]], telemetry: Telemetry | None = None
+) -> AsyncIterator[tuple[int, list[Receipt], Proxy]]:
+    """A websocket agent serving ``handler`` on loopback, behind a raw-wire proxy in this
+    process (see :func:`running_proxy`), for the block."""
+    async with serve(handler, "127.0.0.1", 0, compression=None) as agent:
+        agent_port = next(iter(agent.sockets)).getsockname()[1]
+        async with running_proxy(f"ws://127.0.0.1:{agent_port}", "raw", b"k", telemetry) as ctx:
+            yield ctx
 
 
 async def refused(url: str, **options: Any) -> Response:

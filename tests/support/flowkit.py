@@ -54,6 +54,28 @@ def healthy(**overrides: Any) -> Receipt:
     return call(**kwargs)
 
 
+def tool_event(kind: str, t_ms: float, **fields: Any) -> dict[str, Any]:
+    """A tool, state or outcome event of a flow, at ``t_ms`` from the call's start."""
+    return {"t_ms": t_ms, "kind": kind, **fields}
+
+
+def retried_after_timeout(
+    t_ms: float, tool: str, first: tuple[str, str], second: tuple[str, str]
+) -> list[dict[str, Any]]:
+    """A call of ``tool`` at ``t_ms`` that times out, and its retry (attempt 2) that
+    succeeds: each is (operation id, idempotency key)."""
+    (op1, key1), (op2, key2) = first, second
+    start = {"tool": tool, "args_hash": "h"}
+    return [
+        tool_event("tool.started", t_ms, operation_id=op1, **start, idempotency_key=key1),
+        tool_event("tool.finished", t_ms + 300, operation_id=op1, status="timeout"),
+        tool_event(
+            "tool.started", t_ms + 400, operation_id=op2, **start, idempotency_key=key2, attempt=2
+        ),
+        tool_event("tool.finished", t_ms + 600, operation_id=op2, status="ok"),
+    ]
+
+
 def flow_receipts() -> list[Receipt]:
     return [replay(f) for f in load_flows(FLOWS_DIR)]
 

@@ -5,7 +5,8 @@ to the agent), each turn's error against the truth, and the bounds they all hold
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,8 +18,9 @@ from voxproxy.loadgen.caller import BargeIn, CallRecord, Say, ScriptedCaller, St
 from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent import CallLog, MockAgent
 from voxproxy.proxy import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt, TurnRecord
+from voxproxy.receipts.model import Receipt
 from voxproxy.timebase import NS_PER_MS
+from voxproxy.transports.websocket import RelayConfig
 
 
 def barge_script(barge_after_ms: float) -> list[Step]:
@@ -32,6 +34,37 @@ def barge_script(barge_after_ms: float) -> list[Step]:
         Say(clip("caller_yes")),
         WaitAgentEnd(quiet_ms=400),
     ]
+
+
+def hello_then_barge_in() -> list[Step]:
+    """Two turns; the caller talks over the second answer 700 ms in."""
+    return [
+        Say(clip("caller_hello")),
+        WaitAgentEnd(quiet_ms=300),
+        Say(clip("caller_yes")),
+        BargeIn(after_ms=700, clip=clip("caller_yes")),
+        WaitAgentEnd(quiet_ms=300),
+    ]
+
+
+@asynccontextmanager
+async def agent_behind_proxy(
+    agent: MockAgent, secret: bytes
+) -> AsyncIterator[tuple[int, dict[str, Receipt]]]:
+    """``agent`` started behind a proxy (``--dialect auto``) for the block: the proxy's
+    port and its receipts by call; both stopped at the end."""
+    await agent.start()
+    receipts: dict[str, Receipt] = {}
+    proxy = Proxy(
+        ProxyConfig(RelayConfig(agent.url), dialect="auto", secret=secret),
+        sinks=[lambda r: receipts.__setitem__(r.call, r)],
+    )
+    port = await proxy.start("127.0.0.1", 0)
+    try:
+        yield port, receipts
+    finally:
+        await proxy.stop()
+        await agent.stop()
 
 
 @dataclass
@@ -70,16 +103,20 @@ async def call_through(
 
 
 def turn_errors(
+    receipt: Receipt,
     truths: Sequence[TurnTruth],
-    responses: Sequence[TurnRecord],
     evidence: str,
     ttfs_err: list[float],
     stop_err: list[float],
     spec: object = None,
 ) -> None:
     """Append each response's time-to-first-sound error and each barge-in's stop
-    latency error (beyond the clock lag it states) to the lists; a barge-in must have
-    stopped the agent with ``evidence``, and a turn without one must have none."""
+    latency error (beyond the clock lag it states) to the lists: the receipt must have
+    one response turn per true turn, four in all, with nothing it could not read; a
+    barge-in must have stopped the agent with ``evidence``, a turn without one none."""
+    responses = [t for t in receipt.turns if t.kind == "response"]
+    assert len(responses) == len(truths) == 4, (spec, receipt.turns, truths)
+    assert receipt.anomalies == {}
     for truth, turn in zip(truths, responses, strict=True):
         assert truth.ttfs_ns is not None and turn.ttfs_ms is not None, (spec, turn)
         ttfs_err.append(

@@ -11,7 +11,7 @@ import asyncio
 import gzip
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +36,16 @@ def _value(v: AnyValue) -> Any:
 
 def _attrs(kvs: Any) -> dict[str, Any]:
     return {kv.key: _value(kv.value) for kv in kvs}
+
+
+def _scoped(resources: Any, scopes: str, items: str) -> Iterator[tuple[dict[str, Any], str, Any]]:
+    """Each item of an OTLP export (spans, log records) with its resource's attributes and
+    its instrumentation scope's name."""
+    for rs in resources:
+        resource = _attrs(rs.resource.attributes)
+        for ss in getattr(rs, scopes):
+            for item in getattr(ss, items):
+                yield resource, ss.scope.name, item
 
 
 @dataclass
@@ -86,51 +96,41 @@ class Received:
     def add_traces(self, req: trace_service_pb2.ExportTraceServiceRequest) -> None:
         with self.lock:
             self.trace_requests += 1
-            for rs in req.resource_spans:
-                resource = _attrs(rs.resource.attributes)
-                for ss in rs.scope_spans:
-                    for s in ss.spans:
-                        self.spans.append(
-                            SpanRecord(
-                                name=s.name,
-                                trace_id=s.trace_id.hex(),
-                                span_id=s.span_id.hex(),
-                                parent_span_id=s.parent_span_id.hex(),
-                                start_ns=s.start_time_unix_nano,
-                                end_ns=s.end_time_unix_nano,
-                                kind=s.kind,
-                                attributes=_attrs(s.attributes),
-                                events=[
-                                    SpanEvent(
-                                        e.name,
-                                        e.time_unix_nano,
-                                        _attrs(e.attributes),
-                                    )
-                                    for e in s.events
-                                ],
-                                status_code=s.status.code,
-                                resource=resource,
-                                scope=ss.scope.name,
-                            )
-                        )
+            for resource, scope, s in _scoped(req.resource_spans, "scope_spans", "spans"):
+                events = [
+                    SpanEvent(e.name, e.time_unix_nano, _attrs(e.attributes)) for e in s.events
+                ]
+                self.spans.append(
+                    SpanRecord(
+                        name=s.name,
+                        trace_id=s.trace_id.hex(),
+                        span_id=s.span_id.hex(),
+                        parent_span_id=s.parent_span_id.hex(),
+                        start_ns=s.start_time_unix_nano,
+                        end_ns=s.end_time_unix_nano,
+                        kind=s.kind,
+                        attributes=_attrs(s.attributes),
+                        events=events,
+                        status_code=s.status.code,
+                        resource=resource,
+                        scope=scope,
+                    )
+                )
 
     def add_logs(self, req: logs_service_pb2.ExportLogsServiceRequest) -> None:
         with self.lock:
-            for rl in req.resource_logs:
-                resource = _attrs(rl.resource.attributes)
-                for sl in rl.scope_logs:
-                    for r in sl.log_records:
-                        self.logs.append(
-                            LogRecord(
-                                event_name=r.event_name,
-                                time_ns=r.time_unix_nano,
-                                trace_id=r.trace_id.hex(),
-                                span_id=r.span_id.hex(),
-                                body=_value(r.body),
-                                attributes=_attrs(r.attributes),
-                                resource=resource,
-                            )
-                        )
+            for resource, _, r in _scoped(req.resource_logs, "scope_logs", "log_records"):
+                self.logs.append(
+                    LogRecord(
+                        event_name=r.event_name,
+                        time_ns=r.time_unix_nano,
+                        trace_id=r.trace_id.hex(),
+                        span_id=r.span_id.hex(),
+                        body=_value(r.body),
+                        attributes=_attrs(r.attributes),
+                        resource=resource,
+                    )
+                )
 
     def add_metrics(self, req: metrics_service_pb2.ExportMetricsServiceRequest) -> None:
         with self.lock:
@@ -212,22 +212,16 @@ class HttpReceiver:
             await asyncio.sleep(0.05)
 
 
-class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, received: Received) -> None:
-        self.received = received
+class _Export:
+    """An OTLP/gRPC service's one method: ``add`` the request, answer ``response()``."""
+
+    def __init__(self, add: Callable[[Any], None], response: Callable[[], Any]) -> None:
+        self.add = add
+        self.response = response
 
     def Export(self, request: Any, context: Any) -> Any:  # the gRPC method name
-        self.received.add_traces(request)
-        return trace_service_pb2.ExportTraceServiceResponse()
-
-
-class _LogsService(logs_service_pb2_grpc.LogsServiceServicer):
-    def __init__(self, received: Received) -> None:
-        self.received = received
-
-    def Export(self, request: Any, context: Any) -> Any:  # the gRPC method name
-        self.received.add_logs(request)
-        return logs_service_pb2.ExportLogsServiceResponse()
+        self.add(request)
+        return self.response()
 
 
 class GrpcReceiver:
@@ -239,12 +233,10 @@ class GrpcReceiver:
 
         self.received = Received()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
-            _TraceService(self.received), self.server
-        )
-        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(
-            _LogsService(self.received), self.server
-        )
+        traces = _Export(self.received.add_traces, trace_service_pb2.ExportTraceServiceResponse)
+        logs = _Export(self.received.add_logs, logs_service_pb2.ExportLogsServiceResponse)
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(traces, self.server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(logs, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
 
     @property

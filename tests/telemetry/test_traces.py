@@ -17,7 +17,6 @@ import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -26,6 +25,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from support.faultkit import proxy_before, wait_for
+from support.livecall import hello_then_barge_in
 from support.otlp_receiver import GrpcReceiver, HttpReceiver, Received, SpanRecord
 from support.ports import refusing_port
 from support.receipt_samples import sample_receipt
@@ -33,10 +34,9 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from voxproxy.clips import clip
 from voxproxy.clock import EpochAnchor
 from voxproxy.eventapi import EventApi
-from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, WaitAgentEnd
+from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy import CALL_ID_HEADER, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
@@ -77,14 +77,6 @@ def _wall_ms(iso: str) -> float:
     return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
 
 
-async def _wait(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
-
-
 # -- a live call, spans over OTLP/HTTP --------------------------------------------------------
 
 
@@ -123,16 +115,10 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
     try:
         record = await ScriptedCaller(
             CallerConfig(url=f"ws://127.0.0.1:{port}/", dialect="twilio", call_id=call_sid),
-            [
-                Say(clip("caller_hello")),
-                WaitAgentEnd(quiet_ms=300),
-                Say(clip("caller_yes")),
-                BargeIn(after_ms=700, clip=clip("caller_yes")),
-                WaitAgentEnd(quiet_ms=300),
-            ],
+            hello_then_barge_in(),
         ).run()
         assert record.error is None, record.error
-        await _wait(lambda: bool(receipts))
+        await wait_for(lambda: bool(receipts), 10.0)
         await asyncio.to_thread(telemetry.flush)
         await receiver.wait_for(lambda r: any(s.name == A.SPAN_CALL for s in r.spans))
         await receiver.wait_for(lambda r: len(r.logs) >= 2)
@@ -347,7 +333,7 @@ async def test_the_agent_s_spans_land_under_the_call_span(monkeypatch: pytest.Mo
             )
             # 2: no trace context from the caller: the proxy starts the trace.
             await _one_raw_call(port, {})
-            await _wait(lambda: len(receipts) == 2)
+            await wait_for(lambda: len(receipts) == 2, 10.0)
             await proxy.stop()
             await asyncio.to_thread(agent_provider.force_flush)
             await asyncio.to_thread(telemetry.flush)
@@ -411,7 +397,6 @@ async def _dead_collector(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
     telemetry = make_telemetry(TelemetryConfig(otlp=True, shutdown_timeout_s=2.0))
     assert isinstance(telemetry, OtelTelemetry)
-    receipts: list[Receipt] = []
 
     async def echo(ws: ServerConnection) -> None:
         with suppress(ConnectionClosed):
@@ -419,20 +404,12 @@ async def _dead_collector(
                 await ws.send(m)
 
     caplog.set_level(logging.WARNING, logger="voxproxy.telemetry")
-    async with serve(echo, "127.0.0.1", 0, compression=None) as agent:
-        agent_port = next(iter(agent.sockets)).getsockname()[1]
-        proxy = Proxy(
-            ProxyConfig(RelayConfig(f"ws://127.0.0.1:{agent_port}"), dialect="raw", secret=b"k"),
-            sinks=[receipts.append],
-            telemetry=telemetry,
-        )
-        port = await proxy.start("127.0.0.1", 0)
+    async with proxy_before(echo, telemetry) as (port, receipts, _):
         for _ in range(3):
             t = time.monotonic()
             await _one_raw_call(port, {})
             assert time.monotonic() - t < 2.0  # forwarding never waits on export
-        await _wait(lambda: len(receipts) == 3)
-        await proxy.stop()
+        await wait_for(lambda: len(receipts) == 3, 10.0)
     assert [r.terminal for r in receipts] == ["caller_closed"] * 3
     t = time.monotonic()
     await telemetry.aclose()

@@ -178,6 +178,21 @@ async def _post_raw(url: str, body: str, content_type: str = "application/sdp") 
             return r.status, await r.text()
 
 
+async def _bad_offer(body: str) -> tuple[int, str, Receipt]:
+    """Offer ``body`` to a proxy: its status and text, and the call's receipt, which
+    must say bad_offer; the agent is never bothered and nothing is left open."""
+    receipts: list[Receipt] = []
+    before = open_counts()
+    async with WebRtcMockAgent() as agent:
+        async with webrtc_proxy(agent.url(), receipts) as proxy:
+            status, text = await _post_raw(proxy.url(), body)
+            receipt = await _receipt(receipts)
+    assert receipt.terminal == "bad_offer"
+    assert agent.calls == []  # the agent was never bothered
+    assert open_counts() == before
+    return status, text, receipt
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -186,17 +201,9 @@ async def _post_raw(url: str, body: str, content_type: str = "application/sdp") 
     ],
 )
 async def test_a_malformed_offer_is_a_400_with_a_receipt(body: str, reason: str) -> None:
-    receipts: list[Receipt] = []
-    before = open_counts()
-    async with WebRtcMockAgent() as agent:
-        async with webrtc_proxy(agent.url(), receipts) as proxy:
-            status, text = await _post_raw(proxy.url(), body)
-            receipt = await _receipt(receipts)
+    status, text, receipt = await _bad_offer(body)
     assert status == 400 and reason in text, text
-    assert receipt.terminal == "bad_offer"
     assert receipt.close.initiator == "caller"
-    assert agent.calls == []  # the agent was never bothered
-    assert open_counts() == before
 
 
 async def test_an_offer_without_audio_is_a_400_with_a_receipt() -> None:
@@ -205,15 +212,8 @@ async def test_an_offer_without_audio_is_a_400_with_a_receipt() -> None:
     await peer.pc.setLocalDescription(await peer.pc.createOffer())
     offer = peer.pc.localDescription.sdp
     await peer.close()
-    receipts: list[Receipt] = []
-    before = open_counts()
-    async with WebRtcMockAgent() as agent:
-        async with webrtc_proxy(agent.url(), receipts) as proxy:
-            status, text = await _post_raw(proxy.url(), offer)
-            receipt = await _receipt(receipts)
+    status, text, _ = await _bad_offer(offer)
     assert status == 400 and "no audio m-line" in text, text
-    assert receipt.terminal == "bad_offer"
-    assert open_counts() == before
 
 
 async def test_wrong_content_type_and_unknown_session() -> None:

@@ -19,7 +19,6 @@ import datetime as _dt
 import logging
 import queue
 import sqlite3
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from pydantic import ValidationError
 
 from voxproxy.errors import ConfigError
 from voxproxy.receipts.model import Receipt
+from voxproxy.receipts.writer import STOP, BackgroundSink
 
 log = logging.getLogger("voxproxy.store")
 
@@ -55,7 +55,6 @@ _INSERT = (
     "INSERT INTO receipts (call, started_at, dialect, terminal, verdict, policy, receipt) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-_STOP = object()
 _BATCH = 256
 
 
@@ -111,17 +110,13 @@ def insert(conn: sqlite3.Connection, receipts: Iterable[Receipt]) -> int:
     return len(rows)
 
 
-class ReceiptStore:
+class ReceiptStore(BackgroundSink):
     """A receipt sink: receipts go to SQLite from a background thread."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._conn = connect(self.path)  # errors surface here, before any call
-        self._queue: queue.Queue[object] = queue.Queue()
-        self.written = 0
-        self.failed = 0
-        self._thread = threading.Thread(target=self._run, name="receipt-store", daemon=True)
-        self._thread.start()
+        self._start("receipt-store")
 
     def write(self, receipt: Receipt) -> None:
         self._queue.put(receipt)
@@ -132,7 +127,7 @@ class ReceiptStore:
             batch: list[Receipt] = []
             item = self._queue.get()
             while True:
-                if item is _STOP:
+                if item is STOP:
                     stop = True
                     break
                 assert isinstance(item, Receipt)
@@ -150,11 +145,6 @@ class ReceiptStore:
                     self.failed += len(batch)
                     log.warning("%s: could not store %d receipt(s): %s", self.path, len(batch), exc)
         self._conn.close()
-
-    def close(self) -> None:
-        """Store what is queued, then stop."""
-        self._queue.put(_STOP)
-        self._thread.join()
 
 
 # -- queries ------------------------------------------------------------------------------

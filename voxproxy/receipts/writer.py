@@ -28,7 +28,29 @@ from voxproxy.receipts.model import Receipt
 
 log = logging.getLogger("voxproxy.receipts")
 
-_STOP = object()
+STOP = object()
+"""What ``close`` queues for a :class:`BackgroundSink`'s thread: finish and return."""
+
+
+class BackgroundSink:
+    """A receipt sink whose work runs on a thread of its own: ``write`` only queues; the
+    thread (``_run``, until it takes :data:`STOP`) counts what it ``written`` and
+    ``failed``; ``close`` lets it finish what is queued, then stops it."""
+
+    def _start(self, name: str) -> None:
+        self._queue: queue.Queue[object] = queue.Queue()
+        self.written = 0
+        self.failed = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Finish what is queued, then stop."""
+        self._queue.put(STOP)
+        self._thread.join()
 
 
 def cut_torn_tail(path: Path) -> int:
@@ -57,7 +79,7 @@ def cut_torn_tail(path: Path) -> int:
         return size - keep
 
 
-class ReceiptWriter:
+class ReceiptWriter(BackgroundSink):
     """``on_written`` is called (on the writer's thread) with each receipt once its line
     is on disk: the call journal closes the call then (see :mod:`.journal`)."""
 
@@ -75,11 +97,7 @@ class ReceiptWriter:
         if cut:
             log.warning("%s ended in a torn line (%d bytes, a killed writer): cut off", path, cut)
         self._fsync = fsync
-        self._queue: queue.Queue[object] = queue.Queue()
-        self.written = 0
-        self.failed = 0
-        self._thread = threading.Thread(target=self._run, name="receipt-writer", daemon=True)
-        self._thread.start()
+        self._start("receipt-writer")
 
     def write(self, receipt: Receipt) -> None:
         self._queue.put((receipt.to_json_line(), receipt))
@@ -88,7 +106,7 @@ class ReceiptWriter:
         with open(self.path, "a", encoding="utf-8") as fh:
             while True:
                 item = self._queue.get()
-                if item is _STOP:
+                if item is STOP:
                     return
                 assert isinstance(item, tuple)
                 line, receipt = item
@@ -110,11 +128,6 @@ class ReceiptWriter:
                         self._on_written(receipt)
                     except Exception:
                         log.exception("after writing a receipt")
-
-    def close(self) -> None:
-        """Write what is queued, then stop."""
-        self._queue.put(_STOP)
-        self._thread.join()
 
 
 def read_receipts(path: str | Path) -> Iterator[Receipt]:

@@ -361,22 +361,15 @@ class WebRtcRelay:
     def _ice_deadline(self) -> None:
         if self._end is not None:
             return
-        if self.caller.connected_ns is None:
-            self._spawn_end(
-                EndInfo(
-                    EndCause.ICE_FAILED,
-                    initiator="caller",
-                    reason="the caller's ICE did not connect in time",
-                )
-            )
-        elif self.agent.connected_ns is None:
-            self._spawn_end(
-                EndInfo(
-                    EndCause.UPSTREAM_UNREACHABLE,
-                    initiator="agent",
-                    reason="the media path to the agent did not connect in time",
-                )
-            )
+        late: tuple[tuple[AudioPeer, EndCause, str, str], ...] = (
+            (self.caller, EndCause.ICE_FAILED, "caller", "the caller's ICE"),
+            (self.agent, EndCause.UPSTREAM_UNREACHABLE, "agent", "the media path to the agent"),
+        )
+        for side, cause, initiator, what in late:
+            if side.connected_ns is None:
+                reason = f"{what} did not connect in time"
+                self._spawn_end(EndInfo(cause, initiator=initiator, reason=reason))
+                return
 
     def _idle_check(self) -> None:
         timeout = self.config.idle_timeout_s
