@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import webrtcvad
 
+from voxproxy.analysis.edges import FrameLevels
 from voxproxy.analysis.floor import NoiseFloor
 from voxproxy.analysis.timeline import Timeline
 from voxproxy.analysis.vadconfig import (
@@ -146,7 +147,7 @@ class SpeechDetector(NoiseFloor):
         self._level_frames = 0
         self._utt_frames = 0  # active frames of the current utterance (spurts < 1 s apart)
         # Every frame heard in the utterance's spurts, for its P.56 level (cached).
-        self._utt_db: deque[float] = deque(maxlen=UTTERANCE_FRAMES)
+        self._utt_db = FrameLevels(UTTERANCE_FRAMES)
         self._utt_level: float | None = None
         self._first_above_win = 0  # the open spurt's first window above the start threshold
         self._utt_start_pos = 0  # stream position where the current utterance began
