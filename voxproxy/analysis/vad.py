@@ -327,10 +327,13 @@ class SpeechDetector(NoiseFloor):
         def voicing_of(f: int) -> float:
             v = voicings.get(f)
             if v is None:
-                # With the later frames of the batch that are loud now (most will ask).
-                thr = self._floor_db + cfg.start_margin_db
-                more = [g for g in range(f + 1, n_frames) if frame_db[g] > thr]
-                frames = [f, *more[: VOICING_BATCH - 1]]
+                frames = [f]
+                if not self._in_spurt or self._voiced_ms < VOICED_ENOUGH_MS:
+                    # A spurt that still counts its voicing: with the later frames of the
+                    # batch that are loud now (most will ask).
+                    thr = self._floor_db + cfg.start_margin_db
+                    more = [g for g in range(f + 1, n_frames) if frame_db[g] > thr]
+                    frames += more[: VOICING_BATCH - 1]
                 voicings.update(zip(frames, self._voicing_frames(usable, frames), strict=True))
                 v = voicings[f]
             return v
