@@ -3,4 +3,4 @@
 (``faultkit``), WebRTC peers and a browser (``webrtckit``, ``browsercall``), an OTLP
 receiver, receipt samples, privacy checks, event views, ports, and live calls through
 the proxy for the end-to-end tests (``livecall``), a test caller for the mock agent
-(``mockcaller``)."""
+(``mockcaller``), the property-based tests' budgets (``fuzzing``)."""
