@@ -3,7 +3,9 @@ of each wire (events out of order, media before start, marks never echoed or ech
 unsent, flushes with nothing queued, huge and empty payloads, rate and format changes,
 time jumps) and over raw event streams: no exception leaves it, no internal error is
 counted, every bad message is counted as an anomaly, traffic adds up and the receipt is
-valid. Bounded (``support.fuzzing.bounded``); ``VOXPROXY_FUZZ_SCALE=20`` searches deeper."""
+valid (the decoders: tests/dialects/test_decoders_fuzz.py, the relay:
+tests/test_proxy_fuzz.py). Bounded (``support.fuzzing.bounded``); ``VOXPROXY_FUZZ_SCALE=20``
+searches deeper."""
 
 from __future__ import annotations
 
