@@ -5,6 +5,7 @@ uncertainty; a table each, and the classes' entries of the final JSON line."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +104,29 @@ def _f(x: float | None) -> str:
     return "—" if x is None else f"{x:.1f}"
 
 
+def _share(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+# The table's columns after the label: heading, the summary's key, how a cell is written.
+COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("calls", "calls", str),
+    ("turns", "turns", str),
+    ("ttfs |err| p50", "ttfs_err_ms_p50", _f),
+    ("p95", "ttfs_err_ms_p95", _f),
+    ("max", "ttfs_err_ms_max", _f),
+    ("barge-ins", "barge_ins", str),
+    ("stop |err| p50", "stop_err_ms_p50", _f),
+    ("p95", "stop_err_ms_p95", _f),
+    ("max", "stop_err_ms_max", _f),
+    ("unknown", "unknown", str),
+    ("missed", "missed", str),
+    ("unmatched", "unmatched", str),
+    ("unc. p95", "uncertainty_ms_p95", _f),
+    ("within unc.", "within_uncertainty", _share),
+)
+
+
 def print_class(
     console: Any, title: str, rows: list[tuple[str, dict[str, Any]]], notes: list[str]
 ) -> None:
@@ -110,31 +134,10 @@ def print_class(
 
     table = Table(title=title, title_justify="left")
     table.add_column("", justify="left", no_wrap=True)
-    for col in ("calls", "turns", "ttfs |err| p50", "p95", "max", "barge-ins"):
-        table.add_column(col, justify="right")
-    for col in ("stop |err| p50", "p95", "max", "unknown", "missed", "unmatched"):
-        table.add_column(col, justify="right")
-    table.add_column("unc. p95", justify="right")
-    table.add_column("within unc.", justify="right")
+    for heading, _key, _cell in COLUMNS:
+        table.add_column(heading, justify="right")
     for label, s in rows:
-        within = s["within_uncertainty"]
-        table.add_row(
-            label,
-            str(s["calls"]),
-            str(s["turns"]),
-            _f(s["ttfs_err_ms_p50"]),
-            _f(s["ttfs_err_ms_p95"]),
-            _f(s["ttfs_err_ms_max"]),
-            str(s["barge_ins"]),
-            _f(s["stop_err_ms_p50"]),
-            _f(s["stop_err_ms_p95"]),
-            _f(s["stop_err_ms_max"]),
-            str(s["unknown"]),
-            str(s["missed"]),
-            str(s["unmatched"]),
-            _f(s["uncertainty_ms_p95"]),
-            "—" if within is None else f"{100 * within:.1f}%",
-        )
+        table.add_row(label, *(cell(s[key]) for _heading, key, cell in COLUMNS))
     console.print(table)
     for note in notes:
         console.print(f"  {note}")
