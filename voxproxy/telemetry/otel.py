@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
@@ -79,6 +80,7 @@ log = logging.getLogger("voxproxy.telemetry")
 
 DROP_LOG_INTERVAL_S = 60.0
 PROTOCOLS = ("http/protobuf", "grpc")
+E = TypeVar("E")  # an exporter: of spans, metrics or log records
 
 
 def _protocol(env: Mapping[str, str], signal: str) -> str:
@@ -103,64 +105,36 @@ def _exporter_name(env: Mapping[str, str], signal: str) -> str:
     return "otlp"
 
 
+def _exporter(
+    env: Mapping[str, str], signal: str, console: Callable[[], E], module: str, name: str
+) -> E | None:
+    """The exporter of ``signal`` the environment asks for (None: that signal off): the
+    console one, or OTLP over gRPC or HTTP, ``name`` in
+    ``opentelemetry.exporter.otlp.proto.{grpc,http}.<module>``, imported only when chosen."""
+    chosen = _exporter_name(env, signal)
+    if chosen == "none":
+        return None
+    if chosen == "console":
+        return console()
+    transport = "grpc" if _protocol(env, signal) == "grpc" else "http"
+    otlp = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{transport}.{module}")
+    exporter: E = getattr(otlp, name)()
+    return exporter
+
+
 def span_exporter(env: Mapping[str, str]) -> SpanExporter | None:
     """The span exporter the environment asks for (None: traces off)."""
-    name = _exporter_name(env, "traces")
-    if name == "none":
-        return None
-    if name == "console":
-        return ConsoleSpanExporter()
-    if _protocol(env, "traces") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcSpanExporter,
-        )
-
-        return GrpcSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
-
-    return HttpSpanExporter()
+    return _exporter(env, "traces", ConsoleSpanExporter, "trace_exporter", "OTLPSpanExporter")
 
 
 def metric_exporter(env: Mapping[str, str]) -> MetricExporter | None:
     """The metric exporter the environment asks for (None: no OTLP metrics)."""
-    name = _exporter_name(env, "metrics")
-    if name == "none":
-        return None
-    if name == "console":
-        return ConsoleMetricExporter()
-    if _protocol(env, "metrics") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-            OTLPMetricExporter as GrpcMetricExporter,
-        )
-
-        return GrpcMetricExporter()
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-        OTLPMetricExporter as HttpMetricExporter,
-    )
-
-    return HttpMetricExporter()
+    return _exporter(env, "metrics", ConsoleMetricExporter, "metric_exporter", "OTLPMetricExporter")
 
 
 def log_exporter(env: Mapping[str, str]) -> LogRecordExporter | None:
     """The log exporter the environment asks for (None: no receipt log records)."""
-    name = _exporter_name(env, "logs")
-    if name == "none":
-        return None
-    if name == "console":
-        return ConsoleLogRecordExporter()
-    if _protocol(env, "logs") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
-            OTLPLogExporter as GrpcLogExporter,
-        )
-
-        return GrpcLogExporter()
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import (
-        OTLPLogExporter as HttpLogExporter,
-    )
-
-    return HttpLogExporter()
+    return _exporter(env, "logs", ConsoleLogRecordExporter, "_log_exporter", "OTLPLogExporter")
 
 
 def upstream_address(url: str | None) -> dict[str, str | int]:
