@@ -50,17 +50,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import os
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -68,47 +66,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from accuracy_compare import compare_call  # noqa: E402
+from accuracy_report import ClassRun, report  # noqa: E402
 from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
 
 from voxproxy.analysis.vad import VadConfig  # noqa: E402
 from voxproxy.audio.pcm import write_wav  # noqa: E402
-from voxproxy.clips import Clip, fixtures_dir, load_corpus  # noqa: E402
-from voxproxy.errors import FixtureError  # noqa: E402
-from voxproxy.harness.bench import BenchAgent, BenchCall, run_bench  # noqa: E402
-from voxproxy.loadgen.caller import CallRecord  # noqa: E402
-from voxproxy.loadgen.results import MATCH_TOLERANCE_MS, evaluate  # noqa: E402
+from voxproxy.clips import fixtures_dir, load_corpus  # noqa: E402
+from voxproxy.harness.bench import BenchAgent, run_bench  # noqa: E402
 from voxproxy.loadgen.scenario import NoiseSpec, Scenario, builtin_names, find_scenario  # noqa: E402
-from voxproxy.loadgen.truth import TurnTruth, agent_speech  # noqa: E402
-from voxproxy.mockagent import CallLog, MockAgentConfig, default_responses  # noqa: E402
-from voxproxy.mockagent.config import response_clip  # noqa: E402
-from voxproxy.receipts.model import Receipt, TurnRecord  # noqa: E402
-from voxproxy.timebase import NS_PER_MS, NS_PER_S  # noqa: E402
+from voxproxy.mockagent import MockAgentConfig, default_responses  # noqa: E402
 
 SECRET = b"accuracy-benchmark"
-CALLER_FRAME_NS = 20_000_000  # the load callers' frame (CallerConfig.frame_ms)
-NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")
-# Figures the proxy says it cannot know: a direction never quiet, audio that ran too far
-# ahead of real time to be analysed, its own clock readings too late, or its measurement
-# shed under load.
-WITHHELD = (
-    *NEVER_QUIET,
-    "caller_unanalysed",
-    "agent_unanalysed",
-    "clock_lag",
-    "caller_noise",
-    "agent_noise",
-    "caller_edge_ambiguous",
-    "agent_edge_ambiguous",
-    "measurement_shed",
-)
-WRONG_MS = 100.0  # babble: a published figure off by more than this is wrong
-WORST_MS = 10.0  # the three worst figures of a class are named when off by more than this
 SNR_DB = 10.0
 NOISY_BUILTINS = {"background_noise"}
 # Scenarios put under noise (snr10, babble): the clean built-ins but the long number.
 NOISE_BASES = ("normal_question", "interruption", "topic_change", "silence_after_answer")
 CLASSES = ("clean", "speech_only", "corpus", "snr10", "babble", "contended")
-FIRST_FROM = ("clean", "speech_only", "corpus")
 HARMONIC = "synth_harmonic_trimmed"
 
 Scenarios = tuple[tuple[Scenario, Path | None], ...]
@@ -195,228 +169,7 @@ def white_noise_wav(directory: Path) -> str:
     return str(path)
 
 
-# -- truth ----------------------------------------------------------------------------------
-# voxproxy.loadgen.truth.turn_truths, with the clip of each response resolved as the agent
-# resolved it (corpus names; clips cut to their speech).
-
-
-def turn_truths(
-    record: CallRecord, log: CallLog, clip_of: Callable[[str], Clip]
-) -> list[tuple[TurnTruth, str, str]]:
-    """Each caller turn's truth, with the agent clip that answered it and the one it
-    talked over (a barge-in), or "" for none."""
-    speech = agent_speech(record, log, clip_of)
-    out: list[tuple[TurnTruth, str, str]] = []
-    for s in record.speech:
-        nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)
-        ttfs = None if nxt is None else nxt.onset_ns - s.offset_ns
-        stop = None
-        over = None
-        if s.barge_in:
-            over = next((a for a in speech if a.onset_ns <= s.onset_ns < a.end_ns), None)
-            if over is not None:
-                stop = over.end_ns - s.onset_ns
-        truth = TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop)
-        out.append((truth, nxt.clip if nxt else "", over.clip if over else ""))
-    return out
-
-
-def at_vantage(truth: TurnTruth, record: CallRecord) -> tuple[TurnTruth, float, float]:
-    """The truth at the proxy's vantage point (MEASUREMENT.md 1): a caller frame sent late
-    (this process's own event loop) reaches the proxy late, like one delayed on the network
-    leg, so the caller's edges move by the send lag of the frames that carried them.
-    Returns the moved truth and the moves (ms) of its onset and offset."""
-    lags = record.pacing_lag_ns
-
-    def lag(ns: int) -> int:
-        k = (ns - record.t0_ns) // CALLER_FRAME_NS
-        return lags[k] if 0 <= k < len(lags) else 0
-
-    on, off = lag(truth.caller_onset_ns), lag(truth.caller_offset_ns - 1)
-    moved = replace(
-        truth,
-        caller_onset_ns=truth.caller_onset_ns + on,
-        caller_offset_ns=truth.caller_offset_ns + off,
-        ttfs_ns=None if truth.ttfs_ns is None else truth.ttfs_ns - off,
-        stop_latency_ns=None if truth.stop_latency_ns is None else truth.stop_latency_ns - on,
-    )
-    return moved, on / NS_PER_MS, off / NS_PER_MS
-
-
-# -- comparing one call ---------------------------------------------------------------------
-
-Status = Literal["published", "unknown", "missed"]
-
-
-@dataclass(frozen=True, slots=True)
-class Figure:
-    kind: Literal["ttfs", "stop"]
-    status: Status
-    err_ms: float | None = None  # proxy - truth, published figures only
-    uncertainty_ms: float | None = None
-    reason: str | None = None
-    first: bool = False  # the first response of its call
-    moved_ms: float = 0.0  # the caller edge's move to the proxy's vantage (at_vantage)
-    what: str = ""  # scenario, agent, caller clip -> agent clip: for the worst figures
-
-
-@dataclass
-class CallResult:
-    cls: str
-    label: str  # the agent
-    tag: str  # the noise bed, or ""
-    figures: list[Figure] = field(default_factory=list)
-    unmatched: list[float] = field(default_factory=list)  # published, belonging to no true turn
-    error: str | None = None
-    pacing_lag_ms_p99: float | None = None
-    noises: int = 0
-    noises_judged: int = 0
-
-
-def _started_wall_ns(receipt: Receipt) -> int:
-    return round(dt.datetime.fromisoformat(receipt.started_at).timestamp() * NS_PER_S)
-
-
-def _near(value: float | None, target: float) -> float | None:
-    if value is None:
-        return None
-    d = abs(value - target)
-    return d if d <= MATCH_TOLERANCE_MS else None
-
-
-def _distance(truth: TurnTruth, t: TurnRecord, rel: Callable[[int], float]) -> float | None:
-    """How near a receipt turn lies to a true caller turn (ms), or None if not near: by
-    the caller's onset (a barge-in's onset) or offset, whichever the receipt has near
-    (noise moves onsets); by the onset of the agent's answer only when the receipt has no
-    caller edges (a direction that never went quiet)."""
-    onset, offset = rel(truth.caller_onset_ns), rel(truth.caller_offset_ns)
-    ds = [_near(t.caller_onset_ms, onset), _near(t.caller_offset_ms, offset)]
-    if truth.barge_in and t.barge_in is not None:
-        ds.append(_near(t.barge_in.onset_ms, onset))
-    deaf = t.caller_onset_ms is None and t.caller_offset_ms is None
-    if deaf and truth.ttfs_ns is not None and t.kind == "response":
-        ds.append(_near(t.agent_onset_ms, rel(truth.caller_offset_ns + truth.ttfs_ns)))
-    found = [d for d in ds if d is not None]
-    return min(found) if found else None
-
-
-def _match_all(
-    truths: list[TurnTruth], receipt: Receipt, rel: Callable[[int], float]
-) -> list[TurnRecord | None]:
-    """Each true turn's receipt turn (or None), the nearest pairs first, each turn once."""
-    pairs = []
-    for i, truth in enumerate(truths):
-        for t in receipt.turns:
-            d = _distance(truth, t, rel)
-            if d is not None:
-                pairs.append((d, i, t.index, t))
-    out: list[TurnRecord | None] = [None] * len(truths)
-    taken: set[int] = set()
-    for _d, i, index, t in sorted(pairs, key=lambda p: p[:3]):
-        if out[i] is None and index not in taken:
-            out[i] = t
-            taken.add(index)
-    return out
-
-
-def compare_call(
-    cls: str, call: BenchCall, config: MockAgentConfig, wall_minus_mono_ns: int, tag: str = ""
-) -> CallResult:
-    o = call.outcome
-    out = CallResult(cls, call.label, tag)
-    rec, receipt, log = o.record, o.receipt, o.agent_log
-    if rec.pacing_lag_ns:
-        out.pacing_lag_ms_p99 = float(np.percentile(rec.pacing_lag_ns, 99)) / NS_PER_MS
-    if rec.error or receipt is None or log is None:
-        out.error = rec.error or ("no receipt" if receipt is None else "no agent log")
-        return out
-    truths = turn_truths(rec, log, lambda name: response_clip(name, config.trim_silence))
-    shift_ms = (rec.t0_ns + wall_minus_mono_ns - _started_wall_ns(receipt)) / NS_PER_MS
-
-    def rel(ns: int) -> float:
-        return (ns - rec.t0_ns) / NS_PER_MS + shift_ms
-
-    # A direction that never went quiet has no edges: turns in it are not told apart.
-    reasons = [t.reason for t in receipt.turns]
-    reasons += [t.barge_in.reason for t in receipt.turns if t.barge_in is not None]
-    deaf = next((r for r in reasons if r in NEVER_QUIET), None)
-    moved = [at_vantage(captured, rec) for captured, _a, _o in truths]
-    matched = _match_all([m[0] for m in moved], receipt, rel)
-    used = {t.index for t in matched if t is not None}
-    first = True
-    for (truth, moved_on, moved_off), (_c, answer, talked_over), turn in zip(
-        moved, truths, matched, strict=True
-    ):
-        where = f"{o.scenario.name}, {call.label}, call {o.index}: {truth.caller_clip}"
-        if truth.ttfs_ns is not None:
-            f = _ttfs_figure(truth, turn, first, deaf)
-            out.figures.append(replace(f, moved_ms=moved_off, what=f"{where} -> {answer}"))
-            first = False
-        elif turn is not None and turn.ttfs_ms is not None:
-            out.unmatched.append(turn.ttfs_ms)  # a response the agent never gave
-        if truth.barge_in and truth.stop_latency_ns is not None:
-            f = _stop_figure(truth, turn, deaf)
-            what = f"{where} over {talked_over}"
-            out.figures.append(replace(f, moved_ms=moved_on, what=what))
-    for t in receipt.turns:
-        if t.index in used:
-            continue
-        if t.ttfs_ms is not None:
-            out.unmatched.append(t.ttfs_ms)
-        if t.barge_in is not None and t.barge_in.stop_latency_ms is not None:
-            out.unmatched.append(t.barge_in.stop_latency_ms)
-    try:
-        judged = evaluate(o)["noises"]
-    except FixtureError:  # corpus agents: the loadgen's own truth cannot name their clips
-        judged = []
-    out.noises = len(judged)
-    out.noises_judged = sum(1 for n in judged if n["proxy_judged_correctly"])
-    return out
-
-
-def _ttfs_figure(
-    truth: TurnTruth, turn: TurnRecord | None, first: bool, deaf: str | None
-) -> Figure:
-    """``deaf``: the receipt's reason when a direction never went quiet (None: none)."""
-    assert truth.ttfs_ns is not None
-    if turn is not None and turn.ttfs_ms is not None:
-        err = turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS
-        return Figure("ttfs", "published", err, turn.ttfs_uncertainty_ms, None, first)
-    if turn is None and deaf is not None:
-        return Figure("ttfs", "unknown", None, None, f"{deaf} (no turn of its own)", first)
-    reason = "no turn" if turn is None else (turn.reason or turn.kind)
-    status: Status = "unknown" if reason in WITHHELD else "missed"
-    unc = None if turn is None else turn.ttfs_uncertainty_ms
-    return Figure("ttfs", status, None, unc, reason, first)
-
-
-def _stop_figure(truth: TurnTruth, turn: TurnRecord | None, deaf: str | None) -> Figure:
-    assert truth.stop_latency_ns is not None
-    b = turn.barge_in if turn is not None else None
-    if b is not None and b.stop_latency_ms is not None:
-        err = b.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS
-        return Figure("stop", "published", err, b.stop_uncertainty_ms)
-    if b is None and deaf is not None:
-        return Figure("stop", "unknown", reason=f"{deaf} (no barge-in of its own)")
-    if b is None:
-        return Figure("stop", "missed", reason="no barge-in")
-    withheld = b.outcome == "unknown" or b.reason in WITHHELD
-    return Figure(
-        "stop", "unknown" if withheld else "missed", None, b.stop_uncertainty_ms, b.reason
-    )
-
-
 # -- running the classes --------------------------------------------------------------------
-
-
-@dataclass
-class ClassRun:
-    name: str
-    results: list[CallResult]
-    elapsed_s: float
-    notes: list[str] = field(default_factory=list)
-    hog_duty: float = 0.0
-    cpu_busy_pct: float | None = None  # the proxy's CPU, when pinned
 
 
 async def run_class(
@@ -539,211 +292,6 @@ async def run_all(args: argparse.Namespace, workdir: Path) -> list[ClassRun]:
 def contended_name(i: int, duty: float) -> str:
     """``contended`` for the first hog duty, ``contended_duty50`` (and so on) after it."""
     return "contended" if i == 0 else f"contended_duty{round(100 * duty)}"
-
-
-# -- summing up -----------------------------------------------------------------------------
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 1) if values else None
-
-
-def _max(values: list[float]) -> float | None:
-    return round(max(values), 1) if values else None
-
-
-def summarize(results: list[CallResult], figures: list[Figure] | None = None) -> dict[str, Any]:
-    figs = figures if figures is not None else [f for r in results for f in r.figures]
-    pub = [f for f in figs if f.status == "published"]
-    ttfs = [abs(f.err_ms) for f in pub if f.kind == "ttfs" and f.err_ms is not None]
-    stop = [abs(f.err_ms) for f in pub if f.kind == "stop" and f.err_ms is not None]
-    unc = [f.uncertainty_ms for f in pub if f.uncertainty_ms is not None]
-    inside = [
-        f
-        for f in pub
-        if f.err_ms is not None
-        and f.uncertainty_ms is not None
-        and abs(f.err_ms) <= f.uncertainty_ms
-    ]
-    unmatched = sum(len(r.unmatched) for r in results) if figures is None else 0
-    lags = [r.pacing_lag_ms_p99 for r in results if r.pacing_lag_ms_p99 is not None]
-    return {
-        "calls": len(results),
-        "failed_calls": sum(1 for r in results if r.error),
-        "turns": sum(1 for f in figs if f.kind == "ttfs"),
-        "barge_ins": sum(1 for f in figs if f.kind == "stop"),
-        "ttfs_err_ms_p50": _pct(ttfs, 50),
-        "ttfs_err_ms_p95": _pct(ttfs, 95),
-        "ttfs_err_ms_max": _max(ttfs),
-        "stop_err_ms_p50": _pct(stop, 50),
-        "stop_err_ms_p95": _pct(stop, 95),
-        "stop_err_ms_max": _max(stop),
-        "published": len(pub) + unmatched,
-        "unknown": sum(1 for f in figs if f.status == "unknown"),
-        "missed": sum(1 for f in figs if f.status == "missed"),
-        "unmatched": unmatched,
-        "off_gt_100ms": sum(1 for f in pub if f.err_ms is not None and abs(f.err_ms) > WRONG_MS)
-        + unmatched,
-        "uncertainty_ms_p50": _pct(unc, 50),
-        "uncertainty_ms_p95": _pct(unc, 95),
-        "uncertainty_ms_max": _max(unc),
-        "within_uncertainty": round(len(inside) / len(pub), 4) if pub else None,
-        "reasons": dict(Counter(f.reason or "" for f in figs if f.status != "published")),
-        "caller_pacing_lag_ms_p99": _max(lags),
-        "moved_ms_p95": _pct([abs(f.moved_ms) for f in pub], 95),
-        "moved_ms_max": _max([abs(f.moved_ms) for f in pub]),
-        "worst": sorted(
-            (f for f in pub if f.err_ms is not None), key=lambda f: -abs(f.err_ms or 0.0)
-        )[:3],
-        "noises": sum(r.noises for r in results),
-        "noises_judged": sum(r.noises_judged for r in results),
-    }
-
-
-def headline(cls: str, s: dict[str, Any]) -> dict[str, Any]:
-    """The class's entry of the final JSON line."""
-    keys = ["calls", "turns", "barge_ins", "ttfs_err_ms_p95", "ttfs_err_ms_max"]
-    keys += ["stop_err_ms_p95", "stop_err_ms_max", "unknown", "missed", "unmatched"]
-    if cls == "babble":
-        keys += ["published", "off_gt_100ms"]
-    if cls.startswith("contended"):
-        keys += ["within_uncertainty", "uncertainty_ms_p50", "uncertainty_ms_p95"]
-        keys += ["uncertainty_ms_max"]
-    return {k: s[k] for k in keys}
-
-
-def _f(x: float | None) -> str:
-    return "—" if x is None else f"{x:.1f}"
-
-
-def print_class(
-    console: Any, title: str, rows: list[tuple[str, dict[str, Any]]], notes: list[str]
-) -> None:
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left")
-    table.add_column("", justify="left", no_wrap=True)
-    for col in ("calls", "turns", "ttfs |err| p50", "p95", "max", "barge-ins"):
-        table.add_column(col, justify="right")
-    for col in ("stop |err| p50", "p95", "max", "unknown", "missed", "unmatched"):
-        table.add_column(col, justify="right")
-    table.add_column("unc. p95", justify="right")
-    table.add_column("within unc.", justify="right")
-    for label, s in rows:
-        within = s["within_uncertainty"]
-        table.add_row(
-            label,
-            str(s["calls"]),
-            str(s["turns"]),
-            _f(s["ttfs_err_ms_p50"]),
-            _f(s["ttfs_err_ms_p95"]),
-            _f(s["ttfs_err_ms_max"]),
-            str(s["barge_ins"]),
-            _f(s["stop_err_ms_p50"]),
-            _f(s["stop_err_ms_p95"]),
-            _f(s["stop_err_ms_max"]),
-            str(s["unknown"]),
-            str(s["missed"]),
-            str(s["unmatched"]),
-            _f(s["uncertainty_ms_p95"]),
-            "—" if within is None else f"{100 * within:.1f}%",
-        )
-    console.print(table)
-    for note in notes:
-        console.print(f"  {note}")
-    console.print()
-
-
-def report(runs: list[ClassRun], elapsed_s: float) -> dict[str, Any]:
-    from rich.console import Console
-
-    console = Console(width=150)
-    console.print(
-        f"voxproxy accuracy over live calls ({elapsed_s:.0f} s): |proxy - truth| in ms per "
-        "figure; unknown = withheld with a reason, missed = not published without one, "
-        "unmatched = published for no true turn; unc. = the stated uncertainty\n"
-    )
-    out: dict[str, Any] = {}
-    titles = {
-        "clean": "clean: built-in scenarios, 4 agents (raw/twilio x paced/burst, 250 ms jitter)",
-        "speech_only": "speech_only: agents sending only speech (clips cut to their speech, "
-        "nothing between responses; the harmonic complex among them)",
-        "corpus": "corpus: corpus voices answering corpus callers (3 synthesizers, en/es, "
-        "-40..-6 dBFS)",
-        "snr10": "snr10: pink and white noise under the caller at 10 dB SNR",
-        "babble": "babble: babble bed under the caller at 10 dB SNR (goal: no wrong figure)",
-    }
-    firsts: list[tuple[str, dict[str, Any]]] = []
-    first_figs: list[Figure] = []
-    first_calls: list[CallResult] = []
-    for run in runs:
-        rs = run.results
-        total = summarize(rs)
-        rows: list[tuple[str, dict[str, Any]]] = []
-        for label in sorted({r.label for r in rs}):
-            rows.append((label, summarize([r for r in rs if r.label == label])))
-        for tag in sorted({r.tag for r in rs if r.tag}):
-            rows.append((f"noise: {tag}", summarize([r for r in rs if r.tag == tag])))
-        rows.append(("all", total))
-        notes = [f"{total['calls']} calls in {run.elapsed_s:.0f} s", *run.notes]
-        if total["failed_calls"]:
-            errors = Counter(r.error for r in rs if r.error)
-            notes.append(f"calls without a result: {dict(errors)}")
-        if total["reasons"]:
-            notes.append(f"not published, by reason: {total['reasons']}")
-        if total["noises"]:
-            notes.append(
-                f"noise-only interruptions judged correctly: {total['noises_judged']} "
-                f"of {total['noises']}"
-            )
-        if total["caller_pacing_lag_ms_p99"] is not None:
-            notes.append(
-                "callers' own send lag (truth is taken at the deadline), worst call p99: "
-                f"{total['caller_pacing_lag_ms_p99']:.1f} ms"
-            )
-        if total["moved_ms_max"]:
-            notes.append(
-                "truth moved to the proxy's vantage by the callers' late sends: "
-                f"p95 {total['moved_ms_p95']:.1f} ms, max {total['moved_ms_max']:.1f} ms"
-            )
-        worst = [f for f in total["worst"] if abs(f.err_ms) > WORST_MS]
-        if worst:
-            notes.append("worst figures (proxy - truth, the stated uncertainty):")
-        for f in worst:
-            unc = "—" if f.uncertainty_ms is None else f"{f.uncertainty_ms:.1f}"
-            notes.append(f"  {f.kind} {f.err_ms:+.1f} ms ({unc}): {f.what}")
-        if run.name == "babble":
-            notes.append(
-                f"published {total['published']}, withheld {total['unknown']}, off by more "
-                f"than {WRONG_MS:.0f} ms (or for no true turn): {total['off_gt_100ms']}"
-            )
-        title = titles.get(run.name, run.name)
-        if run.name.startswith("contended"):
-            title = (
-                f"{run.name}: the clean class, proxy pinned to a CPU shared with a busy loop "
-                f"({100 * run.hog_duty:.0f}% duty)"
-            )
-        print_class(console, title, rows, notes)
-        out[run.name] = headline(run.name, total)
-        if run.cpu_busy_pct is not None:
-            out[run.name]["proxy_cpu_busy_pct"] = round(run.cpu_busy_pct, 1)
-        if run.name in FIRST_FROM:
-            figs = [f for r in rs for f in r.figures if f.first]
-            firsts.append((run.name, summarize(rs, figs)))
-            first_figs += figs
-            first_calls += rs
-    if firsts:
-        total = summarize(first_calls, first_figs)
-        print_class(
-            console,
-            "first_responses: the first response of each call (from the classes below)",
-            [*firsts, ("all", total)],
-            [],
-        )
-        ordered = {"clean": out.pop("clean")} if "clean" in out else {}
-        ordered["first_responses"] = headline("first_responses", total)
-        out = {**ordered, **out}
-    return out
 
 
 def main() -> None:

@@ -1,37 +1,25 @@
-"""Property-based tests: decoders, the session core and the relay take whatever comes.
-
-* every dialect decoder, over random bytes and text and over JSON built from the
-  wire's own vocabulary with random values: never raises, returns events;
-* the session core, over valid but odd sequences of each wire (events out of
-  order, media before start, marks never echoed or echoed unsent, flushes with
-  nothing queued, huge and empty payloads, rate and format changes, time jumps)
-  and over raw event streams: no exception leaves it, no internal error is
-  counted, every bad message is counted as an anomaly, traffic adds up and the
-  receipt is valid;
-* the relay, over random frames both ways through a live proxy on loopback:
-  bytes and frame types arrive unchanged and in order.
-
-Bounded (``max_examples``, ``deadline=None``) so the whole file runs in seconds;
-``VOXPROXY_FUZZ_SCALE=20`` multiplies every budget for a deeper search.
-"""
+"""Property-based: the session core takes whatever comes, over valid but odd sequences
+of each wire (events out of order, media before start, marks never echoed or echoed
+unsent, flushes with nothing queued, huge and empty payloads, rate and format changes,
+time jumps) and over raw event streams: no exception leaves it, no internal error is
+counted, every bad message is counted as an anomaly, traffic adds up and the receipt is
+valid (the decoders: tests/dialects/test_decoders_fuzz.py, the relay:
+tests/test_proxy_fuzz.py). Bounded (``support.fuzzing.bounded``); ``VOXPROXY_FUZZ_SCALE=20``
+searches deeper."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
-import os
-import typing
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from websockets.asyncio.client import connect
-from websockets.asyncio.server import ServerConnection, serve
+from support.fuzzing import DIRECTIONS, EVENT_TYPES, MS, bounded
 
 from voxproxy.audio.g711 import pcm_to_alaw, pcm_to_ulaw
 from voxproxy.audio.pcm import pcm_to_bytes
@@ -71,73 +59,7 @@ from voxproxy.events import (
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import CallSession
 
-DIALECTS = ["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime", "auto"]
-EVENT_TYPES = typing.get_args(Event)
-MS = 1_000_000
-DIRECTIONS = st.sampled_from([CALLER_TO_AGENT, AGENT_TO_CALLER])
-SCALE = max(1, int(os.environ.get("VOXPROXY_FUZZ_SCALE", "1")))
-
-
-def bounded(examples: int) -> settings:
-    return settings(
-        max_examples=examples * SCALE,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-
-
-# -- 1. decoders over random input ----------------------------------------------------------
-
-_WIRE_WORDS = [
-    "connected", "start", "media", "mark", "dtmf", "stop", "clear", "playAudio", "checkpoint",
-    "clearAudio", "playedStream", "clearedAudio", "websocket:connected", "websocket:dtmf",
-    "websocket:cleared", "input_audio_buffer.append", "response.output_audio.delta",
-    "response.audio.delta", "conversation.item.truncate", "response.cancel", "session.update",
-    "session.created", "response.created", "response.done", "conversation.item.create",
-    "response.function_call_arguments.done", "input_audio_buffer.speech_stopped", "transcript",
-]  # fmt: skip
-_KEYS = [
-    "event", "type", "action", "media", "start", "mark", "payload", "audio", "delta", "name",
-    "sample_rate", "sampleRate", "mediaFormat", "media_format", "encoding", "session",
-    "item_id", "response_id", "audio_end_ms", "call_id", "streamSid", "content-type", "track",
-    "response", "item", "arguments", "transcript", "text",
-]  # fmt: skip
-_SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=12)
-    | st.sampled_from(_WIRE_WORDS)
-    | st.sampled_from(["//8=", "AAAA", "audio/x-mulaw", "PCMU", "L16", "pcm16", "g711_ulaw"])
-)
-_JSONISH = st.recursive(
-    _SCALARS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner),
-    max_leaves=12,
-)
-_RANDOM_MESSAGE = st.one_of(
-    st.binary(max_size=700),
-    st.text(max_size=200),
-    _JSONISH.map(json.dumps),
-    st.dictionaries(st.sampled_from(_KEYS), _JSONISH, max_size=5).map(json.dumps),
-)
-
-
-@pytest.mark.parametrize("dialect", DIALECTS)
-@bounded(60)
-@given(messages=st.lists(st.tuples(DIRECTIONS, _RANDOM_MESSAGE), max_size=12))
-def test_every_decoder_takes_random_input(
-    dialect: str, messages: list[tuple[Direction, bytes | str]]
-) -> None:
-    dec = make_decoder(dialect)
-    for i, (direction, message) in enumerate(messages):
-        events = dec.decode(direction, message, i * 20 * MS)
-        assert isinstance(events, list)
-        assert all(isinstance(ev, EVENT_TYPES) for ev in events)
-
-
-# -- 2. the session over valid but odd wire sequences ---------------------------------------
+# -- the session over valid but odd wire sequences ------------------------------------------
 
 
 @cache
@@ -434,7 +356,7 @@ def test_the_session_takes_odd_but_valid_sequences(dialect: str, data: st.DataOb
     check_session(make_decoder(name, DialectOptions(secret=b"k")), steps, end, advance_at)
 
 
-# -- 3. the session core over raw event streams ---------------------------------------------
+# -- the session core over raw event streams ------------------------------------------------
 
 
 class Scripted:
@@ -548,77 +470,3 @@ def test_the_session_core_takes_any_event_stream(
     receipt = session.close(t + 1, "completed", CloseInfo(initiator="none"))
     assert receipt.anomalies.get("measurement_error", 0) == 0, receipt.anomalies
     assert Receipt.model_validate_json(receipt.to_json_line()) == receipt
-
-
-# -- 4. the relay over random frames ----------------------------------------------------------
-
-_FRAME = st.one_of(
-    st.binary(max_size=70_000),
-    st.text(max_size=3_000),
-    st.lists(st.binary(max_size=2_000), min_size=1, max_size=4),  # fragmented binary
-    st.lists(st.text(max_size=500), min_size=1, max_size=4),  # fragmented text
-)
-
-
-def _whole(frame: bytes | str | list[bytes] | list[str]) -> bytes | str:
-    if isinstance(frame, list):
-        return b"".join(frame) if isinstance(frame[0], bytes) else "".join(frame)  # type: ignore[arg-type]
-    return frame
-
-
-async def _through_proxy(
-    dialect: str, to_agent: list[Any], to_caller: list[Any]
-) -> tuple[list[bytes | str], list[bytes | str], Receipt]:
-    from voxproxy.proxy import Proxy, ProxyConfig
-    from voxproxy.transports.websocket import RelayConfig
-
-    got_by_agent: list[bytes | str] = []
-    done = asyncio.Event()
-
-    async def agent(ws: ServerConnection) -> None:
-        for frame in to_caller:
-            await ws.send(frame)
-        async for m in ws:
-            got_by_agent.append(m)
-            if len(got_by_agent) == len(to_agent):
-                done.set()
-
-    receipts: list[Receipt] = []
-    async with serve(agent, "127.0.0.1", 0, compression=None, max_size=None) as server:
-        agent_port = next(iter(server.sockets)).getsockname()[1]
-        proxy = Proxy(
-            ProxyConfig(RelayConfig(f"ws://127.0.0.1:{agent_port}"), dialect=dialect, secret=b"f"),
-            sinks=[receipts.append],
-        )
-        port = await proxy.start("127.0.0.1", 0)
-        try:
-            async with connect(f"ws://127.0.0.1:{port}", compression=None, max_size=None) as ws:
-                got_by_caller = [await ws.recv() for _ in to_caller]
-                for frame in to_agent:
-                    await ws.send(frame)
-                if to_agent:
-                    await asyncio.wait_for(done.wait(), 10)
-            for _ in range(500):
-                if receipts:
-                    break
-                await asyncio.sleep(0.01)
-        finally:
-            await proxy.stop()
-    return got_by_agent, got_by_caller, receipts[0]
-
-
-@bounded(25)
-@given(
-    dialect=st.sampled_from(DIALECTS),
-    to_agent=st.lists(_FRAME, max_size=8),
-    to_caller=st.lists(_FRAME, max_size=8),
-)
-def test_the_relay_forwards_random_frames_unchanged(
-    dialect: str, to_agent: list[Any], to_caller: list[Any]
-) -> None:
-    got_by_agent, got_by_caller, receipt = asyncio.run(_through_proxy(dialect, to_agent, to_caller))
-    assert got_by_agent == [_whole(f) for f in to_agent]
-    assert got_by_caller == [_whole(f) for f in to_caller]
-    assert receipt.traffic.caller_to_agent_messages == len(to_agent)
-    assert receipt.traffic.agent_to_caller_messages == len(to_caller)
-    assert receipt.anomalies.get("measurement_error", 0) == 0

@@ -75,7 +75,7 @@ from voxproxy.httpserve import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
     BodyTimeout,
-    app_runner,
+    HttpListener,
     body_timeout_response,
     read_body,
 )
@@ -347,7 +347,7 @@ def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = No
     )
 
 
-class EventApi:
+class EventApi(HttpListener):
     """The HTTP server of the event API, on the proxy's event loop."""
 
     def __init__(
@@ -384,22 +384,9 @@ class EventApi:
         return app
 
     async def start(self, host: str, port: int) -> int:
-        runner = app_runner(self.app(), header_timeout_s=self.header_timeout_s)
-        await runner.setup()
-        await web.TCPSite(runner, host, port).start()
-        self._runner = runner
-        self.port = int(runner.addresses[0][1])
-        log.info("event API on http://%s:%d/v1/calls/{call}/events", host, self.port)
-        return self.port
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def _health(self, request: web.Request) -> web.Response:
-        del request
-        return web.Response(text="ok\n")
+        bound = await self._listen(self.app(), host, port)
+        log.info("event API on http://%s:%d/v1/calls/{call}/events", host, bound)
+        return bound
 
     def _authorized(self, request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")

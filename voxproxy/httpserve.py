@@ -75,6 +75,34 @@ def app_runner(
     )
 
 
+class HttpListener:
+    """An aiohttp app served on one address with the limits above (the event API and
+    /metrics): ``_listen`` in the subclass's ``start``; ``/healthz`` and ``stop`` here."""
+
+    header_timeout_s: float
+    _runner: web.AppRunner | None
+    port: int | None
+
+    async def _listen(self, app: web.Application, host: str, port: int) -> int:
+        """Serve ``app`` on ``host:port``; the bound port (port 0 picks a free one)."""
+        runner = app_runner(app, header_timeout_s=self.header_timeout_s)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+        return self.port
+
+    async def _health(self, request: web.Request) -> web.Response:
+        """``GET /healthz``: the listener answers."""
+        del request
+        return web.Response(text="ok\n")
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
 async def read_body(request: web.Request, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
     """The request's body, or :class:`BodyTimeout` when it takes longer than ``timeout_s``.
 

@@ -2,4 +2,5 @@
 (``groundtruth``, ``spacekit``), call flows (``flowkit``), fault injection
 (``faultkit``), WebRTC peers and a browser (``webrtckit``, ``browsercall``), an OTLP
 receiver, receipt samples, privacy checks, event views, ports, and live calls through
-the proxy for the end-to-end tests (``livecall``)."""
+the proxy for the end-to-end tests (``livecall``), a test caller for the mock agent
+(``mockcaller``), the property-based tests' budgets (``fuzzing``)."""

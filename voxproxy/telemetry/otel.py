@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
@@ -79,6 +80,8 @@ log = logging.getLogger("voxproxy.telemetry")
 
 DROP_LOG_INTERVAL_S = 60.0
 PROTOCOLS = ("http/protobuf", "grpc")
+E = TypeVar("E")  # an exporter: of spans, metrics or log records
+R = TypeVar("R")  # an export result: of spans or log records
 
 
 def _protocol(env: Mapping[str, str], signal: str) -> str:
@@ -103,64 +106,36 @@ def _exporter_name(env: Mapping[str, str], signal: str) -> str:
     return "otlp"
 
 
+def _exporter(
+    env: Mapping[str, str], signal: str, console: Callable[[], E], module: str, name: str
+) -> E | None:
+    """The exporter of ``signal`` the environment asks for (None: that signal off): the
+    console one, or OTLP over gRPC or HTTP, ``name`` in
+    ``opentelemetry.exporter.otlp.proto.{grpc,http}.<module>``, imported only when chosen."""
+    chosen = _exporter_name(env, signal)
+    if chosen == "none":
+        return None
+    if chosen == "console":
+        return console()
+    transport = "grpc" if _protocol(env, signal) == "grpc" else "http"
+    otlp = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{transport}.{module}")
+    exporter: E = getattr(otlp, name)()
+    return exporter
+
+
 def span_exporter(env: Mapping[str, str]) -> SpanExporter | None:
     """The span exporter the environment asks for (None: traces off)."""
-    name = _exporter_name(env, "traces")
-    if name == "none":
-        return None
-    if name == "console":
-        return ConsoleSpanExporter()
-    if _protocol(env, "traces") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcSpanExporter,
-        )
-
-        return GrpcSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
-
-    return HttpSpanExporter()
+    return _exporter(env, "traces", ConsoleSpanExporter, "trace_exporter", "OTLPSpanExporter")
 
 
 def metric_exporter(env: Mapping[str, str]) -> MetricExporter | None:
     """The metric exporter the environment asks for (None: no OTLP metrics)."""
-    name = _exporter_name(env, "metrics")
-    if name == "none":
-        return None
-    if name == "console":
-        return ConsoleMetricExporter()
-    if _protocol(env, "metrics") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-            OTLPMetricExporter as GrpcMetricExporter,
-        )
-
-        return GrpcMetricExporter()
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-        OTLPMetricExporter as HttpMetricExporter,
-    )
-
-    return HttpMetricExporter()
+    return _exporter(env, "metrics", ConsoleMetricExporter, "metric_exporter", "OTLPMetricExporter")
 
 
 def log_exporter(env: Mapping[str, str]) -> LogRecordExporter | None:
     """The log exporter the environment asks for (None: no receipt log records)."""
-    name = _exporter_name(env, "logs")
-    if name == "none":
-        return None
-    if name == "console":
-        return ConsoleLogRecordExporter()
-    if _protocol(env, "logs") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
-            OTLPLogExporter as GrpcLogExporter,
-        )
-
-        return GrpcLogExporter()
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import (
-        OTLPLogExporter as HttpLogExporter,
-    )
-
-    return HttpLogExporter()
+    return _exporter(env, "logs", ConsoleLogRecordExporter, "_log_exporter", "OTLPLogExporter")
 
 
 def upstream_address(url: str | None) -> dict[str, str | int]:
@@ -198,33 +173,47 @@ def make_resource(service_name: str) -> Resource:
     return base.merge(Resource(extra)) if extra else base
 
 
-class CountingExporter(SpanExporter):
+class _Counting:
+    """What a wrapped exporter exported, and what it failed to (counted as dropped)."""
+
+    def __init__(self, what: str, dropped: Callable[[int, str], None]) -> None:
+        self._what = what  # in the log line: "the <what> exporter raised"
+        self._dropped = dropped
+        self.exported = 0
+        self.failed = 0
+
+    def _counted(self, n: int, export: Callable[[], R], success: R, failure: R) -> R:
+        """``export()`` of ``n`` items, counted; an exception is a failure, logged."""
+        try:
+            result = export()
+        except Exception:
+            log.exception("the %s exporter raised", self._what)
+            result = failure
+        if result is success:
+            self.exported += n
+        else:
+            self.failed += n
+            self._dropped(n, "export_failed")
+        return result
+
+
+class CountingExporter(_Counting, SpanExporter):
     """Wraps the real exporter: counts what it exported and what it dropped."""
 
     def __init__(self, inner: SpanExporter, telemetry: OtelTelemetry) -> None:
+        super().__init__("span", telemetry.note_dropped)
         self.inner = inner
-        self._telemetry = telemetry
-        self.exported = 0
-        self.failed = 0
         self._aborted = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         n = len(spans)
         if self._aborted:
             self.failed += n
-            self._telemetry.note_dropped(n, "shutdown")
+            self._dropped(n, "shutdown")
             return SpanExportResult.FAILURE
-        try:
-            result = self.inner.export(spans)
-        except Exception:
-            log.exception("the span exporter raised")
-            result = SpanExportResult.FAILURE
-        if result is SpanExportResult.SUCCESS:
-            self.exported += n
-        else:
-            self.failed += n
-            self._telemetry.note_dropped(n, "export_failed")
-        return result
+        return self._counted(
+            n, lambda: self.inner.export(spans), SpanExportResult.SUCCESS, SpanExportResult.FAILURE
+        )
 
     def abort(self) -> None:
         """Stop waiting on a collector: pending retries end, later batches are dropped."""
@@ -240,28 +229,20 @@ class CountingExporter(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
-class CountingLogExporter(LogRecordExporter):
+class CountingLogExporter(_Counting, LogRecordExporter):
     """Wraps the real log exporter: counts the receipt log records it could not export."""
 
     def __init__(self, inner: LogRecordExporter, telemetry: OtelTelemetry) -> None:
+        super().__init__("log", telemetry.note_logs_dropped)
         self.inner = inner
-        self._telemetry = telemetry
-        self.exported = 0
-        self.failed = 0
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        n = len(batch)
-        try:
-            result = self.inner.export(batch)
-        except Exception:
-            log.exception("the log exporter raised")
-            result = LogRecordExportResult.FAILURE
-        if result is LogRecordExportResult.SUCCESS:
-            self.exported += n
-        else:
-            self.failed += n
-            self._telemetry.note_logs_dropped(n, "export_failed")
-        return result
+        return self._counted(
+            len(batch),
+            lambda: self.inner.export(batch),
+            LogRecordExportResult.SUCCESS,
+            LogRecordExportResult.FAILURE,
+        )
 
     def shutdown(self) -> None:
         self.inner.shutdown()  # type: ignore[no-untyped-call]

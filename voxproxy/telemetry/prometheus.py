@@ -15,12 +15,12 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from voxproxy.httpserve import HEADER_TIMEOUT_S, app_runner
+from voxproxy.httpserve import HEADER_TIMEOUT_S, HttpListener
 
 log = logging.getLogger("voxproxy.telemetry")
 
 
-class MetricsServer:
+class MetricsServer(HttpListener):
     """``GET /metrics`` (Prometheus text or OpenMetrics, by ``Accept``) and ``GET /healthz``."""
 
     def __init__(
@@ -36,27 +36,13 @@ class MetricsServer:
         body = encoder(self.registry)
         return web.Response(body=body, headers={"Content-Type": content_type})
 
-    async def _health(self, request: web.Request) -> web.Response:
-        del request
-        return web.Response(text="ok\n")
-
     async def start(self, host: str, port: int) -> int:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._health)
-        runner = app_runner(app, header_timeout_s=self.header_timeout_s)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        self._runner = runner
-        self.port = int(runner.addresses[0][1])  # the bound port (port 0 picks a free one)
-        log.info("Prometheus metrics on http://%s:%d/metrics", host, self.port)
-        return self.port
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        bound = await self._listen(app, host, port)
+        log.info("Prometheus metrics on http://%s:%d/metrics", host, bound)
+        return bound
 
 
 def merge_expositions(texts: list[str]) -> CollectorRegistry:
