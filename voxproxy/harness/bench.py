@@ -11,6 +11,7 @@ process, pinned to a core: the accuracy benchmark's contended run).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,10 @@ from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.simcall.log import CallLog
 from voxproxy.transports.websocket import RelayConfig
+
+# How long the callers' end may precede their calls' last receipts (a bound, not a pause:
+# the wait ends when every call's receipt is in).
+RECEIPTS_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,14 @@ async def run_bench(
         raise UsageError("post_events needs the in-process proxies (no proxy_host)")
     policy = policy or load_policy()
     receipts: dict[str, Receipt] = {}
+    expected = [0]  # receipts awaited once the calls are done (0: not yet known)
+    all_in = asyncio.Event()
+
+    def keep(r: Receipt) -> None:
+        receipts[r.call] = r
+        if expected[0] and len(receipts) >= expected[0]:
+            all_in.set()
+
     mocks: list[MockAgent] = []
     proxies: list[ProxyServer] = []
     plans: list[LoadPlan] = []
@@ -108,7 +121,7 @@ async def run_bench(
                     listen=("127.0.0.1", 0),
                     receipts=None,
                     policy=policy,
-                    sinks=(lambda r: receipts.__setitem__(r.call, r), *extra_sinks),
+                    sinks=(keep, *extra_sinks),
                     events=None
                     if api_port is None
                     else EventsConfig(token, ("127.0.0.1", api_port)),
@@ -137,7 +150,13 @@ async def run_bench(
             )
         runs = await asyncio.gather(*(run_calls(p, list(range(p.calls))) for p in plans))
         if not hosted:
-            await asyncio.sleep(0.3)  # let the last receipts be written
+            # The callers are done: wait for the proxies' last receipts (a call refused
+            # before it was measured never has one; stop() then drains what is left).
+            expected[0] = sum(len(records) for records in runs)
+            if len(receipts) >= expected[0]:
+                all_in.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_in.wait(), RECEIPTS_WAIT_S)
     finally:
         if hosted:
             assert proxy_host is not None
