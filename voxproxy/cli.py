@@ -141,6 +141,14 @@ class DefaultsShown(argparse.HelpFormatter):
         return out.replace("%", "%%").replace("%%(", "%(")
 
 
+def add_transport_arguments(add: Callable[..., object], transport: str, signaling: str) -> None:
+    """``--transport`` (websocket or webrtc) and ``--signaling`` (whip or pipecat), with a
+    subcommand's own help texts; ``add``: its parser's ``add_argument`` or
+    ``add_env_argument``."""
+    add("--transport", choices=["websocket", "webrtc"], default="websocket", help=transport)
+    add("--signaling", choices=["whip", "pipecat"], default="whip", help=signaling)
+
+
 def host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:

@@ -82,34 +82,37 @@ def test_senders_due_together_share_one_fire_and_a_failing_one_stops_alone() -> 
     assert p.fires <= 3 < p.sends  # the first fire served all four
 
 
-def test_a_sender_far_behind_catches_up_one_frame_per_fire() -> None:
-    async def main() -> list[str]:
+def test_senders_that_fell_behind_catch_up_at_once_taking_turns_by_deadline() -> None:
+    frame_ns = 20 * NS_PER_MS
+
+    async def main() -> list[tuple[str, int, int]]:
         p = Pacer(asyncio.get_running_loop())
-        log: list[str] = []
+        log: list[tuple[str, int, int]] = []
         done = asyncio.Event()
-        past = time.monotonic_ns() - 100 * NS_PER_MS  # five frames late already
+        now0 = time.monotonic_ns()
 
-        def late(now: int, deadline: int) -> int | None:
-            log.append(f"late{p.fires}")
-            behind = sum(x.startswith("late") for x in log) < 5
-            return deadline + 20 * NS_PER_MS if behind else None  # all five already due
+        def sender(name: str, frames: int) -> Send:
+            def send(now: int, deadline: int) -> int | None:
+                log.append((name, deadline, p.fires))
+                if sum(1 for n, _, _ in log if n == name) == frames:
+                    if len(log) == 8:
+                        done.set()
+                    return None
+                return deadline + frame_ns
 
-        def other(now: int, deadline: int) -> int | None:
-            log.append(f"other{p.fires}")
-            if sum(x.startswith("other") for x in log) == 8:
-                done.set()
-                return None
-            return now - 1  # always due again: one call per fire
+            return send
 
-        p.add(past, late)
-        p.add(past + 1, other)
+        # "a" is five frames late (the loop was held up 100 ms), "b" three, 10 ms apart.
+        p.add(now0 - 100 * NS_PER_MS, sender("a", 5))
+        p.add(now0 - 50 * NS_PER_MS, sender("b", 3))
         await asyncio.wait_for(done.wait(), 10)
         return log
 
     log = asyncio.run(main())
-    assert len(log) == len(set(log))  # no sender twice in one fire
-    late_fires = [int(x.removeprefix("late")) for x in log if x.startswith("late")]
-    assert len(late_fires) == 5  # frames 1-5, each in a fire of its own
+    deadlines = [d for _, d, _ in log]
+    assert deadlines == sorted(deadlines)  # by deadline, the two interleaved
+    assert [n for n, _, _ in log] == ["a", "a", "a", "b", "a", "b", "a", "b"]
+    assert {f for _, _, f in log} == {1}  # all in the first fire: nothing was early
 
 
 def test_one_pacer_per_running_loop() -> None:

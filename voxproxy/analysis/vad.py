@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import webrtcvad
 
+from voxproxy.analysis.edges import FrameLevels
 from voxproxy.analysis.floor import NoiseFloor
 from voxproxy.analysis.timeline import Timeline
 from voxproxy.analysis.vadconfig import (
@@ -146,7 +147,7 @@ class SpeechDetector(NoiseFloor):
         self._level_frames = 0
         self._utt_frames = 0  # active frames of the current utterance (spurts < 1 s apart)
         # Every frame heard in the utterance's spurts, for its P.56 level (cached).
-        self._utt_db: deque[float] = deque(maxlen=UTTERANCE_FRAMES)
+        self._utt_db = FrameLevels(UTTERANCE_FRAMES)
         self._utt_level: float | None = None
         self._first_above_win = 0  # the open spurt's first window above the start threshold
         self._utt_start_pos = 0  # stream position where the current utterance began
@@ -326,10 +327,13 @@ class SpeechDetector(NoiseFloor):
         def voicing_of(f: int) -> float:
             v = voicings.get(f)
             if v is None:
-                # With the later frames of the batch that are loud now (most will ask).
-                thr = self._floor_db + cfg.start_margin_db
-                more = [g for g in range(f + 1, n_frames) if frame_db[g] > thr]
-                frames = [f, *more[: VOICING_BATCH - 1]]
+                frames = [f]
+                if not self._in_spurt or self._voiced_ms < VOICED_ENOUGH_MS:
+                    # A spurt that still counts its voicing: with the later frames of the
+                    # batch that are loud now (most will ask).
+                    thr = self._floor_db + cfg.start_margin_db
+                    more = [g for g in range(f + 1, n_frames) if frame_db[g] > thr]
+                    frames += more[: VOICING_BATCH - 1]
                 voicings.update(zip(frames, self._voicing_frames(usable, frames), strict=True))
                 v = voicings[f]
             return v

@@ -16,7 +16,7 @@ from voxproxy.commands.load_merge import add_shard_arguments, sharding
 
 
 def add_parser(sub: Any) -> None:
-    from voxproxy.cli import DefaultsShown
+    from voxproxy.cli import DefaultsShown, add_transport_arguments
 
     p = sub.add_parser(
         "load",
@@ -38,14 +38,10 @@ def add_parser(sub: Any) -> None:
         help="ws:// URL of the agent or of a voxproxy; with --transport webrtc, the http(s):// "
         "signaling URL (a WHIP endpoint, or Pipecat's .../api/offer)",
     )
-    p.add_argument(
-        "--transport",
-        choices=["websocket", "webrtc"],
-        default="websocket",
-        help="webrtc: each call is a WebRTC peer (aiortc) sending 20 ms Opus packets",
-    )
-    p.add_argument(
-        "--signaling", choices=["whip", "pipecat"], default="whip", help="webrtc: how to offer"
+    add_transport_arguments(
+        p.add_argument,
+        "webrtc: each call is a WebRTC peer (aiortc) sending 20 ms Opus packets",
+        "webrtc: how to offer",
     )
     p.add_argument(
         "--dialect",

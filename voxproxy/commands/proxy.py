@@ -14,6 +14,7 @@ from typing import Any
 
 from voxproxy.cli import (
     EnvParser,
+    add_transport_arguments,
     host_port,
     non_negative_float,
     non_negative_int,
@@ -207,18 +208,11 @@ def add_parser(sub: Any) -> None:
 
 
 def _add_webrtc(p: EnvParser) -> None:
-    p.add_env_argument(
-        "--transport",
-        choices=["websocket", "webrtc"],
-        default="websocket",
-        help="websocket: relay websocket messages; webrtc: answer callers' WebRTC offers (WHIP "
+    add_transport_arguments(
+        p.add_env_argument,
+        "websocket: relay websocket messages; webrtc: answer callers' WebRTC offers (WHIP "
         "at /whip, Pipecat at /api/offer) and relay media and data channels to the agent",
-    )
-    p.add_env_argument(
-        "--signaling",
-        choices=["whip", "pipecat"],
-        default="whip",
-        help="webrtc: how the proxy offers to the agent (WHIP, RFC 9725, or Pipecat SmallWebRTC)",
+        "webrtc: how the proxy offers to the agent (WHIP, RFC 9725, or Pipecat SmallWebRTC)",
     )
     p.add_env_argument(
         "--ice-host",

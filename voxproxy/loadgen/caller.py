@@ -32,6 +32,7 @@ from voxproxy.clips import Clip
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
 from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent, Transcript
+from voxproxy.loadgen.connection import DirectConnection
 from voxproxy.loadgen.pacing import pacer
 from voxproxy.loadgen.record import AgentChunk as AgentChunk
 from voxproxy.loadgen.record import CallRecord as CallRecord
@@ -337,32 +338,40 @@ class ScriptedCaller:
                 await self._send(echo)
 
     async def _receiver(self) -> None:
-        assert self._ws is not None
+        ws = self._ws
+        assert ws is not None
+        if isinstance(ws, DirectConnection):
+            ws.on_message = self._on_message  # each message as it arrives (connection.py)
         try:
-            async for message in self._ws:
-                t = time.monotonic_ns()
-                if self.config.keep_messages:
-                    self.record.messages_received.append(message)
-                for ev in self._decoder.decode(AGENT_TO_CALLER, message, t):
-                    if isinstance(ev, Audio):
-                        self._agent_audio(ev, t)
-                    elif isinstance(ev, Flush):
-                        self._agent_flush(t)
-                    elif isinstance(ev, MarkSent):
-                        cursor = self._playout.cursor_ns if self._playout else None
-                        self._marks.append((max(t, cursor or t), ev.name))
-                    elif (
-                        isinstance(ev, ToolEvent)
-                        and ev.kind == "tool.started"
-                        and ev.operation_id is not None
-                        and self.config.answer_tools
-                    ):
-                        self._spawn(self._answer_tool(ev.operation_id, t))
-                    elif isinstance(ev, Transcript):
-                        self.record.transcripts.append((t, ev.role, ev.text, ev.final))
-                self._tick(t)
+            async for message in ws:  # what was not handed over (fragmented messages)
+                self._on_message(message)
         except ConnectionClosed:
             pass
+        if isinstance(ws, DirectConnection) and ws.failure is not None:
+            raise ws.failure
+
+    def _on_message(self, message: str | bytes) -> None:
+        t = time.monotonic_ns()
+        if self.config.keep_messages:
+            self.record.messages_received.append(message)
+        for ev in self._decoder.decode(AGENT_TO_CALLER, message, t):
+            if isinstance(ev, Audio):
+                self._agent_audio(ev, t)
+            elif isinstance(ev, Flush):
+                self._agent_flush(t)
+            elif isinstance(ev, MarkSent):
+                cursor = self._playout.cursor_ns if self._playout else None
+                self._marks.append((max(t, cursor or t), ev.name))
+            elif (
+                isinstance(ev, ToolEvent)
+                and ev.kind == "tool.started"
+                and ev.operation_id is not None
+                and self.config.answer_tools
+            ):
+                self._spawn(self._answer_tool(ev.operation_id, t))
+            elif isinstance(ev, Transcript):
+                self.record.transcripts.append((t, ev.role, ev.text, ev.final))
+        self._tick(t)
 
     def _agent_audio(self, ev: Audio, t: int) -> None:
         if ev.item_id is not None and ev.item_id in self._cut_items:
@@ -535,6 +544,7 @@ class ScriptedCaller:
                 subprotocols=list(cfg.subprotocols) or None,  # type: ignore[arg-type]
                 max_size=None,
                 compression=None,
+                create_connection=DirectConnection,
             ) as ws:
                 self._ws = ws
                 if self._realtime is not None:

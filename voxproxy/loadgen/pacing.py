@@ -65,13 +65,12 @@ class Pacer:
         self._armed_ns = None
         self.fires += 1
         heap = self._heap
-        due: list[tuple[int, int, Send]] = []
         due_by = time.monotonic_ns() + EARLY_NS
+        # Every frame due by now, in deadline order: a sender that fell behind (the loop
+        # was held up) catches up at once, as a live caller's queued frames leave after
+        # a stall, taking turns with the others by deadline.
         while heap and heap[0][0] <= due_by:
-            due.append(heapq.heappop(heap))
-        # One frame per sender per fire: a sender far behind catches up a frame per loop
-        # turn, with the loop's I/O between, instead of starving the others.
-        for deadline, _, send in due:
+            deadline, _, send = heapq.heappop(heap)
             self.sends += 1
             try:
                 nxt = send(time.monotonic_ns(), deadline)

@@ -1,0 +1,24 @@
+"""FrameLevels: the last frame levels of an utterance, as a deque with a maximum length."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from voxproxy.analysis.edges import FrameLevels
+
+
+def test_frame_levels_hold_what_a_bounded_deque_holds() -> None:
+    rng = np.random.default_rng(9)
+    levels, expected = FrameLevels(7), deque[float](maxlen=7)
+    for step in range(100):
+        if step in (40, 41, 77):
+            levels.clear()
+            expected.clear()
+        value = float(rng.normal(-30.0, 10.0))
+        levels.append(value)
+        expected.append(value)
+        assert len(levels) == len(expected)
+        assert levels.array().tolist() == list(expected)
+    assert FrameLevels(3).array().size == 0

@@ -1,0 +1,79 @@
+"""The caller's connection hands messages over as they arrive, in order, and keeps that
+order with messages that go websockets' usual way (a fragmented message, one that came
+before the handler was set): those and all after them until the queue is read."""
+
+from __future__ import annotations
+
+import asyncio
+
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from voxproxy.loadgen.connection import DirectConnection
+
+Sent = list[str | bytes | list[str]]
+
+
+async def _exchange(
+    early: Sent, sent: Sent, fail_on: str | None = None
+) -> tuple[list[str | bytes], DirectConnection]:
+    """The server sends ``early`` at once, then ``sent`` once the client says "go"."""
+
+    async def handler(ws: ServerConnection) -> None:
+        for m in early:
+            await ws.send(m)
+        assert await ws.recv() == "go"
+        for m in sent:
+            await ws.send(m)  # a list: one message in fragments
+        await ws.close()
+
+    got: list[str | bytes] = []
+
+    def on_message(m: str | bytes) -> None:
+        if m == fail_on:
+            raise ValueError("the caller could not read it")
+        got.append(m)
+
+    async with serve(handler, "127.0.0.1", 0, compression=None) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with connect(
+            f"ws://127.0.0.1:{port}/", compression=None, create_connection=DirectConnection
+        ) as ws:
+            assert isinstance(ws, DirectConnection)
+            for _ in range(500):  # the early ones land in the queue (no handler yet)
+                if ws._queued == len(early):
+                    break
+                await asyncio.sleep(0.01)
+            ws.on_message = on_message
+            await ws.send("go")
+            try:
+                async for m in ws:  # what was not handed over
+                    got.append(m)
+            except ConnectionClosed:
+                pass
+    return got, ws
+
+
+def test_whole_messages_are_handed_over_in_order() -> None:
+    got, ws = asyncio.run(_exchange([], ["a", b"b", "c", b"d"]))
+    assert got == ["a", b"b", "c", b"d"]
+    assert ws.handed == 4 and ws.failure is None
+
+
+def test_messages_queued_before_the_handler_come_first() -> None:
+    got, ws = asyncio.run(_exchange(["e1", b"e2"], ["a", b"b"]))
+    assert got == ["e1", b"e2", "a", b"b"]
+    assert ws.handed <= 2  # a and b, unless they came before the queue was read
+
+
+def test_after_a_fragmented_message_the_order_is_kept() -> None:
+    got, ws = asyncio.run(_exchange([], ["a", b"b", ["c1", "c2"], "d", b"e"]))
+    assert got == ["a", b"b", "c1c2", "d", b"e"]
+    assert 2 <= ws.handed <= 4  # a and b at least; c went through the queue
+
+
+def test_a_handler_that_raises_is_kept_and_the_rest_still_arrive() -> None:
+    got, ws = asyncio.run(_exchange([], ["a", "bad", "c"], fail_on="bad"))
+    assert isinstance(ws.failure, ValueError)
+    assert got == ["a", "c"]  # "c" came through the queue

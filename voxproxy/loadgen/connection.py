@@ -1,0 +1,58 @@
+"""A scripted caller's websocket client connection: messages handed over as they arrive.
+
+websockets' asyncio connection queues every message it receives (``Assembler``) until a
+task reads it with ``recv`` or ``async for``: a future, a queue and a task wake-up per
+message. A caller of the load generator receives 50 messages a second and handles each
+in a few microseconds, so with hundreds of callers on a loop that hand-off costs about as
+much as the handling. :class:`DirectConnection` (websockets' documented
+``create_connection`` hook) hands each whole message to ``on_message`` from the protocol's
+own callback instead, in arrival order.
+
+Order is kept with messages that do go through the queue: a message that arrives in
+fragments, or while ``on_message`` is not set yet (before the caller's receiver started),
+is queued, and so is every message after it until the reader of the queue (``async for
+message in ws``, which the caller keeps running for that) has taken them all; then they
+are handed over again. A handler that raises is kept as :attr:`failure` and dropped:
+the rest of the messages go through the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+from websockets.asyncio.client import ClientConnection
+from websockets.frames import BINARY, TEXT, Frame
+from websockets.protocol import Event
+from websockets.typing import Data
+
+
+class DirectConnection(ClientConnection):
+    on_message: Callable[[str | bytes], None] | None = None
+    failure: Exception | None = None
+    handed = 0  # messages handed to on_message
+    _queued = 0  # messages put in the queue that its reader has not taken yet
+
+    def process_event(self, event: Event) -> None:
+        if isinstance(event, Frame) and event.opcode in (TEXT, BINARY):  # a message starts
+            handler = self.on_message
+            if handler is not None and event.fin and not self._queued:
+                data = bytes(event.data)  # bytes already, as websockets parses them
+                try:
+                    message: str | bytes = data.decode() if event.opcode is TEXT else data
+                except UnicodeDecodeError:  # websockets' own path fails the connection
+                    pass
+                else:
+                    self.handed += 1
+                    try:
+                        handler(message)
+                    except Exception as exc:
+                        self.failure = exc
+                        self.on_message = None
+                    return
+            self._queued += 1
+        super().process_event(event)
+
+    async def __aiter__(self) -> AsyncIterator[Data]:
+        async for message in super().__aiter__():
+            self._queued -= 1  # (recv alone does not count: the queue then keeps them all)
+            yield message
