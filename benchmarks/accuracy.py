@@ -49,7 +49,6 @@ Run:  .venv/bin/python benchmarks/accuracy.py [--calls 160] [--class-calls 32]
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -76,6 +75,7 @@ from voxproxy.clips import fixtures_dir, load_corpus  # noqa: E402
 from voxproxy.harness.bench import BenchAgent, run_bench  # noqa: E402
 from voxproxy.loadgen.scenario import NoiseSpec, Scenario, builtin_names, find_scenario  # noqa: E402
 from voxproxy.mockagent import MockAgentConfig, default_responses  # noqa: E402
+from voxproxy.server import run_loop  # noqa: E402
 
 SECRET = b"accuracy-benchmark"
 SNR_DB = 10.0
@@ -331,12 +331,7 @@ def main() -> None:
         parser.error(f"unknown classes {unknown}; have {', '.join(CLASSES)}")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="voxproxy-accuracy-") as tmp:
-        try:
-            import uvloop
-
-            runs = uvloop.run(run_all(args, Path(tmp)))
-        except ImportError:
-            runs = asyncio.run(run_all(args, Path(tmp)))
+        runs = run_loop(run_all(args, Path(tmp)))  # on uvloop when it is installed
     out = report(runs, time.monotonic() - started)
     print(json.dumps(out))
 

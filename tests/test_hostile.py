@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import gc
 import json
 import logging
 import os
 import tracemalloc
-import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -32,6 +30,7 @@ from support.faultkit import (
     twilio_start,
     wait_for,
 )
+from support.livecall import sessions_of
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -390,25 +389,13 @@ def test_a_bursting_agent_s_queued_audio_is_bounded_and_its_timing_kept() -> Non
 async def test_a_finished_call_is_freed_without_the_cycle_collector(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    sessions: list[weakref.ref[CallSession]] = []
-    real_init = CallContext.__init__
-
-    def spy_init(self: CallContext, *args: Any, **kwargs: Any) -> None:
-        real_init(self, *args, **kwargs)
-        sessions.append(weakref.ref(self.session))
-
-    monkeypatch.setattr(CallContext, "__init__", spy_init)
-    gc.collect()
-    gc.disable()
-    try:
+    with sessions_of(monkeypatch, CallContext) as sessions:
         async with router_agent() as agent:
             async with running_proxy(agent.url) as (port, receipts, proxy):
                 h = await healthy_call(port, "freed", frames=10)
                 await wait_for(lambda: len(receipts) == 1 and not proxy.server.relays)
                 # Only reference counting ran: the session is gone with its call.
                 assert [ref() for ref in sessions] == [None]
-    finally:
-        gc.enable()
     assert_healthy(h, receipts)
 
 

@@ -97,3 +97,32 @@ def test_aioice_does_not_log_callers_addresses_at_info(caplog: pytest.LogCapture
 
     assert not logging.getLogger("aioice.ice").isEnabledFor(logging.INFO)
     assert logging.getLogger("aioice.ice").isEnabledFor(logging.WARNING)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "ctype", "status", "text"),
+    [
+        ("POST", "/whip", b"v=0\xff\r\n", "application/sdp", 400, "malformed SDP offer: not UTF-8"),
+        ("POST", "/whip", b"v=0\r\n", "application/sdp; charset=nope", 400, "not UTF-8"),
+        ("POST", "/whip", b"v" * (64 * 1024 + 1), "application/sdp", 413, "the offer is too large"),
+        ("POST", "/api/offer", b"not json", "application/json", 400, "a Pipecat offer is"),
+        ("POST", "/api/offer", b"[1]", "application/json", 400, "a Pipecat offer is"),
+        ("POST", "/api/offer", b'{"type": "offer"}', "application/json", 400, "a Pipecat offer"),
+        ("POST", "/api/offer", b" " * (64 * 1024 + 1), "application/json", 413, "too large"),
+        ("PATCH", "/api/offer", b"\xff", "application/json", 400, "expected JSON {pc_id"),
+        ("PATCH", "/api/offer", b"[]", "application/json", 400, "expected JSON {pc_id"),
+        ("PATCH", "/api/offer", b" " * (64 * 1024 + 1), "application/json", 413, "candidates"),
+        ("PATCH", "/api/offer", b'{"pc_id": "nope"}', "application/json", 404, "no such session"),
+    ],
+)
+async def test_signaling_answers_a_body_it_cannot_use_without_opening_a_session(
+    method: str, path: str, body: bytes, ctype: str, status: int, text: str
+) -> None:
+    import aiohttp
+
+    async with listener("whip") as port:
+        async with aiohttp.ClientSession() as http:
+            url = f"http://127.0.0.1:{port}{path}"
+            async with http.request(method, url, data=body, headers={"Content-Type": ctype}) as r:
+                got = (r.status, await r.text())
+    assert got[0] == status and text in got[1], got

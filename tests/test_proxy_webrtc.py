@@ -11,14 +11,11 @@ several response delays and barge-in reaction times.
 from __future__ import annotations
 
 import asyncio
-import gc
-import weakref
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from support.groundtruth import NEVER_WITHHELD
-from support.livecall import barge_script, live_bounds, turn_errors
+from support.livecall import barge_script, live_bounds, sessions_of, turn_errors
 from support.webrtckit import open_counts, wait_for, webrtc_proxy
 
 from voxproxy.clips import clip
@@ -33,7 +30,6 @@ from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import Idle, WebRtcMockAgent
 from voxproxy.proxy_webrtc import WebRtcCallContext
 from voxproxy.receipts.model import Receipt
-from voxproxy.session import CallSession
 from voxproxy.simcall.webrtc import WebRtcCallLog
 from voxproxy.timebase import NS_PER_MS
 
@@ -109,30 +105,20 @@ async def test_a_finished_webrtc_call_s_measurement_is_freed_without_the_cycle_c
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 14, item 5: the relay lets go of its measurement when the call ends."""
-    sessions: list[weakref.ref[CallSession]] = []
-    real_init = WebRtcCallContext.__init__
-
-    def spy_init(self: WebRtcCallContext, *args: Any, **kwargs: Any) -> None:
-        real_init(self, *args, **kwargs)
-        sessions.append(weakref.ref(self.session))
-
-    monkeypatch.setattr(WebRtcCallContext, "__init__", spy_init)
     agent = WebRtcMockAgent(MockAgentConfig(delay_ms=300.0, responses=("agent_confirm",)))
     await agent.start()
     receipts: list[Receipt] = []
-    gc.collect()
-    gc.disable()
     try:
-        async with webrtc_proxy(agent.url("whip"), receipts) as proxy:
-            caller = WebRtcCaller(
-                WebRtcCallerConfig(proxy.url("whip")),
-                [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=400)],
-            )
-            record = await caller.run_webrtc()
-            assert await wait_for(lambda: bool(receipts), 10.0)
-            assert [ref() for ref in sessions] == [None]  # reference counting alone freed it
+        with sessions_of(monkeypatch, WebRtcCallContext) as sessions:
+            async with webrtc_proxy(agent.url("whip"), receipts) as proxy:
+                caller = WebRtcCaller(
+                    WebRtcCallerConfig(proxy.url("whip")),
+                    [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=400)],
+                )
+                record = await caller.run_webrtc()
+                assert await wait_for(lambda: bool(receipts), 10.0)
+                assert [ref() for ref in sessions] == [None]  # reference counting alone freed it
     finally:
-        gc.enable()
         await agent.stop()
     assert record.error is None, record.error
     assert receipts[0].terminal == "caller_closed"

@@ -5,12 +5,16 @@ to the agent), each turn's error against the truth, and the bounds they all hold
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+import gc
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from support.groundtruth import beyond_lag
 from voxproxy.clips import clip
@@ -19,6 +23,7 @@ from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent import CallLog, MockAgent
 from voxproxy.proxy import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
+from voxproxy.session import CallSession
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
@@ -154,3 +159,26 @@ def live_bounds(
     assert np.percentile(t, 95) <= 30.0 and t.max() <= 60.0
     assert s.max() <= 60.0
     return t, s
+
+
+@contextmanager
+def sessions_of(
+    monkeypatch: pytest.MonkeyPatch, context: type[Any]
+) -> Iterator[list[weakref.ref[CallSession]]]:
+    """Weak references to the session of each call ``context`` (a proxy's call context
+    class) makes inside, with the cycle collector off: what is gone at the end was freed
+    by reference counting alone."""
+    sessions: list[weakref.ref[CallSession]] = []
+    real_init = context.__init__
+
+    def spy_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        sessions.append(weakref.ref(self.session))
+
+    monkeypatch.setattr(context, "__init__", spy_init)
+    gc.collect()
+    gc.disable()
+    try:
+        yield sessions
+    finally:
+        gc.enable()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from aiortc import (
@@ -64,6 +64,34 @@ def _error(status: int, reason: str, headers: dict[str, str] | None = None) -> w
     return web.Response(
         status=status, text=reason + "\n", content_type="text/plain", headers=headers
     )
+
+
+T = TypeVar("T")
+PIPECAT_OFFER = "a Pipecat offer is the JSON object {sdp, type, pc_id?}"
+PIPECAT_CANDIDATES = "expected JSON {pc_id, candidates}"
+
+
+async def _read(
+    request: web.Request, parse: Callable[[bytes], T], too_large: str, malformed: str
+) -> T | web.Response:
+    """The request's body through ``parse``, or the answer to give instead: 408 when it
+    arrives too slowly, 413 (``too_large``) past the size limit, 400 (``malformed``) when
+    ``parse`` raises ``ValueError`` (a ``UnicodeDecodeError`` too) or ``LookupError``."""
+    try:
+        return parse(await read_body(request))
+    except BodyTimeout:
+        return body_timeout_response()
+    except web.HTTPRequestEntityTooLarge:
+        return _error(413, too_large)
+    except (ValueError, LookupError):
+        return _error(400, malformed)
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    msg = json.loads(body)
+    if not isinstance(msg, dict):
+        raise ValueError("not a JSON object")
+    return msg
 
 
 class SignalingServer:
@@ -158,14 +186,15 @@ class SignalingServer:
         ctype = request.content_type
         if ctype != "application/sdp":
             return _error(415, f"a WHIP offer is application/sdp, not {ctype or 'untyped'}")
-        try:
-            sdp = (await read_body(request)).decode(request.charset or "utf-8")
-        except BodyTimeout:
-            return body_timeout_response()
-        except web.HTTPRequestEntityTooLarge:
-            return _error(413, "the offer is too large")
-        except (UnicodeDecodeError, LookupError):
-            return _error(400, "malformed SDP offer: not UTF-8")
+        charset = request.charset or "utf-8"
+        sdp = await _read(
+            request,
+            lambda body: body.decode(charset),
+            "the offer is too large",
+            "malformed SDP offer: not UTF-8",
+        )
+        if isinstance(sdp, web.Response):
+            return sdp
         headers = {k.lower(): v for k, v in request.headers.items()}
         opened = await self._open(Offer(sdp, "whip", headers))
         if isinstance(opened, web.Response):
@@ -195,16 +224,11 @@ class SignalingServer:
         )
 
     async def _pipecat_post(self, request: web.Request) -> web.StreamResponse:
-        try:
-            msg = json.loads(await read_body(request))
-        except BodyTimeout:
-            return body_timeout_response()
-        except (ValueError, UnicodeDecodeError):
-            return _error(400, "a Pipecat offer is the JSON object {sdp, type, pc_id?}")
-        except web.HTTPRequestEntityTooLarge:
-            return _error(413, "the offer is too large")
-        if not isinstance(msg, dict) or not isinstance(msg.get("sdp"), str):
-            return _error(400, "a Pipecat offer is the JSON object {sdp, type, pc_id?}")
+        msg = await _read(request, _json_object, "the offer is too large", PIPECAT_OFFER)
+        if isinstance(msg, web.Response):
+            return msg
+        if not isinstance(msg.get("sdp"), str):
+            return _error(400, PIPECAT_OFFER)
         if msg.get("type", "offer") != "offer":
             return _error(400, f"expected an offer, got type {msg.get('type')!r}")
         if msg.get("pc_id") is not None and str(msg["pc_id"]) in self.sessions:
@@ -218,16 +242,9 @@ class SignalingServer:
         return web.json_response({"sdp": answer, "type": "answer", "pc_id": session.id})
 
     async def _pipecat_patch(self, request: web.Request) -> web.StreamResponse:
-        try:
-            msg = json.loads(await read_body(request))
-        except BodyTimeout:
-            return body_timeout_response()
-        except web.HTTPRequestEntityTooLarge:
-            return _error(413, "the candidates are too large")
-        except (ValueError, UnicodeDecodeError):
-            return _error(400, "expected JSON {pc_id, candidates}")
-        if not isinstance(msg, dict):
-            return _error(400, "expected JSON {pc_id, candidates}")
+        msg = await _read(request, _json_object, "the candidates are too large", PIPECAT_CANDIDATES)
+        if isinstance(msg, web.Response):
+            return msg
         session = self.sessions.get(str(msg.get("pc_id")))
         if session is None:
             return _error(404, "no such session")
