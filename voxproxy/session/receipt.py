@@ -56,17 +56,11 @@ def build_receipt(
     ev = s._evidence
     cfg = s.config
     start = s.start_ns
-    window = cfg.turns.barge_in_window_ms
 
     def rel(ns: int | None) -> float | None:
         return None if ns is None else _ms(ns - start)
 
-    ev.judge_busy()
-
-    def quiet(direction: Direction, ns: int | None) -> int | None:
-        heard = ev.quiet_at(direction, ns) and not ev.unheard_near(direction, ns)
-        return ns if heard and not ev.shed_between(ns) else None
-
+    ev.judge_busy()  # before any record: which direction never went quiet
     barge_onsets = [t.barge_in.onset_ns for t in turns if t.barge_in is not None]
     # (No tool events, nothing to derive: the common case, and the fallback receipt's.)
     effects = derive(s.tool_events, barge_onsets) if s.tool_events else EffectSummary()
@@ -80,57 +74,7 @@ def build_receipt(
         return found
 
     tool_turns = [turn_of(c.started_ns) for c in effects.calls]
-    records: list[TurnRecord] = []
-    for t in turns:
-        barge = None if t.barge_in is None else _barge_record(ev, t.barge_in, window, rel)
-        ttfs_ns, talk_over_ns, reason = t.ttfs_ns, t.talk_over_ns, t.reason
-        ttfs_unc = None
-        if ttfs_ns is not None:
-            ttfs_unc = ev.uncertainty_ms(t.caller_offset_ns, t.agent_onset_ns)
-            why = ev.withheld(t.caller_offset_ns, t.agent_onset_ns)
-            if why is None and ev.shed_between(t.caller_onset_ns, t.agent_onset_ns):
-                why = "measurement_shed"  # the turn's caller spurts may be grouped anew
-            if why is not None:
-                ttfs_ns, talk_over_ns, reason = None, None, why
-        elif reason in ("no_response", "call_ended") and ev.shed_between(
-            t.caller_onset_ns,
-            t.caller_offset_ns,
-            after_ns=int(cfg.turns.response_timeout_ms * NS_PER_MS),
-        ):
-            reason = "measurement_shed"  # the answer may have come in what was shed
-        reprompt_ns = t.reprompt_ns
-        if t.kind is TurnKind.AGENT_INITIATED and not ev.quiet_at(
-            CALLER_TO_AGENT, t.agent_onset_ns
-        ):
-            # "No caller speech since" cannot be told when the caller never went quiet.
-            reprompt_ns, reason = None, "caller_never_quiet"
-        elif (
-            reprompt_ns is not None
-            and t.agent_onset_ns is not None
-            and ev.shed_between(t.agent_onset_ns - reprompt_ns, t.agent_onset_ns)
-        ):
-            reprompt_ns, reason = None, "measurement_shed"  # the caller may have spoken
-        records.append(
-            TurnRecord(
-                index=t.index,
-                kind=t.kind.value,
-                # An edge in a direction that never went quiet is no speech edge.
-                caller_onset_ms=rel(quiet(CALLER_TO_AGENT, t.caller_onset_ns)),
-                caller_offset_ms=rel(quiet(CALLER_TO_AGENT, t.caller_offset_ns)),
-                agent_onset_ms=rel(quiet(AGENT_TO_CALLER, t.agent_onset_ns)),
-                agent_offset_ms=rel(quiet(AGENT_TO_CALLER, t.agent_offset_ns)),
-                ttfs_ms=_ms(ttfs_ns),
-                ttfs_uncertainty_ms=ttfs_unc,
-                reason=reason,
-                talk_over_ms=_ms(talk_over_ns),
-                reprompt_ms=_ms(reprompt_ns),
-                barge_in=barge,
-                flushes=len(t.flushes),
-                yielded_without_caller_speech=t.yielded_without_caller_speech,
-                stages=turn_stages(s.stages, t, rel),
-                tool_calls=sum(1 for i in tool_turns if i == t.index),
-            )
-        )
+    records = [_turn_record(s, t, rel, sum(1 for i in tool_turns if i == t.index)) for t in turns]
     ttfs = [r.ttfs_ms for r in records if r.ttfs_ms is not None]
     barges = [r.barge_in for r in records if r.barge_in is not None]
     stops = [b.stop_latency_ms for b in barges if b.stop_latency_ms is not None]
@@ -234,6 +178,66 @@ def build_receipt(
             )
             for t_ns, claimed, modelled in s._items.truncations
         ],
+    )
+
+
+def _turn_record(
+    s: CallSession, t: Turn, rel: Callable[[int | None], float | None], tool_calls: int
+) -> TurnRecord:
+    """One turn's record: its edges, time to first sound, talk-over and reprompt, each
+    withheld with its reason where the evidence does not carry it."""
+    ev = s._evidence
+    cfg = s.config
+    window = cfg.turns.barge_in_window_ms
+
+    def quiet(direction: Direction, ns: int | None) -> int | None:
+        heard = ev.quiet_at(direction, ns) and not ev.unheard_near(direction, ns)
+        return ns if heard and not ev.shed_between(ns) else None
+
+    barge = None if t.barge_in is None else _barge_record(ev, t.barge_in, window, rel)
+    ttfs_ns, talk_over_ns, reason = t.ttfs_ns, t.talk_over_ns, t.reason
+    ttfs_unc = None
+    if ttfs_ns is not None:
+        ttfs_unc = ev.uncertainty_ms(t.caller_offset_ns, t.agent_onset_ns)
+        why = ev.withheld(t.caller_offset_ns, t.agent_onset_ns)
+        if why is None and ev.shed_between(t.caller_onset_ns, t.agent_onset_ns):
+            why = "measurement_shed"  # the turn's caller spurts may be grouped anew
+        if why is not None:
+            ttfs_ns, talk_over_ns, reason = None, None, why
+    elif reason in ("no_response", "call_ended") and ev.shed_between(
+        t.caller_onset_ns,
+        t.caller_offset_ns,
+        after_ns=int(cfg.turns.response_timeout_ms * NS_PER_MS),
+    ):
+        reason = "measurement_shed"  # the answer may have come in what was shed
+    reprompt_ns = t.reprompt_ns
+    if t.kind is TurnKind.AGENT_INITIATED and not ev.quiet_at(CALLER_TO_AGENT, t.agent_onset_ns):
+        # "No caller speech since" cannot be told when the caller never went quiet.
+        reprompt_ns, reason = None, "caller_never_quiet"
+    elif (
+        reprompt_ns is not None
+        and t.agent_onset_ns is not None
+        and ev.shed_between(t.agent_onset_ns - reprompt_ns, t.agent_onset_ns)
+    ):
+        reprompt_ns, reason = None, "measurement_shed"  # the caller may have spoken
+    return TurnRecord(
+        index=t.index,
+        kind=t.kind.value,
+        # An edge in a direction that never went quiet is no speech edge.
+        caller_onset_ms=rel(quiet(CALLER_TO_AGENT, t.caller_onset_ns)),
+        caller_offset_ms=rel(quiet(CALLER_TO_AGENT, t.caller_offset_ns)),
+        agent_onset_ms=rel(quiet(AGENT_TO_CALLER, t.agent_onset_ns)),
+        agent_offset_ms=rel(quiet(AGENT_TO_CALLER, t.agent_offset_ns)),
+        ttfs_ms=_ms(ttfs_ns),
+        ttfs_uncertainty_ms=ttfs_unc,
+        reason=reason,
+        talk_over_ms=_ms(talk_over_ns),
+        reprompt_ms=_ms(reprompt_ns),
+        barge_in=barge,
+        flushes=len(t.flushes),
+        yielded_without_caller_speech=t.yielded_without_caller_speech,
+        stages=turn_stages(s.stages, t, rel),
+        tool_calls=tool_calls,
     )
 
 
