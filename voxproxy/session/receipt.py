@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from voxproxy.effects import EffectSummary, derive
+from voxproxy.effects import EffectSummary, ToolCall, derive
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, ToolEvent
 from voxproxy.ids import keyed_hash
 from voxproxy.receipts.model import (
@@ -34,6 +34,7 @@ from voxproxy.receipts.model import (
     TruncationRecord,
     TurnRecord,
 )
+from voxproxy.session.config import SessionConfig
 from voxproxy.session.config import ms as _ms
 from voxproxy.session.evidence import Evidence
 from voxproxy.session.stages import turn_stages
@@ -75,12 +76,6 @@ def build_receipt(
 
     tool_turns = [turn_of(c.started_ns) for c in effects.calls]
     records = [_turn_record(s, t, rel, sum(1 for i in tool_turns if i == t.index)) for t in turns]
-    ttfs = [r.ttfs_ms for r in records if r.ttfs_ms is not None]
-    barges = [r.barge_in for r in records if r.barge_in is not None]
-    stops = [b.stop_latency_ms for b in barges if b.stop_latency_ms is not None]
-    chunks = sorted(s._caller_chunk_ns)
-    errs = s._marks.errors
-    playout = s._playout
     looks_like = s.wire_looks_like()
     anomalies = (
         s.anomalies if looks_like is None else s.anomalies + Counter({"dialect_mismatch": 1})
@@ -95,70 +90,17 @@ def build_receipt(
         terminal=terminal,
         close=close,
         upstream_connect_ms=rel(s.upstream_connected_ns),
-        settings=Settings(
-            caller_frame_ms=_ms(chunks[len(chunks) // 2]) if chunks else None,
-            vad_frame_ms=cfg.vad.frame_ms,
-            vad_mode=cfg.vad.mode,
-            merge_gap_ms=cfg.vad.merge_gap_ms,
-            min_speech_ms=cfg.vad.min_speech_ms,
-            response_timeout_ms=cfg.turns.response_timeout_ms,
-            barge_in_window_ms=cfg.turns.barge_in_window_ms,
-            agent_turn_gap_ms=cfg.turns.agent_turn_gap_ms,
-            downstream_offset_ms=cfg.downstream_offset_ms,
-        ),
-        summary=Summary(
-            turns=len(records),
-            responses=sum(1 for r in records if r.kind == "response" and r.ttfs_ms is not None),
-            no_responses=sum(1 for r in records if r.kind == "no_response"),
-            ttfs_ms_median=round(statistics.median(ttfs), 1) if ttfs else None,
-            ttfs_ms_max=max(ttfs) if ttfs else None,
-            barge_ins=len(barges),
-            barge_ins_stopped=sum(1 for b in barges if b.outcome == "stopped"),
-            stop_latency_ms_max=max(stops) if stops else None,
-            flushes=s._flush_count,
-            yielded_without_caller_speech=s.turns.yielded_without_caller_speech,
-            caller_noise_events=s.caller_noise_events,
-        ),
+        settings=_settings(cfg, s._caller_chunk_ns),
+        summary=_summary(s, records),
         turns=records,
-        marks=MarkCheck(
-            checked=len(errs),
-            cleared=s._marks.cleared,
-            mean_error_ms=_ms(int(statistics.fmean(errs))) if errs else None,
-            max_abs_error_ms=_ms(max(abs(e) for e in errs)) if errs else None,
-        ),
-        traffic=Traffic(
-            caller_to_agent_messages=s._messages[0],
-            agent_to_caller_messages=s._messages[1],
-            caller_to_agent_bytes=s._bytes[0],
-            agent_to_caller_bytes=s._bytes[1],
-            caller_audio_ms=_ms(s._audio_ns[0]) or 0.0,
-            agent_audio_ms=_ms(s._audio_ns[1]) or 0.0,
-            agent_audio_dropped_ms=_ms(playout.dropped_ns if playout else 0) or 0.0,
-            caller_audio_unanalysed_ms=_ms(s._caller_unanalysed_ns) or 0.0,
-            agent_audio_unanalysed_ms=_ms(s._agent_unanalysed_ns) or 0.0,
-        ),
+        marks=_mark_check(s),
+        traffic=_traffic(s),
         anomalies=dict(sorted(anomalies.items())),
         wire_looks_like=looks_like,
         measurement_disabled=s.measurement_disabled,
         events=[_event_record(e, rel) for e in sorted(s.tool_events, key=lambda e: e.t_ns)],
         tools=[
-            ToolCallRecord(
-                operation_id=c.operation_id,
-                tool=c.tool,
-                attempt=c.attempt,
-                turn=turn_index,
-                started_ms=rel(c.started_ns) or 0.0,
-                finished_ms=rel(c.finished_ns),
-                latency_ms=_ms(c.latency_ns),
-                status=c.status,
-                cancelled=c.cancelled_ns is not None,
-                idempotent=c.idempotency_key is not None,
-                stale_write=c.stale_write,
-                stale_cause=c.stale_cause,  # type: ignore[arg-type]
-                unsafe_retry=c.unsafe_retry,
-                source=c.source,  # type: ignore[arg-type]
-                response_cancelled_in_flight=c.response_cancelled_ns is not None,
-            )
+            _tool_record(c, turn_index, rel)
             for c, turn_index in zip(effects.calls, tool_turns, strict=True)
         ],
         effects=Effects(
@@ -178,6 +120,87 @@ def build_receipt(
             )
             for t_ns, claimed, modelled in s._items.truncations
         ],
+    )
+
+
+def _settings(cfg: SessionConfig, caller_chunks_ns: Iterable[int]) -> Settings:
+    chunks = sorted(caller_chunks_ns)
+    return Settings(
+        caller_frame_ms=_ms(chunks[len(chunks) // 2]) if chunks else None,
+        vad_frame_ms=cfg.vad.frame_ms,
+        vad_mode=cfg.vad.mode,
+        merge_gap_ms=cfg.vad.merge_gap_ms,
+        min_speech_ms=cfg.vad.min_speech_ms,
+        response_timeout_ms=cfg.turns.response_timeout_ms,
+        barge_in_window_ms=cfg.turns.barge_in_window_ms,
+        agent_turn_gap_ms=cfg.turns.agent_turn_gap_ms,
+        downstream_offset_ms=cfg.downstream_offset_ms,
+    )
+
+
+def _summary(s: CallSession, records: list[TurnRecord]) -> Summary:
+    ttfs = [r.ttfs_ms for r in records if r.ttfs_ms is not None]
+    barges = [r.barge_in for r in records if r.barge_in is not None]
+    stops = [b.stop_latency_ms for b in barges if b.stop_latency_ms is not None]
+    return Summary(
+        turns=len(records),
+        responses=sum(1 for r in records if r.kind == "response" and r.ttfs_ms is not None),
+        no_responses=sum(1 for r in records if r.kind == "no_response"),
+        ttfs_ms_median=round(statistics.median(ttfs), 1) if ttfs else None,
+        ttfs_ms_max=max(ttfs) if ttfs else None,
+        barge_ins=len(barges),
+        barge_ins_stopped=sum(1 for b in barges if b.outcome == "stopped"),
+        stop_latency_ms_max=max(stops) if stops else None,
+        flushes=s._flush_count,
+        yielded_without_caller_speech=s.turns.yielded_without_caller_speech,
+        caller_noise_events=s.caller_noise_events,
+    )
+
+
+def _mark_check(s: CallSession) -> MarkCheck:
+    errs = s._marks.errors
+    return MarkCheck(
+        checked=len(errs),
+        cleared=s._marks.cleared,
+        mean_error_ms=_ms(int(statistics.fmean(errs))) if errs else None,
+        max_abs_error_ms=_ms(max(abs(e) for e in errs)) if errs else None,
+    )
+
+
+def _traffic(s: CallSession) -> Traffic:
+    playout = s._playout
+    return Traffic(
+        caller_to_agent_messages=s._messages[0],
+        agent_to_caller_messages=s._messages[1],
+        caller_to_agent_bytes=s._bytes[0],
+        agent_to_caller_bytes=s._bytes[1],
+        caller_audio_ms=_ms(s._audio_ns[0]) or 0.0,
+        agent_audio_ms=_ms(s._audio_ns[1]) or 0.0,
+        agent_audio_dropped_ms=_ms(playout.dropped_ns if playout else 0) or 0.0,
+        caller_audio_unanalysed_ms=_ms(s._caller_unanalysed_ns) or 0.0,
+        agent_audio_unanalysed_ms=_ms(s._agent_unanalysed_ns) or 0.0,
+    )
+
+
+def _tool_record(
+    c: ToolCall, turn_index: int | None, rel: Callable[[int | None], float | None]
+) -> ToolCallRecord:
+    return ToolCallRecord(
+        operation_id=c.operation_id,
+        tool=c.tool,
+        attempt=c.attempt,
+        turn=turn_index,
+        started_ms=rel(c.started_ns) or 0.0,
+        finished_ms=rel(c.finished_ns),
+        latency_ms=_ms(c.latency_ns),
+        status=c.status,
+        cancelled=c.cancelled_ns is not None,
+        idempotent=c.idempotency_key is not None,
+        stale_write=c.stale_write,
+        stale_cause=c.stale_cause,  # type: ignore[arg-type]
+        unsafe_retry=c.unsafe_retry,
+        source=c.source,  # type: ignore[arg-type]
+        response_cancelled_in_flight=c.response_cancelled_ns is not None,
     )
 
 
