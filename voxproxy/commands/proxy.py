@@ -30,6 +30,7 @@ DEFAULT_IDLE_TIMEOUT_S = 120.0
 
 
 def add_parser(sub: Any) -> None:
+    """``voxproxy proxy`` and its flags. Long, but a list: one call per flag, no logic."""
     p: EnvParser = sub.add_parser(
         "proxy",
         help="run the measuring websocket proxy in front of an agent",

@@ -445,6 +445,9 @@ class _Call:
             await self._play(p, now)
 
     async def _play(self, p: Pending, now: int) -> None:
+        """Play answer ``p``: log it, then send its chunks on absolute deadlines until it
+        ends, a barge-in's planned stop comes, or the call halts. One loop on purpose:
+        each pass re-reads the state the receive side may have changed meanwhile."""
         cfg = self.cfg
         clip = p.clip
         rate = clip.sample_rate_hz

@@ -89,7 +89,9 @@ class CallSession:
         strict: bool | None = None,
     ) -> None:
         """``clock_lag(start_ns, end_ns)``: the most a clock reading the shell took in
-        that interval can be late (its event-loop lag), or ``None`` when not measured."""
+        that interval can be late (its event-loop lag), or ``None`` when not measured.
+
+        Long, but a list: the state the per-message path reads, each field with its note."""
         self.config = cfg = config or SessionConfig()
         self.strict = self.strict_by_default if strict is None else strict
         # What each figure's edges rest on (never-quiet, unheard and shed spans, noise).

@@ -42,6 +42,8 @@ def turn_stages(
     previous response's late marks (a ``response_done`` after a barge-in, say)
     are not taken for this turn's; any other stage name keeps the plain rule:
     the first mark inside the turn's window.
+
+    Long on purpose: the chain is found in its order, stage after stage, top to bottom.
     """
     if not stages or t.caller_offset_ns is None:
         return None
