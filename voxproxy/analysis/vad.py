@@ -181,16 +181,17 @@ class SpeechDetector(NoiseFloor):
         ``continuous=False`` says the chunk follows a gap in time: the partial
         frame before it is completed with silence, and a new anchor is taken.
         """
-        if pcm.size == 0:
+        n = pcm.size
+        if n == 0:
             return
         if not continuous:
             self._pad_partial()
             self._timeline.add_break(self._pos)
         self._timeline.add(self._pos, t_start_ns)
         self._chunks.append(pcm)
-        self._npending += pcm.size
-        self._pos += pcm.size
-        self._last_t_end = t_start_ns + pcm.size * 1_000_000_000 // self.sample_rate_hz
+        self._npending += n
+        self._pos += n
+        self._last_t_end = t_start_ns + n * 1_000_000_000 // self.sample_rate_hz
         if self._npending >= self._batch:
             self._gather()
             self._analyse()
