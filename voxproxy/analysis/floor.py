@@ -100,9 +100,10 @@ class NoiseFloor(EdgeWalker):
                 recent[i] = v > VOICING_THRESHOLD
         return sum(1 for v in recent if v) <= 1
 
-    def _voicing_frames(self, usable: Pcm, frames: list[int]) -> list[float]:
-        """Voicing of frames ``frames`` of ``usable``, each with the 10 ms before it."""
-        return self._voicings([self._voicing_window(usable, f, copy=False) for f in frames])
+    def _voicing_of(self, usable: Pcm, f: int) -> float:
+        """Voicing of frame ``f`` of ``usable`` with the 10 ms before it."""
+        window = self._voicing_window(usable, f, copy=False)
+        return voicing(window, self._lag_lo, self._lag_hi, self.sample_rate_hz)
 
     def _voicing_window(self, usable: Pcm, f: int, *, copy: bool = True) -> Pcm:
         """Frame ``f`` of ``usable`` with the 10 ms before it (``copy``: to keep it)."""
@@ -114,7 +115,9 @@ class NoiseFloor(EdgeWalker):
         return np.concatenate((self._prev_tail, usable[: (f + 1) * frame]))
 
     def _voicings(self, windows: list[Pcm]) -> list[float]:
-        """:func:`voicing` of each window; windows of one length in one pass of numpy."""
+        """:func:`voicing` of each window; windows of one length in one pass of numpy (a
+        noise bed's ten samples: one window at a time pays for a pass of its own, which
+        costs more than batching saves for the few frames of a batch)."""
         lo, hi, rate = self._lag_lo, self._lag_hi, self.sample_rate_hz
         if len(windows) == 1:
             return [voicing(windows[0], lo, hi, rate)]

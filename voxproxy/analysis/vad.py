@@ -64,8 +64,6 @@ from voxproxy.analysis.voicing import VOICING_BAND_HZ, VOICING_THRESHOLD, voicin
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_MS
 
-VOICING_BATCH = 8  # frames whose voicing one pass of numpy computes
-
 __all__ = [
     "EDGE_LEVEL_DB",
     "LEVEL_BIAS_DB",
@@ -183,16 +181,17 @@ class SpeechDetector(NoiseFloor):
         ``continuous=False`` says the chunk follows a gap in time: the partial
         frame before it is completed with silence, and a new anchor is taken.
         """
-        if pcm.size == 0:
+        n = pcm.size
+        if n == 0:
             return
         if not continuous:
             self._pad_partial()
             self._timeline.add_break(self._pos)
         self._timeline.add(self._pos, t_start_ns)
         self._chunks.append(pcm)
-        self._npending += pcm.size
-        self._pos += pcm.size
-        self._last_t_end = t_start_ns + pcm.size * 1_000_000_000 // self.sample_rate_hz
+        self._npending += n
+        self._pos += n
+        self._last_t_end = t_start_ns + n * 1_000_000_000 // self.sample_rate_hz
         if self._npending >= self._batch:
             self._gather()
             self._analyse()
@@ -322,22 +321,6 @@ class SpeechDetector(NoiseFloor):
         rate = self.sample_rate_hz
         merge_ns = cfg.merge_gap_ms * NS_PER_MS
         is_speech = self._vad.is_speech
-        voicings: dict[int, float] = {}  # this batch's, computed on first need
-
-        def voicing_of(f: int) -> float:
-            v = voicings.get(f)
-            if v is None:
-                frames = [f]
-                if not self._in_spurt or self._voiced_ms < VOICED_ENOUGH_MS:
-                    # A spurt that still counts its voicing: with the later frames of the
-                    # batch that are loud now (most will ask).
-                    thr = self._floor_db + cfg.start_margin_db
-                    more = [g for g in range(f + 1, n_frames) if frame_db[g] > thr]
-                    frames += more[: VOICING_BATCH - 1]
-                voicings.update(zip(frames, self._voicing_frames(usable, frames), strict=True))
-                v = voicings[f]
-            return v
-
         start_margin = cfg.start_margin_db
         t_at = self._timeline.t_at
         win = self._win
@@ -353,7 +336,7 @@ class SpeechDetector(NoiseFloor):
             if loud and not is_speech(raw[f * nbytes : (f + 1) * nbytes], rate):
                 # webrtcvad rejects the first frames of a stream that starts on speech: a
                 # loud frame with pitch is speech all the same, never noise to learn.
-                voiced = voicing_of(f) > VOICING_THRESHOLD
+                voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
                 loud = voiced
             if not loud:
                 self._update_floor(fdb)
@@ -421,15 +404,13 @@ class SpeechDetector(NoiseFloor):
                 self._rewalk_onset()
             if self._voiced_ms < VOICED_ENOUGH_MS:
                 if voiced is None:
-                    voiced = voicing_of(f) > VOICING_THRESHOLD
+                    voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
                 if voiced:
                     self._voiced_ms += fm
             self._last_active_win = last_above
             self._last_active_t = t_at((last_above + 1) * win)
             self._spurt_frames += 1
             if self._spurt_frames % NOISE_BED_STRIDE == 0:
-                if voiced is None and f in voicings:
-                    voiced = voicings[f] > VOICING_THRESHOLD
                 self._recent_voicing.append(
                     voiced if voiced is not None else self._voicing_window(usable, f)
                 )

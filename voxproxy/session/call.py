@@ -320,7 +320,7 @@ class CallSession:
         if ev.direction is CALLER_TO_AGENT:
             self._caller_audio(ev, conv, dur)
             return
-        pcm = conv.convert(ev.pcm)
+        pcm = ev.pcm if conv.in_rate_hz == conv.out_rate_hz else conv.convert(ev.pcm)
         if self._paced:
             self._agent_on_arrival(pcm, conv.out_rate_hz, ev.t_ns)
         else:
@@ -366,23 +366,29 @@ class CallSession:
         assert det is not None
         rate = ev.sample_rate_hz
         src = ev.pcm
+        size = src.size
         budget = ev.t_ns - self.start_ns + _CALLER_AHEAD_NS - self._caller_analysed_ns
-        keep = min(src.size, max(0, budget) * rate // 1_000_000_000)
-        if keep < src.size:
+        keep = min(size, max(0, budget) * rate // 1_000_000_000)
+        if keep < size:
             self.anomalies[AnomalyKind.CALLER_AUDIO_AHEAD.value] += 1
             self._caller_unanalysed_ns += dur - keep * 1_000_000_000 // rate
-            src = src[src.size - keep :]
+            src = src[size - keep :]
             splice = ev.t_ns - keep * 1_000_000_000 // rate
             self._evidence.note_unheard(
                 CALLER_TO_AGENT, splice, splice
             )  # what came before is unheard
-        kept_ns = keep * 1_000_000_000 // rate
+        kept_ns = dur if keep == size else keep * 1_000_000_000 // rate
         self._caller_analysed_ns += kept_ns
         if kept_ns > self._max_caller_chunk_ns:
             self._max_caller_chunk_ns = kept_ns
+        if conv.in_rate_hz == conv.out_rate_hz:  # the detector's rate: as it is
+            if keep:
+                # A captured frame of duration d that arrives at t covers [t - d, t].
+                det.push(src, ev.t_ns - kept_ns, continuous=not self._caller_break)
+                self._caller_break = False
+            return
         pcm = conv.convert(src)
         if pcm.size:
-            # A captured frame of duration d that arrives at t covers [t - d, t].
             out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
             det.push(pcm, ev.t_ns - out_dur, continuous=not self._caller_break)
             self._caller_break = False
