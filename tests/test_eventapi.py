@@ -12,9 +12,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from support.faultkit import wait_for
 from support.livecall import hello_then_barge_in
 from support.privacy import assert_content_free
+from support.waiting import wait_until
 
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
@@ -288,7 +288,7 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
 
         task = asyncio.create_task(caller.run())
         # The agent's first answer has started: turn 0 is under way.
-        await wait_for(lambda: bool(agent.calls) and bool(agent.calls[0].responses), 15.0)
+        await wait_until(lambda: bool(agent.calls) and bool(agent.calls[0].responses), 15.0)
         link = agent.calls[0].headers[CALL_ID_HEADER.lower()]
         # A booking in flight across the coming barge-in (by the proxy's link id) ...
         await send(
@@ -317,8 +317,8 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
         await send(stream_sid, {"type": "tool.finished", "operation_id": "pay-2", "status": "ok"})
         # The caller barges in on the second answer; the booking then finishes "ok" with no
         # cancel (a stale write), and the backend holds another value than was confirmed.
-        await wait_for(lambda: len(agent.calls[0].responses) >= 2, 15.0)
-        await wait_for(lambda: agent.calls[0].responses[1].interrupted_ns is not None, 15.0)
+        await wait_until(lambda: len(agent.calls[0].responses) >= 2, 15.0)
+        await wait_until(lambda: agent.calls[0].responses[1].interrupted_ns is not None, 15.0)
         await asyncio.sleep(0.3)
         await send(link, {"type": "tool.finished", "operation_id": "book-1", "status": "ok"})
         await send(
@@ -333,7 +333,7 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
         await send(link, [{"type": "outcome.verified", "verified": False}])
         record = await task
         assert record.error is None, record.error
-        await wait_for(lambda: bool(receipts), 15.0)
+        await wait_until(lambda: bool(receipts), 15.0)
         # The call is over: its ids are refused now.
         for ident in (link, call_sid, stream_sid):
             status, _ = await post(

@@ -30,8 +30,8 @@ from support.faultkit import (
     router_agent,
     running_proxy,
     twilio_start,
-    wait_for,
 )
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -42,7 +42,7 @@ from voxproxy.receipts.model import Receipt
 
 async def settle(receipts: list[Receipt], n: int, timeout: float = 8.0) -> None:
     """Wait for ``n`` receipts, then a little longer: a duplicate would show up."""
-    await wait_for(lambda: len(receipts) >= n, timeout)
+    await wait_until(lambda: len(receipts) >= n, timeout)
     await asyncio.sleep(0.2)
     assert len(receipts) == n, [r.terminal for r in receipts]
 
@@ -349,7 +349,7 @@ async def test_caller_floods() -> None:
                     for _ in range(n):
                         await ws.send(wire.media(ULAW_SILENCE))
                     took = time.monotonic() - t0
-                    await wait_for(lambda: len(counted) == n)
+                    await wait_until(lambda: len(counted) == n)
                     await ws.send(wire.stop())
                 return took
 
@@ -564,7 +564,7 @@ async def test_bad_input_per_dialect_is_forwarded_unchanged_and_counted(dialect:
                 got_by_caller = [await ws.recv() for _ in agent_bad]
                 for m in caller_bad:
                     await ws.send(m)
-                await wait_for(lambda: len(got_by_agent) == len(caller_bad))
+                await wait_until(lambda: len(got_by_agent) == len(caller_bad))
             await settle(receipts, 1)
     assert got_by_caller == agent_bad
     assert got_by_agent == caller_bad

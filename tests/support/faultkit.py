@@ -149,14 +149,6 @@ async def refused(url: str, **options: Any) -> Response:
     return info.value.response
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
-
-
 @dataclass
 class Healthy:
     sid: str
