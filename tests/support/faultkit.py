@@ -56,6 +56,7 @@ class Router:
     delay_handshake_s: dict[str, float] = field(default_factory=dict)
     received: dict[str, list[bytes | str]] = field(default_factory=lambda: defaultdict(list))
     close_codes: dict[str, int | None] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)  # every handshake's path, as it comes in
     port: int = 0
 
     @property
@@ -75,6 +76,7 @@ async def router_agent(**routes: Handler) -> AsyncIterator[Router]:
     router = Router(routes={"echo": echo_media, **routes})
 
     async def process_request(conn: ServerConnection, request: Request) -> Response | None:
+        router.asked.append(request.path)
         route = route_of(request.path)
         delay = router.delay_handshake_s.get(route)
         if delay:
