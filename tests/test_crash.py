@@ -4,10 +4,12 @@ journal), and running out of file descriptors is logged."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import resource
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -45,6 +47,17 @@ def proxy_process(
         if proc.poll() is None:
             proc.kill()
         proc.wait(10)
+
+
+def last_alive_ns(journal: Path) -> int:
+    """The journal's last sign of life (wall clock), 0 before the first."""
+    alive = [0]
+    for line in journal.read_text().splitlines():
+        with suppress(ValueError):  # a line still being written
+            rec = json.loads(line)
+            if isinstance(rec, dict) and isinstance(rec.get("alive"), int):
+                alive.append(rec["alive"])
+    return max(alive)
 
 
 def listening_port(log: Path, after: int = 0) -> int | None:
@@ -87,7 +100,9 @@ async def test_kill_9_loses_no_receipt(tmp_path: Path) -> None:
                 lambda: journal.exists() and call_hash(live) in journal.read_text(), 15.0
             )
             await wait_until(lambda: journal.read_text().count('"open"') == 3, 15.0)
-            await asyncio.sleep(2.5)  # a sign of life is journalled (every 2 s)
+            # A sign of life journalled after both calls opened (one every 2 s).
+            opened_ns = time.time_ns()
+            await wait_until(lambda: last_alive_ns(journal) >= opened_ns, 15.0, "a sign of life")
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             for ws in (named, mute):

@@ -307,7 +307,8 @@ async def test_proxy_shutdown_ends_live_calls_with_receipts() -> None:
         )
         task = asyncio.create_task(caller.run_webrtc())
         await wait_until(lambda: proxy.active == 1 and bool(agent.active), 10.0)
-        await asyncio.sleep(0.5)
+        # Live: the caller's audio is reaching the agent through the proxy.
+        await wait_until(lambda: agent.calls[0].caller_packets > 0, 10.0, "caller audio")
         await proxy_cm.__aexit__(None, None, None)
         receipt = await _receipt(receipts)
         task.cancel()
