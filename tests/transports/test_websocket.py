@@ -343,15 +343,18 @@ async def test_caller_that_vanishes_gets_a_receipt_and_the_agent_a_going_away() 
 
 
 async def test_agent_that_drops_mid_call_closes_the_caller_with_1014() -> None:
+    heard = asyncio.Event()  # the caller has the agent's first words: the call is under way
+
     async def agent(ws: ServerConnection) -> None:
         await ws.send("hi")
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(heard.wait(), 10)
         ws.transport.abort()
 
     async with agent_server(agent) as (agent_port, _side):
         async with running_proxy(f"ws://127.0.0.1:{agent_port}") as (port, receipts, _):
             async with connect(f"ws://127.0.0.1:{port}") as ws:
                 assert await ws.recv() == "hi"
+                heard.set()
                 with pytest.raises(ConnectionClosed):
                     await ws.recv()
                 assert ws.close_code == 1014
@@ -474,7 +477,7 @@ async def test_twilio_bad_input_is_forwarded_and_counted() -> None:
             async with connect(f"ws://127.0.0.1:{port}") as ws:
                 for m in bad:
                     await ws.send(m)
-                await asyncio.sleep(0.1)
+                await wait_until(lambda: len(received) == len(bad), what="all of it at the agent")
             await wait_until(lambda: len(receipts) == 1)
     assert received == bad  # every message went through unchanged
     a = receipts[0].anomalies
