@@ -34,27 +34,27 @@ from voxproxy.receipts.writer import read_receipts
 SECRET = "fault-secret"  # the same as faultkit's, so call_hash() finds the receipts
 
 
+async def _accepts(port: int) -> bool:
+    """Something accepts TCP connections on ``port``."""
+    try:
+        _, w = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    w.close()
+    return True
+
+
 async def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
     async def listening() -> bool:
         assert proc.poll() is None, "the proxy exited early"
-        try:
-            _, w = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            return False
-        w.close()
-        return True
+        return await _accepts(port)
 
     await wait_until(listening, timeout, f"something listening on {port}")
 
 
 async def _refusing(port: int) -> bool:
     """Nothing listens on ``port`` (any more)."""
-    try:
-        _, w = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return True
-    w.close()
-    return False
+    return not await _accepts(port)
 
 
 def _start_proxy(port: int, upstream: str, receipts: Path, *extra: str) -> subprocess.Popen[bytes]:
