@@ -325,10 +325,16 @@ async def test_a_live_call_s_receipt_carries_the_posted_events_and_their_checks(
         # cancel (a stale write), and the backend holds another value than was confirmed.
         await wait_until(lambda: len(agent.calls[0].responses) >= 2, 15.0)
         await wait_until(lambda: agent.calls[0].responses[1].interrupted_ns is not None, 15.0)
-        # Kept: a margin so the booking ends after the proxy's own barge-in onset too (its
-        # VAD may place the onset later than the agent's); the proxy publishes no event for
-        # a barge-in it has measured.
-        await asyncio.sleep(0.3)
+        # The booking ends after the proxy's own barge-in onset too (its VAD may place the
+        # onset later than the agent's): once the barge-in has ended at the agent, every
+        # frame of it has passed the proxy.
+        answered_ns = agent.calls[0].responses[1].caller_offset_ns  # the turn it answers
+        assert answered_ns is not None
+        await wait_until(
+            lambda: any(s.onset_ns > answered_ns for s in agent.calls[0].caller_spurts),
+            15.0,
+            "the barge-in ended at the agent",
+        )
         await send(link, {"type": "tool.finished", "operation_id": "book-1", "status": "ok"})
         await send(
             link,
