@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
+
+from support.waiting import wait_until
 
 from voxproxy.clock import LagMonitor
 
@@ -36,11 +37,20 @@ def test_only_lags_worth_keeping_are_kept_and_the_memory_is_bounded() -> None:
 
 async def test_a_blocked_loop_is_seen() -> None:
     m = LagMonitor(period_s=0.01)
+    readings: list[int] = []  # when the monitor took each reading
+    record = m.record
+
+    def spy(t_ns: int, lag_ns: int) -> None:
+        readings.append(t_ns)
+        record(t_ns, lag_ns)
+
+    m.record = spy  # type: ignore[method-assign]
     m.start()
-    await asyncio.sleep(0.05)
+    await wait_until(lambda: readings, what="the monitor running")
     t0 = time.monotonic_ns()
     time.sleep(0.15)  # a synchronous block of the event loop, as a busy measurement would
-    await asyncio.sleep(0.05)
+    blocked_until = time.monotonic_ns()
+    await wait_until(lambda: readings[-1] > blocked_until, what="a reading after the block")
     t1 = time.monotonic_ns()
     await m.stop()
     # The block is found around when it happened, about as long as it was.

@@ -4,16 +4,19 @@ journal), and running out of file descriptors is logged."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import resource
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
 from support.faultkit import SECRET, ULAW_SILENCE, call_hash, call_sid, router_agent, twilio_start
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 
@@ -46,13 +49,15 @@ def proxy_process(
         proc.wait(10)
 
 
-async def until(predicate: object, timeout_s: float = 15.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not predicate():  # type: ignore[operator]
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
+def last_alive_ns(journal: Path) -> int:
+    """The journal's last sign of life (wall clock), 0 before the first."""
+    alive = [0]
+    for line in journal.read_text().splitlines():
+        with suppress(ValueError):  # a line still being written
+            rec = json.loads(line)
+            if isinstance(rec, dict) and isinstance(rec.get("alive"), int):
+                alive.append(rec["alive"])
+    return max(alive)
 
 
 def listening_port(log: Path, after: int = 0) -> int | None:
@@ -74,7 +79,7 @@ async def test_kill_9_loses_no_receipt(tmp_path: Path) -> None:
 
     async with router_agent(silent=silent) as agent:
         with proxy_process(agent.url, receipts, log) as proc:
-            await until(lambda: listening_port(log) is not None)
+            await wait_until(lambda: listening_port(log) is not None, 15.0)
             port = listening_port(log)
             done, live = call_sid("finished"), call_sid("inflight")
             # One call ends before the crash: its receipt is written once, not twice.
@@ -84,16 +89,20 @@ async def test_kill_9_loses_no_receipt(tmp_path: Path) -> None:
                 await ws.send(wire.media(ULAW_SILENCE))
                 await ws.recv()
                 await ws.send(wire.stop())
-            await until(lambda: len(receipts_in(receipts)) == 1)
+            await wait_until(lambda: len(receipts_in(receipts)) == 1, 15.0)
             # Two calls in progress: one named by the wire, one that never said a word.
             named = await connect(f"ws://127.0.0.1:{port}/echo/inflight")
             await named.send(twilio_start(live))
             await named.send(TwilioCallerWire("MZ" + live[2:], live).media(ULAW_SILENCE))
             await named.recv()
             mute = await connect(f"ws://127.0.0.1:{port}/silent/mute")
-            await until(lambda: journal.exists() and call_hash(live) in journal.read_text())
-            await until(lambda: journal.read_text().count('"open"') == 3)
-            await asyncio.sleep(2.5)  # a sign of life is journalled (every 2 s)
+            await wait_until(
+                lambda: journal.exists() and call_hash(live) in journal.read_text(), 15.0
+            )
+            await wait_until(lambda: journal.read_text().count('"open"') == 3, 15.0)
+            # A sign of life journalled after both calls opened (one every 2 s).
+            opened_ns = time.time_ns()
+            await wait_until(lambda: last_alive_ns(journal) >= opened_ns, 15.0, "a sign of life")
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
             for ws in (named, mute):
@@ -101,8 +110,8 @@ async def test_kill_9_loses_no_receipt(tmp_path: Path) -> None:
         assert [r.terminal for r in receipts_in(receipts)] == ["completed"]  # type: ignore[attr-defined]
         start = len(log.read_text())
         with proxy_process(agent.url, receipts, log) as proc:
-            await until(lambda: len(receipts_in(receipts)) == 3)
-            await until(lambda: listening_port(log, start) is not None)
+            await wait_until(lambda: len(receipts_in(receipts)) == 3, 15.0)
+            await wait_until(lambda: listening_port(log, start) is not None, 15.0)
             proc.send_signal(signal.SIGTERM)
             proc.wait(20)
     got = list(read_receipts(receipts))
@@ -125,13 +134,13 @@ async def test_running_out_of_file_descriptors_is_logged(tmp_path: Path) -> None
         with proxy_process(
             agent.url, receipts, log, "--handshake-timeout", "30", fd_limit=64
         ) as proc:
-            await until(lambda: listening_port(log) is not None)
+            await wait_until(lambda: listening_port(log) is not None, 15.0)
             port = listening_port(log)
             held = []
             for _ in range(100):  # more connections than descriptors (none sends a request)
                 with suppress(OSError):
                     held.append(await asyncio.open_connection("127.0.0.1", port))
-            await until(lambda: "out of file descriptors" in log.read_text())
+            await wait_until(lambda: "out of file descriptors" in log.read_text(), 15.0)
             for _, w in held:
                 w.transport.abort()
             proc.send_signal(signal.SIGTERM)

@@ -22,8 +22,9 @@ from opentelemetry import context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from support.faultkit import proxy_before, wait_for
+from support.faultkit import proxy_before
 from support.otlp_receiver import HttpReceiver
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -84,7 +85,7 @@ async def test_the_pipecat_and_livekit_recipes_put_the_agent_under_or_next_to_vo
                 for _ in range(3):
                     await ws.send(b"\x00\x00" * 320)
                     await ws.recv()
-            await wait_for(lambda: bool(receipts), 10.0)
+            await wait_until(lambda: bool(receipts), 10.0)
         await asyncio.to_thread(telemetry.flush)  # type: ignore[attr-defined]
         await receiver.wait_for(lambda r: bool(r.named(A.SPAN_CALL)))
     finally:

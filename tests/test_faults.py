@@ -27,23 +27,30 @@ from support.faultkit import (
     media,
     receipts_of,
     refused,
+    route_of,
     router_agent,
     running_proxy,
     twilio_start,
-    wait_for,
 )
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.proxy import Proxy
 from voxproxy.receipts.model import Receipt
 
 
-async def settle(receipts: list[Receipt], n: int, timeout: float = 8.0) -> None:
-    """Wait for ``n`` receipts, then a little longer: a duplicate would show up."""
-    await wait_for(lambda: len(receipts) >= n, timeout)
-    await asyncio.sleep(0.2)
+async def settle(receipts: list[Receipt], n: int, proxy: Proxy, timeout: float = 8.0) -> None:
+    """Wait for ``n`` receipts and for the proxy to hold nothing more (no call in progress,
+    no relay, nothing queued for measurement): a duplicate would have been written by then."""
+    await wait_until(lambda: len(receipts) >= n, timeout, f"{n} receipts")
+    await wait_until(
+        lambda: proxy.active == 0 and not proxy.server.relays and proxy.measuring.queued == 0,
+        timeout,
+        "the proxy idle",
+    )
     assert len(receipts) == n, [r.terminal for r in receipts]
 
 
@@ -60,11 +67,11 @@ async def with_healthy(port: int, fault: Any) -> tuple[Any, list[Any]]:
 async def test_agent_refuses_the_handshake() -> None:
     async with router_agent() as agent:
         agent.refuse["refuse"] = 403
-        async with running_proxy(agent.url) as (port, receipts, _):
+        async with running_proxy(agent.url) as (port, receipts, proxy):
             refusal = refused(f"ws://127.0.0.1:{port}/refuse/x")
             answer, healthy = await with_healthy(port, refusal)
             status = answer.status_code
-            await settle(receipts, 3)
+            await settle(receipts, 3, proxy)
     assert status == 403
     for h in healthy:
         assert_healthy(h, receipts)
@@ -81,7 +88,7 @@ async def test_agent_accepts_then_closes() -> None:
         await ws.close(4001, "agent hangs up")
 
     async with router_agent(close=close_soon) as agent:
-        async with running_proxy(agent.url) as (port, receipts, _):
+        async with running_proxy(agent.url) as (port, receipts, proxy):
             sid = call_sid("closer")
 
             async def call() -> tuple[int, int | None, str | None]:
@@ -95,7 +102,7 @@ async def test_agent_accepts_then_closes() -> None:
                 return got, ws.close_code, ws.close_reason
 
             (got, code, reason), healthy = await with_healthy(port, call())
-            await settle(receipts, 3)
+            await settle(receipts, 3, proxy)
     assert (got, code, reason) == (3, 4001, "agent hangs up")
     for h in healthy:
         assert_healthy(h, receipts)
@@ -128,7 +135,7 @@ async def test_agent_that_stalls_mid_call_is_dropped_after_the_stall_timeout() -
         async with running_proxy(agent.url, stall_timeout_s=1.0, close_timeout_s=0.5) as (
             port,
             receipts,
-            _,
+            proxy,
         ):
             sid = call_sid("staller")
 
@@ -149,7 +156,7 @@ async def test_agent_that_stalls_mid_call_is_dropped_after_the_stall_timeout() -
                 raise AssertionError("unreachable")
 
             (sent, code, took), healthy = await with_healthy(port, call())
-            await settle(receipts, 3)
+            await settle(receipts, 3, proxy)
             release.set()
     assert stalled.is_set() and sent > 20
     assert code == 1014
@@ -182,7 +189,7 @@ async def test_agent_sends_garbage() -> None:
         await ws.wait_closed()
 
     async with router_agent(garbage=spew) as agent:
-        async with running_proxy(agent.url) as (port, receipts, _):
+        async with running_proxy(agent.url) as (port, receipts, proxy):
             sid = call_sid("garbage")
 
             async def call() -> list[bytes | str]:
@@ -193,7 +200,7 @@ async def test_agent_sends_garbage() -> None:
                 return got
 
             got, healthy = await with_healthy(port, call())
-            await settle(receipts, 3)
+            await settle(receipts, 3, proxy)
     assert got == garbage  # forwarded unchanged, types kept
     for h in healthy:
         assert_healthy(h, receipts)
@@ -215,7 +222,7 @@ async def test_agent_sends_a_10_mb_frame(limit: int) -> None:
         await ws.wait_closed()
 
     async with router_agent(big=send_big) as agent:
-        async with running_proxy(agent.url, max_message_bytes=limit) as (port, receipts, _):
+        async with running_proxy(agent.url, max_message_bytes=limit) as (port, receipts, proxy):
             sid = call_sid("big")
 
             async def call() -> tuple[bytes | str | None, int | None]:
@@ -229,7 +236,7 @@ async def test_agent_sends_a_10_mb_frame(limit: int) -> None:
                 return got, ws.close_code
 
             (got, code), healthy = await with_healthy(port, call())
-            await settle(receipts, 3)
+            await settle(receipts, 3, proxy)
     for h in healthy:
         assert_healthy(h, receipts)
     [r] = receipts_of(receipts, sid)
@@ -268,7 +275,10 @@ async def test_caller_vanishes_at_every_stage() -> None:
                     b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                     b"Sec-WebSocket-Version: 13\r\n\r\n"
                 )
-                await asyncio.sleep(0.1)
+                await wait_until(
+                    lambda: any(route_of(p) == "slow" for p in agent.asked),
+                    what="the agent deciding",
+                )
                 w.transport.abort()
                 # 3. Mid-call, after the start and some audio.
                 ws = await connect(f"ws://127.0.0.1:{port}/echo/mid")
@@ -279,7 +289,7 @@ async def test_caller_vanishes_at_every_stage() -> None:
                 ws.transport.abort()
 
             _, healthy = await with_healthy(port, vanish())
-            await settle(receipts, 4)
+            await settle(receipts, 4, proxy)
             assert proxy.active == 0 and not proxy.server.relays
     for h in healthy:
         assert_healthy(h, receipts)
@@ -314,7 +324,7 @@ async def test_caller_reconnects_at_once() -> None:
                 return got
 
             got, healthy = await with_healthy(port, reconnect())
-            await settle(receipts, 4)
+            await settle(receipts, 4, proxy)
             assert len(proxy.live) == 0
     assert len(got) == 10
     for h in healthy:
@@ -338,7 +348,7 @@ async def test_caller_floods() -> None:
                 counted.append(int(msg["media"]["chunk"]))
 
     async with router_agent(count=count) as agent:
-        async with running_proxy(agent.url) as (port, receipts, _):
+        async with running_proxy(agent.url) as (port, receipts, proxy):
             sid = call_sid("flood")
 
             async def flood() -> float:
@@ -349,12 +359,12 @@ async def test_caller_floods() -> None:
                     for _ in range(n):
                         await ws.send(wire.media(ULAW_SILENCE))
                     took = time.monotonic() - t0
-                    await wait_for(lambda: len(counted) == n)
+                    await wait_until(lambda: len(counted) == n)
                     await ws.send(wire.stop())
                 return took
 
             took, healthy = await with_healthy(port, flood())
-            await settle(receipts, 3)
+            await settle(receipts, 3, proxy)
     assert counted == list(range(1, n + 1))
     assert took < n * 0.02 / 4  # really a flood: far faster than real time
     for h in healthy:
@@ -383,7 +393,7 @@ async def test_a_decoder_that_raises_on_some_frames(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(twilio.TwilioDecoder, "decode", flaky)
     async with router_agent() as agent:
-        async with running_proxy(agent.url) as (port, receipts, _):
+        async with running_proxy(agent.url) as (port, receipts, proxy):
             sid = call_sid("poison")
             wire = TwilioCallerWire("MZ" + sid[2:], sid)
 
@@ -402,7 +412,7 @@ async def test_a_decoder_that_raises_on_some_frames(monkeypatch: pytest.MonkeyPa
                 return sent, got
 
             (sent, got), healthy = await with_healthy(port, call())
-            await settle(receipts, 3)
+            await settle(receipts, 3, proxy)
     assert got == sent
     for h in healthy:
         assert_healthy(h, receipts)
@@ -443,9 +453,9 @@ async def test_a_broken_measurement_component_never_costs_a_receipt(
     else:
         monkeypatch.setattr(proxy_module, "make_decoder", boom)
     async with router_agent() as agent:
-        async with running_proxy(agent.url) as (port, receipts, _):
+        async with running_proxy(agent.url) as (port, receipts, proxy):
             healthy = await asyncio.gather(*(healthy_call(port, f"c{i}") for i in range(3)))
-            await settle(receipts, 3)
+            await settle(receipts, 3, proxy)
     for h in healthy:
         assert h.echoed == h.sent
     for r in receipts:
@@ -559,13 +569,13 @@ async def test_bad_input_per_dialect_is_forwarded_unchanged_and_counted(dialect:
             got_by_agent.append(m)
 
     async with router_agent(bad=scripted) as agent:
-        async with running_proxy(agent.url, dialect=dialect) as (port, receipts, _):
+        async with running_proxy(agent.url, dialect=dialect) as (port, receipts, proxy):
             async with connect(f"ws://127.0.0.1:{port}/bad/x", max_size=None) as ws:
                 got_by_caller = [await ws.recv() for _ in agent_bad]
                 for m in caller_bad:
                     await ws.send(m)
-                await wait_for(lambda: len(got_by_agent) == len(caller_bad))
-            await settle(receipts, 1)
+                await wait_until(lambda: len(got_by_agent) == len(caller_bad))
+            await settle(receipts, 1, proxy)
     assert got_by_caller == agent_bad
     assert got_by_agent == caller_bad
     r = receipts[0]

@@ -28,9 +28,9 @@ from support.faultkit import (
     router_agent,
     running_proxy,
     twilio_start,
-    wait_for,
 )
 from support.livecall import sessions_of
+from support.waiting import wait_until
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -102,9 +102,10 @@ async def test_requests_that_are_not_handshakes_never_reach_the_agent() -> None:
         async with running_proxy(agent.url) as (port, receipts, proxy):
             answers = {name: await _exchange(port, raw) for name, (raw, _) in BAD_REQUESTS.items()}
             health = [await _exchange(port, _request(HEALTH_PATH)) for _ in range(20)]
-            await wait_for(lambda: not proxy.server.relays)
-            await asyncio.sleep(0.1)  # a late agent connection or receipt would show now
+            await wait_until(lambda: not proxy.server.relays)
             assert proxy.calls == 0 and proxy.active == 0  # nothing counted in calls_total
+    # Checked again once the proxy has stopped: a late agent connection or receipt shows now.
+    assert proxy.calls == 0
     for name, (_, status) in BAD_REQUESTS.items():
         assert answers[name].startswith(f"HTTP/1.1 {status} ".encode()), (name, answers[name])
     for h in health:
@@ -120,7 +121,7 @@ async def test_a_valid_handshake_still_passes_and_the_health_path_upgrades_when_
             # A websocket to the health path is an ordinary call (its path passes through).
             async with connect(f"ws://127.0.0.1:{port}{HEALTH_PATH}") as ws:
                 await ws.send(twilio_start(sid))
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert receipts[0].call == call_hash(sid)
 
 
@@ -139,7 +140,7 @@ async def _idle_call(name: str) -> AsyncIterator[tuple[ClientConnection, list[Re
                 await ws.send(twilio_start(sid))
                 await ws.send(TwilioCallerWire("MZ" + sid[2:], sid).media(b"\xff" * 160))
                 yield ws, receipts
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
 
 
 async def test_a_caller_that_only_pings_is_closed_as_idle() -> None:
@@ -183,7 +184,7 @@ async def test_media_keeps_a_call_alive_past_the_idle_timeout() -> None:
                     await ws.recv()
                     await asyncio.sleep(0.02)
                 await ws.send(wire.stop())
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert receipts[0].terminal == "completed"
 
 
@@ -276,8 +277,8 @@ async def test_a_caller_flooding_audio_through_the_proxy_is_forwarded_and_flagge
             async with connect(f"ws://127.0.0.1:{port}/record/a", max_size=None) as ws:
                 for m in sent:
                     await ws.send(m)
-                await wait_for(lambda: len(record.got) == len(sent), 30)
-            await wait_for(lambda: len(receipts) == 1, 30)
+                await wait_until(lambda: len(record.got) == len(sent), 30)
+            await wait_until(lambda: len(receipts) == 1, 30)
     assert record.got == sent  # forwarding is untouched: every message, unchanged
     r = receipts[0]
     assert r.terminal == "completed"
@@ -347,7 +348,7 @@ async def test_after_a_stalled_caller_is_dropped_the_agent_s_data_is_not_measure
             ws = await connect(f"ws://127.0.0.1:{port}/x", max_size=None, max_queue=None)
             await ws.send(twilio_start(sid))
             ws.transport.pause_reading()  # the caller stops reading
-            await wait_for(lambda: len(receipts) == 1, 15)
+            await wait_until(lambda: len(receipts) == 1, 15)
             ws.transport.abort()
     assert stalled, "the caller was never dropped for not reading"
     r = receipts[0]
@@ -393,7 +394,7 @@ async def test_a_finished_call_is_freed_without_the_cycle_collector(
         async with router_agent() as agent:
             async with running_proxy(agent.url) as (port, receipts, proxy):
                 h = await healthy_call(port, "freed", frames=10)
-                await wait_for(lambda: len(receipts) == 1 and not proxy.server.relays)
+                await wait_until(lambda: len(receipts) == 1 and not proxy.server.relays)
                 # Only reference counting ran: the session is gone with its call.
                 assert [ref() for ref in sessions] == [None]
     assert_healthy(h, receipts)
@@ -426,7 +427,7 @@ async def test_a_message_in_too_many_fragments_closes_the_call_with_1009() -> No
                     ws.transport.write(b"\x80\x81" + mask + b"}")  # the final frame
                 with pytest.raises(ConnectionClosed):
                     await asyncio.wait_for(ws.recv(), 5)
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert ws.close_code == 1009
     r = receipts[0]
     assert r.terminal == "message_too_big" and r.anomalies.get("oversized") == 1
@@ -459,7 +460,7 @@ async def test_a_deeply_nested_start_still_registers_the_call(
                 await ws.recv()
                 found = {i: proxy.live.find(i) is not None for i in (sid, wire.stream_sid)}
                 await ws.send(wire.stop())
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == []
     r = receipts[0]
@@ -484,7 +485,7 @@ async def test_a_second_start_does_not_split_the_call() -> None:
                 by_first = proxy.live.find(first)
                 by_second = proxy.live.find(second)
                 await ws.send(wire.stop())
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert by_first is not None and by_second is None
     r = receipts[0]
     assert r.call == call_hash(first)

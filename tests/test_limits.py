@@ -40,8 +40,8 @@ from support.faultkit import (
     refused,
     router_agent,
     running_proxy,
-    wait_for,
 )
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -64,17 +64,17 @@ async def test_calls_over_max_calls_are_refused_with_503_and_counted(
     async with router_agent() as agent:
         async with running_proxy(agent.url, max_calls=2) as (port, receipts, proxy):
             first = [asyncio.create_task(healthy_call(port, f"in{i}", frames=30)) for i in range(2)]
-            await wait_for(lambda: proxy.server.admission.active == 2)
+            await wait_until(lambda: proxy.server.admission.active == 2)
             refusals = []
             for _ in range(3):
                 refusals.append(await refused(f"ws://127.0.0.1:{port}/echo/over"))
             assert proxy.refused_calls == 3
             healthy = await asyncio.gather(*first)
-            await wait_for(lambda: proxy.server.admission.active == 0)
+            await wait_until(lambda: proxy.server.admission.active == 0)
             # Room again: the next caller is let in.
             again = await healthy_call(port, "later", frames=5)
-            await wait_for(lambda: len(receipts) == 3)
-            await asyncio.sleep(0.1)
+            await wait_until(lambda: len(receipts) == 3)
+    # Checked once the proxy has stopped: a late receipt would have been written by then.
     for r in refusals:
         assert r.status_code == 503
         assert r.headers["Retry-After"] == "1"
@@ -124,7 +124,7 @@ async def test_a_caller_that_never_sends_its_handshake_is_dropped() -> None:
             t0 = time.monotonic()
             assert await asyncio.wait_for(reader.read(), 5) == b""  # dropped
             took = time.monotonic() - t0
-            await wait_for(lambda: not proxy.server.relays)
+            await wait_until(lambda: not proxy.server.relays)
             writer.close()
     assert 0.2 < took < 3.0
     assert receipts == []
@@ -143,7 +143,7 @@ async def test_an_idle_call_is_closed_with_1001_and_a_receipt() -> None:
                 with pytest.raises(ConnectionClosed):
                     await ws.recv()
                 took = time.monotonic() - t0
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert ws.close_code == 1001 and ws.close_reason == "idle timeout"
     assert 0.3 < took < 3.0
     assert receipts[0].terminal == "idle_timeout" and receipts[0].close.initiator == "proxy"
@@ -160,10 +160,10 @@ async def test_shutdown_during_the_agent_handshake_answers_503() -> None:
                 return (await refused(f"ws://127.0.0.1:{port}/slow/x")).status_code
 
             task = asyncio.create_task(caller())
-            await wait_for(lambda: proxy.active == 1)
+            await wait_until(lambda: proxy.active == 1)
             await proxy.stop(drain_s=0.0)
             status = await asyncio.wait_for(task, 5)
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert status == 503
     assert receipts[0].terminal == "proxy_shutdown"
 
@@ -271,12 +271,12 @@ async def test_wss_caller_to_proxy_to_wss_agent(tmp_path: Path) -> None:
                             pass
                     # ... and leaves nothing behind (a failed TLS handshake never reaches
                     # connection_made: the relay must not wait for it).
-                    await wait_for(lambda p=proxy: not p.server.relays)  # type: ignore[misc]
+                    await wait_until(lambda p=proxy: not p.server.relays)  # type: ignore[misc]
                 else:
                     results["status"] = (
                         await refused(f"wss://127.0.0.1:{port}/echo/x", ssl=caller_ctx)
                     ).status_code
-                await wait_for(lambda r=receipts: len(r) >= 1)  # type: ignore[misc]
+                await wait_until(lambda r=receipts: len(r) >= 1)  # type: ignore[misc]
                 results[f"receipts_{trusted}"] = list(receipts)
             finally:
                 await proxy.stop()
@@ -353,14 +353,13 @@ async def test_event_api_needs_its_token_binds_loopback_and_logs_hold_no_secrets
 
 async def _wait_listening(proc: subprocess.Popen[bytes], port: int) -> dict[int, str]:
     """Wait until the proxy listens on ``port``; then every port it listens on -> address."""
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+
+    def listening() -> dict[int, str] | None:
         assert proc.poll() is None, "the proxy exited early"
-        listening = _listening(proc.pid)
-        if port in listening and len(listening) >= 3:
-            return listening
-        await asyncio.sleep(0.05)
-    raise AssertionError("the proxy did not start listening")
+        found = _listening(proc.pid)
+        return found if port in found and len(found) >= 3 else None
+
+    return await wait_until(listening, 15.0, "the proxy listening")
 
 
 def _listening(pid: int) -> dict[int, str]:
@@ -434,7 +433,7 @@ async def test_a_measurement_bug_that_quotes_its_input_does_not_reach_the_log(
                 await ws.send(wire.start())
                 await ws.send(wire.media(AUDIO))
                 await ws.recv()
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     text = "\n".join(
         caplog.handler.format(r) for r in caplog.records if r.name.startswith("voxproxy")
     )

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 from support.otlp_receiver import HttpReceiver
 from support.privacy import content_leaks
+from support.waiting import wait_until
 
 from voxproxy.dialects import twilio as twilio_dialect
 from voxproxy.loadgen import wires as wires_module
@@ -47,6 +48,7 @@ from voxproxy.loadgen.runner import (
 from voxproxy.loadgen.scenario import load_scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.store import ReceiptStore
 from voxproxy.receipts.verdict import judged
@@ -129,6 +131,7 @@ async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
     agents: dict[str, MockAgent] = {}
     proxies: list[Proxy] = []
     writers: list[ReceiptWriter] = []
+    ended: list[Receipt] = []  # every receipt, as its call ends
     try:
         for dialect in ("twilio", "raw", "openai-realtime"):
             agent = MockAgent(
@@ -146,7 +149,7 @@ async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
             writers.append(writer)
             proxy = Proxy(
                 ProxyConfig(RelayConfig(agent.url), dialect=dialect, secret=SECRET),
-                sinks=[writer.write, store.write],
+                sinks=[writer.write, store.write, ended.append],
                 telemetry=telemetry,
                 judge=lambda r: judged(r, policy),
             )
@@ -161,7 +164,7 @@ async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
             )
             runs[dialect] = plan
         records = await asyncio.gather(*(play(plan) for plan in runs.values()))
-        await asyncio.sleep(0.3)
+        await wait_until(lambda: len(ended) == 3 * CALLS_PER_DIALECT, what="every receipt")
     finally:
         for proxy in proxies:
             await proxy.stop()

@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 from support.fuzzing import DIALECTS, bounded
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
@@ -61,10 +62,7 @@ async def _through_proxy(
                     await ws.send(frame)
                 if to_agent:
                     await asyncio.wait_for(done.wait(), 10)
-            for _ in range(500):
-                if receipts:
-                    break
-                await asyncio.sleep(0.01)
+            await wait_until(lambda: receipts, what="the receipt")
         finally:
             await proxy.stop()
     return got_by_agent, got_by_caller, receipts[0]

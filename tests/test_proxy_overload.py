@@ -12,13 +12,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 from support.faultkit import healthy_call, router_agent
 from support.groundtruth import NEVER_WITHHELD, beyond_lag
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -76,16 +76,10 @@ async def call_through(
         STEPS,
     )
     record = await caller.run()
-    for _ in range(200):
-        if proxy.active == 0:
-            break
-        await asyncio.sleep(0.02)
+    await wait_until(lambda: proxy.active == 0, what="the call over at the proxy")
     if after_call is not None:
         after_call(contexts, receipts)
-    for _ in range(200):
-        if receipts:
-            break
-        await asyncio.sleep(0.02)
+    await wait_until(lambda: receipts, what="the receipt")
     await proxy.stop()
     await agent.stop()
     assert record.error is None, record.error
@@ -175,11 +169,8 @@ async def test_calls_that_end_with_measurement_queued_get_their_receipts_at_stop
         proxy.measuring = queue
         port = await proxy.start("127.0.0.1", 0)
         call = await healthy_call(port, "queued", frames=5)
-        for _ in range(200):
-            if proxy.active == 0:
-                break
-            await asyncio.sleep(0.01)
-        assert proxy.active == 0 and not receipts and queue.queued > 0
+        await wait_until(lambda: proxy.active == 0, what="the call over at the proxy")
+        assert not receipts and queue.queued > 0
         await proxy.stop()
     assert len(receipts) == 1 and queue.queued == 0
     assert receipts[0].traffic.caller_audio_ms == 20.0 * len(call.sent)  # all of it measured

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import pytest
 from support.groundtruth import NEVER_WITHHELD
 from support.livecall import barge_script, live_bounds, sessions_of, turn_errors
-from support.webrtckit import open_counts, wait_for, webrtc_proxy
+from support.waiting import wait_until
+from support.webrtckit import open_counts, webrtc_proxy
 
 from voxproxy.clips import clip
 from voxproxy.loadgen.caller import Say, WaitAgentEnd
@@ -68,7 +69,7 @@ async def one_call(n: int, signaling: str, idle: Idle, delay_ms: float) -> Outco
                 barge_script(barge_after_ms=500.0 + 150 * n),
             )
             record = await caller.run_webrtc()
-            assert await wait_for(lambda: bool(receipts), 10.0)
+            await wait_until(lambda: bool(receipts), 10.0)
     finally:
         await agent.stop()
     assert record.error is None, record.error
@@ -116,7 +117,7 @@ async def test_a_finished_webrtc_call_s_measurement_is_freed_without_the_cycle_c
                     [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=400)],
                 )
                 record = await caller.run_webrtc()
-                assert await wait_for(lambda: bool(receipts), 10.0)
+                await wait_until(lambda: bool(receipts), 10.0)
                 assert [ref() for ref in sessions] == [None]  # reference counting alone freed it
     finally:
         await agent.stop()

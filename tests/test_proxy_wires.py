@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -107,14 +108,15 @@ async def play(p: WirePlan) -> Played:
         t0_future.set_result(t0)
         reader = asyncio.create_task(_collect(ws, caller_got))
         await _send_at(ws, t0, upstream)
-        await asyncio.sleep(max(0.0, (t0 + downstream[-1][0] - time.monotonic_ns()) / NS_PER_S))
-        await asyncio.sleep(0.2)
+        # The caller stays on the line until the agent's last message has reached it.
+        await wait_until(
+            lambda: len(caller_got) >= len(downstream),
+            downstream[-1][0] / NS_PER_S + 10.0,
+            "every agent message at the caller",
+        )
     await reader
     await asyncio.wait_for(agent_done.wait(), 5)
-    for _ in range(200):
-        if receipts:
-            break
-        await asyncio.sleep(0.02)
+    await wait_until(lambda: receipts, what="the receipt")
     await proxy.stop()
     server.close()
     await server.wait_closed()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from support.faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent, wait_for
+from support.faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 
 from voxproxy.cli import build_parser
@@ -60,7 +61,7 @@ async def test_a_served_call_reaches_the_file_the_store_and_takes_posted_events(
                         assert answer.status == 202, await answer.text()
                 assert journal_path(receipts).exists()  # the call is journalled while open
                 await ws.send(wire.stop())
-            await wait_for(lambda: server.writer is not None and server.writer.written == 1)
+            await wait_until(lambda: server.writer is not None and server.writer.written == 1)
         finally:
             await server.stop()
     written = list(read_receipts(receipts))

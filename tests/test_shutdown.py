@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -32,18 +34,27 @@ from voxproxy.receipts.writer import read_receipts
 SECRET = "fault-secret"  # the same as faultkit's, so call_hash() finds the receipts
 
 
+async def _accepts(port: int) -> bool:
+    """Something accepts TCP connections on ``port``."""
+    try:
+        _, w = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    w.close()
+    return True
+
+
 async def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    async def listening() -> bool:
         assert proc.poll() is None, "the proxy exited early"
-        try:
-            _, w = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        w.close()
-        return
-    raise AssertionError(f"nothing listening on {port}")
+        return await _accepts(port)
+
+    await wait_until(listening, timeout, f"something listening on {port}")
+
+
+async def _refusing(port: int) -> bool:
+    """Nothing listens on ``port`` (any more)."""
+    return not await _accepts(port)
 
 
 def _start_proxy(port: int, upstream: str, receipts: Path, *extra: str) -> subprocess.Popen[bytes]:
@@ -58,9 +69,8 @@ def _start_proxy(port: int, upstream: str, receipts: Path, *extra: str) -> subpr
 
 
 async def _exit_code(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        await asyncio.to_thread(proc.wait, timeout)
     return proc.poll()
 
 
@@ -118,11 +128,14 @@ async def test_sigterm_drains_then_closes_live_calls_with_1001(tmp_path: Path) -
             calls = [*live, leaver]
             tasks = [asyncio.create_task(c.run()) for c in calls]
             await asyncio.wait_for(asyncio.gather(*(c.connected.wait() for c in calls)), 10)
-            await asyncio.sleep(0.3)
+            # Every call is live: its audio comes back through the proxy.
+            await wait_until(lambda: all(c.echoed > 0 for c in calls), 10.0, "every call echoed")
+            echoed_at_term = [c.echoed for c in live]
             t_term = time.monotonic()
             proc.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.3)
-            # It stops accepting at once.
+            # It stops accepting at once: while the live calls still go on.
+            await wait_until(lambda: _refusing(port), drain_s + 6.0, "the listener closed")
+            assert all(c.close_code is None for c in calls)
             with pytest.raises(OSError):
                 async with connect(f"ws://127.0.0.1:{port}/echo/late", open_timeout=2):
                     pass
@@ -136,10 +149,10 @@ async def test_sigterm_drains_then_closes_live_calls_with_1001(tmp_path: Path) -
             _, err = proc.communicate(timeout=10)
     assert code == 0, err.decode(errors="replace")
     assert t_exit - t_term < drain_s + 3.0  # the drain, then a bounded close
-    for c in live:
+    for c, echoed in zip(live, echoed_at_term, strict=True):
         assert c.close_code == 1001
         assert c.closed_at is not None and c.closed_at - t_term >= drain_s - 0.2
-        assert c.echoed > 10  # forwarding went on during the drain
+        assert c.echoed - echoed > 10  # forwarding went on during the drain
     assert leaver.close_code == 1000
     receipts = list(read_receipts(receipts_path))
     assert len(receipts) == len(calls)
@@ -154,7 +167,9 @@ async def test_sigterm_drains_then_closes_live_calls_with_1001(tmp_path: Path) -
     assert "shutting down: draining 5 call(s)" in log and "5 receipt(s) written" in log
 
 
-async def _short_calls(port: int, stop: asyncio.Event, worker: int) -> int:
+async def _short_calls(port: int, stop: asyncio.Event, worker: int, finished: list[str]) -> int:
+    """Short calls one after another until ``stop``; each finished one's id goes to
+    ``finished``; returns how many this worker finished."""
     done = 0
     while not stop.is_set():
         sid = call_sid(f"w{worker}-{done}")
@@ -167,6 +182,7 @@ async def _short_calls(port: int, stop: asyncio.Event, worker: int) -> int:
                     await ws.recv()
                 await ws.send(wire.stop())
             done += 1
+            finished.append(sid)
         except (OSError, ConnectionClosed, InvalidHandshake, TimeoutError):
             await asyncio.sleep(0.01)
     return done
@@ -192,13 +208,14 @@ async def test_sigkill_under_load_leaves_only_complete_receipts(tmp_path: Path) 
         try:
             await _wait_port(port, proc)
             stop = asyncio.Event()
-            workers = [asyncio.create_task(_short_calls(port, stop, w)) for w in range(12)]
+            finished: list[str] = []
+            workers = [
+                asyncio.create_task(_short_calls(port, stop, w, finished)) for w in range(12)
+            ]
             # Kill it mid-stream, once receipts are flowing.
-            deadline = time.monotonic() + 15
-            while (not path.exists() or path.stat().st_size < 20_000) and (
-                time.monotonic() < deadline
-            ):
-                await asyncio.sleep(0.02)
+            await wait_until(
+                lambda: path.exists() and path.stat().st_size >= 20_000, 15.0, "receipts flowing"
+            )
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
             stop.set()
@@ -220,8 +237,9 @@ async def test_sigkill_under_load_leaves_only_complete_receipts(tmp_path: Path) 
         try:
             await _wait_port(port, proc)
             stop = asyncio.Event()
-            workers = [asyncio.create_task(_short_calls(port, stop, w)) for w in range(3)]
-            await asyncio.sleep(0.5)
+            finished = []
+            workers = [asyncio.create_task(_short_calls(port, stop, w, finished)) for w in range(3)]
+            await wait_until(lambda: len(finished) >= 3, 15.0, "calls through the new proxy")
             stop.set()
             more = sum(await asyncio.gather(*workers))
             proc.send_signal(signal.SIGTERM)

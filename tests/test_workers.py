@@ -17,7 +17,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support.faultkit import ULAW_SILENCE, call_hash, call_sid, echo_media, router_agent, wait_for
+from support.faultkit import ULAW_SILENCE, call_hash, call_sid, echo_media, router_agent
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 
@@ -70,7 +71,7 @@ def _start_proxy(log: Path, upstream: str, receipts: Path) -> subprocess.Popen[b
 
 async def _started(log: Path) -> tuple[int, list[int]]:
     """The port the workers share and their pids, once the parent says they listen."""
-    await wait_for(lambda: _logged(log, r"listening on ws://") is not None, 60)
+    await wait_until(lambda: _logged(log, r"listening on ws://") is not None, 60)
     started = _logged(log, r"listening on ws://127\.0\.0\.1:(\d+).*pids (\d+), (\d+)")
     assert started is not None, log.read_text()
     return int(started[1]), [int(started[2]), int(started[3])]
@@ -122,7 +123,7 @@ async def test_two_workers_serve_one_port_one_receipts_file_one_metrics_one_even
             names = [f"w{i:02d}" for i in range(CALLS)]
             async with aiohttp.ClientSession() as http:
                 await asyncio.gather(*(call(n, http) for n in names))
-                await wait_for(lambda: len(list(read_receipts(receipts))) >= CALLS, 30)
+                await wait_until(lambda: len(list(read_receipts(receipts))) >= CALLS, 30)
                 async with http.get(f"http://127.0.0.1:{metrics[1]}/metrics") as answer:
                     exposition = await answer.text()
                 unknown = f"http://127.0.0.1:{events[1]}/v1/calls/CA-nobody/events"
@@ -253,8 +254,8 @@ async def test_sigterm_lets_every_worker_s_calls_finish(tmp_path: Path) -> None:
                 await asyncio.wait_for(ws.recv(), 10)
                 calls[n] = ws
             proc.send_signal(signal.SIGTERM)
-            await wait_for(lambda: _logged(log, r"worker 1: shutting down") is not None, 10)
-            await wait_for(lambda: _logged(log, r"worker 0: shutting down") is not None, 10)
+            await wait_until(lambda: _logged(log, r"worker 1: shutting down") is not None, 10)
+            await wait_until(lambda: _logged(log, r"worker 0: shutting down") is not None, 10)
             # Draining: every call, whichever worker holds it, still goes through, then ends.
             for n, ws in calls.items():
                 await ws.send(wires[n].media(ULAW_SILENCE))

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.webrtckit import wait_for
+from support.waiting import wait_until
 
 from voxproxy.cli import build_parser, main
 from voxproxy.clips import clip
@@ -78,7 +78,7 @@ async def test_the_webrtc_proxy_process_relays_a_call_and_writes_its_receipt(
             )
             record = await caller.run_webrtc()
             assert record.error is None, record.error
-            assert await wait_for(lambda: receipts.exists() and receipts.read_text() != "", 10)
+            await wait_until(lambda: receipts.exists() and receipts.read_text() != "", 10)
         finally:
             proc.send_signal(signal.SIGTERM)
             async with asyncio.timeout(20):

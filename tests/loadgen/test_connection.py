@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -41,10 +42,8 @@ async def _exchange(
             f"ws://127.0.0.1:{port}/", compression=None, create_connection=DirectConnection
         ) as ws:
             assert isinstance(ws, DirectConnection)
-            for _ in range(500):  # the early ones land in the queue (no handler yet)
-                if ws._queued == len(early):
-                    break
-                await asyncio.sleep(0.01)
+            # The early ones land in the queue (no handler yet).
+            await wait_until(lambda: ws._queued == len(early), what="the early messages queued")
             ws.on_message = on_message
             await ws.send("go")
             try:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from support.livecall import agent_behind_proxy
+from support.waiting import wait_until
 
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome, evaluate
@@ -34,7 +34,7 @@ async def _run(
             concurrency=calls,
         )
         records = await run_calls(plan, list(range(calls)))
-        await asyncio.sleep(0.2)
+        await wait_until(lambda: len(receipts) == calls, what="every call's receipt")
     calls_out = outcomes(plan, records, receipts, SECRET)
     out = tmp_path / "out"
     _results, summary = write_results(out, plan, calls_out)

@@ -4,7 +4,6 @@ through a voxproxy whose receipts stay free of any transcript text."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 from support.livecall import agent_behind_proxy
+from support.waiting import wait_until
 
 from voxproxy.loadgen.runner import LoadPlan, outcomes, run_calls, write_results
 from voxproxy.loadgen.scenario import load_scenario
@@ -58,7 +58,7 @@ async def _load(
             concurrency=len(names),
         )
         records = await run_calls(plan, list(range(len(names))))
-        await asyncio.sleep(0.2)
+        await wait_until(lambda: len(receipts) == len(names), what="every call's receipt")
     out = tmp_path / "out"
     write_results(out, plan, outcomes(plan, records, receipts, SECRET))
     summary = json.loads((out / "summary.json").read_text())

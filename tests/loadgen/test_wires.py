@@ -9,7 +9,6 @@ answers. A 44.1 kHz stereo recording is played as the clip it holds.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.waiting import wait_until
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
@@ -106,10 +106,7 @@ async def test_each_new_wire_round_trips_through_the_proxy(dialect: str) -> None
     agent = Agent(dialect)
     async with through_proxy(agent) as (url, receipts):
         record = await _call(dialect, url)
-        for _ in range(200):  # the receipt is written as the call ends
-            if receipts:
-                break
-            await asyncio.sleep(0.02)
+        await wait_until(lambda: receipts, what="the receipt, written as the call ends")
     assert record.error is None, record.error
     assert agent.answers == 2
     # The caller heard both answers, and answered both markers as its wire does.

@@ -22,6 +22,7 @@ from support.mockcaller import (
     speech_play_ns,
     wait_ended,
 )
+from support.waiting import wait_until
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.protocol import State
@@ -448,11 +449,13 @@ async def test_subprotocol_option_picks_among_the_offered() -> None:
 async def test_run_cli_prints_its_address_and_serves(capsys: pytest.CaptureFixture[str]) -> None:
     task = asyncio.create_task(run_cli(MockAgentConfig(dialect="twilio"), "127.0.0.1", 0))
     try:
-        line = ""
-        async with asyncio.timeout(3):
-            while not line:
-                await asyncio.sleep(0.01)
-                line = capsys.readouterr().out
+        printed: list[str] = []
+
+        def out() -> str:
+            printed.append(capsys.readouterr().out)
+            return "".join(printed)
+
+        line = await wait_until(out, 3.0, "the address printed")
         m = re.fullmatch(
             r"mock-agent listening on ws://127\.0\.0\.1:(\d+) \(dialect=twilio, mode=paced\)\n",
             line,

@@ -7,6 +7,7 @@ import asyncio
 
 import numpy as np
 import pytest
+from support.waiting import wait_until
 
 from voxproxy.analysis.vad import VadConfig
 from voxproxy.clips import clip, load_corpus
@@ -85,10 +86,9 @@ async def test_a_speech_only_agent_sends_its_speech_and_nothing_else() -> None:
     )
     async with MockAgent(config) as agent:
         await asyncio.gather(_call(agent.url), _call(agent.url))
-        for _ in range(100):
-            if all(log.ended_ns is not None for log in agent.calls):
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(
+            lambda: all(log.ended_ns is not None for log in agent.calls), what="both calls ended"
+        )
     logs = sorted(agent.calls, key=lambda log: log.index)
     assert [log.responses[0].clip for log in logs] == list(names)  # the rotation starts at i
     for log in logs:

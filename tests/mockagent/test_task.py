@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+from support.waiting import wait_until
 
 from voxproxy.errors import ConfigError
 from voxproxy.mockagent.config import MockAgentConfig
@@ -80,7 +81,8 @@ async def drive(
             task.on_barge_in()
         elif what == "quiet":
             task.on_caller_quiet()
-    await asyncio.sleep(0.02)
+    # Its poster hands the last batch over on its own task.
+    await wait_until(lambda: sum(map(len, posted)) >= len(log.events), what="all of it posted")
     await task.aclose()
     assert [e for b in posted for e in b] == log.events  # all of it posted, in order
     assert log.errors == []

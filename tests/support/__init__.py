@@ -3,4 +3,5 @@
 (``faultkit``), WebRTC peers and a browser (``webrtckit``, ``browsercall``), an OTLP
 receiver, receipt samples, privacy checks, event views, ports, and live calls through
 the proxy for the end-to-end tests (``livecall``), a test caller for the mock agent
-(``mockcaller``), the property-based tests' budgets (``fuzzing``)."""
+(``mockcaller``), the property-based tests' budgets (``fuzzing``), and the one bounded
+wait for a condition that tests use instead of sleeping (``waiting.wait_until``)."""

@@ -47,6 +47,11 @@ import numpy as np
 import websockets
 from aiohttp import web
 
+try:
+    from support.waiting import wait_until
+except ImportError:  # run as a script (see above): this folder is first on the path
+    from waiting import wait_until  # type: ignore[no-redef]
+
 from voxproxy.audio.pcm import write_wav
 from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import clip
@@ -222,15 +227,14 @@ def make_wav(path: Path) -> dict[str, float]:
 
 async def _devtools_port(user_data: Path, proc: subprocess.Popen[bytes]) -> int:
     marker = user_data / "DevToolsActivePort"
-    for _ in range(300):
-        if marker.exists():
-            text = marker.read_text().split()
-            if text:
-                return int(text[0])
+
+    def port() -> int | None:
         if proc.poll() is not None:
             raise RuntimeError(f"chromium exited with {proc.returncode}")
-        await asyncio.sleep(0.05)
-    raise RuntimeError("chromium did not open its DevTools port")
+        text = marker.read_text().split() if marker.exists() else []
+        return int(text[0]) if text else None
+
+    return await wait_until(port, 15.0, "chromium's DevTools port")
 
 
 class Cdp:
@@ -315,10 +319,11 @@ async def run(out_path: Path, chromium: str) -> dict[str, Any]:
                 target = await resp.json()
         async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
             cdp = Cdp(ws)
-            for _ in range(200):
-                if await cdp.evaluate("document.readyState") == "complete":
-                    break
-                await asyncio.sleep(0.05)
+
+            async def loaded() -> bool:
+                return bool(await cdp.evaluate("document.readyState") == "complete")
+
+            await wait_until(loaded, what="the page loaded")
             # Tie the page's clock to ours: the round trip with the smallest delay wins.
             best: tuple[int, float] | None = None
             for _ in range(20):
@@ -336,10 +341,7 @@ async def run(out_path: Path, chromium: str) -> dict[str, Any]:
                 timeout_s=hold_ms / 1000 + 40,
             )
             result["page"] = page_out
-        for _ in range(200):
-            if receipts:
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: receipts, what="the receipt")
     finally:
         proc.terminate()
         try:

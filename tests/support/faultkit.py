@@ -56,6 +56,7 @@ class Router:
     delay_handshake_s: dict[str, float] = field(default_factory=dict)
     received: dict[str, list[bytes | str]] = field(default_factory=lambda: defaultdict(list))
     close_codes: dict[str, int | None] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)  # every handshake's path, as it comes in
     port: int = 0
 
     @property
@@ -75,6 +76,7 @@ async def router_agent(**routes: Handler) -> AsyncIterator[Router]:
     router = Router(routes={"echo": echo_media, **routes})
 
     async def process_request(conn: ServerConnection, request: Request) -> Response | None:
+        router.asked.append(request.path)
         route = route_of(request.path)
         delay = router.delay_handshake_s.get(route)
         if delay:
@@ -147,14 +149,6 @@ async def refused(url: str, **options: Any) -> Response:
         async with connect(url, **options):
             pass
     return info.value.response
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
 
 
 @dataclass

@@ -4,7 +4,6 @@ to the agent), each turn's error against the truth, and the bounds they all hold
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -17,6 +16,7 @@ import numpy.typing as npt
 import pytest
 
 from support.groundtruth import beyond_lag
+from support.waiting import wait_until
 from voxproxy.clips import clip
 from voxproxy.loadgen.caller import BargeIn, CallRecord, Say, ScriptedCaller, Step, WaitAgentEnd
 from voxproxy.loadgen.truth import TurnTruth
@@ -94,10 +94,8 @@ async def call_through(
     port = await proxy.start("127.0.0.1", 0)
     url = f"ws://127.0.0.1:{port}{path}" if via_proxy else f"{agent.url}{path}"
     record = await caller(url).run()
-    for _ in range(200):
-        if receipts or not via_proxy:
-            break
-        await asyncio.sleep(0.02)
+    if via_proxy:
+        await wait_until(lambda: receipts, what="the receipt")
     await proxy.stop()
     await agent.stop()
     assert record.error is None, record.error

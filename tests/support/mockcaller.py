@@ -17,6 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
+from support.waiting import wait_until
 from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.audio.levels import window_energy_db
 from voxproxy.clips import clip
@@ -143,9 +144,7 @@ async def run_caller(
 
 
 async def wait_ended(log: CallLog, timeout_s: float = 3.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while log.ended_ns is None:
-            await asyncio.sleep(0.01)
+    await wait_until(lambda: log.ended_ns is not None, timeout_s, "the agent's call log ended")
 
 
 # -- reading the agent's audio --------------------------------------------------------------

@@ -7,7 +7,6 @@ records as plain records.
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import threading
 import zlib
@@ -21,6 +20,8 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from support.waiting import wait_until
 
 
 def _value(v: AnyValue) -> Any:
@@ -205,11 +206,9 @@ class HttpReceiver:
             await self._runner.cleanup()
 
     async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while not predicate(self.received):
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"OTLP receiver: condition not met ({self.received.spans})")
-            await asyncio.sleep(0.05)
+        await wait_until(
+            lambda: predicate(self.received), timeout, f"OTLP receiver ({self.received.spans})"
+        )
 
 
 class _Export:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -35,16 +34,6 @@ def unclosed_peer_connections() -> int:
 
 def open_counts() -> tuple[int, int]:
     return open_peer_connections(), unclosed_peer_connections()
-
-
-async def wait_for(cond: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while loop.time() < deadline:
-        if cond():
-            return True
-        await asyncio.sleep(0.02)
-    return cond()
 
 
 @asynccontextmanager

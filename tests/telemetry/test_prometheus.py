@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from support.waiting import wait_until
 
 from voxproxy.clips import clip
 from voxproxy.harness.child import clean_env, proxy_command, stop
@@ -68,17 +69,14 @@ async def _get(http: aiohttp.ClientSession, url: str, **params: str) -> Any:
 
 
 async def _ready(http: aiohttp.ClientSession, url: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def up() -> bool:
         try:
             async with http.get(url) as resp:
-                if resp.status == 200:
-                    return
+                return resp.status == 200
         except aiohttp.ClientError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{url} did not come up")
-        await asyncio.sleep(0.1)
+            return False
+
+    await wait_until(up, timeout, f"{url} up", poll_s=0.1)
 
 
 async def _query(http: aiohttp.ClientSession, base: str, expr: str) -> float | None:
@@ -170,14 +168,18 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
             )
             assert all(r.error is None for r in records), [r.error for r in records]
             count_expr = "sum(voxproxy_turn_ttfs_seconds_count)"
-            deadline = time.monotonic() + 15.0
-            count = None
-            while time.monotonic() < deadline:
-                count = await _query(http, base, count_expr)
-                calls_total = await _query(http, base, "sum(voxproxy_calls_total)")
-                if count == calls and calls_total == calls:
-                    break
-                await asyncio.sleep(0.25)
+            seen: list[float | None] = []  # the last query's answers
+
+            async def scraped() -> bool:
+                seen[:] = [
+                    await _query(http, base, count_expr),
+                    await _query(http, base, "sum(voxproxy_calls_total)"),
+                ]
+                return seen == [calls, calls]
+
+            with contextlib.suppress(AssertionError):  # the check below says what it saw
+                await wait_until(scraped, 15.0, "Prometheus scraped every call", poll_s=0.25)
+            count = seen[0]
             assert count == calls, f"Prometheus saw {count} ttfs samples, expected {calls}"
             # The median time to first sound, read back through Prometheus' query API, in
             # seconds.

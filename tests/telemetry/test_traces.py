@@ -25,11 +25,12 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from support.faultkit import proxy_before, wait_for
+from support.faultkit import proxy_before
 from support.livecall import hello_then_barge_in
 from support.otlp_receiver import GrpcReceiver, HttpReceiver, Received, SpanRecord
 from support.ports import refusing_port
 from support.receipt_samples import sample_receipt
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -118,7 +119,7 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
             hello_then_barge_in(),
         ).run()
         assert record.error is None, record.error
-        await wait_for(lambda: bool(receipts), 10.0)
+        await wait_until(lambda: bool(receipts), 10.0)
         await asyncio.to_thread(telemetry.flush)
         await receiver.wait_for(lambda r: any(s.name == A.SPAN_CALL for s in r.spans))
         await receiver.wait_for(lambda r: len(r.logs) >= 2)
@@ -333,7 +334,7 @@ async def test_the_agent_s_spans_land_under_the_call_span(monkeypatch: pytest.Mo
             )
             # 2: no trace context from the caller: the proxy starts the trace.
             await _one_raw_call(port, {})
-            await wait_for(lambda: len(receipts) == 2, 10.0)
+            await wait_until(lambda: len(receipts) == 2, 10.0)
             await proxy.stop()
             await asyncio.to_thread(agent_provider.force_flush)
             await asyncio.to_thread(telemetry.flush)
@@ -409,7 +410,7 @@ async def _dead_collector(
             t = time.monotonic()
             await _one_raw_call(port, {})
             assert time.monotonic() - t < 2.0  # forwarding never waits on export
-        await wait_for(lambda: len(receipts) == 3, 10.0)
+        await wait_until(lambda: len(receipts) == 3, 10.0)
     assert [r.terminal for r in receipts] == ["caller_closed"] * 3
     t = time.monotonic()
     await telemetry.aclose()

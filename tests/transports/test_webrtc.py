@@ -11,7 +11,8 @@ import asyncio
 import aiohttp
 import pytest
 from support.ports import refusing_port
-from support.webrtckit import open_counts, wait_for, webrtc_proxy
+from support.waiting import wait_until
+from support.webrtckit import open_counts, webrtc_proxy
 
 from voxproxy.clips import clip
 from voxproxy.loadgen.caller import Say, Silence, WaitAgentEnd
@@ -35,7 +36,7 @@ SHORT = [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=300, start_timeout_ms=40
 
 
 async def _receipt(receipts: list[Receipt], n: int = 1) -> Receipt:
-    assert await wait_for(lambda: len(receipts) >= n, 10.0), "no receipt"
+    await wait_until(lambda: len(receipts) >= n, 10.0, "a receipt")
     return receipts[n - 1]
 
 
@@ -120,7 +121,7 @@ async def test_an_agent_channel_is_relayed_to_the_caller() -> None:
             async with aiohttp.ClientSession() as http:
                 answer = await post_offer(http, proxy.url(), "whip", await caller.create_offer())
                 await caller.accept_answer(answer.sdp)
-                assert await wait_for(lambda: bool(got), 10.0)
+                await wait_until(lambda: bool(got), 10.0)
                 assert answer.session_url is not None
                 async with http.delete(answer.session_url) as resp:
                     assert resp.status == 200
@@ -288,7 +289,7 @@ async def test_ice_that_never_connects_ends_the_call_with_a_receipt() -> None:
             assert answer.status == 201
             receipt = await _receipt(receipts)
             # The agent leg was closed too, and the agent told (WHIP DELETE).
-            assert await wait_for(lambda: not agent.active, 5.0)
+            await wait_until(lambda: not agent.active, 5.0)
     assert receipt.terminal == "ice_failed"
     assert receipt.close.initiator == "caller"
     assert receipt.turns == []
@@ -305,8 +306,9 @@ async def test_proxy_shutdown_ends_live_calls_with_receipts() -> None:
             WebRtcCallerConfig(proxy.url()), [Say(clip("caller_yes")), Silence(5000)]
         )
         task = asyncio.create_task(caller.run_webrtc())
-        assert await wait_for(lambda: proxy.active == 1 and bool(agent.active), 10.0)
-        await asyncio.sleep(0.5)
+        await wait_until(lambda: proxy.active == 1 and bool(agent.active), 10.0)
+        # Live: the caller's audio is reaching the agent through the proxy.
+        await wait_until(lambda: agent.calls[0].caller_packets > 0, 10.0, "caller audio")
         await proxy_cm.__aexit__(None, None, None)
         receipt = await _receipt(receipts)
         task.cancel()
@@ -398,7 +400,7 @@ async def test_offers_over_max_calls_are_refused_with_503_before_any_agent_sessi
     try:
         async with webrtc_proxy(agent.url(), receipts, max_calls=1) as proxy:
             first = asyncio.create_task(_post_raw(proxy.url(), offer))
-            assert await wait_for(lambda: len(agent.calls) == 1, 5.0)
+            await wait_until(lambda: len(agent.calls) == 1, 5.0)
             peers = open_counts()
             refused = []
             for _ in range(5):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from support import faultkit
-from support.faultkit import wait_for
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
@@ -106,7 +106,7 @@ async def test_messages_are_byte_exact_and_in_order_with_and_without_proxy() -> 
             _,
         ):
             proxied, code_p, reason_p = await exchange(f"ws://127.0.0.1:{port}/")
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert direct == AGENT_SCRIPT
     assert proxied == direct  # the caller saw exactly the same messages, types included
     assert [type(m) for m in proxied] == [type(m) for m in AGENT_SCRIPT]
@@ -143,7 +143,7 @@ async def test_caller_messages_reach_the_agent_unchanged() -> None:
                     await ws.send(m)
                 with pytest.raises(ConnectionClosed):
                     await ws.recv()
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert received == CALLER_SCRIPT
 
 
@@ -165,7 +165,7 @@ async def test_fragmented_messages_pass_with_their_fragments() -> None:
                 await ws.send(["a", "b"])
                 with pytest.raises(ConnectionClosed):
                     await ws.recv()
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert got == ["ab"]
     # Measured as whole messages: the two agent messages are two, not five.
     assert receipts[0].traffic.agent_to_caller_messages == 2
@@ -185,7 +185,7 @@ async def test_path_query_subprotocol_and_headers_pass_through() -> None:
             ) as ws:
                 assert ws.subprotocol == "audio.v1"
                 assert await ws.recv() == "ok"
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     req = side.requests[0]
     assert req.path == "/stream/42?lang=es&x=1"
     assert req.headers["Authorization"] == "Bearer tok"
@@ -204,7 +204,7 @@ async def test_upstream_path_is_kept_when_configured() -> None:
         async with running_proxy(f"ws://127.0.0.1:{agent_port}/agent?k=1") as (port, receipts, _):
             async with connect(f"ws://127.0.0.1:{port}/ignored?y=2"):
                 pass
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     # The path is the upstream's; the caller's query goes on, after the upstream's own.
     assert side.requests[0].path == "/agent?k=1&y=2"
 
@@ -236,7 +236,7 @@ async def test_caller_close_code_and_reason_reach_the_agent() -> None:
         async with running_proxy(f"ws://127.0.0.1:{agent_port}") as (port, receipts, _):
             async with connect(f"ws://127.0.0.1:{port}") as ws:
                 await ws.close(4100, "caller hung up")
-            await wait_for(lambda: len(receipts) == 1 and len(side.close_codes) == 1)
+            await wait_until(lambda: len(receipts) == 1 and len(side.close_codes) == 1)
     assert side.close_codes == [(4100, "caller hung up")]
     assert receipts[0].close.caller_code == 4100
     assert receipts[0].close.initiator == "caller"
@@ -254,7 +254,7 @@ async def test_upstream_refusal_is_mirrored_and_recorded(caplog: pytest.LogCaptu
             with pytest.raises(InvalidStatus) as info:
                 async with connect(f"ws://127.0.0.1:{port}"):
                     pass
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert info.value.response.status_code == 403
     r = receipts[0]
     assert r.terminal == "upstream_refused"
@@ -273,7 +273,7 @@ async def test_unreachable_upstream_gets_502_and_a_receipt(
             with pytest.raises(InvalidStatus) as info:
                 async with connect(f"ws://127.0.0.1:{port}"):
                     pass
-        await wait_for(lambda: len(receipts) == 2)
+        await wait_until(lambda: len(receipts) == 2)
     assert info.value.response.status_code == 502
     assert [r.terminal for r in receipts] == ["upstream_unreachable"] * 2
     # One warning per call, naming the call and the cause.
@@ -300,7 +300,7 @@ async def test_silent_upstream_handshake_times_out_with_504() -> None:
         with pytest.raises(InvalidStatus) as info:
             async with connect(f"ws://127.0.0.1:{port}", open_timeout=5):
                 pass
-        await wait_for(lambda: len(receipts) == 1)
+        await wait_until(lambda: len(receipts) == 1)
     server.close()
     await server.wait_closed()
     assert info.value.response.status_code == 504
@@ -322,7 +322,7 @@ async def test_oversized_message_closes_with_1009_and_is_counted() -> None:
                 with pytest.raises(ConnectionClosed):
                     await ws.recv()
                 assert ws.close_code == 1009
-            await wait_for(lambda: len(receipts) == 1 and len(side.close_codes) == 1)
+            await wait_until(lambda: len(receipts) == 1 and len(side.close_codes) == 1)
     assert receipts[0].terminal == "message_too_big"
     assert receipts[0].anomalies.get("oversized") == 1
     assert side.close_codes[0][0] == 1009
@@ -337,25 +337,28 @@ async def test_caller_that_vanishes_gets_a_receipt_and_the_agent_a_going_away() 
             ws = await connect(f"ws://127.0.0.1:{port}")
             await ws.send(b"\x00" * 640)
             ws.transport.abort()  # no close frame, the TCP connection just drops
-            await wait_for(lambda: len(receipts) == 1 and len(side.close_codes) == 1)
+            await wait_until(lambda: len(receipts) == 1 and len(side.close_codes) == 1)
     assert receipts[0].terminal == "caller_vanished"
     assert side.close_codes[0][0] == 1001
 
 
 async def test_agent_that_drops_mid_call_closes_the_caller_with_1014() -> None:
+    heard = asyncio.Event()  # the caller has the agent's first words: the call is under way
+
     async def agent(ws: ServerConnection) -> None:
         await ws.send("hi")
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(heard.wait(), 10)
         ws.transport.abort()
 
     async with agent_server(agent) as (agent_port, _side):
         async with running_proxy(f"ws://127.0.0.1:{agent_port}") as (port, receipts, _):
             async with connect(f"ws://127.0.0.1:{port}") as ws:
                 assert await ws.recv() == "hi"
+                heard.set()
                 with pytest.raises(ConnectionClosed):
                     await ws.recv()
                 assert ws.close_code == 1014
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert receipts[0].terminal == "agent_vanished"
 
 
@@ -384,7 +387,7 @@ async def test_stalled_agent_does_not_hold_other_calls_and_still_gets_a_receipt(
                     for i in range(20):
                         await fine.send(f"m{i}")
                         assert await fine.recv() == f"m{i}"
-            await wait_for(lambda: len(receipts1) == 1 and len(receipts2) == 1, timeout=5)
+            await wait_until(lambda: len(receipts1) == 1 and len(receipts2) == 1, 5.0)
     assert receipts1[0].terminal == "caller_closed"
     assert receipts2[0].traffic.agent_to_caller_messages == 20
 
@@ -405,7 +408,7 @@ async def test_many_concurrent_calls_do_not_mix() -> None:
     async with agent_server(echo) as (agent_port, _side):
         async with running_proxy(f"ws://127.0.0.1:{agent_port}") as (port, receipts, proxy):
             results = await asyncio.gather(*(one_call(port, n) for n in range(60)))
-            await wait_for(lambda: len(receipts) == 60)
+            await wait_until(lambda: len(receipts) == 60)
             assert proxy.active == 0
     for n, out in enumerate(results):
         assert out == [f"call{n}-msg{i}" for i in range(10)]
@@ -437,7 +440,7 @@ async def test_a_measurement_failure_is_counted_and_forwarding_goes_on(
                 for _i in range(5):
                     await ws.send(b"\x00\x00" * 160)
                     assert await ws.recv() == b"\x00\x00" * 160
-            await wait_for(lambda: len(receipts) == 1)
+            await wait_until(lambda: len(receipts) == 1)
     assert calls == 10
     assert receipts[0].anomalies["measurement_error"] == 10
     assert receipts[0].traffic.caller_to_agent_messages == 5
@@ -474,8 +477,8 @@ async def test_twilio_bad_input_is_forwarded_and_counted() -> None:
             async with connect(f"ws://127.0.0.1:{port}") as ws:
                 for m in bad:
                     await ws.send(m)
-                await asyncio.sleep(0.1)
-            await wait_for(lambda: len(receipts) == 1)
+                await wait_until(lambda: len(received) == len(bad), what="all of it at the agent")
+            await wait_until(lambda: len(receipts) == 1)
     assert received == bad  # every message went through unchanged
     a = receipts[0].anomalies
     assert a == {"invalid_base64": 1, "malformed": 2, "unexpected_binary": 1, "unknown_event": 1}
