@@ -135,8 +135,8 @@ def add_parser(sub: Any) -> None:
         default=100.0,
         help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop runs "
         "this many ms late (the median of its readings over the last second), or while its "
-        "measurement is shedding: the calls it has stay transparent (0: no such refusal; "
-        "websocket transport; default 100)",
+        "measurement is shedding or more than 100 ms behind: the calls it has stay "
+        "transparent (0: no such refusal; both transports; default 100)",
     )
     p.add_env_argument(
         "--idle-timeout",
@@ -401,6 +401,7 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
         dialect_options=DialectOptions(),
         session=_session_config(args),
         secret=args.secret.encode() if args.secret else None,
+        max_loop_lag_ms=args.max_loop_lag_ms or None,
     )
 
 
