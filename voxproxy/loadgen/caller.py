@@ -389,10 +389,19 @@ class ScriptedCaller:
             if vad_rate is not None:
                 self._agent_vad = SpeechDetector(vad_rate, VadConfig(), batch_ms=40.0)
         start = self._playout.add(ev.pcm, t)
-        self.record.agent_chunks.append(
-            AgentChunk(self._agent_pos, ev.pcm.size, start, t, ev.item_id)
-        )
-        self._agent_pos += ev.pcm.size
+        chunks, rate, n = self.record.agent_chunks, self.record.agent_rate_hz, ev.pcm.size
+        last = chunks[-1] if chunks else None
+        if (  # the run goes on, with whole ns per sample run: one chunk (fewer objects)
+            last is not None
+            and last.stream_pos + last.n == self._agent_pos
+            and last.n * NS_PER_S % rate == 0
+            and last.play_ns + last.n * NS_PER_S // rate == start
+            and last.item_id == ev.item_id
+        ):
+            last.n += n
+        else:
+            chunks.append(AgentChunk(self._agent_pos, n, start, t, ev.item_id))
+        self._agent_pos += n
         if ev.item_id is not None:
             self._current_item = ev.item_id
 
