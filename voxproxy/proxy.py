@@ -63,6 +63,15 @@ class ProxyConfig:
 ReceiptSink = Callable[[Receipt], None]
 
 
+def loop_lag_over(clock_lag: LagMonitor, bound_ms: float) -> str | None:
+    """Why a new call is refused when the loop's median lag of the last second is over
+    ``bound_ms`` (both transports' admission on measured load), or None."""
+    lag_ns = clock_lag.recent_lag_ns(LAG_WINDOW_NS)
+    if lag_ns > bound_ms * NS_PER_MS:
+        return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
+    return None
+
+
 class _Unmeasured:
     """The decoder of a call whose measurement could not be set up: it decodes nothing."""
 
@@ -439,11 +448,10 @@ class Proxy(ReceiptOutlet):
 
     def _overloaded(self) -> str | None:
         """Why a new call would not be served transparently now, or None."""
-        bound = self.config.max_loop_lag_ms
-        assert bound is not None
-        lag_ns = self.clock_lag.recent_lag_ns(LAG_WINDOW_NS)
-        if lag_ns > bound * NS_PER_MS:
-            return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
+        assert self.config.max_loop_lag_ms is not None
+        why = loop_lag_over(self.clock_lag, self.config.max_loop_lag_ms)
+        if why is not None:
+            return why
         if self.measuring.shedding:
             return "measurement is shedding"
         # Measurement falls behind when the core no longer carries the calls' forwarding

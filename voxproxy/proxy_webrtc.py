@@ -26,9 +26,9 @@ from voxproxy.livecalls import LiveCalls
 from voxproxy.proxy import (
     CALL_ID_HEADER,
     DEFAULT_MAX_LOOP_LAG_MS,
-    LAG_WINDOW_NS,
     ReceiptOutlet,
     ReceiptSink,
+    loop_lag_over,
     publish,
 )
 from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
@@ -38,7 +38,6 @@ from voxproxy.telemetry import (
     CallTrace,
     Telemetry,
 )
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.webrtc import (
     EndInfo,
     Offer,
@@ -210,12 +209,8 @@ class WebRtcProxy(ReceiptOutlet):
 
     def _overloaded(self) -> str | None:
         """Why a new call would not be served transparently now, or None."""
-        bound = self.config.max_loop_lag_ms
-        assert bound is not None
-        lag_ns = self.clock_lag.recent_lag_ns(LAG_WINDOW_NS)
-        if lag_ns > bound * NS_PER_MS:
-            return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
-        return None
+        assert self.config.max_loop_lag_ms is not None
+        return loop_lag_over(self.clock_lag, self.config.max_loop_lag_ms)
 
     def _observer(self, t_ns: int, offer: Offer) -> WebRtcCallContext:
         return WebRtcCallContext(self, t_ns, offer)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import numpy as np
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
@@ -58,3 +59,45 @@ def test_every_frame_arrives_once_in_order(
         assert len(media) >= clip_frames  # the whole clip was sent before the silence
         seqs = [int(json.loads(m)["sequenceNumber"]) for m in media]
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+def _heard(chunks: list[tuple[int, int, str | None]], flush_at: int | None = None) -> CallRecord:
+    """A caller fed agent audio directly: (arrival ms, samples, item id) per message."""
+    from voxproxy.events import AGENT_TO_CALLER, Audio
+
+    c = ScriptedCaller(CallerConfig(url="ws://unused", dialect="twilio"), [])
+    for t_ms, n, item in chunks:
+        t = t_ms * 1_000_000
+        if flush_at is not None and t >= flush_at * 1_000_000 > 0:
+            c._agent_flush(flush_at * 1_000_000)
+            flush_at = None
+        pcm = np.full(n, 1000, dtype=np.int16)
+        c._agent_audio(Audio(AGENT_TO_CALLER, pcm, 8000, t, item), t)
+    if flush_at is not None:
+        c._agent_flush(flush_at * 1_000_000)
+    return c.record
+
+
+def test_a_run_of_agent_audio_is_one_chunk_with_the_same_play_times() -> None:
+    # 20 ms messages arriving in a burst (queued ahead: contiguous on the timeline), a
+    # gap, a run arriving in real time, a gap, two messages of odd sizes.
+    msgs = [(1000 + k, 160, None) for k in range(10)]
+    msgs += [(2000 + 20 * k, 160, None) for k in range(5)]
+    msgs += [(2200, 161, None), (2200, 163, None)]
+    rec = _heard(msgs)
+    assert [(c.stream_pos, c.n) for c in rec.agent_chunks] == [(0, 1600), (1600, 800), (2400, 324)]
+    # Every sample plays when the messages apart put it (Playout: n * 1e9 // rate each).
+    ns = 1_000_000_000 // 8000
+    assert rec.play_time(0) == 1000 * 1_000_000
+    assert rec.play_time(1599) == 1000 * 1_000_000 + 1599 * ns
+    assert rec.play_time(1600) == 2000 * 1_000_000
+    assert rec.play_time(2399) == 2000 * 1_000_000 + 799 * ns
+    assert rec.play_time(2400 + 161) == 2200 * 1_000_000 + 161 * ns
+    assert rec.play_time(2400 + 324) is None
+
+
+def test_a_flush_cuts_a_merged_run_where_it_cut_the_messages() -> None:
+    msgs = [(1000 + k, 160, "i1") for k in range(10)]  # 200 ms queued from 1000 ms
+    rec = _heard(msgs, flush_at=1050)  # 50 ms played, the rest never will be
+    assert [(c.stream_pos, c.n) for c in rec.agent_chunks] == [(0, 400)]
+    assert rec.play_time(399) is not None and rec.play_time(400) is None

@@ -27,7 +27,7 @@ from websockets.protocol import State
 
 from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
-from voxproxy.audio.resample import Converter, resample_linear
+from voxproxy.audio.resample import Converter
 from voxproxy.clips import Clip
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
@@ -46,6 +46,8 @@ from voxproxy.loadgen.steps import Silence as Silence
 from voxproxy.loadgen.steps import Step as Step
 from voxproxy.loadgen.steps import WaitAgentEnd as WaitAgentEnd
 from voxproxy.loadgen.steps import WaitAgentStart as WaitAgentStart
+from voxproxy.loadgen.steps import active_rms as active_rms
+from voxproxy.loadgen.steps import clip_at_rate
 from voxproxy.loadgen.wires import CallerWire, caller_wire
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
@@ -76,13 +78,6 @@ class CallerConfig:
     truncate_after_ms: float = 150.0  # barge-in speech onset -> truncate + response.cancel
     answer_tools: bool = True  # answer function calls: function_call_output + response.create
     tool_latency_ms: float = 300.0  # function_call_arguments.done -> function_call_output
-
-
-def active_rms(pcm: Pcm, c: Clip, rate: int) -> float:
-    """RMS of a clip over its true speech segments (its active speech level)."""
-    parts = [pcm[round(a * rate / 1000) : round(b * rate / 1000)] for a, b in c.segments_ms]
-    x = np.concatenate(parts).astype(np.float64) if parts else pcm.astype(np.float64)
-    return float(np.sqrt(np.mean(x**2))) if x.size else 0.0
 
 
 class ScriptedCaller:
@@ -191,15 +186,7 @@ class ScriptedCaller:
         self._bed = bed * (speech_rms / bed_rms) * 10 ** (-spec.snr_db / 20)
 
     def _at_rate(self, c: Clip) -> Pcm:
-        pcm = c.pcm
-        if c.sample_rate_hz == self.rate:
-            return pcm
-        if c.sample_rate_hz % self.rate:
-            return resample_linear(pcm, c.sample_rate_hz, self.rate)  # e.g. 16 -> 24 kHz
-        f = c.sample_rate_hz // self.rate
-        n = (pcm.size // f) * f
-        out: Pcm = pcm[:n].reshape(-1, f).astype(np.int32).mean(axis=1).astype(np.int16)
-        return out
+        return clip_at_rate(c, self.rate)
 
     def _encode(self, frame: Pcm) -> bytes | str:
         if self._realtime is not None:
@@ -389,10 +376,19 @@ class ScriptedCaller:
             if vad_rate is not None:
                 self._agent_vad = SpeechDetector(vad_rate, VadConfig(), batch_ms=40.0)
         start = self._playout.add(ev.pcm, t)
-        self.record.agent_chunks.append(
-            AgentChunk(self._agent_pos, ev.pcm.size, start, t, ev.item_id)
-        )
-        self._agent_pos += ev.pcm.size
+        chunks, rate, n = self.record.agent_chunks, self.record.agent_rate_hz, ev.pcm.size
+        last = chunks[-1] if chunks else None
+        if (  # the run goes on, with whole ns per sample run: one chunk (fewer objects)
+            last is not None
+            and last.stream_pos + last.n == self._agent_pos
+            and last.n * NS_PER_S % rate == 0
+            and last.play_ns + last.n * NS_PER_S // rate == start
+            and last.item_id == ev.item_id
+        ):
+            last.n += n
+        else:
+            chunks.append(AgentChunk(self._agent_pos, n, start, t, ev.item_id))
+        self._agent_pos += n
         if ev.item_id is not None:
             self._current_item = ev.item_id
 

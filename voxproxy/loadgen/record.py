@@ -29,10 +29,14 @@ class NoiseTruth:
 
 @dataclass(slots=True)
 class AgentChunk:
+    """A run of agent audio, contiguous in the stream and on the playout timeline (the
+    messages of one run are one chunk: whole nanoseconds per run, so every sample's play
+    time is the one the messages apart would give; a long call keeps few objects)."""
+
     stream_pos: int  # agent audio samples received before this chunk
     n: int
     play_ns: int  # start on the caller's playout timeline
-    arrival_ns: int
+    arrival_ns: int  # of its first message
     item_id: str | None = None  # openai-realtime: the audio item it belongs to
 
 

@@ -1,10 +1,52 @@
-"""A scripted caller's script: the steps it follows, and the noise bed under its audio."""
+"""A scripted caller's script: the steps it follows, the noise bed under its audio, and
+the clips it says at its wire's rate."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
+
+from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
+from voxproxy.events import Pcm
+
+_AT_RATE: OrderedDict[tuple[int, int], tuple[Pcm, Pcm]] = OrderedDict()
+_AT_RATE_KEEP = 64  # clips (at a rate) kept: a run's scenarios say a few
+
+
+def clip_at_rate(c: Clip, rate: int) -> Pcm:
+    """``c``'s samples at ``rate`` (read-only). Converted once per clip and rate for the
+    whole process: every caller of a run says the same clips, and converting a clip of
+    a few seconds takes milliseconds, which a load of callers starting together would
+    take from the loop (every caller's pacing) again and again."""
+    pcm = c.pcm
+    if c.sample_rate_hz == rate:
+        return pcm
+    key = (id(pcm), rate)
+    hit = _AT_RATE.get(key)
+    if hit is not None and hit[0] is pcm:  # the same array (an id can be reused)
+        _AT_RATE.move_to_end(key)
+        return hit[1]
+    if c.sample_rate_hz % rate:
+        out = resample_linear(pcm, c.sample_rate_hz, rate)  # e.g. 16 -> 24 kHz
+    else:
+        f = c.sample_rate_hz // rate
+        n = (pcm.size // f) * f
+        out = pcm[:n].reshape(-1, f).astype(np.int32).mean(axis=1).astype(np.int16)
+    out.flags.writeable = False  # shared by every caller
+    _AT_RATE[key] = (pcm, out)
+    if len(_AT_RATE) > _AT_RATE_KEEP:
+        _AT_RATE.popitem(last=False)
+    return out
+
+
+def active_rms(pcm: Pcm, c: Clip, rate: int) -> float:
+    """RMS of a clip over its true speech segments (its active speech level)."""
+    parts = [pcm[round(a * rate / 1000) : round(b * rate / 1000)] for a, b in c.segments_ms]
+    x = np.concatenate(parts).astype(np.float64) if parts else pcm.astype(np.float64)
+    return float(np.sqrt(np.mean(x**2))) if x.size else 0.0
 
 
 @dataclass(frozen=True, slots=True)
