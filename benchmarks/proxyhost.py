@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 from pydantic import ValidationError  # noqa: E402
 
-from voxproxy.proxy import ProxyConfig  # noqa: E402
+from voxproxy.proxy.websocket import ProxyConfig  # noqa: E402
 from voxproxy.receipts.model import Receipt  # noqa: E402
 from voxproxy.receipts.policy import load_policy  # noqa: E402
 from voxproxy.server import ProxyServer, ServeConfig, run_loop  # noqa: E402

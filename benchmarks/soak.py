@@ -244,7 +244,7 @@ async def _callers(proxy_port: int, agent_port: int, calls: int, seconds: float,
 
 
 async def proxy_phase(minutes: float, calls: int, each_s: float, sample_s: float) -> dict[str, Any]:
-    from voxproxy.proxy import Proxy, ProxyConfig
+    from voxproxy.proxy.websocket import Proxy, ProxyConfig
     from voxproxy.receipts.writer import ReceiptWriter, read_receipts
     from voxproxy.transports.websocket import RelayConfig
 

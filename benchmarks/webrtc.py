@@ -70,7 +70,7 @@ def proxy_main(
     conn: Connection, upstream: str, agent_codecs: list[str] | None, measure: bool = True
 ) -> None:
     _pin(0)
-    from voxproxy.proxy_webrtc import WebRtcProxy, WebRtcProxyConfig
+    from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
     from voxproxy.transports.webrtc import (
         LATENCY_BINS,
         WebRtcRelayConfig,

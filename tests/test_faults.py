@@ -38,7 +38,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.proxy import Proxy
+from voxproxy.proxy.websocket import Proxy
 from voxproxy.receipts.model import Receipt
 
 
@@ -430,7 +430,7 @@ async def test_a_broken_measurement_component_never_costs_a_receipt(
 ) -> None:
     """The session core, the receipt builder or the decoder factory raise: forwarding goes on
     and the call still gets its one receipt (flagged), for every call of the proxy."""
-    from voxproxy import proxy as proxy_module
+    from voxproxy.proxy import websocket as proxy_module
     from voxproxy.session import call as session_module
     from voxproxy.session import receipt as receipt_module
 

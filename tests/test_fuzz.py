@@ -4,7 +4,7 @@ unsent, flushes with nothing queued, huge and empty payloads, rate and format ch
 time jumps) and over raw event streams: no exception leaves it, no internal error is
 counted, every bad message is counted as an anomaly, traffic adds up and the receipt is
 valid (the decoders: tests/dialects/test_decoders_fuzz.py, the relay:
-tests/test_proxy_fuzz.py). Bounded (``support.fuzzing.bounded``); ``VOXPROXY_FUZZ_SCALE=20``
+tests/proxy/test_fuzz.py). Bounded (``support.fuzzing.bounded``); ``VOXPROXY_FUZZ_SCALE=20``
 searches deeper."""
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from voxproxy.dialects import make_decoder
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
 from voxproxy.harness.rawws import accept_handshake
-from voxproxy.proxy import CallContext
+from voxproxy.proxy.websocket import CallContext
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import (
     CALLER_AHEAD_TOLERANCE_MS,

@@ -11,8 +11,8 @@ from contextlib import asynccontextmanager, suppress
 import pytest
 from prometheus_client import CollectorRegistry
 
-from voxproxy.eventapi import EventApi
-from voxproxy.livecalls import LiveCalls
+from voxproxy.proxy.eventapi import EventApi
+from voxproxy.proxy.livecalls import LiveCalls
 from voxproxy.telemetry.prometheus import MetricsServer
 from voxproxy.transports.webrtc import SignalingServer
 

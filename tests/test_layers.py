@@ -47,11 +47,9 @@ CORE_MAY_NOT = (
 MAY_NOT: dict[str, tuple[str, ...]] = {
     "transports": (
         "proxy",
-        "proxy_webrtc",
         "session",
         "receipts",
         "telemetry",
-        "eventapi",
         "loadgen",
         "mockagent",
         "harness",
@@ -59,12 +57,11 @@ MAY_NOT: dict[str, tuple[str, ...]] = {
         "commands",
     ),
     "simcall": ("loadgen", "mockagent", "harness", "transports", "proxy", "cli", "commands"),
-    "loadgen": ("mockagent", "harness", "proxy", "proxy_webrtc", "cli", "commands"),
-    "mockagent": ("loadgen", "harness", "proxy", "proxy_webrtc", "cli", "commands"),
-    "telemetry": ("proxy", "proxy_webrtc", "transports", "loadgen", "mockagent", "harness", "cli"),
+    "loadgen": ("mockagent", "harness", "proxy", "cli", "commands"),
+    "mockagent": ("loadgen", "harness", "proxy", "cli", "commands"),
+    "telemetry": ("proxy", "transports", "loadgen", "mockagent", "harness", "cli"),
     "receipts": (
         "proxy",
-        "proxy_webrtc",
         "transports",
         "telemetry",
         "loadgen",

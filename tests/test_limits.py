@@ -50,7 +50,7 @@ from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.harness.ports import free_port
-from voxproxy.proxy import Proxy
+from voxproxy.proxy.websocket import Proxy
 from voxproxy.receipts.model import Receipt
 from voxproxy.server import redact_url
 from voxproxy.transports.websocket import RelayConfig

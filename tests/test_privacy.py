@@ -47,7 +47,7 @@ from voxproxy.loadgen.runner import (
 )
 from voxproxy.loadgen.scenario import load_scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.store import ReceiptStore

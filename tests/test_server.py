@@ -16,7 +16,7 @@ from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.errors import ConfigError
-from voxproxy.proxy import ProxyConfig
+from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.store import query_receipts
 from voxproxy.receipts.writer import read_receipts

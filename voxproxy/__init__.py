@@ -8,7 +8,7 @@ path of one message, where to add a wire, a gate or a sink):
   :mod:`voxproxy.turns`, :mod:`voxproxy.effects`, :mod:`voxproxy.session` and the
   receipt document :mod:`voxproxy.receipts.model`;
 * the forwarding plane and the shells around it: :mod:`voxproxy.transports`,
-  :mod:`voxproxy.proxy`, :mod:`voxproxy.proxy_webrtc`, the receipt sinks in
+  :mod:`voxproxy.proxy.websocket`, :mod:`voxproxy.proxy.webrtc`, the receipt sinks in
   :mod:`voxproxy.receipts`, :mod:`voxproxy.telemetry`, :mod:`voxproxy.cli`.
 
 Around them: the load generator (:mod:`voxproxy.loadgen`), the mock agent

@@ -2,7 +2,7 @@
 
 ::
 
-    from voxproxy.proxy import ProxyConfig
+    from voxproxy.proxy.websocket import ProxyConfig
     from voxproxy.server import ServeConfig, serve
     from voxproxy.transports.websocket import RelayConfig
 
@@ -10,7 +10,7 @@
 
 :class:`ProxyServer` owns what surrounds the relay, for either transport (a
 :class:`~voxproxy.proxy.ProxyConfig` runs the websocket proxy, a
-:class:`~voxproxy.proxy_webrtc.WebRtcProxyConfig` the WebRTC one): the receipts
+:class:`~voxproxy.proxy.webrtc.WebRtcProxyConfig` the WebRTC one): the receipts
 file and its crash journal (the receipts a killed proxy left owed are written at
 start), the SQLite store, the verdict under the policy, telemetry (and
 ``/metrics``), the event API, the open-files watch, and on stop the drain and the
@@ -35,16 +35,16 @@ from typing import TYPE_CHECKING, Any
 from voxproxy import __version__
 from voxproxy.errors import ConfigError
 from voxproxy.httpserve import HEADER_TIMEOUT_S
-from voxproxy.proxy import ProxyConfig, ReceiptSink, recover_crashed
+from voxproxy.proxy.websocket import ProxyConfig, ReceiptSink, recover_crashed
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.receipts.verdict import judged
 from voxproxy.telemetry import NULL_TELEMETRY, Telemetry, TelemetryConfig, make_telemetry
 
 if TYPE_CHECKING:
-    from voxproxy.eventapi import EventApi
-    from voxproxy.proxy import Proxy
-    from voxproxy.proxy_webrtc import WebRtcProxy, WebRtcProxyConfig
+    from voxproxy.proxy.eventapi import EventApi
+    from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
+    from voxproxy.proxy.websocket import Proxy
     from voxproxy.receipts.journal import CallJournal
     from voxproxy.receipts.store import ReceiptStore
     from voxproxy.receipts.writer import ReceiptWriter
@@ -54,7 +54,7 @@ log = logging.getLogger("voxproxy")
 
 @dataclass(frozen=True, slots=True)
 class EventsConfig:
-    """The event API (:mod:`voxproxy.eventapi`): where it listens and the token it requires."""
+    """The event API (:mod:`voxproxy.proxy.eventapi`): where it listens, the token it needs."""
 
     token: str
     listen: tuple[str, int]
@@ -62,7 +62,7 @@ class EventsConfig:
     header_timeout_s: float = HEADER_TIMEOUT_S
 
     def __post_init__(self) -> None:
-        from voxproxy.eventapi import MIN_TOKEN_CHARS
+        from voxproxy.proxy.eventapi import MIN_TOKEN_CHARS
 
         if len(self.token) < MIN_TOKEN_CHARS:
             raise ConfigError(f"--events-token must be at least {MIN_TOKEN_CHARS} characters")
@@ -87,7 +87,7 @@ class ServeConfig:
     ice_hosts: tuple[str, ...] = ()  # webrtc: addresses to gather ICE host candidates on
     # Processes serving the listener (websocket): 1 serves in this process; N > 1 starts
     # N workers sharing the port (SO_REUSEPORT), the receipts file, one /metrics and one
-    # event API (see voxproxy.workers).
+    # event API (see voxproxy.proxy.workers).
     workers: int = 1
     reuse_port: bool = False  # share the listening port with other processes
     journal: str | Path | None = None  # the crash journal (default: beside the receipts)
@@ -178,12 +178,12 @@ class ProxyServer:
             await self._start_events(cfg.events)
         host, port = cfg.listen
         if cfg.transport == "webrtc":
-            from voxproxy.proxy_webrtc import WebRtcProxy
+            from voxproxy.proxy.webrtc import WebRtcProxy
 
             assert isinstance(proxy, WebRtcProxy)
             self.port = await proxy.start(host, port)
         else:
-            from voxproxy.proxy import Proxy
+            from voxproxy.proxy.websocket import Proxy
 
             assert isinstance(proxy, Proxy)
             self.port = await proxy.start(host, port, cfg.tls, reuse_port=cfg.reuse_port)
@@ -198,11 +198,11 @@ class ProxyServer:
     ) -> Proxy | WebRtcProxy:
         cfg = self.config
         if isinstance(cfg.proxy, ProxyConfig):
-            from voxproxy.proxy import Proxy
+            from voxproxy.proxy.websocket import Proxy
 
             # One verdict per receipt, given before the sinks and telemetry see it.
             return Proxy(cfg.proxy, sinks=sinks, telemetry=self.telemetry, judge=judge)
-        from voxproxy.proxy_webrtc import WebRtcProxy
+        from voxproxy.proxy.webrtc import WebRtcProxy
         from voxproxy.transports.webrtc import use_host_addresses
 
         if cfg.ice_hosts:
@@ -210,7 +210,7 @@ class ProxyServer:
         return WebRtcProxy(cfg.proxy, sinks=sinks, telemetry=self.telemetry, judge=judge)
 
     async def _start_events(self, events: EventsConfig) -> None:
-        from voxproxy.eventapi import EventApi
+        from voxproxy.proxy.eventapi import EventApi
 
         assert self.proxy is not None
         self.events_api = EventApi(
@@ -267,7 +267,7 @@ class ProxyServer:
     ) -> None:
         """Serve until SIGINT or SIGTERM (or ``stop`` is set), then drain and stop.
         ``on_started`` is called once listening (a worker tells its parent; see
-        :mod:`voxproxy.workers`); without it the start is logged."""
+        :mod:`voxproxy.proxy.workers`); without it the start is logged."""
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -345,9 +345,9 @@ def log_started(cfg: ServeConfig, policy: Policy, port: int, workers: str = "") 
 
 def serve(config: ServeConfig) -> None:
     """Run a proxy until SIGINT or SIGTERM (on uvloop when installed): in this process,
-    or with ``config.workers`` > 1 in that many worker processes (:mod:`voxproxy.workers`)."""
+    or with ``config.workers`` > 1 in that many worker processes (:mod:`voxproxy.proxy.workers`)."""
     if config.workers > 1:
-        from voxproxy.workers import run_workers
+        from voxproxy.proxy.workers import run_workers
 
         run_workers(config)
         return

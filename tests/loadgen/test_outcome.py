@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 from support.flowkit import call
 
-from voxproxy.eventapi import value_digest
+from voxproxy.ids import value_digest
 from voxproxy.loadgen.outcome import (
     AXES,
     CAUSE_AXIS,

@@ -15,7 +15,7 @@ import support.webrtckit as webrtckit  # noqa: F401  (ICE on 127.0.0.1 only)
 from voxproxy.cli import main
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
-from voxproxy.proxy_webrtc import WebRtcProxy, WebRtcProxyConfig
+from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.transports.webrtc import WebRtcRelayConfig
 

@@ -24,7 +24,7 @@ from voxproxy.clips import clip
 from voxproxy.dialects import make_decoder
 from voxproxy.events import CALLER_TO_AGENT, Audio, MarkEcho
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
-from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.scripted.kits import Exotel, Kit, Plivo, Telnyx, Vonage
 from voxproxy.scripted.render import to_rate

@@ -57,7 +57,7 @@ from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import clip
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
-from voxproxy.proxy_webrtc import WebRtcProxy, WebRtcProxyConfig
+from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.transports.webrtc import WebRtcRelayConfig, use_host_addresses
 

@@ -25,7 +25,7 @@ from websockets.http11 import Request, Response
 
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.ids import keyed_hash
-from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.telemetry import Telemetry
 from voxproxy.transports.websocket import RelayConfig

@@ -21,7 +21,7 @@ from voxproxy.clips import clip
 from voxproxy.loadgen.caller import BargeIn, CallRecord, Say, ScriptedCaller, Step, WaitAgentEnd
 from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent import CallLog, MockAgent
-from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import CallSession
 from voxproxy.timebase import NS_PER_MS

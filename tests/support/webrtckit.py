@@ -10,7 +10,7 @@ from typing import Any
 
 from aiortc import RTCPeerConnection
 
-from voxproxy.proxy_webrtc import WebRtcProxy, WebRtcProxyConfig
+from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.transports.webrtc import (
     WebRtcRelayConfig,

@@ -36,10 +36,10 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from voxproxy.clock import EpochAnchor
-from voxproxy.eventapi import EventApi
 from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
 from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.proxy import CALL_ID_HEADER, Proxy, ProxyConfig
+from voxproxy.proxy.eventapi import EventApi
+from voxproxy.proxy.websocket import CALL_ID_HEADER, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import judged

@@ -284,7 +284,7 @@ def _add_observability(p: EnvParser) -> None:
 
 def _proxy_config(args: argparse.Namespace) -> Any:
     from voxproxy.dialects.base import DialectOptions
-    from voxproxy.proxy import ProxyConfig
+    from voxproxy.proxy.websocket import ProxyConfig
     from voxproxy.transports.websocket import RelayConfig
 
     upstream_ssl = None
@@ -349,7 +349,7 @@ EVENTS_DEFAULT = ("127.0.0.1", 8767)
 
 def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
     """Where the event API listens, or None; refuses to run it without a token."""
-    from voxproxy.eventapi import MIN_TOKEN_CHARS
+    from voxproxy.proxy.eventapi import MIN_TOKEN_CHARS
 
     token = args.events_token
     if not token:
@@ -372,7 +372,7 @@ def _csv(value: str | None) -> tuple[str, ...]:
 def _webrtc_config(args: argparse.Namespace) -> Any:
     from voxproxy.dialects.base import DialectOptions
     from voxproxy.httpserve import HEADER_TIMEOUT_S
-    from voxproxy.proxy_webrtc import WebRtcProxyConfig
+    from voxproxy.proxy.webrtc import WebRtcProxyConfig
     from voxproxy.transports.webrtc import WebRtcRelayConfig
 
     if not args.upstream.startswith(("http://", "https://")):
@@ -460,7 +460,7 @@ def _workers(args: argparse.Namespace, webrtc: bool) -> int:
         return int(args.workers)
     if webrtc:
         return 1
-    from voxproxy.workers import default_workers
+    from voxproxy.proxy.workers import default_workers
 
     return default_workers()
 

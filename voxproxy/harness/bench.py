@@ -26,7 +26,7 @@ from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.runner import LoadPlan, run_calls
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.proxy import ProxyConfig
+from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.server import EventsConfig, ProxyServer, ServeConfig

@@ -16,8 +16,8 @@ from voxproxy.clock import EpochAnchor, LagMonitor
 from voxproxy.dialects.base import Decoder, DialectOptions, make_decoder
 from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, ToolEvent
 from voxproxy.ids import keyed_hash, new_secret
-from voxproxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids
-from voxproxy.measuring import ADMIT_BEHIND_MS, YIELD_LAG_MS, Item, MeasurementQueue
+from voxproxy.proxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids
+from voxproxy.proxy.measuring import ADMIT_BEHIND_MS, YIELD_LAG_MS, Item, MeasurementQueue
 from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
@@ -156,7 +156,7 @@ class CallContext:
     def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
         """Measure one message; says whether it carried audio (for the idle timeout):
         None until the call's wire has carried any, since until then it cannot tell, and
-        when its measurement is queued for a later turn of the loop (see measuring.py)."""
+        when its measurement is queued for a later turn of the loop (see proxy/measuring.py)."""
         queue = self._proxy.measuring
         if not queue.may_measure_now(self):
             queue.defer(self, (direction, payload, t_ns))
@@ -443,7 +443,7 @@ class Proxy(ReceiptOutlet):
             self.server.admission.overloaded = self._overloaded
 
     def _lagging(self) -> bool:
-        """The loop runs late now: measurement yields to forwarding (measuring.py)."""
+        """The loop runs late now: measurement yields to forwarding (proxy/measuring.py)."""
         return self.clock_lag.lag_now_ns() > YIELD_LAG_MS * NS_PER_MS
 
     def _overloaded(self) -> str | None:

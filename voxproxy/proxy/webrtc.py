@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from voxproxy.dialects.base import DialectOptions, make_decoder
 from voxproxy.errors import ConfigError
 from voxproxy.events import Direction, Event, Pcm, StageMark, ToolEvent
-from voxproxy.livecalls import LiveCalls
-from voxproxy.proxy import (
+from voxproxy.proxy.livecalls import LiveCalls
+from voxproxy.proxy.websocket import (
     CALL_ID_HEADER,
     DEFAULT_MAX_LOOP_LAG_MS,
     ReceiptOutlet,

@@ -19,7 +19,11 @@ from support.waiting import wait_until
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
 from voxproxy.errors import ConfigError
-from voxproxy.eventapi import (
+from voxproxy.events import TOOL_EVENT_KINDS, ToolEvent
+from voxproxy.ids import keyed_hash
+from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
+from voxproxy.mockagent import MockAgent, MockAgentConfig
+from voxproxy.proxy.eventapi import (
     API_EVENT_TYPES,
     EventApi,
     name_digest,
@@ -27,12 +31,8 @@ from voxproxy.eventapi import (
     plain_name,
     value_digest,
 )
-from voxproxy.events import TOOL_EVENT_KINDS, ToolEvent
-from voxproxy.ids import keyed_hash
-from voxproxy.livecalls import LiveCalls, wire_ids
-from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
-from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.proxy import CALL_ID_HEADER, Proxy, ProxyConfig
+from voxproxy.proxy.livecalls import LiveCalls, wire_ids
+from voxproxy.proxy.websocket import CALL_ID_HEADER, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig

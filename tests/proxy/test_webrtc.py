@@ -29,7 +29,7 @@ from voxproxy.loadgen.webrtc import (
 )
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import Idle, WebRtcMockAgent
-from voxproxy.proxy_webrtc import WebRtcCallContext
+from voxproxy.proxy.webrtc import WebRtcCallContext
 from voxproxy.receipts.model import Receipt
 from voxproxy.simcall.webrtc import WebRtcCallLog
 from voxproxy.timebase import NS_PER_MS

@@ -20,7 +20,7 @@ from voxproxy.clips import clip
 from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, Step, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
-from voxproxy.proxy import ProxyConfig
+from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 

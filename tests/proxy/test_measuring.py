@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from voxproxy.measuring import Item, MeasurementQueue
+from voxproxy.proxy.measuring import Item, MeasurementQueue
 
 MS = 1_000_000
 

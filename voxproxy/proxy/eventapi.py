@@ -79,15 +79,14 @@ from voxproxy.httpserve import (
     body_timeout_response,
     read_body,
 )
-from voxproxy.ids import keyed_hash
-from voxproxy.livecalls import LiveCalls
+from voxproxy.ids import keyed_hash, value_digest
+from voxproxy.proxy.livecalls import LiveCalls
 
 log = logging.getLogger("voxproxy.eventapi")
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_EVENTS_PER_REQUEST = 256
 MIN_TOKEN_CHARS = 16
-HASH_PREFIX = "h_"
 OPERATION_PREFIX = "op_"
 NAME_PREFIX = "n_"
 MAX_PLAIN_NAME_CHARS = 48
@@ -209,14 +208,6 @@ API_EVENT_TYPES = (
     ConfirmationIn,
     OutcomeVerifiedIn,
 )
-
-
-def value_digest(secret: bytes, domain: str, value: Any) -> str:
-    """The keyed hash of a raw value: strings as they are, anything else as canonical JSON."""
-    text = value if isinstance(value, str) else orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    if isinstance(text, bytes):
-        text = text.decode("utf-8")
-    return keyed_hash(secret, f"{domain}\x00{text}", HASH_PREFIX)
 
 
 def operation_digest(secret: bytes, operation_id: str) -> str:

@@ -33,7 +33,7 @@ def _whole(frame: bytes | str | list[bytes] | list[str]) -> bytes | str:
 async def _through_proxy(
     dialect: str, to_agent: list[Any], to_caller: list[Any]
 ) -> tuple[list[bytes | str], list[bytes | str], Receipt]:
-    from voxproxy.proxy import Proxy, ProxyConfig
+    from voxproxy.proxy.websocket import Proxy, ProxyConfig
     from voxproxy.transports.websocket import RelayConfig
 
     got_by_agent: list[bytes | str] = []

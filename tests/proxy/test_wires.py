@@ -5,7 +5,7 @@ in real time by a small scripted telephony side (the caller) and a small
 scripted agent, both on one clock: every message is sent at its rendered time.
 The proxy runs with ``--dialect auto``; its receipt must name the wire, hold the
 right turns and barge-in, and no anomalies, within the live bounds of
-tests/test_proxy.py. Both sides must see each other's messages byte for byte.
+tests/proxy/test_websocket.py. Both sides must see each other's messages byte for byte.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from websockets.exceptions import ConnectionClosed
 
 from voxproxy.clips import clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
-from voxproxy.proxy import Proxy, ProxyConfig
+from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.scripted import BargePlan, ScriptedCall, TurnPlan, WireDialect, WirePlan, render
 from voxproxy.timebase import NS_PER_MS, NS_PER_S

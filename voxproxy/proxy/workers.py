@@ -346,8 +346,8 @@ class Front:
         import aiohttp
         from aiohttp import web
 
-        from voxproxy.eventapi import MAX_BODY_BYTES
         from voxproxy.httpserve import app_runner
+        from voxproxy.proxy.eventapi import MAX_BODY_BYTES
 
         cfg = self.config
         if cfg.telemetry.metrics_listen is None and cfg.events is None:

@@ -24,7 +24,7 @@ from voxproxy.loadgen.caller import (
 )
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.proxy import ProxyConfig
+from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.session import SessionConfig
 from voxproxy.transports.websocket import RelayConfig
 

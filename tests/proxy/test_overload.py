@@ -28,9 +28,9 @@ from voxproxy.clock import LagMonitor
 from voxproxy.commands.proxy import _proxy_config
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
-from voxproxy.measuring import MeasurementQueue
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
-from voxproxy.proxy import CallContext, Proxy, ProxyConfig
+from voxproxy.proxy.measuring import MeasurementQueue
+from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import SessionConfig
 from voxproxy.timebase import NS_PER_MS
@@ -109,7 +109,7 @@ async def test_queued_measurement_forwards_everything_and_gives_the_same_figures
         errors.append(
             beyond_lag(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS, turn.ttfs_uncertainty_ms)
         )
-    # The live bounds of tests/test_proxy.py: real scheduling jitter on both legs.
+    # The live bounds of tests/proxy/test_websocket.py: real scheduling jitter on both legs.
     assert float(np.abs(np.array(errors)).max()) <= 60.0
 
 

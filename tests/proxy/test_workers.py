@@ -25,10 +25,10 @@ from websockets.asyncio.server import ServerConnection
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
 from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.proxy.workers import cgroup_cpu_quota, default_workers, fold_journals, worker_journal
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.writer import read_receipts
 from voxproxy.telemetry.prometheus import merge_expositions
-from voxproxy.workers import cgroup_cpu_quota, default_workers, fold_journals, worker_journal
 
 TOKEN = "workers-test-token-0123456789"
 CALLS = 16
@@ -179,7 +179,7 @@ def test_workers_default_to_the_cpus_available_and_webrtc_to_one() -> None:
 def test_the_default_is_the_allowed_cpus_within_the_quota(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import voxproxy.workers as workers
+    import voxproxy.proxy.workers as workers
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
     monkeypatch.setattr(workers, "cgroup_cpu_quota", lambda: None)
