@@ -237,14 +237,16 @@ async def test_measurement_far_behind_refuses_new_callers_before_it_sheds() -> N
         proxy.measuring = MeasurementQueue(now_ns=clock.now_ns, lagging=proxy._lagging)
         port = await proxy.start("127.0.0.1", 0)
         try:
-            # The oldest item measured on the last turn had waited 150 ms (injected).
-            proxy.measuring.oldest_ns = clock.now_ns() - 150 * NS_PER_MS
-            assert not proxy.measuring.shedding  # 150 ms: nothing shed yet
+            # The oldest item measured on the last turn had waited 350 ms (injected).
+            proxy.measuring.oldest_ns = clock.now_ns() - 350 * NS_PER_MS
+            assert not proxy.measuring.shedding  # 350 ms: nothing shed yet
             with pytest.raises(InvalidStatus) as info:
                 async with connect(f"ws://127.0.0.1:{port}/echo/behind"):
                     pass
             assert info.value.response.status_code == 503
-            assert b"overloaded (measurement 150 ms behind)" in info.value.response.body
+            assert b"overloaded (measurement 350 ms behind)" in info.value.response.body
+            proxy.measuring.oldest_ns = clock.now_ns() - 250 * NS_PER_MS  # a burst's wait
+            assert (await healthy_call(port, "burst", frames=3)).close_code == 1000
             proxy.measuring.oldest_ns = clock.now_ns() - 20 * NS_PER_MS  # caught up
             assert (await healthy_call(port, "after", frames=3)).close_code == 1000
             assert proxy.refused_calls == 1

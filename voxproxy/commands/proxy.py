@@ -135,7 +135,7 @@ def add_parser(sub: Any) -> None:
         default=100.0,
         help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop runs "
         "this many ms late (the median of its readings over the last second), or while its "
-        "measurement is shedding or more than 100 ms behind: the calls it has stay "
+        "measurement is shedding or more than 300 ms behind: the calls it has stay "
         "transparent (0: no such refusal; both transports; default 100)",
     )
     p.add_env_argument(
