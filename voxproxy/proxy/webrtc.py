@@ -15,7 +15,6 @@ event API work as for the websocket proxy; receipts say ``transport: webrtc``.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -24,18 +23,16 @@ from voxproxy.errors import ConfigError
 from voxproxy.events import Direction, Event, Pcm, StageMark, ToolEvent
 from voxproxy.proxy.livecalls import LiveCalls
 from voxproxy.proxy.websocket import (
-    CALL_ID_HEADER,
     DEFAULT_MAX_LOOP_LAG_MS,
+    MeasuredCall,
     ReceiptOutlet,
     ReceiptSink,
     loop_lag_over,
-    publish,
 )
 from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
-from voxproxy.session import CallSession, SessionConfig
+from voxproxy.session import SessionConfig
 from voxproxy.telemetry import (
     TRACE_HEADERS,
-    CallTrace,
     Telemetry,
 )
 from voxproxy.transports.webrtc import (
@@ -97,56 +94,21 @@ class ChannelDecoder:
         return self._inner.decode(direction, payload, t_ns)
 
 
-class WebRtcCallContext:
+class WebRtcCallContext(MeasuredCall):
     """Observer of one relayed WebRTC call: feeds the session, emits the receipt."""
 
-    __slots__ = ("_proxy", "carrier", "decoder", "link_id", "session", "trace")
+    __slots__ = ("carrier", "decoder")
+
+    _proxy: WebRtcProxy
 
     def __init__(self, proxy: WebRtcProxy, t_ns: int, offer: Offer) -> None:
-        self._proxy = proxy
-        self.link_id = uuid.uuid4().hex
-        cfg = proxy.config
-        self.decoder = ChannelDecoder(cfg.dialect, proxy.dialect_options)
-        self.session = CallSession(
-            self.decoder,
-            t_ns,
-            secret=proxy.secret,
-            link_id=self.link_id,
-            config=cfg.session,
-            anchor=proxy.anchor,
-            clock_lag=proxy.clock_lag.max_between,
-        )
+        self.decoder = ChannelDecoder(proxy.config.dialect, proxy.dialect_options)
+        super().__init__(proxy, t_ns, self.decoder, "webrtc", self.decoder.name)
         self.carrier = {k: v for k, v in offer.headers.items() if k in TRACE_HEADERS}
-        self.trace: CallTrace | None = None
-        proxy.active += 1
-        proxy.live.add_link(self, self.link_id)
-        proxy.telemetry.call_opened()
-        proxy.journal_opened(self.link_id, t_ns, "webrtc", self.decoder.name)
 
     def upstream_headers(self) -> dict[str, str]:
-        headers = {CALL_ID_HEADER: self.link_id}
-        telemetry = self._proxy.telemetry
-        if telemetry.tracing:
-            # Continue the caller's trace if its offer carried one; start one otherwise.
-            self.trace = telemetry.start_call(
-                self._proxy.anchor,
-                self.session.start_ns,
-                self.carrier,
-                link_id=self.link_id,
-                upstream=self._proxy.config.relay.upstream,
-            )
-            if self.trace is not None:
-                headers.update(dict(self.trace.headers))
-        return headers
-
-    def on_upstream_open(self, t_ns: int, status: int) -> None:
-        session = self.session
-        session.on_upstream_connected(t_ns)
-        self._proxy.journal_update(
-            self.link_id,
-            upstream_connect_ms=round((t_ns - session.start_ns) / 1_000_000, 1),
-            upstream_status=status,
-        )
+        # Continue the caller's trace if its offer carried one; start one otherwise.
+        return dict(self._call_headers(self.carrier))
 
     def on_audio(
         self, direction: Direction, pcm: Pcm, sample_rate_hz: int, t_ns: int, wire_bytes: int
@@ -162,10 +124,8 @@ class WebRtcCallContext:
         self.session.on_event(ev)
 
     def on_end(self, t_ns: int, info: EndInfo, stats: RelayStats) -> None:
+        self._ended()
         proxy = self._proxy
-        proxy.active -= 1
-        proxy.live.remove(self)
-        proxy.telemetry.call_closed()
         proxy.relay_stats.append(stats)
         answered = self.session.upstream_connected_ns is not None
         upstream_status = info.upstream_status
@@ -175,16 +135,9 @@ class WebRtcCallContext:
             initiator=info.initiator,  # type: ignore[arg-type]
             upstream_status=upstream_status,
         )
-        try:
-            receipt = self.session.close(
-                t_ns, terminal_of(info.cause), close, dialect=self.decoder.name
-            )
-        except Exception:
-            log.exception("could not build a receipt")
-            proxy.receipt_errors += 1
-            proxy.journal_closed(self.link_id)
-            return
-        publish(proxy, receipt, self.session, self.trace, t_ns)
+        receipt = self._receipt(t_ns, terminal_of(info.cause), close, dialect=self.decoder.name)
+        if receipt is not None:
+            self._publish(receipt, t_ns)
 
 
 class WebRtcProxy(ReceiptOutlet):
@@ -202,7 +155,7 @@ class WebRtcProxy(ReceiptOutlet):
         super().__init__(config.secret, config.dialect_options, sinks, telemetry, judge)
         self.config = config
         self.relay_stats: list[RelayStats] = []
-        self.live: LiveCalls[WebRtcCallContext] = LiveCalls(self.secret)
+        self.live: LiveCalls[MeasuredCall] = LiveCalls(self.secret)
         self.server = WebRtcRelayServer(config.relay, self._observer)
         if config.max_loop_lag_ms is not None:
             self.server.admission.overloaded = self._overloaded

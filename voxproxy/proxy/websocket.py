@@ -18,7 +18,7 @@ from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, Too
 from voxproxy.ids import keyed_hash, new_secret
 from voxproxy.proxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids
 from voxproxy.proxy.measuring import ADMIT_BEHIND_MS, YIELD_LAG_MS, Item, MeasurementQueue
-from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
+from voxproxy.receipts.model import CloseInfo, Receipt, Terminal, terminal_of
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import (
     NULL_TELEMETRY,
@@ -32,6 +32,7 @@ from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import EndCause, EndInfo, RelayConfig, RelayServer
 
 if TYPE_CHECKING:
+    from voxproxy.proxy.webrtc import WebRtcProxy
     from voxproxy.receipts.journal import CallJournal
 
 log = logging.getLogger("voxproxy.proxy")
@@ -83,57 +84,42 @@ class _Unmeasured:
         return []
 
 
-class CallContext:
-    """Observer of one relayed call: feeds the session, emits the receipt at the end."""
+class MeasuredCall:
+    """One call of either proxy around its :class:`CallSession`: its link id (handed
+    upstream in ``X-Voxproxy-Call``), its entries in the live calls and the journal, its
+    trace, the agent's answer, the end of the call and the receipt's publication. The
+    transports' observers (:class:`CallContext`, ``proxy.webrtc.WebRtcCallContext``)
+    add what their wire needs."""
 
-    __slots__ = (
-        "_end",
-        "_media",
-        "_proxy",
-        "_wire_pending",
-        "backlog",
-        "link_id",
-        "session",
-        "trace",
-    )
+    __slots__ = ("_proxy", "link_id", "session", "trace")
 
-    def __init__(self, proxy: Proxy, t_ns: int, decoder: Decoder | None = None) -> None:
+    def __init__(
+        self, proxy: Proxy | WebRtcProxy, t_ns: int, decoder: Decoder, transport: str, dialect: str
+    ) -> None:
         self._proxy = proxy
         self.link_id = uuid.uuid4().hex
-        cfg = proxy.config
-        if decoder is None:
-            decoder = make_decoder(cfg.dialect, proxy.dialect_options)
         self.session = CallSession(
             decoder,
             t_ns,
             secret=proxy.secret,
             link_id=self.link_id,
-            config=cfg.session,
+            config=proxy.config.session,
             anchor=proxy.anchor,
             clock_lag=proxy.clock_lag.max_between,
         )
-        proxy.active += 1
         self.trace: CallTrace | None = None
-        self._wire_pending = True  # the wire's own call ids are not known yet
-        self._media = False  # a message of this call has carried audio
-        self.backlog: deque[Item] | None = None  # messages queued for measurement
-        self._end: tuple[int, EndInfo] | None = None  # the call ended with a backlog
+        proxy.active += 1
         proxy.live.add_link(self, self.link_id)
         proxy.telemetry.call_opened()
-        proxy.journal_opened(self.link_id, t_ns, "websocket", cfg.dialect)
+        proxy.journal_opened(self.link_id, t_ns, transport, dialect)
 
-    def upstream_headers(self, request: Request) -> Iterable[tuple[str, str]]:
+    def _call_headers(self, carrier: dict[str, str]) -> list[tuple[str, str]]:
+        """The headers of our request to the agent: the call's link id, and the trace
+        context (the caller's trace continued if ``carrier`` holds one) when tracing."""
         headers = [(CALL_ID_HEADER, self.link_id)]
         proxy = self._proxy
-        telemetry = proxy.telemetry
-        if telemetry.tracing:
-            # Continue the caller's trace if its handshake carried one; start one otherwise.
-            carrier = {
-                name.lower(): value
-                for name, value in request.headers.raw_items()
-                if name.lower() in TRACE_HEADERS
-            }
-            self.trace = telemetry.start_call(
+        if proxy.telemetry.tracing:
+            self.trace = proxy.telemetry.start_call(
                 proxy.anchor,
                 self.session.start_ns,
                 carrier,
@@ -152,6 +138,56 @@ class CallContext:
             upstream_connect_ms=round((t_ns - session.start_ns) / NS_PER_MS, 1),
             upstream_status=status,
         )
+
+    def _ended(self) -> None:
+        """The transport is done with the call (its receipt may still wait)."""
+        proxy = self._proxy
+        proxy.active -= 1
+        proxy.live.remove(self)
+        proxy.telemetry.call_closed()
+
+    def _receipt(
+        self, t_ns: int, terminal: Terminal, close: CloseInfo, dialect: str | None = None
+    ) -> Receipt | None:
+        """Build the call's receipt; None (counted in ``receipt_errors``, logged, the
+        journal entry closed) if that fails."""
+        try:
+            return self.session.close(t_ns, terminal, close, dialect=dialect)
+        except Exception:
+            log.exception("could not build a receipt for a call (counted in receipt_errors)")
+            self._proxy.receipt_errors += 1
+            self._proxy.journal_closed(self.link_id)
+            return None
+
+    def _publish(self, receipt: Receipt, t_ns: int) -> None:
+        publish(self._proxy, receipt, self.session, self.trace, t_ns)
+
+
+class CallContext(MeasuredCall):
+    """Observer of one relayed websocket call: feeds the session, emits the receipt."""
+
+    __slots__ = ("_end", "_media", "_wire_pending", "backlog")
+
+    _proxy: Proxy
+
+    def __init__(self, proxy: Proxy, t_ns: int, decoder: Decoder | None = None) -> None:
+        cfg = proxy.config
+        if decoder is None:
+            decoder = make_decoder(cfg.dialect, proxy.dialect_options)
+        super().__init__(proxy, t_ns, decoder, "websocket", cfg.dialect)
+        self._wire_pending = True  # the wire's own call ids are not known yet
+        self._media = False  # a message of this call has carried audio
+        self.backlog: deque[Item] | None = None  # messages queued for measurement
+        self._end: tuple[int, EndInfo] | None = None  # the call ended with a backlog
+
+    def upstream_headers(self, request: Request) -> Iterable[tuple[str, str]]:
+        # Continue the caller's trace if its handshake carried one; start one otherwise.
+        carrier = {
+            name.lower(): value
+            for name, value in request.headers.raw_items()
+            if name.lower() in TRACE_HEADERS
+        }
+        return self._call_headers(carrier)
 
     def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
         """Measure one message; says whether it carried audio (for the idle timeout):
@@ -237,17 +273,13 @@ class CallContext:
         self.session.on_event(ev)
 
     def on_end(self, t_ns: int, info: EndInfo) -> None:
-        proxy = self._proxy
-        proxy.active -= 1
-        proxy.live.remove(self)
-        proxy.telemetry.call_closed()
+        self._ended()
         if self.backlog is not None:
             self._end = (t_ns, info)  # closed once its queued messages are measured
             return
         self._close(t_ns, info)
 
     def _close(self, t_ns: int, info: EndInfo) -> None:
-        proxy = self._proxy
         terminal = terminal_of(info.cause)
         if info.cause is EndCause.CALLER_CLOSED and self.session.stream_stopped:
             terminal = "completed"
@@ -261,12 +293,8 @@ class CallContext:
             if info.upstream_status is not None
             else (101 if self.session.upstream_connected_ns is not None else None),
         )
-        try:
-            receipt = self.session.close(t_ns, terminal, close)
-        except Exception:
-            log.exception("could not build a receipt for a call (counted in receipt_errors)")
-            proxy.receipt_errors += 1
-            proxy.journal_closed(self.link_id)
+        receipt = self._receipt(t_ns, terminal, close)
+        if receipt is None:
             return
         if info.cause in _AGENT_FAILURES:  # one line per call, with its cause
             log.warning("call %s: %s", receipt.call, info.detail or info.cause.value)
@@ -279,7 +307,7 @@ class CallContext:
                 receipt.dialect,
                 receipt.wire_looks_like,
             )
-        publish(proxy, receipt, self.session, self.trace, t_ns)
+        self._publish(receipt, t_ns)
 
 
 class ReceiptOutlet:
@@ -435,7 +463,7 @@ class Proxy(ReceiptOutlet):
         telemetry see it (see :func:`voxproxy.receipts.verdict.judged`)."""
         super().__init__(config.secret, config.dialect_options, sinks, telemetry, judge)
         self.config = config
-        self.live: LiveCalls[CallContext] = LiveCalls(self.secret)  # for the event API
+        self.live: LiveCalls[MeasuredCall] = LiveCalls(self.secret)  # for the event API
         # Measurement runs after forwarding, within a budget per turn of the loop.
         self.measuring = MeasurementQueue(lagging=self._lagging)
         self.server = RelayServer(config.relay, self._observer)
