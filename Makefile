@@ -1,14 +1,23 @@
 # voxproxy: the two commands of the README, and a few helpers.
 #   make demo   install into .venv and run the main job (mock agent + proxy + scripted calls)
 #   make test   install into .venv (and the Debian packages a few tests drive: prometheus,
-#               chromium, iproute2, util-linux) and run the whole suite (pytest, ruff, mypy --strict)
+#               chromium, iproute2, util-linux), compile the measurement core, and run the
+#               whole suite (ruff, mypy --strict, pytest on the compiled build, then the
+#               quick tests again on the pure-Python sources)
+#   make native compile the measurement core with mypyc (voxproxy/native.py); a machine
+#               without a C compiler keeps the pure-Python build
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test system-deps lint typecheck pytest bench clean fixtures
+.PHONY: native demo test system-deps lint typecheck pytest pytest-pure bench clean fixtures clean-native
+
+# The measurement core's compiled build (voxproxy/native.py lists the modules): rebuilt
+# when a source in their folders changed.
+NATIVE_SOURCES := $(wildcard voxproxy/analysis/*.py voxproxy/session/*.py voxproxy/dialects/twilio.py voxproxy/audio/levels.py)
+NATIVE_STAMP   := build/native/.built
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +25,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) $(NATIVE_STAMP)
 	$(BIN)/voxproxy demo
 
-test: $(STAMP) system-deps lint typecheck pytest
+test: $(STAMP) system-deps lint typecheck pytest pytest-pure
+
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES) voxproxy/native.py tools/build_native.py
+	$(BIN)/python tools/build_native.py
+	mkdir -p build/native && touch $(NATIVE_STAMP)
+
+native: $(NATIVE_STAMP)
+
+clean-native:
+	$(BIN)/python tools/build_native.py --clean
 
 # Installs the missing Debian packages when root or password-less sudo may; otherwise
 # stops at once and prints the one command to run.
@@ -33,8 +51,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict voxproxy
 
-pytest: $(STAMP) system-deps
+pytest: $(STAMP) system-deps $(NATIVE_STAMP)
 	$(BIN)/pytest -q
+
+# The pure-Python fallback passes the same quick tests (the compiled build ran them all).
+pytest-pure: $(STAMP)
+	VOXPROXY_PURE_PYTHON=1 $(BIN)/pytest -q -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py

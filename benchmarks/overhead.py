@@ -5,7 +5,11 @@ Three paths are measured in one run, at each concurrency level, with the same lo
 * ``direct``: callers talk to the agent with nothing in between (the latency floor);
 * ``bare``: a minimal relay written here on the stock websockets asyncio layer
   (``serve`` + ``connect``, one forwarding task per direction), measuring nothing;
-* ``voxproxy``: ``voxproxy proxy --dialect twilio``, measuring everything.
+* ``voxproxy``: ``voxproxy proxy --dialect twilio``, measuring everything, on the build
+  of the measurement core this checkout has (compiled by ``make native`` where it could
+  be: the table's title and the JSON's ``build`` say which, see voxproxy/native.py);
+* ``voxproxy-pure``: the same with ``VOXPROXY_PURE_PYTHON=1``, the core from its sources
+  (the pure-Python fallback), side by side.
 
 Each call is a real-time Twilio Media Streams call: 20 ms ``media`` messages in
 both directions (μ-law speech from the fixtures, looped), with the sender's
@@ -46,13 +50,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from voxproxy import native  # noqa: E402
 from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.harness.child import proxy_command  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 
 FRAME_MS = 20
-PATHS = ("direct", "bare", "forward-only", "voxproxy")
+PATHS = ("direct", "bare", "forward-only", "voxproxy", "voxproxy-pure")
+PROXY_PATHS = ("voxproxy", "voxproxy-pure")
 PY = sys.executable
 
 
@@ -346,7 +352,11 @@ def measure(
                 *("--log-level", "warning", "--drain-timeout", "0"),
                 listen=f"127.0.0.1:{target}",
             )
-        relay = subprocess.Popen(cmd, cwd=ROOT)
+        env = dict(os.environ)
+        env.pop(native.PURE_ENV, None)
+        if path == "voxproxy-pure":
+            env[native.PURE_ENV] = "1"
+        relay = subprocess.Popen(cmd, cwd=ROOT, env=env)
         _pin(relay.pid, 0)
         _wait_port(target)
         _pin(relay.pid, 0)  # processes it started meanwhile too
@@ -389,7 +399,7 @@ def measure(
             relay.wait(timeout=20)
         except subprocess.TimeoutExpired:
             relay.kill()
-    shed = _shed_share(Path(receipts.name)) if path == "voxproxy" else None
+    shed = _shed_share(Path(receipts.name)) if path in PROXY_PATHS else None
     os.unlink(receipts.name)
     data = json.loads(out)
     lat = [x / 1e6 for x in data["latencies_ns"]]
@@ -508,8 +518,10 @@ def main() -> None:
     console = Console(width=150)
     levels = [int(x) for x in args.levels.split(",")]
     rows = []
+    build = native.build()
     table = Table(
-        title="voxproxy overhead: Twilio-format real-time calls, relay pinned to one core"
+        title="voxproxy overhead: Twilio-format real-time calls, relay pinned to one core; "
+        f"voxproxy's measurement core: {build}"
     )
     for col in (
         "calls",
@@ -562,6 +574,12 @@ def main() -> None:
                 )
             if p == "forward-only":
                 level.update(forward_only_cpu_per_msg_us=round(cpu_msg_us, 2))
+            if p == "voxproxy-pure":
+                level.update(
+                    pure_cpu_per_msg_us=round(cpu_msg_us, 2),
+                    pure_p99_added_ms=round(pct(added, 99), 3),
+                    pure_shed_share=round(r.shed_share or 0.0, 4),
+                )
             if p == "bare":
                 level.update(
                     bare_cpu_per_msg_us=round(cpu_msg_us, 2),
@@ -570,6 +588,8 @@ def main() -> None:
                 )
         if "voxproxy" in per_msg and "bare" in per_msg:
             level["cpu_per_msg_ratio"] = round(per_msg["voxproxy"] / per_msg["bare"], 3)
+        if "voxproxy-pure" in per_msg and "bare" in per_msg:
+            level["pure_cpu_per_msg_ratio"] = round(per_msg["voxproxy-pure"] / per_msg["bare"], 3)
         rows.append(level)
         table.add_section()
     console.print(table)
@@ -578,7 +598,7 @@ def main() -> None:
         "Added latency is relative to the direct path's median. shed = share of voxproxy's "
         "messages whose analysis it shed (measurement fell behind: figures withheld)."
     )
-    print(json.dumps({"levels": rows}))
+    print(json.dumps({"build": build, "levels": rows}))
 
 
 if __name__ == "__main__":

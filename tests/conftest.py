@@ -4,8 +4,40 @@ from collections.abc import Iterator
 
 import pytest
 
+from voxproxy import native
 from voxproxy.clips import load_clips
 from voxproxy.session import CallSession
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A compiled module older than its source would test yesterday's code.
+    stale = native.stale()
+    if stale and not native.pure_python_requested():
+        raise pytest.UsageError(
+            "compiled modules older than their source: "
+            + ", ".join(stale)
+            + " (rebuild with `make native`, or remove them with `make clean-native`)"
+        )
+    config.addinivalue_line(
+        "markers",
+        "pure_python: patches a measurement-core method, which compiled callers never look "
+        "up (runs in make test's pure-Python pass, VOXPROXY_PURE_PYTHON=1)",
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    del config
+    return f"voxproxy measurement core: {native.build()} (voxproxy/native.py)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    del config
+    if native.build() == "pure-python":
+        return
+    skip = pytest.mark.skip(reason="patches a compiled method: runs in the pure-Python pass")
+    for item in items:
+        if item.get_closest_marker("pure_python"):
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

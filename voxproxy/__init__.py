@@ -18,3 +18,9 @@ enforces who may import whom.
 """
 
 __version__ = "0.1.0"
+
+# Before any other module of the package is imported: VOXPROXY_PURE_PYTHON=1 runs the
+# measurement core from its sources even where its compiled build exists (native.py).
+from voxproxy import native as _native
+
+_native.install()

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from voxproxy import __version__
+from voxproxy import __version__, native
 from voxproxy.errors import ConfigError
 from voxproxy.httpserve import HEADER_TIMEOUT_S
 from voxproxy.proxy.websocket import ProxyConfig, ReceiptSink, recover_crashed
@@ -335,6 +335,13 @@ def log_started(cfg: ServeConfig, policy: Policy, port: int, workers: str = "") 
         where,
         workers,
     )
+    log.info("measurement core: %s build (voxproxy/native.py)", native.build())
+    stale = native.stale()
+    if stale and not native.pure_python_requested():
+        log.warning(
+            "compiled modules older than their source run (%s): rebuild with make native",
+            ", ".join(stale),
+        )
     log.info(
         "verdicts under policy %s (version %s)%s",
         policy.hash,

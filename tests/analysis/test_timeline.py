@@ -71,6 +71,7 @@ def _signal(seed: int) -> np.ndarray:
     return np.clip(np.round(x), -32768, 32767).astype(np.int16)
 
 
+@pytest.mark.pure_python
 def test_the_shortcut_changes_no_spurt() -> None:
     asked: list[int] = []
     for seed in range(1, 9):

@@ -5,6 +5,7 @@ to the agent), each turn's error against the truth, and the bounds they all hold
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -23,7 +24,6 @@ from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent import CallLog, MockAgent
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.session import CallSession
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
@@ -159,19 +159,42 @@ def live_bounds(
     return t, s
 
 
+class _OnlyHeldHere:
+    """For an object that takes no weak reference (a class compiled by mypyc, see
+    voxproxy/native.py): held here, and "gone" once nothing else refers to it, which is
+    when reference counting alone would free it once this lets go."""
+
+    def __init__(self, obj: object) -> None:
+        self._obj: object | None = obj
+
+    def __call__(self) -> object | None:
+        obj = self._obj
+        # The references: this holder's, ``obj`` here, and getrefcount's argument.
+        if obj is not None and sys.getrefcount(obj) <= 3:
+            return None
+        return obj
+
+    def release(self) -> None:
+        self._obj = None
+
+
 @contextmanager
 def sessions_of(
     monkeypatch: pytest.MonkeyPatch, context: type[Any]
-) -> Iterator[list[weakref.ref[CallSession]]]:
+) -> Iterator[list[Callable[[], object | None]]]:
     """Weak references to the session of each call ``context`` (a proxy's call context
     class) makes inside, with the cycle collector off: what is gone at the end was freed
-    by reference counting alone."""
-    sessions: list[weakref.ref[CallSession]] = []
+    by reference counting alone (a compiled session is held, and is gone when nothing
+    else holds it)."""
+    sessions: list[Callable[[], object | None]] = []
     real_init = context.__init__
 
     def spy_init(self: Any, *args: Any, **kwargs: Any) -> None:
         real_init(self, *args, **kwargs)
-        sessions.append(weakref.ref(self.session))
+        try:
+            sessions.append(weakref.ref(self.session))
+        except TypeError:
+            sessions.append(_OnlyHeldHere(self.session))
 
     monkeypatch.setattr(context, "__init__", spy_init)
     gc.collect()
@@ -180,3 +203,6 @@ def sessions_of(
         yield sessions
     finally:
         gc.enable()
+        for ref in sessions:
+            if isinstance(ref, _OnlyHeldHere):
+                ref.release()

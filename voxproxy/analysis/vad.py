@@ -105,6 +105,7 @@ class SpeechDetector(NoiseFloor):
         self._batch = int(batch_ms * sample_rate_hz / 1000)
         self._npending = 0
         self._pos = 0  # stream position of the next sample pushed
+        self.samples_in = 0  # samples pushed (what the detector was handed to analyse)
         self._framed = 0  # stream position up to which frames were analysed
         self._written_win = 0  # 1 ms windows stored in the energy history (and ring)
         self._last_t_end: int | None = None  # clock time just after the last sample pushed
@@ -184,6 +185,7 @@ class SpeechDetector(NoiseFloor):
         n = pcm.size
         if n == 0:
             return
+        self.samples_in += n
         if not continuous:
             self._pad_partial()
             self._timeline.add_break(self._pos)

@@ -1,0 +1,134 @@
+"""The measurement core's two builds (voxproxy/native.py): compiled with mypyc and from
+its sources. They must give the same receipts, byte for byte, and a user must be able to
+tell which one runs and to fall back to the sources."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from voxproxy import native
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Scripted Twilio calls (clean, with caller noise, over a babble bed; paced and in
+# bursts, with barge-ins) through CallSession, each receipt as JSON less its wall clock.
+_RECEIPTS = textwrap.dedent(
+    """
+    import dataclasses, json, random, sys
+    from voxproxy import native
+    from voxproxy.clips import load_clips
+    from voxproxy.dialects import make_decoder
+    from voxproxy.receipts.model import CloseInfo
+    from voxproxy.scripted import BargePlan, CallPlan, TurnPlan, render
+    from voxproxy.session import CallSession
+
+    clips = load_clips()
+    speech = sorted((c for c in clips.values() if c.kind == "speech"), key=lambda c: c.name)
+    callers = [c for c in speech if c.role == "caller"]
+    agents = [c for c in speech if c.role == "agent"]
+    rng = random.Random(29)
+    out = []
+    for k in range(6):
+        turns = []
+        for i in range(3):
+            agent = rng.choice(agents)
+            barge = None
+            if i == 1:
+                a, b = max(agent.segments_ms, key=lambda s: s[1] - s[0])
+                point = (a + b) / 2 - agent.onset_ms
+                barge = BargePlan(point, rng.uniform(60, 400), "flush")
+            turns.append(TurnPlan(rng.choice(callers), agent, rng.uniform(150, 2000), barge))
+        plan = CallPlan(
+            dialect="twilio",
+            send_mode="paced" if k % 2 == 0 else "burst",
+            turns=tuple(turns),
+            caller_gap_ms=rng.uniform(300, 1200),
+            seed=k,
+        )
+        if k % 3 == 1:
+            plan = dataclasses.replace(plan, caller_noise_dbfs=-45.0)
+        elif k % 3 == 2:
+            bed = clips["noise_babble"].pcm
+            plan = dataclasses.replace(plan, caller_bed=bed, caller_bed_dbfs=-35.0)
+        call = render(plan)
+        s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="native")
+        for t, d, payload in call.messages:
+            s.on_message(d, payload, t)
+        r = s.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
+        out.append(r.model_dump_json(exclude={"started_at"}))
+    print(json.dumps({"build": native.build(), "receipts": out}))
+    """
+)
+
+
+def _run(pure: bool) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
+    if pure:
+        env[native.PURE_ENV] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-c", _RECEIPTS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    result: dict[str, object] = json.loads(proc.stdout)
+    return result
+
+
+def test_both_builds_give_the_same_receipts_byte_for_byte() -> None:
+    pure = _run(pure=True)
+    default = _run(pure=False)
+    assert pure["build"] == "pure-python"
+    # The default is the compiled build wherever `make native` built one (make test does).
+    built = all(native.compiled_path(m) is not None for m in native.NATIVE_MODULES)
+    assert default["build"] == ("mypyc" if built else "pure-python")
+    receipts = pure["receipts"]
+    assert isinstance(receipts, list) and len(receipts) == 6
+    # Real figures, not empty receipts: every turn has a figure or the reason it has none,
+    # and the clean calls' figures are published.
+    published = 0
+    for text in receipts:
+        r = json.loads(text)
+        assert len(r["turns"]) == 3
+        for turn in r["turns"]:
+            assert (turn["ttfs_ms"] is None) != (turn["reason"] is None)
+            published += turn["ttfs_ms"] is not None
+    assert published >= 6
+    assert default["receipts"] == receipts
+
+
+def test_the_running_build_is_the_modules_actually_imported() -> None:
+    kind = native.build()
+    files = [sys.modules[m].__file__ or "" for m in native.NATIVE_MODULES]
+    if kind == "mypyc":
+        assert all(f.endswith(".so") for f in files)
+    else:
+        assert kind == "pure-python"
+        assert all(f.endswith(".py") for f in files)
+
+
+def test_a_compiled_module_older_than_its_source_is_stale(tmp_path: Path) -> None:
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    module = native.NATIVE_MODULES[0]
+    src = native.source_path(module, tmp_path)
+    src.parent.mkdir(parents=True)
+    src.write_text("")
+    assert native.compiled_path(module, tmp_path) is None
+    assert native.stale(tmp_path) == []  # nothing compiled: the source runs
+    so = src.with_name(src.stem + suffix)
+    so.write_bytes(b"")
+    os.utime(src, (1_000, 1_000))
+    os.utime(so, (2_000, 2_000))
+    assert native.compiled_path(module, tmp_path) == so
+    assert native.stale(tmp_path) == []
+    os.utime(src, (3_000, 3_000))  # the source was edited after the build
+    assert native.stale(tmp_path) == [module]
