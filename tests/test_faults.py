@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -38,6 +39,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.events import Audio
 from voxproxy.proxy.websocket import Proxy
 from voxproxy.receipts.model import Receipt
 
@@ -422,6 +424,13 @@ async def test_a_decoder_that_raises_on_some_frames(monkeypatch: pytest.MonkeyPa
     assert r.terminal == "completed" and not r.measurement_disabled
 
 
+class _Unusable:
+    """Audio samples that are no array: any use of them raises."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"injected failure in session (pcm.{name})")
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("lenient_sessions")  # counts injected failures
 @pytest.mark.parametrize("where", ["session", "receipt", "setup"])
@@ -430,15 +439,23 @@ async def test_a_broken_measurement_component_never_costs_a_receipt(
 ) -> None:
     """The session core, the receipt builder or the decoder factory raise: forwarding goes on
     and the call still gets its one receipt (flagged), for every call of the proxy."""
+    from voxproxy.dialects import twilio
     from voxproxy.proxy import websocket as proxy_module
-    from voxproxy.session import call as session_module
     from voxproxy.session import receipt as receipt_module
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"injected failure in {where}")
 
     if where == "session":
-        monkeypatch.setattr(session_module.CallSession, "_audio", boom)
+        # The core itself fails on every frame of audio: the decoder (a dynamic call, also
+        # from the compiled core, voxproxy/native.py) hands it audio it cannot take.
+        real_decode = twilio.TwilioDecoder.decode
+
+        def unusable_audio(self: twilio.TwilioDecoder, *args: Any) -> list[Any]:
+            events = real_decode(self, *args)
+            return [replace(ev, pcm=_Unusable()) if type(ev) is Audio else ev for ev in events]
+
+        monkeypatch.setattr(twilio.TwilioDecoder, "decode", unusable_audio)
     elif where == "receipt":
         real = receipt_module.Receipt
         attempts: list[int] = []
