@@ -295,7 +295,7 @@ class SpeechDetector(NoiseFloor):
         frame_pow *= 1.0 / fm
         np.log10(frame_pow, out=frame_pow)
         frame_pow *= 10.0
-        frame_db = frame_pow.tolist()
+        frame_db: list[float] = frame_pow.tolist()
         energies = np.log10(power, out=power)  # one value per 1 ms window
         energies *= 10.0
         win_db: list[float] | None = None
