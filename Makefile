@@ -71,4 +71,5 @@ corpus: $(STAMP)
 	$(BIN)/python tools/make_corpus.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build/native
+	find voxproxy -name '*.so' -delete

@@ -80,6 +80,7 @@ import numpy as np  # noqa: E402
 import overhead  # noqa: E402  (benchmarks/overhead.py: frames, pinning, CPU, bare relay)
 from capacity_load import run_load  # noqa: E402  (the load side, a subprocess mode)
 
+from voxproxy import native  # noqa: E402
 from voxproxy.harness.child import proxy_command, stop  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 
@@ -446,8 +447,10 @@ def main() -> None:
         overload["lag_admission_refused"] = overload["without_limit"]["refused"]
 
     console = Console(width=150, stderr=False)
+    build = native.build()
     table = Table(
-        title="capacity: real-time Twilio calls per relay (voxproxy-2w: 2 workers, 2 cores)"
+        title="capacity: real-time Twilio calls per relay (voxproxy-2w: 2 workers, 2 cores); "
+        f"voxproxy's measurement core: {build} (VOXPROXY_PURE_PYTHON=1: the sources)"
     )
     for col in ("path", "calls", "p50 one-way", "p99 one-way", "p99 added", "relay CPU",
                 "CPU/call-s", "load CPU", "load lag p99", "others' CPU", "runs", "errors",
@@ -493,7 +496,11 @@ def main() -> None:
             "(measurement behind or shedding, event-loop lag over --max-loop-lag-ms): "
             f"{overload['lag_admission_refused']}"
         )
-    summary: dict[str, Any] = {"max_p99_added_ms": args.max_p99_ms, "cpus": len(CPUS)}
+    summary: dict[str, Any] = {
+        "max_p99_added_ms": args.max_p99_ms,
+        "cpus": len(CPUS),
+        "build": build,
+    }
     for p in relays:
         summary[f"{p}_calls"] = passed[p]
         bound = "relay" if failed[p] is not None else "load"

@@ -52,6 +52,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from voxproxy import native  # noqa: E402
 from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
@@ -291,7 +292,11 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="voxproxy measurement CPU per message, offline (process_time, best run)")
+    build = native.build()
+    table = Table(
+        title="voxproxy measurement CPU per message, offline (process_time, best run); "
+        f"measurement core: {build}"
+    )
     for col in ("workload", "messages", "parse", "decode", "session", "session-parse", "ratio"):
         table.add_column(col, justify="right")
     for r in rows:
@@ -314,7 +319,7 @@ def main() -> None:
         calls = [c for cs in workloads.values() for c in cs]
         Path(args.profile).write_text(profile_top(calls, 30))
         console.print(f"profile (cProfile, own time) written to {args.profile}")
-    print(json.dumps({"workloads": rows, "receipts_sha256": digest.hexdigest()}))
+    print(json.dumps({"build": build, "workloads": rows, "receipts_sha256": digest.hexdigest()}))
 
 
 if __name__ == "__main__":
