@@ -16,7 +16,7 @@ STAMP  := $(VENV)/.installed
 
 # The measurement core's compiled build (voxproxy/native.py lists the modules): rebuilt
 # when a source in their folders changed.
-NATIVE_SOURCES := $(wildcard voxproxy/analysis/*.py voxproxy/session/*.py voxproxy/dialects/twilio.py voxproxy/audio/levels.py)
+NATIVE_SOURCES := $(wildcard voxproxy/analysis/*.py voxproxy/session/*.py voxproxy/audio/levels.py)
 NATIVE_STAMP   := build/native/.built
 
 $(STAMP): pyproject.toml

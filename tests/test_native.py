@@ -132,3 +132,10 @@ def test_a_compiled_module_older_than_its_source_is_stale(tmp_path: Path) -> Non
     assert native.stale(tmp_path) == []
     os.utime(src, (3_000, 3_000))  # the source was edited after the build
     assert native.stale(tmp_path) == [module]
+    os.utime(so, (4_000, 4_000))
+    # A compiled module left from a module no longer compiled would shadow its source.
+    gone = tmp_path / "dialects" / ("twilio" + suffix)
+    gone.parent.mkdir()
+    gone.write_bytes(b"")
+    assert native.stale(tmp_path) == ["voxproxy.dialects.twilio"]
+    assert native.compiled_files(tmp_path) == sorted([so, gone])

@@ -24,13 +24,11 @@ from voxproxy import native  # noqa: E402
 
 
 def clean() -> list[Path]:
+    """Remove every compiled module of the package (also of modules no longer listed)."""
     removed = []
-    names = [*native.NATIVE_MODULES, native.GROUP_NAME + "__mypyc"]
-    for name in names:
-        base = ROOT.joinpath(*name.split("."))
-        for path in base.parent.glob(base.name + ".*.so"):
-            path.unlink()
-            removed.append(path)
+    for path in native.compiled_files():
+        path.unlink()
+        removed.append(path)
     shutil.rmtree(ROOT / "build" / "native", ignore_errors=True)
     return removed
 
