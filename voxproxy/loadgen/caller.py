@@ -581,4 +581,11 @@ class ScriptedCaller:
             self.record.error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:
             self.record.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            # The connection's objects refer to each other (garbage only a full collection
+            # finds, which waits while callers pace: pacing.py); let go of this caller's
+            # (its playout, detector, queues) now.
+            if isinstance(self._ws, DirectConnection):
+                self._ws.on_message = None
+            self._ws = None
         return self.record
