@@ -168,34 +168,3 @@ def test_full_collections_are_spaced_out_while_any_pacer_has_senders() -> None:
     assert ("a done", FULL_GC_AFTER) in seen
     assert seen[-1] == ("b done", 10)
     assert after == (saved[0], saved[1], 10)
-
-
-def test_a_start_waits_while_the_frames_leave_late_and_not_past_its_limit() -> None:
-    async def main() -> list[str]:
-        p = Pacer(asyncio.get_running_loop())
-        log: list[str] = []
-        await p.on_time()  # no senders: at once
-        log.append("no senders")
-        stop = False
-
-        def send(now: int, deadline: int) -> int | None:
-            log.append("frame")
-            return None if stop else deadline + 5 * NS_PER_MS
-
-        p.add(time.monotonic_ns() + 5 * NS_PER_MS, send)
-        p.late_ns = 10**9  # as if the last frame had left a second late
-        await p.on_time(within_ns=10**12, most_s=60)  # anything counts as on time
-        log.append("on time")
-        p.late_ns = 10**12  # never on time again:
-        await p.on_time(within_ns=0, most_s=0.05)  # the limit ends the wait
-        log.append("gave up")
-        p.late_ns = 10**9
-        await asyncio.wait_for(p.on_time(within_ns=200 * NS_PER_MS, most_s=60), 30)
-        log.append("caught up")  # a frame left within 200 ms of its deadline
-        stop = True
-        return log
-
-    log = asyncio.run(main())
-    assert log[0] == "no senders"
-    assert log.index("on time") < log.index("gave up") < log.index("caught up")
-    assert "frame" in log[log.index("gave up") : log.index("caught up")]  # the fire set it

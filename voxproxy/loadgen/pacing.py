@@ -44,10 +44,6 @@ from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 Send = Callable[[int, int], int | None]
 EARLY_NS = NS_PER_MS  # the loop timers' resolution: what a fire counts as due already
-# A start waits (Pacer.on_time) while the frames leave later than this, this long at most.
-ON_TIME_NS = 2 * NS_PER_MS
-ON_TIME_WAIT_S = 1.0
-ON_TIME_POLL_S = 0.005
 # While senders pace: a full collection waits for this many generation-1 collections
 # (CPython's default threshold: 10). At 250 callers there are about 2 a second.
 FULL_GC_AFTER = 100
@@ -99,7 +95,6 @@ class Pacer:
         self._seq = itertools.count()  # ties in deadline: first added, first sent
         self._timer: asyncio.TimerHandle | None = None
         self._armed_ns: int | None = None
-        self.late_ns = 0  # how late the last frame sent left (0: no senders)
         self.fires = 0  # timer callbacks run (each sends every frame then due)
         self.sends = 0  # sender calls
         self.gc_hold = GcHold()  # held while there are senders
@@ -134,10 +129,8 @@ class Pacer:
         while heap and heap[0][0] <= due_by:
             deadline, _, send = heapq.heappop(heap)
             self.sends += 1
-            now = time.monotonic_ns()
-            self.late_ns = now - deadline
             try:
-                nxt = send(now, deadline)
+                nxt = send(time.monotonic_ns(), deadline)
             except Exception:  # a sender's failure is its own; the others keep their pace
                 nxt = None
             if nxt is not None:
@@ -145,21 +138,7 @@ class Pacer:
         if heap:
             self._arm(heap[0][0])
         else:
-            self.late_ns = 0
             self.gc_hold.release()
-
-    async def on_time(self, within_ns: int = ON_TIME_NS, most_s: float = ON_TIME_WAIT_S) -> None:
-        """Return once this pacer's frames leave within ``within_ns`` of their deadlines
-        (at once with no senders), or after ``most_s`` at the latest.
-
-        A caller's start (its connection's handshake, its opening messages) takes from
-        the loop the time the callers already pacing need: the run's ramp waits on this
-        before each start, so the ramp slows down while they are behind instead of
-        pushing them further back. It only moves a start; every frame of every caller is
-        still measured against its deadline."""
-        give_up = time.monotonic_ns() + int(most_s * NS_PER_S)
-        while self._heap and self.late_ns > within_ns and time.monotonic_ns() < give_up:
-            await asyncio.sleep(ON_TIME_POLL_S)
 
 
 _PACERS: WeakKeyDictionary[asyncio.AbstractEventLoop, Pacer] = WeakKeyDictionary()

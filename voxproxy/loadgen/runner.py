@@ -24,7 +24,6 @@ from typing import Any
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.arrivals import DROPPED
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, ScriptedCaller
-from voxproxy.loadgen.pacing import pacer
 from voxproxy.loadgen.progress import CallDone
 from voxproxy.loadgen.results import (
     CallOutcome,
@@ -100,8 +99,6 @@ async def run_calls(
     async def one(k: int, index: int) -> None:
         await asyncio.sleep(k * plan.ramp_ms / 1000 if k < plan.concurrency else 0)
         async with sem:
-            if plan.transport == "websocket":  # the ramp yields to the callers pacing
-                await pacer().on_time()
             await call(index)
 
     loop = asyncio.get_running_loop()
