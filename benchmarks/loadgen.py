@@ -271,8 +271,12 @@ def run_workers_level(calls: int, seconds: float, workers: int) -> dict[str, Any
     out_path = Path(f"/tmp/voxproxy-loadgen-w{os.getpid()}-{calls}-{workers}.json")
     cmd = [PY, __file__, "--workers-run", str(workers), "--callers", str(port)]
     cmd += ["--calls", str(calls), "--seconds", str(seconds), "--out", str(out_path)]
+    children0, agent0 = _children_cpu_seconds(), _cpu_seconds(agent.pid)
+    all0, t0 = _machine_busy_seconds(), time.monotonic()
     try:
         subprocess.run(cmd, cwd=ROOT, check=True, timeout=seconds + 300)
+        mine = _children_cpu_seconds() - children0 + _cpu_seconds(agent.pid) - agent0
+        others = (_machine_busy_seconds() - all0 - mine) / (time.monotonic() - t0)
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=10)
@@ -281,6 +285,7 @@ def run_workers_level(calls: int, seconds: float, workers: int) -> dict[str, Any
         "workers": workers,
         "calls": calls,
         **lags,
+        "others_cores": round(max(0.0, others), 2),
         "errors": data["errors"] + (calls - data["calls"]),
     }
 
@@ -316,7 +321,7 @@ def workers_section(levels: list[int], workers: list[int], seconds: float) -> di
             r = run_workers_level(calls, seconds, w)
             runs[w].append(r)
             bad = f", {r['errors']} failed" if r["errors"] else ""
-            cells.append(f"{r['p50_ms']} / {r['p99_ms']} ms{bad}")
+            cells.append(f"{r['p50_ms']} / {r['p99_ms']} ms{bad} (others {r['others_cores']:.2f})")
         table.add_row(str(calls), *cells)
     per_core = {}
     for w in workers:
