@@ -164,7 +164,7 @@ def test_full_collections_are_spaced_out_while_any_pacer_has_senders() -> None:
     finally:
         gc.set_threshold(*saved)
     assert seen[0] == ("before", 10)
-    assert {t for n, t in seen if n in ("a", "b")} == {FULL_GC_AFTER}
-    assert ("a done", FULL_GC_AFTER) in seen
+    held = {t for n, t in seen if n in ("a", "b", "a done")}
+    assert len(held) == 1 and held.pop() >= FULL_GC_AFTER  # raised once, kept while b paced
     assert seen[-1] == ("b done", 10)
     assert after == (saved[0], saved[1], 10)

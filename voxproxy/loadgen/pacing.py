@@ -52,8 +52,9 @@ FULL_GC_AFTER = 100
 class GcHold:
     """Holds off full garbage collections while any pacer of the process has senders.
 
-    The first hold raises the collector's third threshold to ``FULL_GC_AFTER``; the
-    last release puts back the thresholds found (each hold is released once)."""
+    The first hold raises the collector's third threshold so that a full pass waits
+    for ``FULL_GC_AFTER`` more generation-1 passes; the last release puts back the
+    threshold found (each hold is released once)."""
 
     _lock = threading.Lock()
     _holds = 0
@@ -70,7 +71,8 @@ class GcHold:
             if GcHold._holds == 0:
                 t0, t1, t2 = gc.get_threshold()
                 GcHold._saved = (t0, t1, t2)
-                gc.set_threshold(t0, t1, max(t2, FULL_GC_AFTER))
+                # The third count is the generation-1 passes since the last full one.
+                gc.set_threshold(t0, t1, max(t2, gc.get_count()[2] + FULL_GC_AFTER))
             GcHold._holds += 1
 
     def release(self) -> None:
