@@ -10,7 +10,19 @@ a bare sender (a websockets client that only sends paced frames, one
 ``asyncio.sleep`` per frame, no playout, no detector) at the same level. Below the
 table: callers per core at pacing p99 <= 5 ms (the most callers among the levels
 tried, no failed call) for both, and their ratio. The scripted callers of one loop
-share one pacing timer (``voxproxy.loadgen.pacing``).
+share one pacing timer (``voxproxy.loadgen.pacing``), which also spaces out the garbage
+collector's full passes while they pace, as in ``voxproxy load``.
+
+What the pacing figures cover: every frame of every caller, from its first. The callers
+start 3 ms apart (the connection ramp, about 0.75 s at 250, is inside the measured
+time); a caller's frame clock starts once its connection is open, so the handshake's
+own duration is not a pacing lag, but everything the handshakes of later callers take
+from the loop is. Each voxproxy caller says one 10.6 s clip the whole time (speech
+both ways: the agent echoes it back, the caller's playout and detector listen to it).
+"others" is the CPU the rest of the machine used during the level (cores, from
+/proc/stat: user, system and steal time, less the load and agent processes): on a
+shared machine a level with others above a few hundredths ran beside other work, and
+its pacing shows it.
 
 Then ``voxproxy load --workers``: the load command's own path (``play_workers``: W
 processes, shard k/W of one plan each, started together, records merged) at 1 and at
@@ -52,6 +64,23 @@ def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy_seconds() -> float:
+    """CPU seconds the machine's processes used (all cores), and what the hypervisor
+    took (steal), from /proc/stat; interrupts (the loopback traffic's) not counted."""
+    with open("/proc/stat") as fh:
+        user, nice, system, _idle, _iowait, _irq, _softirq, steal = (
+            int(x) for x in fh.readline().split()[1:9]
+        )
+    return (user + nice + system + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_seconds() -> float:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # the children waited for
+    return ru.ru_utime + ru.ru_stime
 
 
 def _pin(pid: int, cpu: int) -> None:
@@ -147,6 +176,9 @@ def run_level(calls: int, seconds: float, bare: bool) -> dict[str, Any]:
     _pin(agent.pid, 1)
     time.sleep(1.0)
     out_path = Path(f"/tmp/voxproxy-loadgen-{os.getpid()}-{calls}-{int(bare)}.json")
+    # What the rest of the machine used while the load ran (the machine may be shared):
+    children0, agent0 = _children_cpu_seconds(), _cpu_seconds(agent.pid)
+    all0, t_start = _machine_busy_seconds(), time.monotonic()
     load = subprocess.Popen(
         [
             PY,
@@ -172,6 +204,9 @@ def run_level(calls: int, seconds: float, bare: bool) -> dict[str, Any]:
     cpu1 = _cpu_seconds(load.pid)
     window = time.monotonic() - t0
     load.wait(timeout=seconds + 120)
+    load_cpu = _children_cpu_seconds() - children0
+    all1, agent1, t1 = _machine_busy_seconds(), _cpu_seconds(agent.pid), time.monotonic()
+    others = (all1 - all0) - load_cpu - (agent1 - agent0)
     agent.send_signal(signal.SIGTERM)
     agent.wait(timeout=10)
     data, lags = _lags(out_path)
@@ -180,6 +215,7 @@ def run_level(calls: int, seconds: float, bare: bool) -> dict[str, Any]:
         **lags,
         "cpu_per_call_s_ms": round((cpu1 - cpu0) / (calls * window) * 1000, 3),
         "core_busy": round((cpu1 - cpu0) / window, 2),
+        "others_cores": round(max(0.0, others) / (t1 - t_start), 2),
         "errors": data["errors"],
     }
 
@@ -235,8 +271,12 @@ def run_workers_level(calls: int, seconds: float, workers: int) -> dict[str, Any
     out_path = Path(f"/tmp/voxproxy-loadgen-w{os.getpid()}-{calls}-{workers}.json")
     cmd = [PY, __file__, "--workers-run", str(workers), "--callers", str(port)]
     cmd += ["--calls", str(calls), "--seconds", str(seconds), "--out", str(out_path)]
+    children0, agent0 = _children_cpu_seconds(), _cpu_seconds(agent.pid)
+    all0, t0 = _machine_busy_seconds(), time.monotonic()
     try:
         subprocess.run(cmd, cwd=ROOT, check=True, timeout=seconds + 300)
+        mine = _children_cpu_seconds() - children0 + _cpu_seconds(agent.pid) - agent0
+        others = (_machine_busy_seconds() - all0 - mine) / (time.monotonic() - t0)
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=10)
@@ -245,6 +285,7 @@ def run_workers_level(calls: int, seconds: float, workers: int) -> dict[str, Any
         "workers": workers,
         "calls": calls,
         **lags,
+        "others_cores": round(max(0.0, others), 2),
         "errors": data["errors"] + (calls - data["calls"]),
     }
 
@@ -280,7 +321,7 @@ def workers_section(levels: list[int], workers: list[int], seconds: float) -> di
             r = run_workers_level(calls, seconds, w)
             runs[w].append(r)
             bad = f", {r['errors']} failed" if r["errors"] else ""
-            cells.append(f"{r['p50_ms']} / {r['p99_ms']} ms{bad}")
+            cells.append(f"{r['p50_ms']} / {r['p99_ms']} ms{bad} (others {r['others_cores']:.2f})")
         table.add_row(str(calls), *cells)
     per_core = {}
     for w in workers:
@@ -341,7 +382,8 @@ def main() -> None:
     from rich.table import Table
 
     table = Table(title="load generator on one core: pacing jitter and CPU per call-second")
-    for col in ("calls", "caller", "pacing lag p50", "p99", "CPU/call-s", "core busy", "errors"):
+    cols = ("calls", "caller", "pacing lag p50", "p99", "CPU/call-s", "core busy", "others")
+    for col in (*cols, "errors"):
         table.add_column(col, justify="right")
     rows = []
     for calls in [int(x) for x in args.levels.split(",") if x]:
@@ -355,6 +397,7 @@ def main() -> None:
                 f"{r['p99_ms']} ms",
                 f"{r['cpu_per_call_s_ms']} ms",
                 f"{r['core_busy']:.0%}",
+                f"{r['others_cores']:.2f}",
                 str(r["errors"]),
             )
         table.add_section()

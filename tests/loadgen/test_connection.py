@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from voxproxy.loadgen.connection import DirectConnection
+from voxproxy.loadgen.connection import DirectConnection, proxy_for
 
 Sent = list[str | bytes | list[str]]
 
@@ -76,3 +77,21 @@ def test_a_handler_that_raises_is_kept_and_the_rest_still_arrive() -> None:
     got, ws = asyncio.run(_exchange([], ["a", "bad", "c"], fail_on="bad"))
     assert isinstance(ws.failure, ValueError)
     assert got == ["a", "c"]  # "c" came through the queue
+
+
+def test_the_proxy_is_the_one_websockets_takes_from_the_environment_looked_up_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("ws_proxy", "socks_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("http_proxy", "http://proxy.example:3128")
+    monkeypatch.setenv("no_proxy", "bypassed.example")
+    proxy_for.cache_clear()
+    try:
+        assert proxy_for("ws://agent.example/stream") == "http://proxy.example:3128"
+        assert proxy_for("ws://bypassed.example/stream") is None
+        monkeypatch.setenv("http_proxy", "http://other.example:3128")
+        assert proxy_for("ws://agent.example/stream") == "http://proxy.example:3128"  # once
+    finally:
+        proxy_for.cache_clear()

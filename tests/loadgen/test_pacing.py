@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import time
 
-from voxproxy.loadgen.pacing import EARLY_NS, Pacer, Send, pacer
+from voxproxy.loadgen.pacing import EARLY_NS, FULL_GC_AFTER, Pacer, Send, pacer
 from voxproxy.timebase import NS_PER_MS
 
 
@@ -123,3 +124,47 @@ def test_one_pacer_per_running_loop() -> None:
     c, _ = asyncio.run(main())
     assert a is b
     assert c is not a
+
+
+def test_full_collections_are_spaced_out_while_any_pacer_has_senders() -> None:
+    saved = gc.get_threshold()
+    gc.set_threshold(saved[0], saved[1], 10)  # CPython's default
+    seen: list[tuple[str, int]] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        a, b = Pacer(loop), Pacer(loop)
+        finished = {"a": asyncio.Event(), "b": asyncio.Event()}
+        now0 = time.monotonic_ns()
+
+        def sender(name: str, frames: int) -> Send:
+            left = [frames]
+
+            def send(now: int, deadline: int) -> int | None:
+                seen.append((name, gc.get_threshold()[2]))
+                left[0] -= 1
+                if left[0]:
+                    return deadline + 5 * NS_PER_MS
+                loop.call_soon(finished[name].set)  # after the fire: the pacer has let go
+                return None
+
+            return send
+
+        seen.append(("before", gc.get_threshold()[2]))
+        a.add(now0, sender("a", 2))
+        b.add(now0, sender("b", 6))
+        await finished["a"].wait()
+        seen.append(("a done", gc.get_threshold()[2]))  # b still holds
+        await finished["b"].wait()
+        seen.append(("b done", gc.get_threshold()[2]))
+
+    try:
+        asyncio.run(main())
+        after = gc.get_threshold()
+    finally:
+        gc.set_threshold(*saved)
+    assert seen[0] == ("before", 10)
+    held = {t for n, t in seen if n in ("a", "b", "a done")}
+    assert len(held) == 1 and held.pop() >= FULL_GC_AFTER  # raised once, kept while b paced
+    assert seen[-1] == ("b done", 10)
+    assert after == (saved[0], saved[1], 10)

@@ -32,7 +32,7 @@ from voxproxy.clips import Clip
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
 from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent, Transcript
-from voxproxy.loadgen.connection import DirectConnection
+from voxproxy.loadgen.connection import DirectConnection, proxy_for
 from voxproxy.loadgen.pacing import pacer
 from voxproxy.loadgen.record import AgentChunk as AgentChunk
 from voxproxy.loadgen.record import CallRecord as CallRecord
@@ -541,6 +541,7 @@ class ScriptedCaller:
                 max_size=None,
                 compression=None,
                 create_connection=DirectConnection,
+                proxy=proxy_for(cfg.url),
             ) as ws:
                 self._ws = ws
                 if self._realtime is not None:
@@ -581,4 +582,11 @@ class ScriptedCaller:
             self.record.error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:
             self.record.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            # The connection's objects refer to each other (garbage only a full collection
+            # finds, which waits while callers pace: pacing.py); let go of this caller's
+            # (its playout, detector, queues) now.
+            if isinstance(self._ws, DirectConnection):
+                self._ws.on_message = None
+            self._ws = None
         return self.record

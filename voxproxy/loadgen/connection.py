@@ -18,12 +18,24 @@ the rest of the messages go through the queue.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable
 
 from websockets.asyncio.client import ClientConnection
 from websockets.frames import BINARY, TEXT, Frame
 from websockets.protocol import Event
+from websockets.proxy import get_proxy
 from websockets.typing import Data
+from websockets.uri import parse_uri
+
+
+@functools.lru_cache(maxsize=64)
+def proxy_for(url: str) -> str | None:
+    """The proxy websockets' ``connect`` would take from the environment for ``url``
+    (None: none), looked up once per URL for the process: websockets looks it up again
+    for every connection (urllib walks the whole environment, ~90 µs), which a ramp of
+    hundreds of callers takes from the loop."""
+    return get_proxy(parse_uri(url))
 
 
 class DirectConnection(ClientConnection):
