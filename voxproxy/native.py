@@ -106,10 +106,12 @@ def build() -> str:
 def compiled_files(package_dir: Path = _ROOT) -> list[Path]:
     """Every compiled module in the package: the modules' builds, their shared library,
     and any left from a module no longer in :data:`NATIVE_MODULES`."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     out: list[Path] = []
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        out.extend(p for p in package_dir.rglob("*" + suffix) if "_fixtures" not in p.parts)
-    return sorted(set(out))
+    # os.walk follows no symbolic link (the package's _fixtures is one, to fixtures/).
+    for folder, _, files in os.walk(package_dir):
+        out.extend(Path(folder, f) for f in files if f.endswith(suffixes))
+    return sorted(out)
 
 
 def stale(package_dir: Path = _ROOT) -> list[str]:
