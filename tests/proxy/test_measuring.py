@@ -7,7 +7,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from voxproxy.proxy.measuring import Item, MeasurementQueue
+from voxproxy.proxy.measuring import (
+    DEFAULT_MAX_BUDGET_MS,
+    DEFAULT_SHARE,
+    Item,
+    MeasurementQueue,
+)
 
 MS = 1_000_000
 
@@ -60,11 +65,17 @@ class Call:
 
 
 def make(
-    budget_ms: float = 1.0, shed_after_ms: float = 500.0, max_backlog: int = 100
+    budget_ms: float = 1.0,
+    shed_after_ms: float = 500.0,
+    max_backlog: int = 100,
+    share: float = DEFAULT_SHARE,
+    max_budget_ms: float = DEFAULT_MAX_BUDGET_MS,
 ) -> tuple[MeasurementQueue, FakeLoop, list[int], list[int]]:
     loop, cpu, now = FakeLoop(), [0], [0]
     queue = MeasurementQueue(
         budget_ms=budget_ms,
+        share=share,
+        max_budget_ms=max_budget_ms,
         shed_after_ms=shed_after_ms,
         max_backlog=max_backlog,
         cpu_ns=lambda: cpu[0],
@@ -113,7 +124,7 @@ def test_past_the_budget_messages_wait_for_later_turns_in_order() -> None:
 
 
 def test_a_busy_loop_lets_measurement_take_as_long_as_forwarding_took() -> None:
-    queue, loop, cpu, _ = make(budget_ms=1.0)  # share 1.0, at most 10 ms
+    queue, loop, cpu, _ = make(budget_ms=1.0, share=1.0, max_budget_ms=10.0)
     a = Call("a", cpu, cost_ns=MS)
     for k in range(40):
         a.message(queue, f"m{k}", 0)  # m0 at once (1 ms), the rest queued
@@ -127,6 +138,23 @@ def test_a_busy_loop_lets_measurement_take_as_long_as_forwarding_took() -> None:
     assert len(a.measured) == 16
     loop.turn()  # no forwarding in between: back to 1 ms
     assert len(a.measured) == 17
+
+
+def test_by_default_measurement_takes_half_of_forwarding_in_slices_of_2_ms_at_most() -> None:
+    queue, loop, cpu, _ = make(budget_ms=0.25)  # the defaults: share 0.5, at most 2 ms
+    a = Call("a", cpu, cost_ns=MS // 4)
+    for k in range(80):
+        a.message(queue, f"m{k}", 0)  # m0 at once (0.25 ms), the rest queued
+    loop.turn()  # nothing known of forwarding yet: the least budget
+    assert len(a.measured) == 2
+    cpu[0] += 4 * MS  # forwarding took 4 ms: measurement may take 2 ms
+    loop.turn()
+    assert len(a.measured) == 10
+    cpu[0] += 50 * MS  # a long turn of forwarding: still 2 ms at most
+    loop.turn()
+    assert len(a.measured) == 18
+    loop.turn()  # an idle loop: the least budget, turn after turn
+    assert len(a.measured) == 19
 
 
 def test_a_call_with_a_backlog_queues_even_under_the_budget() -> None:
@@ -177,6 +205,8 @@ def test_while_the_loop_lags_measurement_yields_to_forwarding_and_says_how_far_b
     lagging = [False]
     queue = MeasurementQueue(
         budget_ms=1.0,
+        share=1.0,
+        max_budget_ms=10.0,
         cpu_ns=lambda: cpu[0],
         loop_cpu_ns=lambda: cpu[0],
         now_ns=lambda: now[0],

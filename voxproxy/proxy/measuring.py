@@ -6,10 +6,11 @@ microsecond it spends delays the next message of every call: a core saturated
 by measurement would make the calls wait for it. :class:`MeasurementQueue` puts
 a bound on that:
 
-* Each turn of the loop measurement may spend a budget: ``budget_ms``, or as much
-  as forwarding took since the previous turn (``share`` times it, at most
+* Each turn of the loop measurement may spend a budget: ``budget_ms``, or a share of
+  what forwarding took since the previous turn (``share`` times it, at most
   ``max_budget_ms``), so that measurement keeps up with a busy loop without ever
-  taking more of it than forwarding does. While under its budget, a message is
+  taking more of it than forwarding does, in slices short enough that the forwarding
+  waiting behind one stays short. While under its budget, a message is
   measured at once (the common case: nothing queues).
 * Past the budget, and for as long as a call has messages queued (its order is
   kept), messages are queued per call and measured on the loop's next turns,
@@ -50,8 +51,13 @@ from typing import Protocol
 from voxproxy.timebase import NS_PER_MS
 
 DEFAULT_BUDGET_MS = 0.25
-DEFAULT_SHARE = 1.0
-DEFAULT_MAX_BUDGET_MS = 10.0
+# Measurement may take half as long as forwarding took, 2 ms at most, each turn of the loop:
+# finer slices keep the forwarding tail short. benchmarks/capacity.py at 160 calls on one
+# core (2026-12-02, pairs of runs): p99 added 6.9 and 9.0 ms with 1.0 and 10 ms, 1.8 and
+# 2.0 ms with these, nothing shed in either; the loop's idle time still goes to measurement
+# (a turn with no forwarding has the least budget and the next turn comes at once).
+DEFAULT_SHARE = 0.5
+DEFAULT_MAX_BUDGET_MS = 2.0
 DEFAULT_SHED_AFTER_MS = 500.0
 _ITEMS_PER_VISIT = 8  # items of one call measured before the next call's turn
 YIELD_LAG_MS = 5.0  # a loop reading this late: measurement takes only its least budget
