@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+_NEAR_END = 8  # anchors looked at from the end before a binary search
+_PRUNE_BATCH = 64  # anchors (or breaks) before a position that make a trim worth it
+
 
 class Timeline:
     """Maps stream positions to clock times through per-chunk anchors (binary search)."""
@@ -39,9 +42,20 @@ class Timeline:
 
     def t_at(self, pos: int) -> int:
         anchors = self._pos
-        if anchors and pos >= anchors[-1]:  # the usual question: about the latest audio
-            return self._t[-1] + (pos - anchors[-1]) * 1_000_000_000 // self._rate
-        i = bisect_right(anchors, pos) - 1
+        n = len(anchors)
+        # The usual questions are about the latest audio (the batch being analysed: its
+        # last few chunks): a short walk back from the end before a binary search.
+        i = n - 1
+        stop = n - _NEAR_END
+        while i >= 0 and i >= stop:
+            if anchors[i] <= pos:
+                return self._t[i] + (pos - anchors[i]) * 1_000_000_000 // self._rate
+            i -= 1
+        if i < 0:
+            if n == 0:
+                raise IndexError("no anchor")
+            return self._t[0] + (pos - anchors[0]) * 1_000_000_000 // self._rate
+        i = bisect_right(anchors, pos, 0, i + 1) - 1
         if i < 0:
             i = 0
         return self._t[i] + (pos - anchors[i]) * 1_000_000_000 // self._rate
@@ -68,10 +82,13 @@ class Timeline:
         return self._breaks[i] if i < len(self._breaks) else None
 
     def prune_before(self, pos: int) -> None:
-        i = bisect_right(self._pos, pos) - 1
-        if i > 64:  # trim in batches
-            del self._pos[:i]
+        # Trimmed in batches: only once more than _PRUNE_BATCH anchors lie before ``pos``.
+        anchors = self._pos
+        if len(anchors) > _PRUNE_BATCH + 1 and anchors[_PRUNE_BATCH + 1] <= pos:
+            i = bisect_right(anchors, pos) - 1
+            del anchors[:i]
             del self._t[:i]
-        j = bisect_right(self._breaks, pos) - 1
-        if j > 64:
-            del self._breaks[:j]
+        breaks = self._breaks
+        if len(breaks) > _PRUNE_BATCH + 1 and breaks[_PRUNE_BATCH + 1] <= pos:
+            j = bisect_right(breaks, pos) - 1
+            del breaks[:j]

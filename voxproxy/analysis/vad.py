@@ -30,6 +30,7 @@ objects; ``settled_ns`` promises that no later spurt will start before it.
 from __future__ import annotations
 
 from collections import deque
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +64,14 @@ from voxproxy.analysis.vadconfig import (
 from voxproxy.analysis.voicing import VOICING_BAND_HZ, VOICING_THRESHOLD, voicing
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_MS
+
+# numpy's functions and the float32 constants of a batch's energies, looked up once.
+_MULTIPLY: Final = np.multiply
+_MAXIMUM: Final = np.maximum
+_LOG10: Final = np.log10
+_ADD_REDUCE: Final = np.add.reduce
+_POWER_FLOOR: Final = np.array(1e-10, dtype=np.float32)
+_TEN: Final = np.array(10.0, dtype=np.float32)
 
 __all__ = [
     "EDGE_LEVEL_DB",
@@ -118,6 +127,8 @@ class SpeechDetector(NoiseFloor):
         freqs = np.fft.rfftfreq(self._nfft, 1 / sample_rate_hz)
         self._band = (freqs >= 150) & (freqs <= min(3800, sample_rate_hz // 2 - 100))
         self._taper = np.hanning(self._win * cfg.frame_ms)
+        self._win_scale = np.array(1.0 / (self._win * 32768.0 * 32768.0), dtype=np.float32)
+        self._frame_scale = np.array(1.0 / cfg.frame_ms, dtype=np.float32)
         self._noise_psd: npt.NDArray[np.float64] | None = None
         self._psd_count = 0
         self._hist_mask = self._hist.size - 1
@@ -287,17 +298,18 @@ class SpeechDetector(NoiseFloor):
         fm = cfg.frame_ms
         usable = self._pending[: n_frames * frame]
         x = usable.astype(np.float32).reshape(-1, self._win)
-        # (In place: the same float32 operations as written out, fewer arrays made.)
+        # In place, with the constants made float32 arrays once: the same float32
+        # operations as ``power *= 1.0 / ...`` and so on, for less of numpy's per-call cost.
         power = np.einsum("ij,ij->i", x, x)
-        power *= 1.0 / (self._win * 32768.0 * 32768.0)
-        np.maximum(power, 1e-10, out=power)
-        frame_pow = power.reshape(n_frames, fm).sum(axis=1)
-        frame_pow *= 1.0 / fm
-        np.log10(frame_pow, out=frame_pow)
-        frame_pow *= 10.0
+        _MULTIPLY(power, self._win_scale, out=power)
+        _MAXIMUM(power, _POWER_FLOOR, out=power)
+        frame_pow = _ADD_REDUCE(power.reshape(n_frames, fm), axis=1)  # (= .sum, no wrapper)
+        _MULTIPLY(frame_pow, self._frame_scale, out=frame_pow)
+        _LOG10(frame_pow, out=frame_pow)
+        _MULTIPLY(frame_pow, _TEN, out=frame_pow)
         frame_db: list[float] = frame_pow.tolist()
-        energies = np.log10(power, out=power)  # one value per 1 ms window
-        energies *= 10.0
+        energies = _LOG10(power, out=power)  # one value per 1 ms window
+        _MULTIPLY(energies, _TEN, out=energies)
         win_db: list[float] | None = None
         first_win = self._framed // self._win
         # The whole batch's energies and samples are stored before its frames are walked,
@@ -324,7 +336,7 @@ class SpeechDetector(NoiseFloor):
         merge_ns = cfg.merge_gap_ms * NS_PER_MS
         is_speech = self._vad.is_speech
         start_margin = cfg.start_margin_db
-        t_at = self._timeline.t_at
+        timeline = self._timeline  # (its methods called on it: a compiled call)
         win = self._win
         self.frames += n_frames
         for f in range(n_frames):
@@ -370,7 +382,7 @@ class SpeechDetector(NoiseFloor):
                 last -= 1
             first_above = win0 + first - base
             last_above = win0 + last - base
-            if self._in_spurt and t_at(win0 * win) - self._last_active_t > merge_ns:
+            if self._in_spurt and timeline.t_at(win0 * win) - self._last_active_t > merge_ns:
                 # A long pause: does the new onset, walked back, fall within the merge
                 # gap of the refined offset of the open spurt?
                 onset = self._walk_back(first_above, self._edge_threshold())
@@ -410,7 +422,7 @@ class SpeechDetector(NoiseFloor):
                 if voiced:
                     self._voiced_ms += fm
             self._last_active_win = last_above
-            self._last_active_t = t_at((last_above + 1) * win)
+            self._last_active_t = timeline.t_at((last_above + 1) * win)
             self._spurt_frames += 1
             if self._spurt_frames % NOISE_BED_STRIDE == 0:
                 self._recent_voicing.append(

@@ -65,8 +65,8 @@ class TwilioDecoder:
                 return [Anomaly(AnomalyKind.INVALID_BASE64, direction, t_ns)]
             # The hot path (every 20 ms each way): base64 and μ-law inline.
             try:
-                data = a2b_base64(value.encode("ascii"), strict_mode=True)
-            except ValueError:  # binascii.Error, UnicodeEncodeError
+                data = a2b_base64(value, strict_mode=True)  # (str: ASCII only, else ValueError)
+            except ValueError:  # binascii.Error, or a str that is not ASCII
                 return [Anomaly(AnomalyKind.INVALID_BASE64, direction, t_ns)]
             pcm = ULAW_DECODE.take(np.frombuffer(data, dtype=np.uint8))
             return [Audio(direction, pcm, SAMPLE_RATE_HZ, t_ns)]
