@@ -188,7 +188,11 @@ class MeasurementQueue:
         if self._turn_pending:
             return
         self._turn_pending = True
-        call_soon = self._call_soon or asyncio.get_running_loop().call_soon
+        call_soon = self._call_soon
+        if call_soon is None:
+            # The running loop's, looked up once: asyncio.get_running_loop() checks the
+            # process id, a system call, on every look-up (once a turn of the loop).
+            call_soon = self._call_soon = asyncio.get_running_loop().call_soon
         call_soon(self.run_turn)
 
     def drain(self) -> None:

@@ -306,32 +306,40 @@ class CallSession:
         return conv
 
     def _audio(self, ev: Audio) -> None:
-        if not MIN_RATE_HZ <= ev.sample_rate_hz <= MAX_RATE_HZ:
+        # (The event's fields read once: on an interpreted class each read is a lookup.)
+        rate = ev.sample_rate_hz
+        if not MIN_RATE_HZ <= rate <= MAX_RATE_HZ:
             self.anomalies[AnomalyKind.BAD_AUDIO.value] += 1  # no wire carries such a rate
             return
-        conv = self._converters[ev.direction]
-        if conv is None or conv.in_rate_hz != ev.sample_rate_hz:
-            conv = self._converter(ev.direction, ev.sample_rate_hz)
-        dur = ev.pcm.size * 1_000_000_000 // ev.sample_rate_hz
-        self._audio_ns[ev.direction] += dur
+        direction = ev.direction
+        pcm = ev.pcm
+        t_ns = ev.t_ns
+        conv = self._converters[direction]
+        if conv is None or conv.in_rate_hz != rate:
+            conv = self._converter(direction, rate)
+        dur = pcm.size * 1_000_000_000 // rate
+        self._audio_ns[direction] += dur
         if self._shedding and not self._paced:
             self._shed_audio(ev, dur)
             return
-        if ev.direction is CALLER_TO_AGENT:
-            self._caller_audio(ev, conv, dur)
+        if direction is CALLER_TO_AGENT:
+            self._caller_audio(pcm, rate, t_ns, conv, dur)
             return
-        pcm = ev.pcm if conv.in_rate_hz == conv.out_rate_hz else conv.convert(ev.pcm)
+        out_rate = conv.out_rate_hz
+        if conv.in_rate_hz != out_rate:
+            pcm = conv.convert(pcm)
         if self._paced:
-            self._agent_on_arrival(pcm, conv.out_rate_hz, ev.t_ns)
+            self._agent_on_arrival(pcm, out_rate, t_ns)
         else:
             playout = self._playout
             assert playout is not None
             unkept = playout.unkept_chunks
-            start = playout.add(pcm, ev.t_ns)
+            start = playout.add(pcm, t_ns)
             if playout.unkept_chunks != unkept:
                 self.anomalies[AnomalyKind.AGENT_AUDIO_AHEAD.value] += 1
-            if ev.item_id is not None:
-                self._items.note(ev.item_id, start, pcm.size * 1_000_000_000 // conv.out_rate_hz)
+            item_id = ev.item_id
+            if item_id is not None:
+                self._items.note(item_id, start, pcm.size * 1_000_000_000 // out_rate)
 
     def _shed_audio(self, ev: Audio, dur: int) -> None:
         """Audio whose analysis was shed: its span is kept (caller: the time it covers;
@@ -351,7 +359,7 @@ class CallSession:
         if ev.item_id is not None:
             self._items.note(ev.item_id, start, dur)
 
-    def _caller_audio(self, ev: Audio, conv: Converter, dur: int) -> None:
+    def _caller_audio(self, src: Pcm, rate: int, t_ns: int, conv: Converter, dur: int) -> None:
         """Caller audio is analysed only as far as it keeps to real time.
 
         A caller cannot have captured more audio than the time since the call started
@@ -364,16 +372,14 @@ class CallSession:
         self._caller_chunk_ns.append(dur)
         det = self._detectors[CALLER_TO_AGENT]
         assert det is not None
-        rate = ev.sample_rate_hz
-        src = ev.pcm
         size = src.size
-        budget = ev.t_ns - self.start_ns + _CALLER_AHEAD_NS - self._caller_analysed_ns
+        budget = t_ns - self.start_ns + _CALLER_AHEAD_NS - self._caller_analysed_ns
         keep = min(size, max(0, budget) * rate // 1_000_000_000)
         if keep < size:
             self.anomalies[AnomalyKind.CALLER_AUDIO_AHEAD.value] += 1
             self._caller_unanalysed_ns += dur - keep * 1_000_000_000 // rate
             src = src[size - keep :]
-            splice = ev.t_ns - keep * 1_000_000_000 // rate
+            splice = t_ns - keep * 1_000_000_000 // rate
             self._evidence.note_unheard(
                 CALLER_TO_AGENT, splice, splice
             )  # what came before is unheard
@@ -384,13 +390,13 @@ class CallSession:
         if conv.in_rate_hz == conv.out_rate_hz:  # the detector's rate: as it is
             if keep:
                 # A captured frame of duration d that arrives at t covers [t - d, t].
-                det.push(src, ev.t_ns - kept_ns, continuous=not self._caller_break)
+                det.push(src, t_ns - kept_ns, continuous=not self._caller_break)
                 self._caller_break = False
             return
         pcm = conv.convert(src)
         if pcm.size:
             out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
-            det.push(pcm, ev.t_ns - out_dur, continuous=not self._caller_break)
+            det.push(pcm, t_ns - out_dur, continuous=not self._caller_break)
             self._caller_break = False
 
     def _agent_on_arrival(self, pcm: Pcm, rate: int, t_ns: int) -> None:
