@@ -12,7 +12,7 @@ import numpy as np
 
 from voxproxy.analysis.edges import EdgeWalker
 from voxproxy.analysis.vadconfig import NOISE_BED_SAMPLES
-from voxproxy.analysis.voicing import VOICING_THRESHOLD, voicing, voicing_rows
+from voxproxy.analysis.voicing import VOICING_THRESHOLD, voicing
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_MS
 
@@ -115,21 +115,6 @@ class NoiseFloor(EdgeWalker):
         return np.concatenate((self._prev_tail, usable[: (f + 1) * frame]))
 
     def _voicings(self, windows: list[Pcm]) -> list[float]:
-        """:func:`voicing` of each window; windows of one length in one pass of numpy (a
-        noise bed's ten samples: one window at a time pays for a pass of its own, which
-        costs more than batching saves for the few frames of a batch)."""
+        """:func:`voicing` of each window."""
         lo, hi, rate = self._lag_lo, self._lag_hi, self.sample_rate_hz
-        if len(windows) == 1:
-            return [voicing(windows[0], lo, hi, rate)]
-        out = [0.0] * len(windows)
-        by_size: dict[int, list[int]] = {}
-        for i, w in enumerate(windows):
-            by_size.setdefault(w.size, []).append(i)
-        for idx in by_size.values():
-            if len(idx) == 1:
-                out[idx[0]] = voicing(windows[idx[0]], lo, hi, rate)
-                continue
-            rows = voicing_rows(np.stack([windows[i] for i in idx]), lo, hi, rate)
-            for i, v in zip(idx, rows, strict=True):
-                out[i] = v
-        return out
+        return [voicing(w, lo, hi, rate) for w in windows]
