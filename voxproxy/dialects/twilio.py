@@ -11,10 +11,9 @@ from __future__ import annotations
 from binascii import a2b_base64
 from typing import Any
 
-import numpy as np
 import orjson
 
-from voxproxy.audio.g711 import ULAW_DECODE
+from voxproxy.audio.g711 import ulaw_to_pcm
 from voxproxy.dialects._common import b64encode
 from voxproxy.dialects._stream import MarkWire
 from voxproxy.dialects.base import DialectOptions, register
@@ -68,7 +67,7 @@ class TwilioDecoder:
                 data = a2b_base64(value, strict_mode=True)  # (str: ASCII only, else ValueError)
             except ValueError:  # binascii.Error, or a str that is not ASCII
                 return [Anomaly(AnomalyKind.INVALID_BASE64, direction, t_ns)]
-            pcm = ULAW_DECODE.take(np.frombuffer(data, dtype=np.uint8))
+            pcm = ulaw_to_pcm(data)
             return [Audio(direction, pcm, SAMPLE_RATE_HZ, t_ns)]
         if event == "mark":
             mark = msg.get("mark")
