@@ -40,7 +40,6 @@ import heapq
 import io
 import json
 import pstats
-import random
 import sys
 import time
 from collections.abc import Callable
@@ -58,7 +57,7 @@ from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction  # noqa: E402
 from voxproxy.receipts.model import CloseInfo  # noqa: E402
-from voxproxy.scripted import BargePlan, CallPlan, TurnPlan, render  # noqa: E402
+from voxproxy.scripted import render, turn_taking_plans  # noqa: E402
 from voxproxy.session import CallSession  # noqa: E402
 
 Message = tuple[int, Direction, str]
@@ -146,37 +145,10 @@ def concurrent_calls(count: int, seconds: float) -> list[Call]:
 
 
 def scripted_calls(count: int, seed: int = 1717) -> list[Call]:
-    """Turn-taking Twilio calls with barge-ins, paced and in bursts, clean and noisy."""
-    clips = load_clips()
-    speech = [c for c in clips.values() if c.kind == "speech"]
-    callers = sorted((c for c in speech if c.role == "caller"), key=lambda c: c.name)
-    agents = sorted((c for c in speech if c.role == "agent"), key=lambda c: c.name)
-    rng = random.Random(seed)
+    """Turn-taking Twilio calls with barge-ins, paced and in bursts, clean and noisy
+    (voxproxy.scripted.turn_taking_plans)."""
     calls = []
-    for k in range(count):
-        turns = []
-        for i in range(4):
-            agent = rng.choice(agents)
-            barge = None
-            if i % 2 == 1 and i < 3:
-                long_segs = [s for s in agent.segments_ms if s[1] - s[0] >= 500]
-                a, b = rng.choice(long_segs)
-                point = rng.uniform(a + 150, min(b - 250, a + 2500)) - agent.onset_ms
-                barge = BargePlan(point, rng.uniform(60, 600), "flush")
-            turns.append(TurnPlan(rng.choice(callers), agent, rng.uniform(150, 3000), barge))
-        plan = CallPlan(
-            dialect="twilio",
-            send_mode="paced" if k % 2 == 0 else "burst",
-            turns=tuple(turns),
-            caller_gap_ms=rng.uniform(300, 1500),
-            seed=rng.randrange(1 << 30),
-        )
-        if k % 3 == 1:
-            plan = dataclasses.replace(plan, caller_noise_dbfs=-45.0)
-        elif k % 3 == 2:
-            plan = dataclasses.replace(
-                plan, caller_bed=clips["noise_babble"].pcm, caller_bed_dbfs=-35.0
-            )
+    for plan in turn_taking_plans(count, seed):
         call = render(plan)
         calls.append(Call(list(call.messages), call.end_ns))
     return calls

@@ -16,46 +16,20 @@ from voxproxy import native
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Scripted Twilio calls (clean, with caller noise, over a babble bed; paced and in
-# bursts, with barge-ins) through CallSession, each receipt as JSON less its wall clock.
+# Scripted Twilio calls (voxproxy.scripted.turn_taking_plans: clean, with caller noise,
+# over a babble bed; paced and in bursts, with barge-ins) through CallSession, each
+# receipt as JSON less its wall clock.
 _RECEIPTS = textwrap.dedent(
     """
-    import dataclasses, json, random, sys
+    import json
     from voxproxy import native
-    from voxproxy.clips import load_clips
     from voxproxy.dialects import make_decoder
     from voxproxy.receipts.model import CloseInfo
-    from voxproxy.scripted import BargePlan, CallPlan, TurnPlan, render
+    from voxproxy.scripted import render, turn_taking_plans
     from voxproxy.session import CallSession
 
-    clips = load_clips()
-    speech = sorted((c for c in clips.values() if c.kind == "speech"), key=lambda c: c.name)
-    callers = [c for c in speech if c.role == "caller"]
-    agents = [c for c in speech if c.role == "agent"]
-    rng = random.Random(29)
     out = []
-    for k in range(6):
-        turns = []
-        for i in range(3):
-            agent = rng.choice(agents)
-            barge = None
-            if i == 1:
-                a, b = max(agent.segments_ms, key=lambda s: s[1] - s[0])
-                point = (a + b) / 2 - agent.onset_ms
-                barge = BargePlan(point, rng.uniform(60, 400), "flush")
-            turns.append(TurnPlan(rng.choice(callers), agent, rng.uniform(150, 2000), barge))
-        plan = CallPlan(
-            dialect="twilio",
-            send_mode="paced" if k % 2 == 0 else "burst",
-            turns=tuple(turns),
-            caller_gap_ms=rng.uniform(300, 1200),
-            seed=k,
-        )
-        if k % 3 == 1:
-            plan = dataclasses.replace(plan, caller_noise_dbfs=-45.0)
-        elif k % 3 == 2:
-            bed = clips["noise_babble"].pcm
-            plan = dataclasses.replace(plan, caller_bed=bed, caller_bed_dbfs=-35.0)
+    for plan in turn_taking_plans(6, seed=29, turns=3):
         call = render(plan)
         s = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="native")
         for t, d, payload in call.messages:

@@ -32,6 +32,7 @@ sockets), numpy, and from voxproxy the core (``events``, ``timebase``, ``audio``
 ``dialects``, ``turns``, ``session``), ``clips`` and ``yamlmodel``.
 """
 
+from voxproxy.scripted.mixes import turn_taking_plans
 from voxproxy.scripted.plan import (
     WIRE_DIALECTS,
     BargePlan,
@@ -63,4 +64,5 @@ __all__ = [
     "played_ns",
     "render",
     "to_rate",
+    "turn_taking_plans",
 ]
