@@ -25,7 +25,14 @@ it forwarded.
 ``py-spy`` command must be on the PATH or beside this Python) and writes the top
 of the profile, by own and by inclusive time, to FILE; ``--paths`` picks the paths.
 
-Run:  .venv/bin/python benchmarks/overhead.py [--levels 1,50,100] [--seconds 10]
+``--rounds N`` measures every path N times, interleaved (direct, bare, ..., then again):
+this machine's speed drifts by 10-30% between runs a few minutes apart (the bare relay
+read 27.7 to 37.3 µs per message at 100 calls in one half hour), so one run's ratio can
+land anywhere in that band. With rounds, CPU figures are medians over the rounds (and
+their range is shown), the ratio is the median of each round's own pair, and latencies
+are pooled (each against its own round's direct median).
+
+Run:  .venv/bin/python benchmarks/overhead.py [--levels 1,50,100] [--seconds 10] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -487,6 +494,13 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", default="1,50,100")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every path this many times, interleaved; figures are medians over "
+        "the rounds (the ratio: of each round's pair), latencies pooled",
+    )
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--paths", default=",".join(PATHS), help="paths to run (direct first)")
@@ -531,6 +545,7 @@ def main() -> None:
         "p50 added",
         "p99 added",
         "CPU/msg",
+        "CPU/msg range",
         "CPU/call-s",
         "calls/core",
         "errors",
@@ -539,38 +554,62 @@ def main() -> None:
         table.add_column(col, justify="right")
     for calls in levels:
         paths = [p for p in PATHS if p in args.paths.split(",")]
-        results = {p: measure(p, calls, args.seconds, args.warmup, args.profile) for p in paths}
-        direct = results.get("direct")
-        floor = statistics.median(direct.latencies_ms) if direct else 0.0
-        level: dict[str, float] = {"calls": calls}
+        # Rounds interleave the paths (direct, bare, ..., then again), so that a drift of
+        # the machine's speed between rounds falls on every path alike.
+        rounds = [
+            {p: measure(p, calls, args.seconds, args.warmup, args.profile) for p in paths}
+            for _ in range(args.rounds)
+        ]
+        level: dict[str, object] = {"calls": calls}
         per_msg: dict[str, float] = {}
-        for p, r in results.items():
-            added = [x - floor for x in r.latencies_ms]
-            cpu_msg_us = (
-                r.cpu_s / r.messages * 1e6 if r.messages and p != "direct" else float("nan")
+        per_round: dict[str, list[float]] = {p: [] for p in paths}
+        for one in rounds:
+            for p, r in one.items():
+                per_round[p].append(r.cpu_s / r.messages * 1e6 if r.messages else float("nan"))
+        for p in paths:
+            runs = [one[p] for one in rounds]
+            # Latencies pooled over the rounds, each against its own round's direct median.
+            added: list[float] = []
+            for one, r in zip(rounds, runs, strict=True):
+                direct = one.get("direct")
+                floor = statistics.median(direct.latencies_ms) if direct else 0.0
+                added.extend(x - floor for x in r.latencies_ms)
+            lat = [x for r in runs for x in r.latencies_ms]
+            cpu_msg_us = statistics.median(per_round[p]) if p != "direct" else float("nan")
+            cpu_call_s = (
+                statistics.median(r.cpu_s / (calls * r.window_s) for r in runs)
+                if p != "direct"
+                else float("nan")
             )
-            cpu_call_s = r.cpu_s / (calls * r.window_s) if p != "direct" else float("nan")
             per_msg[p] = cpu_msg_us
+            spread = (
+                f"{min(per_round[p]):.1f}-{max(per_round[p]):.1f}"
+                if p != "direct" and len(runs) > 1
+                else ""
+            )
+            sheds = [r.shed_share for r in runs if r.shed_share is not None]
+            r = runs[0]
             table.add_row(
                 str(calls),
                 p,
-                f"{pct(r.latencies_ms, 50):.2f} ms",
-                f"{pct(r.latencies_ms, 99):.2f} ms",
+                f"{pct(lat, 50):.2f} ms",
+                f"{pct(lat, 99):.2f} ms",
                 "" if p == "direct" else f"{pct(added, 50):.2f} ms",
                 "" if p == "direct" else f"{pct(added, 99):.2f} ms",
                 "" if p == "direct" else f"{cpu_msg_us:.1f} µs",
+                spread,
                 "" if p == "direct" else f"{cpu_call_s * 1000:.2f} ms",
                 "" if p == "direct" else f"{1 / cpu_call_s:.0f}" if cpu_call_s > 0 else "",
-                str(r.errors),
-                "" if r.shed_share is None else f"{100 * r.shed_share:.1f}%",
+                str(sum(r.errors for r in runs)),
+                "" if not sheds else f"{100 * max(sheds):.1f}%",
             )
             if p == "voxproxy":
                 level.update(
                     p50_added_ms=round(pct(added, 50), 3),
                     p99_added_ms=round(pct(added, 99), 3),
                     cpu_per_msg_us=round(cpu_msg_us, 2),
-                    calls_per_core=round(1 / cpu_call_s) if cpu_call_s > 0 else None,  # type: ignore[dict-item]
-                    shed_share=round(r.shed_share or 0.0, 4),
+                    calls_per_core=round(1 / cpu_call_s) if cpu_call_s > 0 else None,
+                    shed_share=round(max(sheds, default=0.0), 4),
                 )
             if p == "forward-only":
                 level.update(forward_only_cpu_per_msg_us=round(cpu_msg_us, 2))
@@ -578,7 +617,7 @@ def main() -> None:
                 level.update(
                     pure_cpu_per_msg_us=round(cpu_msg_us, 2),
                     pure_p99_added_ms=round(pct(added, 99), 3),
-                    pure_shed_share=round(r.shed_share or 0.0, 4),
+                    pure_shed_share=round(max(sheds, default=0.0), 4),
                 )
             if p == "bare":
                 level.update(
@@ -586,15 +625,25 @@ def main() -> None:
                     bare_p50_added_ms=round(pct(added, 50), 3),
                     bare_p99_added_ms=round(pct(added, 99), 3),
                 )
+        if args.rounds > 1:
+            level["rounds"] = args.rounds
+            for p, key in (("voxproxy", "cpu_per_msg_ratios"), ("voxproxy-pure", "pure_ratios")):
+                if p in per_round and "bare" in per_round:
+                    pairs = zip(per_round[p], per_round["bare"], strict=True)
+                    level[key] = [round(a / b, 3) for a, b in pairs]
+        # The ratio of each round's pair (side by side in time), the median over rounds.
         if "voxproxy" in per_msg and "bare" in per_msg:
-            level["cpu_per_msg_ratio"] = round(per_msg["voxproxy"] / per_msg["bare"], 3)
+            ratios = [a / b for a, b in zip(per_round["voxproxy"], per_round["bare"], strict=True)]
+            level["cpu_per_msg_ratio"] = round(statistics.median(ratios), 3)
         if "voxproxy-pure" in per_msg and "bare" in per_msg:
-            level["pure_cpu_per_msg_ratio"] = round(per_msg["voxproxy-pure"] / per_msg["bare"], 3)
+            pairs = zip(per_round["voxproxy-pure"], per_round["bare"], strict=True)
+            level["pure_cpu_per_msg_ratio"] = round(statistics.median(a / b for a, b in pairs), 3)
         rows.append(level)
         table.add_section()
     console.print(table)
     console.print(
-        "cpu_per_msg_ratio = voxproxy CPU per message / bare relay CPU per message (same run). "
+        "cpu_per_msg_ratio = voxproxy CPU per message / bare relay CPU per message (same run; "
+        "with --rounds, the median of each round's pair). "
         "Added latency is relative to the direct path's median. shed = share of voxproxy's "
         "messages whose analysis it shed (measurement fell behind: figures withheld)."
     )
