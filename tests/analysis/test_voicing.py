@@ -73,3 +73,20 @@ def test_silence_and_a_constant_have_no_pitch(length: int) -> None:
     assert voicing(np.full(length, 300, dtype=np.int16), 20, 100, 8000) == 0.0
     assert voicing(np.full(length, -32768, dtype=np.int16), 20, 100, 8000) == 0.0
     assert voicing(np.zeros(1, dtype=np.int16), 20, 100, 8000) == 0.0
+
+
+def test_every_detector_rate_and_window_length_keeps_to_the_fft_form() -> None:
+    """The matrices are made per window length and rate, and their cache stays bounded."""
+    from voxproxy.analysis import voicing as module
+
+    rng = np.random.default_rng(5)
+    for rate in (8000, 16000, 32000, 48000):
+        for ms in (10, 20, 30):
+            n = rate * ms // 1000
+            t = np.arange(n) / rate
+            w = (4000 * np.sin(2 * np.pi * 140 * t) + 600 * rng.standard_normal(n)).astype(np.int16)
+            lo, hi = rate // 400, rate // 80
+            assert voicing(w, lo, hi, rate) == pytest.approx(
+                fft_voicing(w, lo, hi, rate), abs=1e-12
+            )
+    assert len(module._BASES) <= module._MAX_BASES
