@@ -588,7 +588,6 @@ def main() -> None:
                 else ""
             )
             sheds = [r.shed_share for r in runs if r.shed_share is not None]
-            r = runs[0]
             table.add_row(
                 str(calls),
                 p,

@@ -43,6 +43,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.analysis.vadconfig",
     "voxproxy.analysis.playout",
     "voxproxy.session.call",
+    "voxproxy.session.ordering",
     "voxproxy.session.marks",
     "voxproxy.session.evidence",
     "voxproxy.audio.levels",

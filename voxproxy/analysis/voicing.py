@@ -20,6 +20,7 @@ Matrix = npt.NDArray[np.float64]
 # varies them from growing it (at 48 kHz an entry is about 2.3 MB).
 _BASES: dict[tuple[int, int, int, int], tuple[Matrix, Matrix, int]] = {}
 _MAX_BASES = 16
+_SILENT_BAND = 1e-6  # autocorrelation at lag 0 (band energy / nfft) taken for none
 
 
 def voicing(window: Pcm, lag_lo: int, lag_hi: int, sample_rate_hz: int | None = None) -> float:
@@ -60,9 +61,6 @@ def voicing(window: Pcm, lag_lo: int, lag_hi: int, sample_rate_hz: int | None = 
     mid = r[1:-1]
     peaks = mid[(mid > r[:-2]) & (mid >= r[2:])]
     return float(peaks.max()) / a0 if peaks.size else 0.0
-
-
-_SILENT_BAND = 1e-6  # autocorrelation at lag 0 (band energy / nfft) taken for none
 
 
 def _bases(n: int, lag_lo: int, lag_hi: int, rate: int) -> tuple[Matrix, Matrix, int]:

@@ -4,13 +4,12 @@ The per-message path lives here: ``on_message`` -> the decoder -> ``_handle`` ->
 ``_audio`` (caller audio to its detector; agent audio onto the playout timeline) and
 the marks, flushes and stream events; every ``PUMP_INTERVAL_MS`` of call time ``_pump``
 releases played audio to the agent's detector, advances both detectors and feeds the
-finished spurts and flushes below the watermark to the turn machine. ``close``
+finished spurts and flushes below the watermark to the turn machine (``ordering``). ``close``
 settles everything and hands over to :func:`~voxproxy.session.receipt.build_receipt`.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
@@ -51,6 +50,7 @@ from voxproxy.session.config import (
 )
 from voxproxy.session.evidence import Evidence
 from voxproxy.session.marks import Items, Marks
+from voxproxy.session.ordering import feed_turns, watermark
 from voxproxy.session.receipt import build_receipt
 from voxproxy.session.stages import MAX_STAGE_MARKS
 from voxproxy.session.wire import WIRE_SAMPLE, WireCheck
@@ -510,50 +510,17 @@ class CallSession:
 
     def _watermark(self, now: int) -> int:
         """Nothing that starts before this time can still appear."""
-        vad = self.config.vad
-        slack = (2 * vad.onset_lookback_ms + vad.frame_ms) * NS_PER_MS  # found, walked again
-        marks = [now - self._max_caller_chunk_ns - slack]
-        for det in self._detectors:
-            if det is not None and det.speaking:
-                settled = det.settled_ns()
-                if settled is not None:
-                    marks.append(settled)
-        return min(marks)
+        return watermark(now, self._max_caller_chunk_ns, self.config.vad, self._detectors)
 
-    def _feed_turns(self, watermark: int) -> None:
-        caller = self._detectors[CALLER_TO_AGENT]
-        agent = self._detectors[AGENT_TO_CALLER]
-        heap: list[tuple[int, int, int]] = []
-        if caller is not None and caller.spurts:
-            heap.append((caller.spurts[0].onset_ns, 1, 0))
-        if agent is not None and agent.spurts:
-            heap.append((agent.spurts[0].onset_ns, 2, 1))
-        if self._flush_queue:
-            heap.append((self._flush_queue[0].t_ns, 0, 2))
-        heapq.heapify(heap)
-        while heap and heap[0][0] <= watermark:
-            _, _, which = heapq.heappop(heap)
-            if which == 0:
-                assert caller is not None
-                spurt = caller.spurts.popleft()
-                self._evidence.note_spurt(CALLER_TO_AGENT, spurt)
-                if spurt.voiced:
-                    self.turns.caller_spurt(spurt)
-                else:
-                    self.caller_noise_events += 1  # a cough or a bang: not speech, not a turn
-                if caller.spurts:
-                    heapq.heappush(heap, (caller.spurts[0].onset_ns, 1, 0))
-            elif which == 1:
-                assert agent is not None
-                agent_spurt = agent.spurts.popleft()
-                self._evidence.note_spurt(AGENT_TO_CALLER, agent_spurt)
-                self.turns.agent_spurt(agent_spurt)
-                if agent.spurts:
-                    heapq.heappush(heap, (agent.spurts[0].onset_ns, 2, 1))
-            else:
-                self.turns.flush(self._flush_queue.popleft())
-                if self._flush_queue:
-                    heapq.heappush(heap, (self._flush_queue[0].t_ns, 0, 2))
+    def _feed_turns(self, up_to: int) -> None:
+        self.caller_noise_events += feed_turns(
+            self._detectors[CALLER_TO_AGENT],
+            self._detectors[AGENT_TO_CALLER],
+            self._flush_queue,
+            up_to,
+            self._evidence,
+            self.turns,
+        )
 
     # -- the end ---------------------------------------------------------------------------
 
