@@ -563,16 +563,17 @@ def main() -> None:
         level: dict[str, object] = {"calls": calls}
         per_msg: dict[str, float] = {}
         per_round: dict[str, list[float]] = {p: [] for p in paths}
+        floors = []  # each round's direct median
         for one in rounds:
+            direct = one.get("direct")
+            floors.append(statistics.median(direct.latencies_ms) if direct else 0.0)
             for p, r in one.items():
                 per_round[p].append(r.cpu_s / r.messages * 1e6 if r.messages else float("nan"))
         for p in paths:
             runs = [one[p] for one in rounds]
             # Latencies pooled over the rounds, each against its own round's direct median.
             added: list[float] = []
-            for one, r in zip(rounds, runs, strict=True):
-                direct = one.get("direct")
-                floor = statistics.median(direct.latencies_ms) if direct else 0.0
+            for floor, r in zip(floors, runs, strict=True):
                 added.extend(x - floor for x in r.latencies_ms)
             lat = [x for r in runs for x in r.latencies_ms]
             cpu_msg_us = statistics.median(per_round[p]) if p != "direct" else float("nan")

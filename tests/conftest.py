@@ -11,13 +11,9 @@ from voxproxy.session import CallSession
 
 def pytest_configure(config: pytest.Config) -> None:
     # A compiled module older than its source would test yesterday's code.
-    stale = native.stale()
-    if stale and not native.pure_python_requested():
-        raise pytest.UsageError(
-            "compiled modules older than their source: "
-            + ", ".join(stale)
-            + " (rebuild with `make native`, or remove them with `make clean-native`)"
-        )
+    warning = native.stale_warning()
+    if warning is not None:
+        raise pytest.UsageError(warning)
     config.addinivalue_line(
         "markers",
         "pure_python: patches a measurement-core method, which compiled callers never look "

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from voxproxy import native
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,3 +115,24 @@ def test_a_compiled_module_older_than_its_source_is_stale(tmp_path: Path) -> Non
     gone.write_bytes(b"")
     assert native.stale(tmp_path) == ["voxproxy.dialects.twilio"]
     assert native.compiled_files(tmp_path) == sorted([so, gone])
+
+
+def test_the_stale_warning_names_the_modules_unless_the_sources_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = native.NATIVE_MODULES[0]
+    src = native.source_path(module, tmp_path)
+    src.parent.mkdir(parents=True)
+    src.write_text("")
+    so = src.with_name(src.stem + importlib.machinery.EXTENSION_SUFFIXES[0])
+    so.write_bytes(b"")
+    os.utime(so, (1_000, 1_000))
+    os.utime(src, (2_000, 2_000))
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
+    warning = native.stale_warning(tmp_path)
+    assert warning is not None and module in warning and "make native" in warning
+    monkeypatch.setenv(native.PURE_ENV, "1")  # the sources run: nothing stale runs
+    assert native.stale_warning(tmp_path) is None
+    os.utime(so, (3_000, 3_000))
+    monkeypatch.delenv(native.PURE_ENV)
+    assert native.stale_warning(tmp_path) is None

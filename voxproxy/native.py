@@ -131,3 +131,15 @@ def stale(package_dir: Path = _ROOT) -> list[str]:
         if module not in NATIVE_MODULES and path.name.split(".")[0] != group:
             out.append(module)
     return out
+
+
+def stale_warning(package_dir: Path = _ROOT) -> str | None:
+    """What to say when compiled modules older than their source would run (``None``:
+    nothing is stale, or the sources run anyway)."""
+    old = stale(package_dir)
+    if not old or pure_python_requested():
+        return None
+    return (
+        f"compiled modules older than their source: {', '.join(old)} "
+        "(rebuild with `make native`, or remove them with `make clean-native`)"
+    )

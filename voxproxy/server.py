@@ -336,12 +336,9 @@ def log_started(cfg: ServeConfig, policy: Policy, port: int, workers: str = "") 
         workers,
     )
     log.info("measurement core: %s build (voxproxy/native.py)", native.build())
-    stale = native.stale()
-    if stale and not native.pure_python_requested():
-        log.warning(
-            "compiled modules older than their source run (%s): rebuild with make native",
-            ", ".join(stale),
-        )
+    warning = native.stale_warning()
+    if warning is not None:
+        log.warning("%s", warning)
     log.info(
         "verdicts under policy %s (version %s)%s",
         policy.hash,
