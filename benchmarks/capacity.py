@@ -48,6 +48,13 @@ partial load run higher than in a busy loop (a process that sleeps between messa
 wakes with cold caches; on this VM about 1.5x), so that estimate is conservative.
 ``--relays`` may add ``forward-only`` (voxproxy's relay with measurement off).
 
+Core shares (``--core-share F``), for a machine with too few cores to give two workers
+two cores and the load a third: every relay process (each of voxproxy's workers) is
+given F of one core of its own (``voxproxy.harness.cpushare``: a cgroup's CPU bandwidth
+with a 2.5 ms period, pinned, nice -20; root needed) and the load runs on whatever is
+left. Calls per core are then counts / (workers x F), and ``voxproxy-2w`` / ``voxproxy``
+is the workers' scaling at equal CPU each.
+
 Overload (``--overload 1.2``): once ``voxproxy``'s capacity C is found, C x 1.2 calls are
 placed on one worker twice: with ``--max-calls C`` (the operator's admission limit at the
 measured capacity) and with no limit. Reported: calls admitted and refused (HTTP 503 at
@@ -81,9 +88,11 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 import overhead  # noqa: E402  (benchmarks/overhead.py: frames, pinning, CPU, bare relay)
 from capacity_load import run_load  # noqa: E402  (the load side, a subprocess mode)
+from capacity_relays import confine, start_relay, tree_cpu_seconds  # noqa: E402
 
 from voxproxy import native  # noqa: E402
-from voxproxy.harness.child import proxy_command, stop  # noqa: E402
+from voxproxy.harness.child import stop  # noqa: E402
+from voxproxy.harness.cpushare import CoreShares  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 
 ROOT = overhead.ROOT
@@ -92,6 +101,13 @@ FRAME_MS = overhead.FRAME_MS
 CPUS = sorted(os.sched_getaffinity(0))
 RELAY_CORES = {"voxproxy-2w": 2}  # cores (and workers) per relay; the others: 1
 RELAYS = ("voxproxy", "voxproxy-2w", "bare")  # (nginx too, with --relays)
+SHARE: float | None = None  # --core-share: each relay process gets this much of a core
+
+
+def cores_of(path: str) -> float:
+    """The CPU a relay is given: its cores, or its workers' shares of one."""
+    workers = RELAY_CORES.get(path, 1)
+    return workers if SHARE is None else workers * SHARE
 
 
 def relay_cpus(path: str) -> set[int]:
@@ -105,96 +121,7 @@ def load_cpu_of(path: str) -> int:
 
 
 def load_shares_relay(path: str) -> bool:
-    return load_cpu_of(path) in relay_cpus(path)
-
-
-# -- relays -------------------------------------------------------------------------------------
-
-NGINX_CONF = """
-worker_processes 1;
-master_process off;
-daemon off;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-worker_rlimit_nofile 20000;
-events {{ worker_connections 16384; multi_accept on; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
-    server {{
-        listen 127.0.0.1:{port} backlog=4096;
-        location / {{
-            proxy_pass http://127.0.0.1:{agent_port};
-            proxy_http_version 1.1;
-            proxy_set_header Upgrade $http_upgrade;
-            proxy_set_header Connection $connection_upgrade;
-            proxy_set_header Host $host;
-            proxy_read_timeout 3600s;
-            proxy_send_timeout 3600s;
-            proxy_buffering off;
-            tcp_nodelay on;
-        }}
-    }}
-}}
-"""
-
-
-def start_relay(
-    path: str, port: int, agent_port: int, tmp: Path, max_calls: int = 0
-) -> subprocess.Popen[bytes]:
-    upstream = f"ws://127.0.0.1:{agent_port}"
-    if path in ("voxproxy", "voxproxy-2w"):
-        cmd = proxy_command(
-            *("--upstream", upstream, "--dialect", "twilio"),
-            *("--receipts", str(tmp / "receipts.jsonl"), "--secret", "bench"),
-            *("--log-level", "warning", "--drain-timeout", "0", "--max-calls", str(max_calls)),
-            listen=f"127.0.0.1:{port}",
-            workers=RELAY_CORES.get(path, 1),
-        )
-    elif path == "bare":
-        cmd = [PY, str(HERE / "overhead.py"), "--bare-relay", str(port), upstream]
-    elif path == "forward-only":  # voxproxy's relay with a do-nothing observer (diagnosis)
-        cmd = [PY, str(HERE / "overhead.py"), "--forward-only", str(port), upstream]
-    elif path == "nginx":
-        conf = tmp / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, agent_port=agent_port))
-        cmd = ["nginx", "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")]
-    else:
-        raise ValueError(path)
-    cpus = relay_cpus(path)
-    # Pinned before it runs: the workers it forks inherit the CPUs.
-    return subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, preexec_fn=lambda: os.sched_setaffinity(0, cpus)
-    )
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of ``pid`` and of its descendants alive now (a relay's workers)."""
-    total = overhead._cpu_seconds(pid)
-    for child in _children(pid):
-        with contextlib.suppress(OSError):  # gone meanwhile
-            total += tree_cpu_seconds(child)
-    return total
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out.extend(int(c) for c in fh.read().split())
-        except OSError:
-            continue
-    return out
+    return SHARE is None and load_cpu_of(path) in relay_cpus(path)
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -245,18 +172,24 @@ def _own_s() -> float:
 def measure(path: str, calls: int, warmup: float, window: float, max_calls: int = 0) -> Run:
     agent_port = free_port()
     relay = None
-    with tempfile.TemporaryDirectory(prefix="capacity-") as tmpdir:
-        tmp = Path(tmpdir)
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="capacity-")))
         if path == "direct":
             target = agent_port
         else:
             target = free_port()
-            relay = start_relay(path, target, agent_port, tmp, max_calls)
+            workers = RELAY_CORES.get(path, 1)
+            cpus = relay_cpus(path) if SHARE is None else set(CPUS)  # (with shares: confine)
+            relay = start_relay(path, target, agent_port, tmp, max_calls, workers, cpus)
             overhead._wait_port(target)
+            if SHARE is not None:
+                shares = stack.enter_context(CoreShares(SHARE, f"capacity-{os.getpid()}"))
+                confine(relay, workers if path.startswith("voxproxy") else 1, shares)
         cmd = [PY, __file__, "--load", str(target), str(agent_port), str(calls)]
         cmd += ["--warmup", str(warmup), "--window", str(window)]
         load = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=ROOT, text=True)
-        overhead._pin(load.pid, load_cpu_of(path))
+        if SHARE is None:  # (with shares, the load runs wherever the relays leave room)
+            overhead._pin(load.pid, load_cpu_of(path))
         assert load.stdout is not None
         cpu0 = load_cpu0 = t0 = 0.0
         busy0 = own0 = 0.0
@@ -351,7 +284,15 @@ def main() -> None:
         help="then place this many times voxproxy's capacity on one worker, with --max-calls "
         "at the capacity and without a limit (0: skip)",
     )
+    parser.add_argument(
+        "--core-share",
+        type=float,
+        help="give every relay process (each voxproxy worker) this share of one core of its "
+        "own, the load the rest (cgroup CPU bandwidth; root): scaling on too few cores",
+    )
     args = parser.parse_args()
+    global SHARE
+    SHARE = args.core_share
     if args.load:
         import uvloop
 
@@ -463,8 +404,9 @@ def main() -> None:
     console = Console(width=150, stderr=False)
     build = native.build()
     table = Table(
-        title="capacity: real-time Twilio calls per relay (voxproxy-2w: 2 workers, 2 cores); "
-        f"voxproxy's measurement core: {build} (VOXPROXY_PURE_PYTHON=1: the sources)"
+        title="capacity: real-time Twilio calls per relay (voxproxy-2w: 2 workers, "
+        + ("2 cores" if SHARE is None else f"each on {SHARE:g} of a core, as every relay")
+        + f"); voxproxy's measurement core: {build} (VOXPROXY_PURE_PYTHON=1: the sources)"
     )
     for col in ("path", "calls", "p50 one-way", "p99 one-way", "p99 added", "relay CPU",
                 "CPU/call-s", "load CPU", "load lag p99", "others' CPU", "runs", "errors",
@@ -515,6 +457,7 @@ def main() -> None:
         "max_p99_added_ms": args.max_p99_ms,
         "cpus": len(CPUS),
         "build": build,
+        "core_share": SHARE,
     }
     for p in relays:
         summary[f"{p}_calls"] = passed[p]
@@ -531,7 +474,7 @@ def main() -> None:
             # What one full core would carry on CPU alone (latency aside).
             summary[f"{p}_calls_at_full_core"] = round(1 / float(np.median(per_call)))
     for p in relays:
-        summary[f"{p}_calls_per_core"] = round(passed[p] / RELAY_CORES.get(p, 1), 1)
+        summary[f"{p}_calls_per_core"] = round(passed[p] / cores_of(p), 1)
     summary["load_shares_relay_core"] = [p for p in relays if load_shares_relay(p)]
     if "voxproxy" in relays and "voxproxy-2w" in relays and passed["voxproxy"]:
         summary["voxproxy_2w_over_1w"] = round(passed["voxproxy-2w"] / passed["voxproxy"], 3)
@@ -551,7 +494,7 @@ def main() -> None:
             "load": "the load generator's limit: a lower bound",
             "max_calls": "--max-calls reached: a lower bound",
         }[summary[f"{p}_bound"]]
-        cores = RELAY_CORES.get(p, 1)
+        cores = f"{cores_of(p):g}"
         shared = " (the load shares one of its cores)" if load_shares_relay(p) else ""
         console.print(
             f"{p}: {passed[p]} calls on {cores} core(s), {summary[f'{p}_calls_per_core']} per "
