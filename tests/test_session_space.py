@@ -35,6 +35,9 @@ from support.spacekit import (
     render_case,
 )
 
+from voxproxy.receipts.model import Receipt
+from voxproxy.scripted import ScriptedCall
+
 LOUD_DBFS = -30.0  # both talkers at least this loud: the bounds of the contract hold
 
 
@@ -132,12 +135,17 @@ def test_the_space_of_agents_and_wires() -> None:
     stops: list[float] = []
     withheld = 0
     ambiguous = 0
+    published = 0
+    outside: list[str] = []
     for _ in range(60):
         case = random_case(rng)
         call, dialect = render_case(case)
         receipt = measure_case(call, dialect)
         errors = Errors([], [], [])
         score(call, receipt, errors, case.label())
+        got, wrong = outside_uncertainty(call, receipt)
+        published += got
+        outside += [f"{case.label()}: {w}" for w in wrong]
         problems = [p for p in errors.problems if not _withheld_quiet(case, p)]
         withheld += len(errors.problems) - len(problems)
         ambiguous += len(errors.ambiguous)
@@ -155,11 +163,98 @@ def test_the_space_of_agents_and_wires() -> None:
         f"{len(quiet)} quiet turns p95 {quiet_p95:.1f} max {quiet_max:.1f} ms; "
         f"{len(stops)} barge-ins stop p95 {stop_p95:.1f} max {stop_max:.1f} ms; "
         f"{withheld} quiet figures withheld for codec noise, {ambiguous} for an edge that "
-        "moves with the level"
+        "moves with the level (or the codec)"
     )
-    assert ambiguous <= 0.05 * (len(loud) + len(quiet) + len(stops))
+    print(f"{len(outside)} of {published} published figures outside their uncertainty:")
+    print("\n".join(outside))
+    # The uncertainty's 10 ms is the detector's p95 on clean speech, so a few figures may
+    # lie outside it. Two do here, both by far, both after a barge-in (the README's known
+    # limits): a -157 ms ttfs (festival's kal answer cut after 240 ms, its level read from
+    # what was heard) and a -41 ms one.
+    assert len(outside) <= 0.02 * published
+    # 7 of 156 before G.711's band (audio.g711.quantization_band_db), 12 with it: on A-law
+    # the band is 2 dB at -65 dBFS, where a -30 dBFS talker's edges are judged.
+    assert ambiguous <= 0.1 * (len(loud) + len(quiet) + len(stops))
     assert len(loud) >= 100 and len(stops) >= 20
     assert loud_p95 <= 15.0
+
+
+def outside_uncertainty(call: ScriptedCall, receipt: Receipt) -> tuple[int, list[str]]:
+    """How many figures the receipt published for the call's true turns, and those
+    farther from the truth than their stated uncertainty (the contract: a published
+    figure lies within it)."""
+    responses = [t for t in receipt.turns if t.kind == "response"]
+    if len(responses) != len(call.truth):
+        return 0, []
+    published = 0
+    outside: list[str] = []
+    for i, (truth, turn) in enumerate(zip(call.truth, responses, strict=True)):
+        if turn.ttfs_ms is not None and turn.ttfs_uncertainty_ms is not None:
+            published += 1
+            err = turn.ttfs_ms - truth.ttfs_ns / 1e6
+            if abs(err) > turn.ttfs_uncertainty_ms:
+                outside.append(f"turn {i} ttfs {err:+.1f} ms (unc. {turn.ttfs_uncertainty_ms})")
+        barge = responses[i + 1].barge_in if i + 1 < len(responses) else None
+        if truth.barge_onset_ns is None or barge is None or barge.stop_latency_ms is None:
+            continue
+        assert truth.stop_ns is not None and barge.stop_uncertainty_ms is not None
+        published += 1
+        err = barge.stop_latency_ms - (truth.stop_ns - truth.barge_onset_ns) / 1e6
+        if abs(err) > barge.stop_uncertainty_ms:
+            outside.append(f"turn {i + 1} stop {err:+.1f} ms (unc. {barge.stop_uncertainty_ms})")
+    return published, outside
+
+
+# Agents with soft edges that a G.711 codec moves, and a clean one, against every caller.
+SOFT_AGENTS = (
+    "festival_ked_m_agent",
+    "festival_kal_m_agent",
+    "flite_rms_m_agent",
+    "espeak_es_f4_agent",
+    "agent_greeting",
+)
+# Published share of the figures, measured (2026-12-02): mu-law 81%, A-law 67%, linear
+# 96%. A-law's smallest code is +-8, so its silence is a -72 dBFS floor that quiet
+# talkers' edges lie under (withheld as caller_noise / agent_noise).
+PUBLISHED_AT_LEAST = {"twilio": 0.75, "telnyx": 0.6, "raw": 0.9}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wire", [("twilio", 8000), ("telnyx", "PCMA"), ("raw", 8000)])
+def test_published_figures_on_g711_wires_lie_within_their_uncertainty(
+    wire: tuple[str, int | str],
+) -> None:
+    """Every caller of the corpus against agents with soft edges, on mu-law (Twilio),
+    A-law (Telnyx PCMA) and linear 8 kHz, paced and in bursts: each published ttfs lies
+    within its stated uncertainty. Before the codec's band (``quantization_band_db``),
+    a -40 dBFS caller's offset read 16-25 ms late on mu-law against 11 ms stated, and a
+    -26 dBFS agent's soft onset 80-100 ms late on A-law against 10 ms."""
+    callers = [c.name for c in caller_pool()]
+    published = figures = 0
+    outside: list[str] = []
+    for k, caller in enumerate(callers):
+        for j, agent in enumerate(SOFT_AGENTS):
+            n = k * len(SOFT_AGENTS) + j
+            rng = random.Random(n)
+            case = SpaceCase(
+                wire=wire,
+                send_mode=("paced", "burst")[n % 2],
+                chunk_ms=(20, 200)[n % 2],
+                speedup=10.0,
+                agents=(agent, "agent_confirm"),
+                callers=(caller, callers[(k + 7) % len(callers)]),
+                delays_ms=(rng.uniform(300, 1500), rng.uniform(300, 1500)),
+                barge=None,
+                seed=n,
+            )
+            call, dialect = render_case(case)
+            got, wrong = outside_uncertainty(call, measure_case(call, dialect))
+            published += got
+            figures += len(call.truth)
+            outside += [f"{case.label()}: {w}" for w in wrong]
+    print(f"{wire}: {published} of {figures} figures published, {len(outside)} outside")
+    assert not outside, outside
+    assert published >= PUBLISHED_AT_LEAST[wire[0]] * figures
 
 
 @settings(

@@ -27,6 +27,7 @@ from voxproxy.analysis.vadconfig import (
     SPECTRAL_TOLERANCE_MS,
     VadConfig,
 )
+from voxproxy.audio.g711 import quantization_band_db
 from voxproxy.audio.levels import frame_active_level
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_MS
@@ -68,6 +69,9 @@ class EdgeWalker:
 
     config: VadConfig
     sample_rate_hz: int
+    # The encoding the audio crossed the wire in (voxproxy's names: ulaw, alaw, ...), or
+    # None: a G.711 codec moves a quiet window's level, which widens an edge's ambiguity.
+    codec: str | None
     _win: int  # samples per 1 ms window
     _timeline: Timeline
     _hist: npt.NDArray[np.float32]  # 1 ms window energies (dBFS), a ring
@@ -307,7 +311,9 @@ class EdgeWalker:
     def _edge_ambiguity(self, end_win: int) -> tuple[float, float]:
         """How far (ms) the onset and the offset move when the edge threshold moves
         EDGE_LEVEL_DB either way, where the threshold follows the talker's level (in
-        quiet; above a noise floor the floor sets it and MASKING_TABLE covers it)."""
+        quiet; above a noise floor the floor sets it and MASKING_TABLE covers it); more
+        on a G.711 wire, as far as the codec may move a window's level at the threshold
+        (``audio.g711.quantization_band_db``: a -40 dBFS talker's soft edges)."""
         cfg = self.config
         level = self.level_dbfs
         thr = self._edge_threshold()
@@ -317,11 +323,16 @@ class EdgeWalker:
         lookback = 2 * cfg.onset_lookback_ms
         if not self._timeline.covers(max(first - lookback, 0) * self._win):
             return 0.0, 0.0
-        early = self._walk_back(first, thr - EDGE_LEVEL_DB, lookback=lookback)
-        late = self._walk_back(first, thr + EDGE_LEVEL_DB, lookback=lookback)
+        down = up = EDGE_LEVEL_DB
+        if self.codec is not None:
+            codec_down, codec_up = quantization_band_db(self.codec, thr)
+            down = max(down, codec_down)
+            up = max(up, codec_up)
+        early = self._walk_back(first, thr - down, lookback=lookback)
+        late = self._walk_back(first, thr + up, lookback=lookback)
         amb_on = max(onset - early, late - onset, 0)
         last = self._last_active_win
-        longer = self._walk_forward(last, thr - EDGE_LEVEL_DB)
-        shorter = self._walk_forward(last, thr + EDGE_LEVEL_DB)
+        longer = self._walk_forward(last, thr - down)
+        shorter = self._walk_forward(last, thr + up)
         amb_off = max(longer - end_win, end_win - shorter, 0)
         return float(amb_on), float(amb_off)

@@ -97,14 +97,22 @@ class SpeechDetector(NoiseFloor):
     """Talk-spurt detector for one direction of one call."""
 
     def __init__(
-        self, sample_rate_hz: int, config: VadConfig | None = None, *, batch_ms: float = 0.0
+        self,
+        sample_rate_hz: int,
+        config: VadConfig | None = None,
+        *,
+        batch_ms: float = 0.0,
+        codec: str | None = None,
     ) -> None:
         """``batch_ms`` > 0 defers analysis until that much audio is pending (or until
-        :meth:`advance`), which spreads numpy's per-call cost over several chunks."""
+        :meth:`advance`), which spreads numpy's per-call cost over several chunks.
+        ``codec``: the encoding the audio crossed the wire in (``ulaw``, ``alaw``, ...),
+        when known: G.711 widens a quiet talker's edge ambiguity (``EdgeWalker``)."""
         if sample_rate_hz not in (8000, 16000, 32000, 48000):
             raise ValueError(f"webrtcvad needs 8, 16, 32 or 48 kHz, got {sample_rate_hz}")
         self.config = cfg = config or VadConfig()
         self.sample_rate_hz = sample_rate_hz
+        self.codec = codec
         self._win = sample_rate_hz // 1000  # samples per 1 ms window
         self._frame = self._win * cfg.frame_ms  # samples per VAD frame
         self._vad = webrtcvad.Vad(cfg.mode)

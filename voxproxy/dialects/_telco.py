@@ -66,6 +66,11 @@ class MediaStreamDecoder:
         self.undecodable = False  # the stream's codec is one voxproxy cannot decode
         self._pcm = [PcmDecoder(self.encoding), PcmDecoder(self.encoding)]
 
+    def codec(self, direction: Direction) -> str | None:
+        """The stream's encoding (both directions), None when the core cannot decode it."""
+        del direction
+        return None if self.undecodable else self.encoding
+
     def set_codec(self, encoding: str | None, rate_hz: int) -> None:
         """``encoding`` None means a codec the core cannot decode (Opus, G.722, ...)."""
         self.sample_rate_hz = rate_hz

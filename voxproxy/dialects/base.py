@@ -32,6 +32,17 @@ class Decoder(Protocol):
         ...
 
 
+def codec_of(decoder: object, direction: Direction) -> str | None:
+    """The encoding a direction's audio crosses the wire in (voxproxy's names: ``ulaw``,
+    ``alaw``, ``pcm_s16le`` ...), as far as its decoder knows (``codec(direction)``, an
+    optional method of a decoder): None when it does not say."""
+    codec = getattr(decoder, "codec", None)
+    if not callable(codec):
+        return None
+    found = codec(direction)
+    return found if isinstance(found, str) else None
+
+
 DIALECTS: dict[str, Callable[[DialectOptions], Decoder]] = {}
 
 

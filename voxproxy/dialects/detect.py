@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from voxproxy.dialects._common import loads_object
-from voxproxy.dialects.base import DIALECTS, Decoder, DialectOptions, register
+from voxproxy.dialects.base import DIALECTS, Decoder, DialectOptions, codec_of, register
 from voxproxy.dialects.openai_realtime import CLIENT_EVENTS, SERVER_EVENTS
 from voxproxy.events import Anomaly, AnomalyKind, Direction, Event
 
@@ -115,6 +115,10 @@ class AutoDecoder:
     @property
     def decided(self) -> bool:
         return self._inner is not None
+
+    def codec(self, direction: Direction) -> str | None:
+        """The detected dialect's (None until one is)."""
+        return codec_of(self._inner, direction) if self._inner is not None else None
 
     def _choose(self, name: str) -> Decoder:
         inner = self._inner = DIALECTS[name](self._options)

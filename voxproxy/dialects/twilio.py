@@ -41,6 +41,11 @@ class TwilioDecoder:
     def __init__(self, options: DialectOptions) -> None:
         del options
 
+    def codec(self, direction: Direction) -> str:
+        """Media Streams carry 8 kHz mu-law both ways."""
+        del direction
+        return "ulaw"
+
     def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
         if not isinstance(payload, str):
             return [Anomaly(AnomalyKind.UNEXPECTED_BINARY, direction, t_ns)]

@@ -19,7 +19,7 @@ import numpy as np
 from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.vad import SpeechDetector
 from voxproxy.audio.resample import Converter
-from voxproxy.dialects.base import Decoder
+from voxproxy.dialects.base import Decoder, codec_of
 from voxproxy.errors import UsageError
 from voxproxy.events import (
     AGENT_TO_CALLER,
@@ -295,7 +295,10 @@ class CallSession:
             conv = Converter(rate)
             self._converters[direction] = conv
             self._detectors[direction] = SpeechDetector(
-                conv.out_rate_hz, self.config.vad, batch_ms=PUMP_INTERVAL_MS * 2
+                conv.out_rate_hz,
+                self.config.vad,
+                batch_ms=PUMP_INTERVAL_MS * 2,
+                codec=codec_of(self.decoder, direction),
             )
             if direction is AGENT_TO_CALLER and not self._paced:
                 self._playout = Playout(

@@ -164,6 +164,10 @@ class OpenAIRealtimeDecoder:
 
     # -- entry ------------------------------------------------------------------------------
 
+    def codec(self, direction: Direction) -> str:
+        """The session's audio format of that direction (input, output)."""
+        return self._formats[direction].encoding
+
     def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
         if not isinstance(payload, str):
             return [Anomaly(AnomalyKind.UNEXPECTED_BINARY, direction, t_ns)]
