@@ -22,3 +22,15 @@ def test_frame_levels_hold_what_a_bounded_deque_holds() -> None:
         assert len(levels) == len(expected)
         assert levels.array().tolist() == list(expected)
     assert FrameLevels(3).array().size == 0
+
+
+def test_frame_levels_count_what_was_appended_and_give_the_last_ones() -> None:
+    levels = FrameLevels(5)
+    for i in range(12):
+        levels.append(float(i))
+    assert levels.total == 12  # since the last clear, beyond what is kept
+    assert levels.last(3).tolist() == [9.0, 10.0, 11.0]
+    assert levels.last(50).tolist() == levels.array().tolist() == [7.0, 8.0, 9.0, 10.0, 11.0]
+    assert levels.last(0).size == 0
+    levels.clear()
+    assert levels.total == 0 and levels.last(3).size == 0

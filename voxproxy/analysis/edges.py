@@ -25,6 +25,7 @@ from voxproxy.analysis.vadconfig import (
     SPECTRAL_MARGIN_DB,
     SPECTRAL_PRESENCE,
     SPECTRAL_TOLERANCE_MS,
+    SPURT_APART_DB,
     VadConfig,
 )
 from voxproxy.audio.g711 import quantization_band_db
@@ -39,12 +40,13 @@ class FrameLevels:
     ``deque(maxlen=size)`` of floats holds, for a fraction of the cost of converting
     one to an array at every reading of the talker's level."""
 
-    __slots__ = ("_buf", "_end", "_size")
+    __slots__ = ("_buf", "_end", "_size", "total")
 
     def __init__(self, size: int) -> None:
         self._buf = np.zeros(2 * size)
         self._end = 0
         self._size = size
+        self.total = 0  # appended since the last clear
 
     def append(self, db: float) -> None:
         if self._end == self._buf.size:
@@ -53,9 +55,15 @@ class FrameLevels:
             self._end = keep
         self._buf[self._end] = db
         self._end += 1
+        self.total += 1
 
     def clear(self) -> None:
         self._end = 0
+        self.total = 0
+
+    def last(self, n: int) -> npt.NDArray[np.float64]:
+        """The last ``n`` levels (fewer when fewer are kept)."""
+        return self._buf[max(0, self._end - min(n, self._size)) : self._end]
 
     def __len__(self) -> int:
         return min(self._end, self._size)
@@ -92,6 +100,7 @@ class EdgeWalker:
     _utt_frames: int
     _utt_db: FrameLevels
     _utt_level: float | None
+    _spurt_from: int  # the utterance's frames (``_utt_db.total``) when the spurt opened
     _first_above_win: int
     _onset_win: int
     _last_active_win: int
@@ -324,6 +333,17 @@ class EdgeWalker:
         if not self._timeline.covers(max(first - lookback, 0) * self._win):
             return 0.0, 0.0
         down = up = EDGE_LEVEL_DB
+        # A spurt more than a merge gap from the last but within UTTERANCE_GAP of it shares
+        # its utterance's level; if it stands apart (SPURT_APART_DB) it may be an utterance
+        # of its own (a barge-in soon after the caller's last words, a louder retort), whose
+        # edges lie where its own level puts them: the threshold may stand that far off.
+        spurt_db = self._utt_db.last(self._utt_db.total - self._spurt_from)
+        if spurt_db.size >= MIN_LEVEL_FRAMES and spurt_db.size < self._utt_db.total:
+            own = frame_active_level(spurt_db, cfg.frame_ms)
+            if own is not None and own - level > SPURT_APART_DB:
+                up = max(up, own - level)
+            elif own is not None and level - own > SPURT_APART_DB:
+                down = max(down, level - own)
         if self.codec is not None:
             codec_down, codec_up = quantization_band_db(self.codec, thr)
             down = max(down, codec_down)

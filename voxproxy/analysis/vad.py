@@ -167,6 +167,7 @@ class SpeechDetector(NoiseFloor):
         # Every frame heard in the utterance's spurts, for its P.56 level (cached).
         self._utt_db = FrameLevels(UTTERANCE_FRAMES)
         self._utt_level: float | None = None
+        self._spurt_from = 0
         self._first_above_win = 0  # the open spurt's first window above the start threshold
         self._utt_start_pos = 0  # stream position where the current utterance began
         self.silence_ns = 0  # digital silence the caller heard (note_silence)
@@ -398,6 +399,7 @@ class SpeechDetector(NoiseFloor):
                 if self._t_of_win(onset) - self._t_of_end(end_win) > merge_ns:
                     self._close(end_win)
                     self._in_spurt = True
+                    self._spurt_from = self._utt_db.total
                     self._first_above_win = first_above
                     self._onset_win = onset
                     self._onset_t = self._t_of_win(onset)
@@ -409,6 +411,7 @@ class SpeechDetector(NoiseFloor):
                     self._utt_db.clear()
                     self._utt_level = None
                     self._utt_start_pos = first_above * self._win
+                self._spurt_from = self._utt_db.total
                 self._first_above_win = first_above
                 self._onset_win = self._walk_back(first_above, self._edge_threshold())
                 self._onset_t = self._t_of_win(self._onset_win)

@@ -34,6 +34,12 @@ LEVEL_SLACK_DB = 0.5
 # breathes 1-10 dB under the truth's threshold for 200 ms before it speaks; heard on
 # 8 kHz mu-law the proxy's onset landed up to 130 ms early there (113 ms stated).
 EDGE_LEVEL_DB = 0.5
+# A spurt of an utterance (spurts < UTTERANCE_GAP apart) whose own level stands this far
+# from the utterance's may be an utterance of its own (a barge-in soon after the caller's
+# last words): its edges' ambiguity then spans its own level too. Within one recording
+# of the project's clips and the corpus, a spurt's own level stood at most 0.9 dB from
+# the whole's (caller_topic_change); barge-ins in the space test stood 10-17 dB apart.
+SPURT_APART_DB = 2.0
 UTTERANCE_FRAMES = 1500  # an utterance's level is read from at most this many frames
 # A talk-spurt this long never had the quiet of a merge gap: the direction is never
 # quiet (babble, music, a bed of speech) and its edges are not speech edges.
