@@ -13,6 +13,9 @@ import pytest
 from support.groundtruth import measure
 
 from voxproxy.analysis.vad import MASKING_TABLE, masked_ms
+from voxproxy.analysis.vadconfig import LEVEL_SPREAD_TABLE, level_spread_db
+from voxproxy.audio.levels import active_speech_level, frame_active_level
+from voxproxy.audio.resample import resample_clip
 from voxproxy.clips import load_clips, load_corpus
 from voxproxy.dialects import make_decoder
 from voxproxy.receipts.model import CloseInfo
@@ -265,3 +268,35 @@ def test_an_onset_that_moves_with_the_level_states_it_and_is_withheld_past_the_b
                 err = ttfs - call.truth[0].ttfs_ns / 1e6
                 assert abs(err) <= unc, (dialect, mode, agent.name, err, unc)
     assert withheld >= 1  # twilio/burst: 116 ms early, 123 ms stated
+
+
+def test_the_level_spread_table_bounds_a_level_read_from_the_start_of_an_answer() -> None:
+    """LEVEL_SPREAD_TABLE, re-measured: how far P.56's level read from the first ``heard``
+    ms of each speech clip (20 ms frames at 8 kHz, from its first speech) stands from the
+    whole clip's, p95 over the project's clips and the corpus's voices. Each row must
+    bound what it stands for: a change of the clips or of the level's rule that spreads
+    more fails here."""
+    clips = {**load_clips(), **load_corpus()}
+    errors: dict[float, list[float]] = {heard: [] for heard, _ in LEVEL_SPREAD_TABLE[1:]}
+    for clip in clips.values():
+        if clip.kind != "speech":
+            continue
+        pcm = resample_clip(clip.pcm, clip.sample_rate_hz, 8000)
+        whole = active_speech_level(pcm, 8000)
+        if whole is None:
+            continue
+        n = pcm.size // 160
+        frames = pcm[: n * 160].astype(np.float64).reshape(n, 160)
+        frame_db = 10.0 * np.log10(np.maximum((frames**2).mean(axis=1) / 32768.0**2, 1e-10))
+        first = int(clip.segments_ms[0][0] // 20)
+        for heard in errors:
+            count = int(heard // 20)
+            if first + count <= n:
+                level = frame_active_level(frame_db[first : first + count], 20)
+                if level is not None:
+                    errors[heard].append(abs(level - whole))
+    for heard, spread in LEVEL_SPREAD_TABLE[1:]:
+        assert len(errors[heard]) >= 10, heard
+        assert spread >= float(np.percentile(errors[heard], 95)) - 0.1, heard
+    assert level_spread_db(0.0) == LEVEL_SPREAD_TABLE[0][1]
+    assert level_spread_db(450.0) == 3.0 and level_spread_db(10_000.0) == 0.6

@@ -169,15 +169,17 @@ def test_the_space_of_agents_and_wires() -> None:
     print(f"{len(outside)} of {published} published figures outside their uncertainty:")
     print("\n".join(outside))
     # The uncertainty's 10 ms is the detector's p95 on clean speech, so a few figures may
-    # lie outside it. One does here, by far: a -157 ms ttfs (festival's kal answer cut by
-    # a barge-in after 240 ms, its level read from what was heard; the README's known
-    # limits). Before a spurt's own level counted (SPURT_APART_DB), a -41 ms one too: a
-    # barge-in 0.7 s after the caller's last words, at a level 17 dB apart.
+    # lie outside it. None does here now. Before a spurt's own level counted
+    # (SPURT_APART_DB), a -41 ms ttfs did (a barge-in 0.7 s after the caller's last words,
+    # 17 dB louder); before an answer cut by a flush counted (LEVEL_SPREAD_TABLE), a -157
+    # ms one (festival's kal answer cut after 240 ms: its level read from what was heard).
     assert len(outside) <= 0.02 * published
-    # 7 of 156 before G.711's band (audio.g711.quantization_band_db), 12 with it: on A-law
-    # the band is 2 dB at -65 dBFS, where a -30 dBFS talker's edges are judged.
-    assert ambiguous <= 0.1 * (len(loud) + len(quiet) + len(stops))
-    assert len(loud) >= 100 and len(stops) >= 20
+    # 7 of 156 before G.711's band (audio.g711.quantization_band_db), 12 with it (on A-law
+    # the band is 2 dB at -65 dBFS, where a -30 dBFS talker's edges are judged), 15 of 144
+    # once a cut answer's level counts as read from its part (three answers' onsets, one of
+    # them the -157 ms above).
+    assert ambiguous <= 0.12 * (len(loud) + len(quiet) + len(stops))
+    assert len(loud) >= 90 and len(stops) >= 15
     assert loud_p95 <= 15.0
 
 
@@ -236,6 +238,36 @@ def test_a_barge_in_soon_after_the_callers_last_words_at_another_level() -> None
             assert turn.ttfs_uncertainty_ms > 40.0
         else:
             assert turn.ttfs_uncertainty_ms <= 20.0
+
+
+def test_an_answer_cut_short_by_a_flush_reads_its_level_from_what_was_heard() -> None:
+    """Festival's kal voice breathes under the truth's threshold for 200 ms before it
+    speaks; its answer cut by a barge-in after 240 ms gave a level read from 0.5 s of it,
+    the breath counted, and the ttfs read 157 ms short against a stated 10 ms. A cut
+    answer's edges now carry the spread of a level read from so little (withheld here);
+    the same answer heard whole is published."""
+    case = SpaceCase(
+        wire=("raw", 8000),
+        send_mode="burst",
+        chunk_ms=10,
+        speedup=32.6,
+        agents=("festival_kal_m_agent", "espeak_en_us_f4_agent", "agent_reprompt"),
+        callers=("espeak_en_gb_m_caller", "flite_rms_m_caller", "flite_slt_f_caller"),
+        delays_ms=(2132.8, 1975.6, 686.0),
+        barge=(243.6, 300.8, "flush"),
+        seed=501916820,
+    )
+    call, dialect = render_case(case)
+    receipt = measure_case(call, dialect)
+    _, outside = outside_uncertainty(call, receipt)
+    assert not outside, outside
+    first = next(t for t in receipt.turns if t.kind == "response")
+    assert first.ttfs_ms is None and first.reason == "agent_edge_ambiguous"
+    whole = dataclasses.replace(case, barge=None)
+    call, dialect = render_case(whole)
+    first = next(t for t in measure_case(call, dialect).turns if t.kind == "response")
+    assert first.ttfs_ms is not None and first.ttfs_uncertainty_ms is not None
+    assert abs(first.ttfs_ms - call.truth[0].ttfs_ns / 1e6) <= first.ttfs_uncertainty_ms
 
 
 # Agents with soft edges that a G.711 codec moves, and a clean one, against every caller.

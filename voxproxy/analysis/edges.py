@@ -27,6 +27,7 @@ from voxproxy.analysis.vadconfig import (
     SPECTRAL_TOLERANCE_MS,
     SPURT_APART_DB,
     VadConfig,
+    level_spread_db,
 )
 from voxproxy.audio.g711 import quantization_band_db
 from voxproxy.audio.levels import frame_active_level
@@ -101,6 +102,8 @@ class EdgeWalker:
     _utt_db: FrameLevels
     _utt_level: float | None
     _spurt_from: int  # the utterance's frames (``_utt_db.total``) when the spurt opened
+    _cut_ns: int  # when the audio was last cut short (a flush), -1: never
+    _onset_t: int  # the open spurt's onset, on the clock
     _first_above_win: int
     _onset_win: int
     _last_active_win: int
@@ -126,6 +129,10 @@ class EdgeWalker:
             return NOMINAL_LEVEL_DBFS
         level = 10.0 * float(np.log10(max(self._level_pow, 1e-10)))
         return level if level > NOMINAL_LEVEL_DBFS else NOMINAL_LEVEL_DBFS
+
+    def note_cut(self, t_ns: int) -> None:
+        """The audio was cut short at ``t_ns`` (a flush truncated the answer playing)."""
+        self._cut_ns = t_ns
 
     def _edge_threshold(self) -> float:
         """Where an edge walk stops: ``edge_margin_db`` above the noise floor, and in
@@ -337,6 +344,16 @@ class EdgeWalker:
         # its utterance's level; if it stands apart (SPURT_APART_DB) it may be an utterance
         # of its own (a barge-in soon after the caller's last words, a louder retort), whose
         # edges lie where its own level puts them: the threshold may stand that far off.
+        if (
+            self._onset_t
+            <= self._cut_ns
+            <= self._t_of_end(end_win) + int(cfg.merge_gap_ms * NS_PER_MS)
+        ):
+            # Cut short (a flush during it): its level was read from what was heard of it,
+            # the truth takes the whole answer's.
+            spread = level_spread_db(self._utt_frames * cfg.frame_ms)
+            down = max(down, spread)
+            up = max(up, spread)
         spurt_db = self._utt_db.last(self._utt_db.total - self._spurt_from)
         if spurt_db.size >= MIN_LEVEL_FRAMES and spurt_db.size < self._utt_db.total:
             own = frame_active_level(spurt_db, cfg.frame_ms)

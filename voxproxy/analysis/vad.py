@@ -168,6 +168,7 @@ class SpeechDetector(NoiseFloor):
         self._utt_db = FrameLevels(UTTERANCE_FRAMES)
         self._utt_level: float | None = None
         self._spurt_from = 0
+        self._cut_ns = -1
         self._first_above_win = 0  # the open spurt's first window above the start threshold
         self._utt_start_pos = 0  # stream position where the current utterance began
         self.silence_ns = 0  # digital silence the caller heard (note_silence)

@@ -80,6 +80,34 @@ MASKING_TABLE: tuple[tuple[float, float, float], ...] = (
 )
 
 
+# How far the level of an answer's first ``heard`` ms may stand from the whole answer's
+# (which the truth takes): p95 over the project's speech clips and the corpus's voices,
+# P.56 read from 20 ms frames at 8 kHz (tests/test_session_evidence.py re-measures it).
+# An answer cut by a flush was heard only so far. Read as a step: the row at or just
+# below what was heard.
+LEVEL_SPREAD_TABLE: tuple[tuple[float, float], ...] = (
+    (0.0, 6.0),
+    (200.0, 4.8),
+    (300.0, 3.7),
+    (400.0, 3.0),
+    (700.0, 1.9),
+    (1000.0, 1.7),
+    (1500.0, 1.2),
+    (2000.0, 1.1),
+    (3000.0, 0.6),
+)
+
+
+def level_spread_db(heard_ms: float) -> float:
+    """How far (dB, p95) a level read from ``heard_ms`` of an answer may stand from the
+    whole answer's, from :data:`LEVEL_SPREAD_TABLE`."""
+    spread = LEVEL_SPREAD_TABLE[0][1]
+    for heard, db in LEVEL_SPREAD_TABLE:
+        if heard_ms >= heard:
+            spread = db
+    return spread
+
+
 def masked_ms(seen_db: float) -> tuple[float, float]:
     """How much of an onset and of an offset a detector that sees ``seen_db`` under the
     talker's level may miss (p95), from :data:`MASKING_TABLE`."""

@@ -429,11 +429,17 @@ class CallSession:
             t = ev.t_ns + self._downstream_ns
             cut = self._paced and self._agent_end_ns is not None and self._agent_end_ns > t
             self._flush_queue.append(FlushMark(t, cut))
+            det = self._detectors[AGENT_TO_CALLER]
+            if cut and det is not None:
+                det.note_cut(t)  # the answer's level is read from its part heard
             return
         # Audio up to the flush was audible; hand it to the detector first.
         self._release(ev.t_ns)
         result = self._playout.flush(ev.t_ns)
         self._flush_queue.append(FlushMark(result.t_ns, result.cut_audible))
+        det = self._detectors[AGENT_TO_CALLER]
+        if result.cut_audible and det is not None:
+            det.note_cut(result.t_ns)  # the answer's level is read from its part heard
 
     def _mark_sent(self, ev: MarkSent) -> None:
         cursor = self._playout.cursor_ns if self._playout is not None else None
