@@ -12,11 +12,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: native demo test system-deps lint typecheck pytest pytest-pure bench clean fixtures clean-native
+.PHONY: native native-sources demo test system-deps lint typecheck pytest pytest-pure bench clean fixtures clean-native
 
-# The measurement core's compiled build (voxproxy/native.py lists the modules): rebuilt
-# when a source in their folders changed.
-NATIVE_SOURCES := $(wildcard voxproxy/analysis/*.py voxproxy/session/*.py voxproxy/audio/levels.py)
+# The measurement core's compiled build: rebuilt when one of its sources changed (the
+# modules voxproxy/native.py lists in NATIVE_MODULES, one "voxproxy.x.y", per line).
+NATIVE_SOURCES := $(patsubst %,%.py,$(subst .,/,$(shell sed -n 's/^ *"\(voxproxy\.[a-z_.]*\)",.*/\1/p' voxproxy/native.py)))
 NATIVE_STAMP   := build/native/.built
 
 $(STAMP): pyproject.toml
@@ -35,6 +35,9 @@ $(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES) voxproxy/native.py tools/build_nativ
 	mkdir -p build/native && touch $(NATIVE_STAMP)
 
 native: $(NATIVE_STAMP)
+
+native-sources:
+	@echo $(NATIVE_SOURCES)
 
 clean-native:
 	$(BIN)/python tools/build_native.py --clean

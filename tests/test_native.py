@@ -136,3 +136,14 @@ def test_the_stale_warning_names_the_modules_unless_the_sources_run(
     os.utime(so, (3_000, 3_000))
     monkeypatch.delenv(native.PURE_ENV)
     assert native.stale_warning(tmp_path) is None
+
+
+def test_the_makefile_rebuilds_when_a_compiled_module_changes_and_only_then() -> None:
+    """``make native`` depends on exactly the sources of NATIVE_MODULES (read from
+    voxproxy/native.py by the Makefile), not on every file of their folders."""
+    out = subprocess.run(
+        ["make", "-s", "native-sources"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    expected = [m.replace(".", "/") + ".py" for m in native.NATIVE_MODULES]
+    assert out.stdout.split() == expected
+    assert all((ROOT / path).is_file() for path in expected)
