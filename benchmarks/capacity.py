@@ -51,7 +51,7 @@ wakes with cold caches; on this VM about 1.5x), so that estimate is conservative
 Core shares (``--core-share F``), for a machine with too few cores to give two workers
 two cores and the load a third: every relay process (each of voxproxy's workers) is
 given F of one core of its own (``voxproxy.harness.cpushare``: a cgroup's CPU bandwidth
-with a 2.5 ms period, pinned, nice -20; root needed) and the load runs on whatever is
+with a 2.2 ms period at F = 0.45, pinned, nice -20; root needed) and the load runs on what is
 left. Calls per core are then counts / (workers x F), and ``voxproxy-2w`` / ``voxproxy``
 is the workers' scaling at equal CPU each.
 

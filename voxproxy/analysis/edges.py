@@ -327,9 +327,12 @@ class EdgeWalker:
     def _edge_ambiguity(self, end_win: int) -> tuple[float, float]:
         """How far (ms) the onset and the offset move when the edge threshold moves
         EDGE_LEVEL_DB either way, where the threshold follows the talker's level (in
-        quiet; above a noise floor the floor sets it and MASKING_TABLE covers it); more
-        on a G.711 wire, as far as the codec may move a window's level at the threshold
-        (``audio.g711.quantization_band_db``: a -40 dBFS talker's soft edges)."""
+        quiet; above a noise floor the floor sets it and MASKING_TABLE covers it). The
+        band is wider where the level itself is less sure: an answer cut short by a
+        flush (read from its part heard), a spurt at another level than its utterance,
+        and on a G.711 wire, as far as the codec may move a window's level at the
+        threshold (``audio.g711.quantization_band_db``: a -40 dBFS talker's soft edges).
+        ``docs/measurement.md``, Uncertainty."""
         cfg = self.config
         level = self.level_dbfs
         thr = self._edge_threshold()
@@ -340,10 +343,6 @@ class EdgeWalker:
         if not self._timeline.covers(max(first - lookback, 0) * self._win):
             return 0.0, 0.0
         down = up = EDGE_LEVEL_DB
-        # A spurt more than a merge gap from the last but within UTTERANCE_GAP of it shares
-        # its utterance's level; if it stands apart (SPURT_APART_DB) it may be an utterance
-        # of its own (a barge-in soon after the caller's last words, a louder retort), whose
-        # edges lie where its own level puts them: the threshold may stand that far off.
         if (
             self._onset_t
             <= self._cut_ns
@@ -354,6 +353,10 @@ class EdgeWalker:
             spread = level_spread_db(self._utt_frames * cfg.frame_ms)
             down = max(down, spread)
             up = max(up, spread)
+        # A spurt more than a merge gap from the last but within UTTERANCE_GAP of it shares
+        # its utterance's level; if it stands apart (SPURT_APART_DB) it may be an utterance
+        # of its own (a barge-in soon after the caller's last words, a louder retort), whose
+        # edges lie where its own level puts them: the threshold may stand that far off.
         spurt_db = self._utt_db.last(self._utt_db.total - self._spurt_from)
         if spurt_db.size >= MIN_LEVEL_FRAMES and spurt_db.size < self._utt_db.total:
             own = frame_active_level(spurt_db, cfg.frame_ms)

@@ -429,17 +429,22 @@ class CallSession:
             t = ev.t_ns + self._downstream_ns
             cut = self._paced and self._agent_end_ns is not None and self._agent_end_ns > t
             self._flush_queue.append(FlushMark(t, cut))
-            det = self._detectors[AGENT_TO_CALLER]
-            if cut and det is not None:
-                det.note_cut(t)  # the answer's level is read from its part heard
+            if cut:
+                self._cut_answer(t)
             return
         # Audio up to the flush was audible; hand it to the detector first.
         self._release(ev.t_ns)
         result = self._playout.flush(ev.t_ns)
         self._flush_queue.append(FlushMark(result.t_ns, result.cut_audible))
+        if result.cut_audible:
+            self._cut_answer(result.t_ns)
+
+    def _cut_answer(self, t_ns: int) -> None:
+        """A flush cut the answer playing at ``t_ns``: its level is read from its part
+        heard (the agent detector widens its edges' band)."""
         det = self._detectors[AGENT_TO_CALLER]
-        if result.cut_audible and det is not None:
-            det.note_cut(result.t_ns)  # the answer's level is read from its part heard
+        if det is not None:
+            det.note_cut(t_ns)
 
     def _mark_sent(self, ev: MarkSent) -> None:
         cursor = self._playout.cursor_ns if self._playout is not None else None
