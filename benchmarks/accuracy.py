@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -65,7 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accuracy_compare import compare_call  # noqa: E402
+from accuracy_compare import CallResult, compare_call  # noqa: E402
 from accuracy_report import ClassRun, report  # noqa: E402
 from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
 
@@ -235,8 +236,35 @@ async def run_class(
         tag = ""
         if scenario is not None and scenario.noise is not None:
             tag = Path(scenario.noise.clip).stem.removeprefix("noise_")
-        results.append(compare_call(name, c, configs[c.label], wall_minus_mono, tag))
+        result = compare_call(name, c, configs[c.label], wall_minus_mono, tag)
+        results.append(result)
+        if args.keep_outliers is not None and outside(result):
+            keep_call(args.keep_outliers, name, len(results), c, result)
     return ClassRun(name, results, elapsed, notes, hog_duty or 0.0, busy)
+
+
+def outside(result: CallResult) -> bool:
+    """A figure of the call was published farther from the truth than its uncertainty."""
+    return any(
+        f.status == "published"
+        and f.err_ms is not None
+        and f.uncertainty_ms is not None
+        and abs(f.err_ms) > f.uncertainty_ms
+        for f in result.figures
+    )
+
+
+def keep_call(directory: Path, cls: str, n: int, call: Any, result: CallResult) -> Path:
+    """Keep what is known of a call with a figure outside its uncertainty, to study it:
+    the caller's record (what it sent and played, with times), the receipt, the agent's
+    log and the figures. A pickle: load it with this checkout's voxproxy."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{cls}-{n:03d}.pickle"
+    keep = {"class": cls, "agent": call.label, "outcome": call.outcome, "figures": result.figures}
+    with path.open("wb") as fh:
+        pickle.dump(keep, fh)
+    print(f"kept {path}: a figure outside its uncertainty", file=sys.stderr, flush=True)
+    return path
 
 
 async def run_all(args: argparse.Namespace, workdir: Path) -> list[ClassRun]:
@@ -320,6 +348,13 @@ def main() -> None:
         "(comma-separated; the first is reported as `contended`)",
     )
     parser.add_argument("--max-uncertainty-ms", type=float, default=50.0)
+    parser.add_argument(
+        "--keep-outliers",
+        type=Path,
+        metavar="DIR",
+        help="keep each call with a figure outside its uncertainty here (a pickle of its "
+        "caller record, receipt, agent log and figures)",
+    )
     parser.add_argument(
         "--in-process",
         action="store_true",

@@ -1,0 +1,50 @@
+"""benchmarks/accuracy.py --keep-outliers: a call with a figure outside its stated
+uncertainty is kept (its caller record, receipt and agent log) to be studied later."""
+
+from __future__ import annotations
+
+import importlib.util
+import pickle
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from voxproxy.harness.bench import BenchCall
+from voxproxy.loadgen.record import CallRecord
+from voxproxy.loadgen.results import CallOutcome
+from voxproxy.loadgen.scenario import find_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _benchmark(name: str) -> ModuleType:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        f"bench_{name}", ROOT / "benchmarks" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_call_with_a_figure_outside_its_uncertainty_is_kept(tmp_path: Path) -> None:
+    accuracy = _benchmark("accuracy")
+    compare = sys.modules["accuracy_compare"]
+    inside = compare.Figure("stop", "published", err_ms=9.0, uncertainty_ms=10.0)
+    far = compare.Figure("stop", "published", err_ms=39.0, uncertainty_ms=16.9)
+    withheld = compare.Figure("ttfs", "unknown", uncertainty_ms=80.0, reason="caller_noise")
+    ok = compare.CallResult("clean", "twilio/paced", "", figures=[inside, withheld])
+    bad = compare.CallResult("clean", "twilio/paced", "", figures=[inside, far])
+    assert not accuracy.outside(ok) and accuracy.outside(bad)
+
+    scenario, _ = find_scenario("interruption")
+    record = CallRecord(t0_ns=5, flushes=[123])
+    call = BenchCall("twilio/paced", CallOutcome(scenario, 16, "call-16", "twilio", record))
+    path = accuracy.keep_call(tmp_path / "kept", "contended", 7, call, bad)
+    assert path.name == "contended-007.pickle"
+    with path.open("rb") as fh:
+        kept = pickle.load(fh)
+    assert kept["class"] == "contended" and kept["agent"] == "twilio/paced"
+    assert kept["outcome"].record.flushes == [123] and kept["figures"][1].err_ms == 39.0
