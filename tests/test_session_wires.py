@@ -12,7 +12,7 @@ import random
 
 import numpy as np
 import pytest
-from support.groundtruth import Errors, barge_point_ms, score, speech_clips
+from support.groundtruth import AMBIGUOUS, Errors, barge_point_ms, score, speech_clips
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
@@ -109,7 +109,9 @@ def test_openai_realtime_against_ground_truth() -> None:
                     marks = turn.stages.marks
                     for name in ("server_speech_stopped", "response_created", "first_audio_delta"):
                         stage_err.append(marks[name] - stage[name] / NS_PER_MS)
-                    assert turn.ttfs_ms is not None
+                    if turn.ttfs_ms is None and turn.reason in AMBIGUOUS:
+                        continue  # (said, not missed: score() counted it, bounded below)
+                    assert turn.ttfs_ms is not None, (label, turn.reason)
                     assert abs(sum(turn.stages.breakdown_ms.values()) - turn.ttfs_ms) <= 0.3
                     assert list(turn.stages.breakdown_ms) == [
                         "server_speech_stopped",
@@ -146,8 +148,12 @@ def test_openai_realtime_against_ground_truth() -> None:
                         truth_tools
                     )
     assert not errors.problems, errors.problems
+    # G.711 formats widen a quiet edge's band (audio.g711.quantization_band_db): a few
+    # figures are then withheld as edge-ambiguous, said and not missed.
+    print(f"openai-realtime: {len(errors.ambiguous)} withheld as edge-ambiguous")
+    assert len(errors.ambiguous) <= 0.05 * (len(errors.ttfs) + len(errors.stop))
     assert len(errors.ttfs) >= 100 and len(errors.stop) >= 30
-    assert truncations >= 15 and tools >= 8 and breakdowns >= 100
+    assert truncations >= 15 and tools >= 8 and breakdowns >= 95
     s = np.abs(np.array(stage_err))
     tr = np.abs(np.array(trunc_err))
     more = f"; stages max {s.max():.1f} ms; truncate model max {tr.max():.1f} ms"
