@@ -97,7 +97,6 @@ from voxproxy.harness.ports import free_port  # noqa: E402
 
 ROOT = overhead.ROOT
 PY = overhead.PY
-FRAME_MS = overhead.FRAME_MS
 CPUS = sorted(os.sched_getaffinity(0))
 RELAY_CORES = {"voxproxy-2w": 2}  # cores (and workers) per relay; the others: 1
 RELAYS = ("voxproxy", "voxproxy-2w", "bare")  # (nginx too, with --relays)

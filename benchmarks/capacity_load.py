@@ -19,7 +19,8 @@ import time
 from typing import Any
 
 import numpy as np
-import overhead  # benchmarks/overhead.py: frames, CPU (a sibling: the caller put it on the path)
+import overhead  # benchmarks/overhead.py: CPU from /proc (a sibling: the caller put it on the path)
+import overhead_load  # its speech frames and Twilio start
 from websockets.client import ClientProtocol
 from websockets.frames import Frame
 from websockets.http11 import Request, Response
@@ -27,7 +28,7 @@ from websockets.protocol import State
 from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
-FRAME_MS = overhead.FRAME_MS
+FRAME_MS = overhead_load.FRAME_MS
 
 
 class Load:
@@ -45,8 +46,8 @@ class Load:
         self.refused = 0  # HTTP 503 at the handshake: refused by admission control
         self.errors = 0
         self.lags = array.array("q")
-        caller = [base64.b64encode(f) for f in overhead._frames("caller_where_is_order", 400)]
-        agent = [base64.b64encode(f) for f in overhead._frames("agent_long_answer", 400)]
+        caller = [base64.b64encode(f) for f in overhead_load._frames("caller_where_is_order", 400)]
+        agent = [base64.b64encode(f) for f in overhead_load._frames("agent_long_answer", 400)]
         self.caller_frames = caller
         self.agent_frames = agent
 
@@ -152,7 +153,7 @@ class _Caller(_Conn):
                 self.open = True
                 self.load.opened += 1
                 p.send_text(b'{"event":"connected","protocol":"Call","version":"1.0.0"}')
-                p.send_text(overhead.twilio_start(self.n, self.sid.decode()).encode())
+                p.send_text(overhead_load.twilio_start(self.n, self.sid.decode()).encode())
                 self.load.place(self)
         self.flush()
 

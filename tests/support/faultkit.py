@@ -23,6 +23,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request, Response
 
+from support.waiting import wait_until
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.ids import keyed_hash
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
@@ -213,3 +214,15 @@ def twilio_start(sid: str, custom: dict[str, str] | None = None) -> str:
 
 def media(payload_b64: str, sid: str = "MZ1") -> str:
     return json.dumps({"event": "media", "streamSid": sid, "media": {"payload": payload_b64}})
+
+
+async def settle(receipts: list[Receipt], n: int, proxy: Proxy, timeout: float = 8.0) -> None:
+    """Wait for ``n`` receipts and for the proxy to hold nothing more (no call in progress,
+    no relay, nothing queued for measurement): a duplicate would have been written by then."""
+    await wait_until(lambda: len(receipts) >= n, timeout, f"{n} receipts")
+    await wait_until(
+        lambda: proxy.active == 0 and not proxy.server.relays and proxy.measuring.queued == 0,
+        timeout,
+        "the proxy idle",
+    )
+    assert len(receipts) == n, [r.terminal for r in receipts]
