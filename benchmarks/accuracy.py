@@ -49,6 +49,8 @@ Run:  .venv/bin/python benchmarks/accuracy.py [--calls 160] [--class-calls 32]
 from __future__ import annotations
 
 import argparse
+import copyreg
+import dataclasses
 import json
 import os
 import pickle
@@ -71,6 +73,7 @@ from accuracy_report import ClassRun, report  # noqa: E402
 from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
 
 from voxproxy.analysis.vad import VadConfig  # noqa: E402
+from voxproxy.analysis.vadconfig import Spurt  # noqa: E402
 from voxproxy.audio.pcm import write_wav  # noqa: E402
 from voxproxy.clips import fixtures_dir, load_corpus  # noqa: E402
 from voxproxy.harness.bench import BenchAgent, run_bench  # noqa: E402
@@ -259,6 +262,10 @@ def keep_call(directory: Path, cls: str, n: int, call: Any, result: CallResult) 
     the caller's record (what it sent and played, with times), the receipt, the agent's
     log and the figures. A pickle: load it with this checkout's voxproxy."""
     directory.mkdir(parents=True, exist_ok=True)
+    # A frozen dataclass compiled by mypyc (the agent log's Spurts) cannot be unpickled
+    # field by field: it is rebuilt from its fields through its constructor instead.
+    names = [f.name for f in dataclasses.fields(Spurt)]
+    copyreg.pickle(Spurt, lambda s: (Spurt, tuple(getattr(s, name) for name in names)))
     path = directory / f"{cls}-{n:03d}.pickle"
     keep = {"class": cls, "agent": call.label, "outcome": call.outcome, "figures": result.figures}
     with path.open("wb") as fh:

@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from voxproxy.analysis.vadconfig import Spurt
 from voxproxy.harness.bench import BenchCall
 from voxproxy.loadgen.record import CallRecord
 from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.scenario import find_scenario
+from voxproxy.simcall.log import CallLog
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,10 +43,16 @@ def test_a_call_with_a_figure_outside_its_uncertainty_is_kept(tmp_path: Path) ->
 
     scenario, _ = find_scenario("interruption")
     record = CallRecord(t0_ns=5, flushes=[123])
-    call = BenchCall("twilio/paced", CallOutcome(scenario, 16, "call-16", "twilio", record))
+    spurts = [Spurt(1_000, 2_000, 120.0, 0.0, 0.0, 3.0, 0.0)]
+    log = CallLog(16, "/", {}, None, caller_spurts=spurts)
+    outcome = CallOutcome(scenario, 16, "call-16", "twilio", record, agent_log=log)
+    call = BenchCall("twilio/paced", outcome)
     path = accuracy.keep_call(tmp_path / "kept", "contended", 7, call, bad)
     assert path.name == "contended-007.pickle"
     with path.open("rb") as fh:
         kept = pickle.load(fh)
     assert kept["class"] == "contended" and kept["agent"] == "twilio/paced"
     assert kept["outcome"].record.flushes == [123] and kept["figures"][1].err_ms == 39.0
+    # The agent's log holds Spurts: on the compiled build a frozen compiled dataclass, which
+    # a pickle must rebuild through its constructor.
+    assert kept["outcome"].agent_log.caller_spurts == log.caller_spurts
