@@ -14,7 +14,7 @@ from support.groundtruth import measure
 
 from voxproxy.analysis.vad import MASKING_TABLE, masked_ms
 from voxproxy.analysis.vadconfig import LEVEL_SPREAD_TABLE, level_spread_db
-from voxproxy.audio.levels import active_speech_level, frame_active_level
+from voxproxy.audio.levels import active_speech_level, frame_active_level, window_energy_db
 from voxproxy.audio.resample import resample_clip
 from voxproxy.clips import load_clips, load_corpus
 from voxproxy.dialects import make_decoder
@@ -285,9 +285,8 @@ def test_the_level_spread_table_bounds_a_level_read_from_the_start_of_an_answer(
         whole = active_speech_level(pcm, 8000)
         if whole is None:
             continue
-        n = pcm.size // 160
-        frames = pcm[: n * 160].astype(np.float64).reshape(n, 160)
-        frame_db = 10.0 * np.log10(np.maximum((frames**2).mean(axis=1) / 32768.0**2, 1e-10))
+        frame_db = window_energy_db(pcm, 160).astype(np.float64)  # 20 ms frames
+        n = frame_db.size
         first = int(clip.segments_ms[0][0] // 20)
         for heard in errors:
             count = int(heard // 20)

@@ -17,6 +17,7 @@ from voxproxy.audio.g711 import (
     quantization_band_db,
     ulaw_to_pcm,
 )
+from voxproxy.audio.levels import window_energy_db
 from voxproxy.audio.resample import resample_clip
 from voxproxy.clips import load_corpus
 
@@ -109,12 +110,6 @@ def test_empty_input() -> None:
 # -- the band a level may move by ----------------------------------------------------------
 
 
-def _window_db(pcm: np.ndarray, window: int) -> np.ndarray:
-    n = pcm.size // window * window
-    power = (pcm[:n].astype(np.float64).reshape(-1, window) ** 2).mean(axis=1)
-    return np.asarray(10.0 * np.log10(np.maximum(power / 32768.0**2, 1e-12)))
-
-
 # Share of 3 ms windows (the edge walks' smoothing) of the corpus's speech at -80..-40
 # dBFS whose decoded power lies within the band: the band stands in for each window's
 # own error with the codec's RMS error (mu-law's is not centred: it rounds negative
@@ -132,8 +127,8 @@ def test_the_quantization_band_covers_what_the_codec_does_to_quiet_speech(law: s
         if clip.kind != "speech":
             continue
         x = resample_clip(clip.pcm, clip.sample_rate_hz, 8000)
-        true_db = _window_db(x, window)
-        wire_db = _window_db(decode(encode(x)), window)
+        true_db = window_energy_db(x, window)
+        wire_db = window_energy_db(decode(encode(x)), window)
         quiet = (true_db >= -80.0) & (true_db <= -40.0)
         for t, w in zip(true_db[quiet], wire_db[quiet], strict=True):
             down, up = quantization_band_db(law, float(t))
