@@ -158,7 +158,7 @@ class ProxyServer:
                 if cfg.journal is not None
                 else CallJournal.beside(cfg.receipts)
             )
-            left = self.journal.open()  # calls a killed proxy left open
+            left = self.journal.open(cfg.receipts)  # calls a killed proxy left open
             self.writer = ReceiptWriter(cfg.receipts, on_written=self.journal.written)
             sinks.append(self.writer.write)
         if cfg.store is not None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from voxproxy.dialects import make_decoder
+from voxproxy.receipts import writer as writer_module
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.receipts.writer import ReceiptWriter, read_receipts
 from voxproxy.session import CallSession
@@ -22,22 +24,23 @@ def receipt(n: int) -> Receipt:
 
 
 def test_appends_complete_lines_with_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    synced: list[int] = []
+    path = tmp_path / "sub" / "receipts.jsonl"  # the directory is created
+    synced_at: list[int] = []  # the file's size at each fsync
     real_fsync = os.fsync
 
     def fsync(fd: int) -> None:
-        synced.append(fd)
+        synced_at.append(path.stat().st_size)
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    path = tmp_path / "sub" / "receipts.jsonl"  # the directory is created
     writer = ReceiptWriter(path)
     rs = [receipt(i) for i in range(3)]
     for r in rs:
         writer.write(r)
     writer.close()
     assert writer.written == 3 and writer.failed == 0
-    assert len(synced) == 3  # one fsync per receipt
+    # Every line was synced: the last fsync came with the whole file written.
+    assert 1 <= len(synced_at) <= 3 and synced_at[-1] == path.stat().st_size
     text = path.read_text(encoding="utf-8")
     lines = text.split("\n")
     assert lines[-1] == "" and len(lines) == 4  # every line complete
@@ -49,6 +52,65 @@ def test_appends_complete_lines_with_fsync(tmp_path: Path, monkeypatch: pytest.M
     again.write(receipt(3))
     again.close()
     assert [r.call for r in read_receipts(path)] == [r.call for r in [*rs, receipt(3)]]
+
+
+def test_a_backlog_is_synced_in_groups_and_said_written_only_once_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk slower than the calls ending: the writer catches up one fsync per group, not
+    one per receipt, and ``on_written`` (which closes the call in the journal) comes only
+    after the fsync that covered the receipt."""
+    path = tmp_path / "receipts.jsonl"
+    events: list[tuple[str, int]] = []  # ("sync", lines on disk) / ("written", index)
+    entered, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        entered.set()
+        release.wait(10)
+        events.append(("sync", path.read_bytes().count(b"\n")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    rs = [receipt(i) for i in range(21)]
+    index = {r.call: i for i, r in enumerate(rs)}
+    writer = ReceiptWriter(path, on_written=lambda r: events.append(("written", index[r.call])))
+    writer.write(rs[0])
+    assert entered.wait(10)  # the first receipt's fsync is under way (and slow)
+    for r in rs[1:]:
+        writer.write(r)  # these pile up behind it
+    release.set()
+    writer.close()
+    assert writer.written == 21 and writer.failed == 0
+    assert events == [("sync", 1), ("written", 0), ("sync", 21)] + [
+        ("written", i) for i in range(1, 21)
+    ]
+    assert [r.call for r in read_receipts(path)] == [r.call for r in rs]
+
+
+def test_a_group_is_no_larger_than_group_max(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "GROUP_MAX", 4)
+    synced: list[int] = []
+    path = tmp_path / "receipts.jsonl"
+    gate = threading.Event()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        gate.wait(10)
+        synced.append(path.read_bytes().count(b"\n"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    writer = ReceiptWriter(path)
+    for i in range(10):
+        writer.write(receipt(i))
+    gate.set()
+    writer.close()
+    assert writer.written == 10
+    steps = [b - a for a, b in zip([0, *synced], synced, strict=False)]
+    assert sum(steps) == 10 and max(steps) <= 4
 
 
 def test_fsync_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

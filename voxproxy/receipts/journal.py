@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,64 @@ ALIVE_INTERVAL_S = 2.0  # how often the CLI says the process is alive, while cal
 def journal_path(receipts: str | Path) -> Path:
     receipts = Path(receipts)
     return receipts.with_name(receipts.name + SUFFIX)
+
+
+TAIL_SLACK_S = 60.0
+"""How far before the oldest open call's start :func:`receipts_written` reads on: receipts
+are written in about the order their calls end, give or take the writers' queues."""
+
+
+def receipts_written(
+    path: str | Path, wanted: set[tuple[str, str]], since_wall_ns: int
+) -> set[tuple[str, str]]:
+    """Which of ``wanted`` (``(call, started_at)`` pairs) have a receipt in ``path``.
+
+    The file is read backwards from its end, a block at a time, until every one is found
+    or the receipts reached ended :data:`TAIL_SLACK_S` before ``since_wall_ns`` (none of
+    the wanted calls had started yet): a long receipts file costs only its tail."""
+    found: set[tuple[str, str]] = set()
+    path = Path(path)
+    if not wanted or not path.exists():
+        return found
+    stop_before = since_wall_ns / 1e9 - TAIL_SLACK_S
+    with open(path, "rb") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        carry = b""
+        while end > 0 and found != wanted:
+            start = max(0, end - (1 << 16))
+            fh.seek(start)
+            block = fh.read(end - start) + carry
+            end = start
+            lines = block.split(b"\n")
+            carry = lines.pop(0) if start > 0 else b""  # may be cut: read with the next block
+            for line in reversed(lines):
+                ident, ended_s = _receipt_ident(line)
+                if ident is None:
+                    continue
+                if ident in wanted:
+                    found.add(ident)
+                elif ended_s is not None and ended_s < stop_before:
+                    return found
+    return found
+
+
+def _receipt_ident(line: bytes) -> tuple[tuple[str, str] | None, float | None]:
+    """A receipt line's ``(call, started_at)`` and its end (POSIX seconds), or ``None``s."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None, None  # a torn line, or an empty one
+    if not isinstance(rec, dict) or "call" not in rec or "started_at" not in rec:
+        return None, None
+    ident = (str(rec["call"]), str(rec["started_at"]))
+    try:
+        started = datetime.fromisoformat(str(rec["started_at"]))
+        if started.tzinfo is None:
+            started = started.replace(tzinfo=UTC)
+        ended = started.timestamp() + float(rec.get("duration_ms", 0.0)) / 1e3
+    except (TypeError, ValueError):
+        return ident, None
+    return ident, ended
 
 
 class CallJournal:
@@ -70,10 +129,14 @@ class CallJournal:
 
     # -- start and stop -------------------------------------------------------------------
 
-    def open(self) -> list[dict[str, Any]]:
+    def open(self, receipts: str | Path | None = None) -> list[dict[str, Any]]:
         """Read what a previous process left; returns the calls it left open (each with
         ``alive_ns``, its last sign of life), which stay open here until their receipts
-        are written."""
+        are written.
+
+        A call whose receipt reached ``receipts`` (the receipts file) just before the kill,
+        with its ``close`` not yet in the journal, is not left open: it has its receipt,
+        and a second one (``proxy_crashed``) would count it twice."""
         left: dict[str, dict[str, Any]] = {}
         alive: int | None = None
         if self.path.exists():
@@ -95,6 +158,17 @@ class CallJournal:
                         left.pop(str(rec["close"]), None)
                     elif "alive" in rec and isinstance(rec["alive"], int):
                         alive = max(alive or 0, rec["alive"])
+        if receipts is not None and left:
+            on_disk = receipts_written(
+                receipts,
+                {(str(e.get("call")), str(e.get("started_at"))) for e in left.values()},
+                min(int(e.get("start_wall_ns", 0)) for e in left.values()),
+            )
+            left = {
+                key: e
+                for key, e in left.items()
+                if (str(e.get("call")), str(e.get("started_at"))) not in on_disk
+            }
         for entry in left.values():
             entry["alive_ns"] = max(alive or 0, int(entry.get("start_wall_ns", 0)))
         with self._lock:

@@ -1,7 +1,9 @@
 """Appending receipts to a JSON-lines file without ever blocking the forwarding plane.
 
 A background thread owns the file: each receipt is one ``write`` of one
-complete line, then ``flush`` and ``fsync``, so a process killed mid-write
+complete line, then ``flush``, and an ``fsync`` covers what was queued (one per
+receipt when calls end slower than the disk syncs, one per group when they end
+faster: a group commit, so the writer keeps up), so a process killed mid-write
 leaves only complete lines behind, except possibly a torn last one that
 readers skip (see :func:`read_receipts`). A writer opening a file that ends in
 such a torn line cuts it off first, so that its own lines never get glued to
@@ -23,10 +25,16 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from voxproxy.receipts.model import Receipt
 
 log = logging.getLogger("voxproxy.receipts")
+
+GROUP_MAX = 256
+"""The most receipts one ``fsync`` covers: a writer that fell behind (calls ending faster
+than the disk syncs) catches up in groups, so its backlog, and the calls a kill would
+leave to the journal, stay small."""
 
 STOP = object()
 """What ``close`` queues for a :class:`BackgroundSink`'s thread: finish and return."""
@@ -105,29 +113,58 @@ class ReceiptWriter(BackgroundSink):
     def _run(self) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
             while True:
-                item = self._queue.get()
-                if item is STOP:
+                batch, stop = self._take()
+                if batch:
+                    self._commit(fh, batch)
+                if stop:
                     return
-                assert isinstance(item, tuple)
-                line, receipt = item
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # other processes' lines
+
+    def _take(self) -> tuple[list[tuple[str, Receipt]], bool]:
+        """What is queued, up to :data:`GROUP_MAX` receipts (waiting for the first), and
+        whether :data:`STOP` came after them."""
+        batch: list[tuple[str, Receipt]] = []
+        item = self._queue.get()
+        while True:
+            if item is STOP:
+                return batch, True
+            assert isinstance(item, tuple)
+            batch.append(item)
+            if len(batch) >= GROUP_MAX:
+                return batch, False
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return batch, False
+
+    def _commit(self, fh: TextIO, batch: list[tuple[str, Receipt]]) -> None:
+        """Each line of ``batch`` written and flushed under the lock, then one ``fsync``
+        for them all; ``on_written`` for each once it is on disk."""
+        done: list[Receipt] = []
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # other processes' lines
+            try:
+                for line, receipt in batch:
                     try:
                         fh.write(line)
                         fh.flush()
-                    finally:
-                        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-                    if self._fsync:
-                        os.fsync(fh.fileno())
-                    self.written += 1
-                except OSError:
-                    self.failed += 1
-                    continue
-                if self._on_written is not None:
-                    try:
-                        self._on_written(receipt)
-                    except Exception:
-                        log.exception("after writing a receipt")
+                    except OSError:
+                        self.failed += 1
+                        continue
+                    done.append(receipt)
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            if self._fsync and done:
+                os.fsync(fh.fileno())
+        except OSError:
+            self.failed += len(done)
+            return
+        self.written += len(done)
+        if self._on_written is not None:
+            for receipt in done:
+                try:
+                    self._on_written(receipt)
+                except Exception:
+                    log.exception("after writing a receipt")
 
 
 def read_receipts(path: str | Path) -> Iterator[Receipt]:
