@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxproxy.analysis.truth import TRUTH_RANGE_DB, speech_edges, truth_threshold_dbfs
+from voxproxy.analysis.truth import (
+    TRUTH_RANGE_DB,
+    heard_runs,
+    speech_edges,
+    truth_threshold_dbfs,
+)
 
 RATE = 16000
 SPM = RATE // 1000
@@ -129,3 +134,23 @@ def test_8k_edges() -> None:
     x = np.zeros(n, np.int16)
     x[8 * 250 : 8 * 600] = 8000
     assert speech_edges(x, 8000) == [[250.0, 600.0]]
+
+
+def test_heard_runs_merge_across_short_pauses_and_drop_a_last_click() -> None:
+    ms = 1_000_000
+    # Closer than the merge gap: one run.
+    assert heard_runs([(0, 500 * ms), (700 * ms, 900 * ms)]) == [(0, 900 * ms)]
+    # A merge gap apart: two.
+    assert heard_runs([(0, 500 * ms), (800 * ms, 900 * ms)]) == [
+        (0, 500 * ms),
+        (800 * ms, 900 * ms),
+    ]
+    # A last run shorter than MIN_SPEECH_MS after a merge gap: a click, dropped.
+    assert heard_runs([(0, 500 * ms), (800 * ms, 859 * ms)]) == [(0, 500 * ms)]
+    assert heard_runs([(0, 500 * ms), (800 * ms, 860 * ms)]) == [
+        (0, 500 * ms),
+        (800 * ms, 860 * ms),
+    ]
+    # A lone run is kept however short; no runs, none.
+    assert heard_runs([(0, 5 * ms)]) == [(0, 5 * ms)]
+    assert heard_runs([]) == []

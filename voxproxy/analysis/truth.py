@@ -22,6 +22,8 @@ from voxproxy.audio.levels import active_speech_level, window_energy_db
 from voxproxy.events import Pcm
 
 TRUTH_RANGE_DB = 35.0
+MERGE_GAP_MS = 300.0  # runs of speech windows closer than this are one
+MIN_SPEECH_MS = 60.0  # a run shorter than this is no speech (a click)
 TRUTH_RULE = (
     f"1 ms windows with mean power within {TRUTH_RANGE_DB:g} dB of the clip's active speech "
     "level (ITU-T P.56 method B) on the clean clip; runs closer than 300 ms merged; runs "
@@ -40,8 +42,8 @@ def speech_edges(
     sample_rate_hz: int,
     *,
     threshold_dbfs: float | None = None,
-    merge_gap_ms: float = 300.0,
-    min_speech_ms: float = 60.0,
+    merge_gap_ms: float = MERGE_GAP_MS,
+    min_speech_ms: float = MIN_SPEECH_MS,
 ) -> list[list[float]]:
     """``[[onset_ms, offset_ms], ...]`` of the speech in a clean clip.
 
@@ -103,3 +105,22 @@ def last_speech_end_ms(windows: npt.NDArray[np.bool_], start_ms: float, cut_ms: 
     if idx.size == 0:
         return cut_ms
     return min(cut_ms, float(lo + int(idx[-1]) + 1))
+
+
+def heard_runs(runs_ns: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The truth rule's runs over what a listener heard of an answer: its speech runs as
+    they played (``[start, end)`` on the listener's clock, in order, each cut where its
+    audio was cut), merged where closer than :data:`MERGE_GAP_MS`, less a last run shorter
+    than :data:`MIN_SPEECH_MS` (a few ms of speech before a flush are a click to a
+    listener, and to the rule). A lone run is kept, however short."""
+    merged: list[tuple[int, int]] = []
+    gap = int(MERGE_GAP_MS * 1_000_000)
+    for a, b in runs_ns:
+        if merged and a - merged[-1][1] < gap:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    shortest = int(MIN_SPEECH_MS * 1_000_000)
+    while len(merged) > 1 and merged[-1][1] - merged[-1][0] < shortest:
+        merged.pop()
+    return merged

@@ -13,17 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from voxproxy.analysis.truth import last_speech_end_ms, named_speech_windows
+from voxproxy.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
 from voxproxy.clips import Clip
 from voxproxy.clips import clip as load_clip
 from voxproxy.loadgen.caller import CallRecord, SpeechTruth
 from voxproxy.simcall.log import CallLog, ResponseLog
 from voxproxy.timebase import NS_PER_S
-
-# The truth rule's run logic (MEASUREMENT.md 2), applied to what played: parts of speech
-# closer than the merge gap are one run, and a run shorter than min_speech is a click.
-MERGE_GAP_MS = 300.0
-MIN_SPEECH_MS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +64,9 @@ def response_speech(
     record: CallRecord, r: ResponseLog, c: Clip, rate: int, played: list[tuple[int, int]]
 ) -> AgentSpeech | None:
     """A response's first speech sample and the end of its last audible run: the parts of
-    its clip's speech that played, merged across pauses shorter than the merge gap, less
-    a last run shorter than ``MIN_SPEECH_MS`` (a few ms of speech before a flush are a
-    click to any listener, and to the truth rule). A run cut by a flush ends at its last
-    speech window before the cut: a cut inside one of the run's own pauses leaves that
-    pause silent."""
+    its clip's speech that played, as the truth rule takes them (``heard_runs``). A run
+    cut by a flush ends at its last speech window before the cut: a cut inside one of the
+    run's own pauses leaves that pause silent."""
     base = r.stream_pos - r.skipped_samples  # stream position of the clip's sample 0
 
     def pos(ms: float) -> int:
@@ -84,7 +77,7 @@ def response_speech(
     if onset is None:
         return None
     sent_end = r.stream_pos + r.samples_sent  # later positions belong to the next response
-    runs: list[list[int]] = []  # [start, end) of audible speech, on the caller's timeline
+    runs: list[tuple[int, int]] = []  # [start, end) of audible speech, on the caller's timeline
     for a_ms, b_ms in c.segments_ms:
         a, b = pos(a_ms), min(pos(b_ms), sent_end)
         if a >= b:
@@ -107,14 +100,9 @@ def response_speech(
         t = record.play_time(last_played - 1)
         if t0 is None or t is None:
             continue
-        t1 = t + NS_PER_S // rate
-        if runs and t0 - runs[-1][1] < MERGE_GAP_MS * 1_000_000:
-            runs[-1][1] = max(runs[-1][1], t1)
-        else:
-            runs.append([t0, t1])
-    while len(runs) > 1 and runs[-1][1] - runs[-1][0] < MIN_SPEECH_MS * 1_000_000:
-        runs.pop()
-    end_ns = max(onset, runs[-1][1]) if runs else onset
+        runs.append((t0, t + NS_PER_S // rate))
+    heard = heard_runs(runs)
+    end_ns = max(onset, heard[-1][1]) if heard else onset
     return AgentSpeech(r.clip, onset, end_ns)
 
 

@@ -10,7 +10,7 @@ import random
 
 import numpy as np
 
-from voxproxy.analysis.truth import last_speech_end_ms, named_speech_windows
+from voxproxy.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
 from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
@@ -89,18 +89,18 @@ def played_ns(starts: list[tuple[int, int, Pcm, int]], t_ns: int, rate: int) -> 
 def _last_speech_before(
     clip: Clip, rate: int, starts: list[tuple[int, int, Pcm, int]], end_ns: int
 ) -> int:
-    """Truth: the last audible speech sample of ``clip`` when its audio ends at ``end_ns``.
-    A cut inside one of a run's own pauses ends the speech at the last speech window
-    before it (MEASUREMENT.md 2's offset), not at the cut."""
-    best: int | None = None
+    """Truth: the last audible speech sample of ``clip`` when its audio ends at ``end_ns``:
+    its speech runs as they played, as the truth rule takes them (``heard_runs``: a click
+    of speech before the cut is none). A cut inside one of a run's own pauses ends the
+    speech at the last speech window before it (MEASUREMENT.md 2's offset), not at the
+    cut."""
+    runs: list[tuple[int, int]] = []
     spm = rate // 1000
     for a_ms, b_ms in clip.segments_ms:
-        a_pos, b_pos = round(a_ms * spm), round(b_ms * spm)
-        a_t = _play_time(starts, a_pos, rate)
-        b_t = _play_time(starts, b_pos, rate)
+        a_t = _play_time(starts, round(a_ms * spm), rate)
+        b_t = _play_time(starts, round(b_ms * spm), rate)
         if a_t >= end_ns:
             break
-        best = b_t
         if b_t > end_ns:  # cut inside the run: the last whole ms that played before it
             lo, hi = a_ms, b_ms
             while hi - lo > 1.0:
@@ -112,10 +112,14 @@ def _last_speech_before(
             end_ms = last_speech_end_ms(
                 named_speech_windows(clip.name, clip.pcm, clip.sample_rate_hz), a_ms, lo
             )
-            best = min(end_ns, _play_time(starts, round(end_ms * spm), rate))
-            if end_ms >= lo:  # speech was playing at the cut
-                best = end_ns
-    return best if best is not None else end_ns
+            b_t = (
+                end_ns
+                if end_ms >= lo
+                else min(end_ns, _play_time(starts, round(end_ms * spm), rate))
+            )
+        runs.append((a_t, b_t))
+    heard = heard_runs(runs)
+    return heard[-1][1] if heard else end_ns
 
 
 def _play_time(starts: list[tuple[int, int, Pcm, int]], sample_pos: int, rate: int) -> int:
