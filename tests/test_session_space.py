@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.groundtruth import Errors, score
+from support.groundtruth import Errors, barge_point_ms, score
 from support.spacekit import (
     WIRES,
     SpaceCase,
@@ -346,3 +346,77 @@ def test_no_response_or_barge_in_is_ever_missed(seed: int) -> None:
     assert not problems, problems
     assert receipt.anomalies == {}, receipt.anomalies
     assert len(caller_pool()) >= 20 and len(agent_pool()) >= 15
+
+
+def flush_case(agent: str, point_ms: float, reaction_ms: float, chunk_ms: int) -> SpaceCase:
+    """A barge-in on ``agent``'s answer ``point_ms`` after its onset, the agent flushing
+    ``reaction_ms`` later (raw 16 kHz, paced in ``chunk_ms`` chunks)."""
+    return SpaceCase(
+        wire=("raw", 16000),
+        send_mode="paced",
+        chunk_ms=chunk_ms,
+        speedup=1.0,
+        agents=(agent, "agent_confirm"),
+        callers=("caller_where_is_order", "caller_interrupt"),
+        delays_ms=(600.0, 700.0),
+        barge=(point_ms, reaction_ms, "flush"),
+        seed=0,
+    )
+
+
+def test_a_flush_just_into_the_word_after_a_pause() -> None:
+    """espeak's Spanish answer flushed 1.7 ms into a word that follows 20 ms of silence:
+    the proxy heard the speech run up to the cut, a listener who heard the cut a few ms
+    earlier (the jitter of the leg between them) heard it end at the pause. The stop read
+    +19.8 ms against a stated 10; its uncertainty now spans where it ends had the cut come
+    CUT_JITTER_MS earlier. (The same stop live: +39 ms against 16.9, a 40 ms pause.)"""
+    call, dialect = render_case(flush_case("agent_es_order", 857.0, 286.0, 20))
+    receipt = measure_case(call, dialect)
+    published, outside = outside_uncertainty(call, receipt)
+    assert published == 3 and not outside, outside
+    barge = [t for t in receipt.turns if t.kind == "response"][1].barge_in
+    assert barge is not None and barge.evidence == "flush"
+    assert barge.stop_uncertainty_ms is not None and barge.stop_uncertainty_ms >= 20.0
+
+
+@pytest.mark.slow
+def test_a_flush_at_any_point_of_any_answer() -> None:
+    """Every agent voice, flushed at 20 random points of its answer (paced in 20 to 140 ms
+    chunks): each published stop lies within its stated uncertainty. Measured
+    (2026-12-02): 399 barge-ins; before the cut's sensitivity (``CUT_JITTER_MS``), cuts
+    just into a word after a pause read +18..+20 ms against 10 in a sweep of 800 cases;
+    here 1 outside (below), 2 withheld, mean stated stop uncertainty 10.8 ms."""
+    stops = withheld = 0
+    outside: list[str] = []
+    for agent in agent_pool():
+        rng = random.Random(agent.name)
+        for _ in range(20):
+            case = flush_case(
+                agent.name,
+                barge_point_ms(agent, rng),
+                rng.uniform(60, 900),
+                rng.choice([20, 40, 100, 140]),
+            )
+            call, dialect = render_case(case)
+            receipt = measure_case(call, dialect)
+            _, wrong = outside_uncertainty(call, receipt)
+            outside += [f"{agent.name} {case.barge}: {w}" for w in wrong if "stop" in w]
+            truth = call.truth[0]
+            assert truth.stop_ns is not None and truth.barge_onset_ns is not None
+            responses = [t for t in receipt.turns if t.kind == "response"]
+            barge = responses[1].barge_in if len(responses) > 1 else None
+            if truth.stop_ns <= truth.barge_onset_ns:
+                # The caller spoke in a pause of the answer, which the agent flushed and
+                # never resumed: no barge-in (turns.py), and none was found.
+                assert barge is None, case.label()
+                continue
+            assert barge is not None, case.label()  # never missed
+            stops += 1
+            withheld += barge.stop_latency_ms is None
+    print(f"{stops} stops, {withheld} withheld, {len(outside)} outside: {outside}")
+    # The 10 ms term of the stated uncertainty is a p95 (the space test allows 2%). Left:
+    # festival's ked voice ends on a tail hovering within 1 dB of the threshold for 300 ms,
+    # whose 1 ms windows pass or fail it by where they fall (the truth's on the clip, the
+    # proxy's on the stream: +41 ms against 10, its answer heard whole).
+    assert len(outside) <= 0.01 * stops, outside
+    assert withheld <= 0.03 * stops

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from voxproxy.analysis.timeline import Timeline
 from voxproxy.analysis.vadconfig import (
+    CUT_JITTER_MS,
     EDGE_LEVEL_DB,
     LEVEL_BIAS_DB,
     LEVEL_SLACK_DB,
@@ -343,11 +344,12 @@ class EdgeWalker:
         if not self._timeline.covers(max(first - lookback, 0) * self._win):
             return 0.0, 0.0
         down = up = EDGE_LEVEL_DB
-        if (
+        cut = (
             self._onset_t
             <= self._cut_ns
             <= self._t_of_end(end_win) + int(cfg.merge_gap_ms * NS_PER_MS)
-        ):
+        )
+        if cut:
             # Cut short (a flush during it): its level was read from what was heard of it,
             # the truth takes the whole answer's.
             spread = level_spread_db(self._utt_frames * cfg.frame_ms)
@@ -373,6 +375,32 @@ class EdgeWalker:
         amb_on = max(onset - early, late - onset, 0)
         last = self._last_active_win
         longer = self._walk_forward(last, thr - down)
-        shorter = self._walk_forward(last, thr + up)
+        # At a higher threshold the end may lie before the last active window itself (a
+        # breathy tail hovering on the threshold, above the start threshold): it is the
+        # end of the last window above it.
+        shorter = min(
+            self._walk_forward(last, thr + up), self._end_of_last_above(end_win, thr + up)
+        )
         amb_off = max(longer - end_win, end_win - shorter, 0)
+        if cut:
+            amb_off = max(amb_off, self._cut_sensitivity(end_win, thr))
         return float(amb_on), float(amb_off)
+
+    def _cut_sensitivity(self, end_win: int, threshold: float) -> int:
+        """For speech that ran up to a cut: how much earlier than the cut's own move it
+        would have ended, had the cut come CUT_JITTER_MS earlier (0 for speech that went
+        on up to then; a pause's length for a cut just into the word after it)."""
+        if self._t_of_end(end_win) < self._cut_ns - self.config.frame_ms * NS_PER_MS:
+            return 0  # it ended before the cut: the cut took silence
+        back = end_win - CUT_JITTER_MS
+        return back - self._end_of_last_above(back, threshold)
+
+    def _end_of_last_above(self, end_win: int, threshold: float) -> int:
+        """The end of the last window above ``threshold`` before ``end_win``, looking back
+        a merge gap at most (and not before the spurt's onset)."""
+        lo = max(end_win - int(self.config.merge_gap_ms), self._onset_win)
+        lo = max(lo, (self._framed // self._win) - (self._hist.size - 64))
+        if end_win <= lo:
+            return end_win
+        hits = np.flatnonzero(self._above(lo, end_win, threshold))
+        return lo + int(hits[-1]) + 1 if hits.size else lo

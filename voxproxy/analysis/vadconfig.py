@@ -40,6 +40,14 @@ EDGE_LEVEL_DB = 0.5
 # of the project's clips and the corpus, a spurt's own level stood at most 0.9 dB from
 # the whole's (caller_topic_change); barge-ins in the space test stood 10-17 dB apart.
 SPURT_APART_DB = 2.0
+# A flush cuts an answer at an instant the listener places a little differently from the
+# proxy (the forwarding leg's jitter between the audio and the flush after it). Where the
+# speech ran up to the cut, its end is the cut, a few ms either way; but a cut that fell
+# just after a pause in the answer (the first ms of the next word) ends the speech there
+# for the proxy and at the pause for a listener who heard the cut this much earlier. Live
+# (accuracy benchmark, a contended machine): a Twilio caller heard the cut 6 ms before the
+# proxy did, 0.5 ms into a word after a 40 ms pause, and the stop read 39 ms late.
+CUT_JITTER_MS = 10
 UTTERANCE_FRAMES = 1500  # an utterance's level is read from at most this many frames
 # A talk-spurt this long never had the quiet of a merge gap: the direction is never
 # quiet (babble, music, a bed of speech) and its edges are not speech edges.

@@ -271,14 +271,18 @@ def _barge_record(
     outcome, latency = barge_outcome(b, window)
     evidence = b.evidence()
     stop_ns: int | None = b.stop_ns()
-    why = ev.withheld(b.onset_ns, stop_ns)
-    if why is None and ev.shed_between(b.onset_ns, stop_ns, after_ns=int(window * NS_PER_MS)):
+    # The agent's speech edge the stop stands on: the talked-over speech's end, also when
+    # a flush cut it (the detector heard it end at the cut; how far that end moves with
+    # the talker's level read off is how far the speech may have ended before the cut).
+    edge = b.chain_end_ns
+    why = ev.withheld(b.onset_ns, edge)
+    if why is None and ev.shed_between(b.onset_ns, edge, after_ns=int(window * NS_PER_MS)):
         why = "measurement_shed"  # the stop may lie in what was shed
     return BargeInRecord(
         onset_ms=rel(b.onset_ns) or 0.0,
         stop_ms=None if why else rel(stop_ns),
         stop_latency_ms=None if why else _ms(latency),
-        stop_uncertainty_ms=ev.uncertainty_ms(b.onset_ns, stop_ns),
+        stop_uncertainty_ms=ev.uncertainty_ms(b.onset_ns, edge),
         outcome="unknown" if why else outcome.value,
         evidence=evidence.value,
         ambiguous=evidence.value == "ceased",
