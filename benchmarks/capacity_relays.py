@@ -3,7 +3,6 @@ share of a core (``--core-share``), and its CPU read (its whole process tree).""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import time
@@ -99,14 +98,11 @@ def confine(relay: subprocess.Popen[bytes], workers: int, shares: CoreShares) ->
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of ``pid`` and of its descendants alive now (a relay's workers)."""
-    total = overhead._cpu_seconds(pid)
-    for child in _children(pid):
-        with contextlib.suppress(OSError):  # gone meanwhile
-            total += tree_cpu_seconds(child)
-    return total
+    return sum(overhead._tree_cpu_seconds(pid).values())
 
 
 def _children(pid: int) -> list[int]:
+    """``pid``'s own children (a relay's workers)."""
     out: list[int] = []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
