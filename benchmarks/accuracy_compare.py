@@ -17,7 +17,7 @@ from voxproxy.errors import FixtureError
 from voxproxy.harness.bench import BenchCall
 from voxproxy.loadgen.caller import CallRecord
 from voxproxy.loadgen.results import MATCH_TOLERANCE_MS, evaluate
-from voxproxy.loadgen.truth import TurnTruth, agent_speech
+from voxproxy.loadgen.truth import TurnTruth, agent_speech, truths_with_speech
 from voxproxy.mockagent import CallLog, MockAgentConfig
 from voxproxy.mockagent.config import response_clip
 from voxproxy.receipts.model import Receipt, TurnRecord
@@ -42,7 +42,7 @@ WITHHELD = (
 
 
 # -- truth ----------------------------------------------------------------------------------
-# voxproxy.loadgen.truth.turn_truths, with the clip of each response resolved as the agent
+# voxproxy.loadgen.truth.truths_with_speech, with the clip of each response resolved as the agent
 # resolved it (corpus names; clips cut to their speech).
 
 
@@ -52,19 +52,10 @@ def turn_truths(
     """Each caller turn's truth, with the agent clip that answered it and the one it
     talked over (a barge-in), or "" for none."""
     speech = agent_speech(record, log, clip_of)
-    out: list[tuple[TurnTruth, str, str]] = []
-    for s in record.speech:
-        nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)
-        ttfs = None if nxt is None else nxt.onset_ns - s.offset_ns
-        stop = None
-        over = None
-        if s.barge_in:
-            over = next((a for a in speech if a.onset_ns <= s.onset_ns < a.end_ns), None)
-            if over is not None:
-                stop = over.end_ns - s.onset_ns
-        truth = TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop)
-        out.append((truth, nxt.clip if nxt else "", over.clip if over else ""))
-    return out
+    return [
+        (truth, nxt.clip if nxt else "", over.clip if over else "")
+        for truth, nxt, over in truths_with_speech(record.speech, speech)
+    ]
 
 
 def at_vantage(truth: TurnTruth, record: CallRecord) -> tuple[TurnTruth, float, float]:

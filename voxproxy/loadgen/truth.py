@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from voxproxy.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
 from voxproxy.clips import Clip
@@ -119,19 +119,32 @@ def turn_truths(record: CallRecord, log: CallLog) -> list[TurnTruth]:
     return truths_of_turns(record.speech, agent_speech(record, log))
 
 
+H = TypeVar("H", bound=_Heard)
+
+
 def truths_of_turns(turns: Sequence[SpeechTruth], speech: Sequence[_Heard]) -> list[TurnTruth]:
     """The truth of every caller turn: its edges, the onset of the agent speech after it
     (time to first sound) and, for a barge-in, the end of the speech it talked over."""
-    out: list[TurnTruth] = []
+    return [truth for truth, _, _ in truths_with_speech(turns, speech)]
+
+
+def truths_with_speech(
+    turns: Sequence[SpeechTruth], speech: Sequence[H]
+) -> list[tuple[TurnTruth, H | None, H | None]]:
+    """:func:`truths_of_turns`, each with the agent speech that answered the turn and the
+    one it talked over (a barge-in), or None."""
+    out: list[tuple[TurnTruth, H | None, H | None]] = []
     for s in turns:
         nxt = next((a for a in speech if a.onset_ns > s.offset_ns), None)
         ttfs = None if nxt is None else nxt.onset_ns - s.offset_ns
         stop = None
+        over = None
         if s.barge_in:
             over = next((a for a in speech if a.onset_ns <= s.onset_ns < a.end_ns), None)
             if over is not None:
                 stop = over.end_ns - s.onset_ns
-        out.append(TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop))
+        truth = TurnTruth(s.clip, s.onset_ns, s.offset_ns, ttfs, s.barge_in, stop)
+        out.append((truth, nxt, over))
     return out
 
 
