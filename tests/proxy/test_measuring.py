@@ -232,3 +232,39 @@ def test_while_the_loop_lags_measurement_yields_to_forwarding_and_says_how_far_b
         loop.turn()
     loop.turn()  # a turn with nothing queued
     assert queue.behind_ns == 0 and not any(shed for _, shed in a.measured)
+
+
+def test_a_light_turn_does_not_read_the_loops_cpu_time() -> None:
+    """The loop's CPU time (a system call) is read only where the budget may need it: after
+    a turn that measured half the least budget or more, or with items queued."""
+    loop, cpu, reads = FakeLoop(), [0], [0]
+
+    def loop_cpu() -> int:
+        reads[0] += 1
+        return cpu[0]
+
+    queue = MeasurementQueue(
+        budget_ms=1.0,
+        share=1.0,
+        max_budget_ms=10.0,
+        cpu_ns=lambda: cpu[0],
+        loop_cpu_ns=loop_cpu,
+        now_ns=lambda: 0,
+        call_soon=loop.call_soon,
+    )
+    a = Call("a", cpu, cost_ns=MS // 10)
+    for turn in range(20):
+        for k in range(4):  # 0.4 ms a turn: under half the least budget
+            a.message(queue, f"{turn}.{k}", 0)
+        cpu[0] += 5 * MS  # forwarding
+        loop.turn()
+    assert reads[0] == 0 and len(a.measured) == 80 and queue.deferred == 0
+    # A heavy turn: read at its end; with nothing read before it, the least budget.
+    for k in range(70):
+        a.message(queue, f"h{k}", 0)  # 1 ms at once (10 of them), the rest queued
+    assert len(a.measured) == 90 and queue.queued == 60
+    loop.turn()
+    assert reads[0] == 1 and len(a.measured) == 100  # 1 ms: nothing known of forwarding
+    cpu[0] += 5 * MS  # forwarding took 5 ms before the next turn: measurement may too
+    loop.turn()
+    assert reads[0] == 2 and len(a.measured) == 150 and queue.queued == 0  # 5 ms, not 1
