@@ -17,6 +17,13 @@ NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 
 
+def parse_utc(text: str) -> _dt.datetime:
+    """An ISO 8601 time (a receipt's ``started_at``) as an aware datetime; a naive time is
+    taken as UTC. Raises :class:`ValueError` when ``text`` is not one."""
+    dt = _dt.datetime.fromisoformat(text.strip())
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=_dt.UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class EpochAnchor:
     """One reading of both clocks, taken together; converts monotonic to wall time."""

@@ -157,6 +157,10 @@ class EdgeWalker:
             return int(cfg.merge_gap_ms)
         return cfg.edge_tolerance_ms if self._quiet() else cfg.noisy_edge_tolerance_ms
 
+    def _first_kept_win(self) -> int:
+        """The earliest 1 ms window whose energy the history still holds (with a margin)."""
+        return (self._framed // self._win) - (self._hist.size - 64)
+
     def _above(self, lo: int, hi: int, threshold: float) -> npt.NDArray[np.bool_]:
         """Which 1 ms windows in ``[lo, hi)`` are above ``threshold``.
 
@@ -273,7 +277,7 @@ class EdgeWalker:
         cfg = self.config
         reach = cfg.onset_lookback_ms if lookback is None else lookback
         lower = max(win - reach, self._prev_offset_win, 0)
-        lower = max(lower, (self._framed // self._win) - (self._hist.size - 64))
+        lower = max(lower, self._first_kept_win())
         # Do not walk back across a gap in time (a pause in playout).
         gap = self._timeline.last_break_at_or_before(win * self._win)
         if gap is not None:
@@ -399,7 +403,7 @@ class EdgeWalker:
         """The end of the last window above ``threshold`` before ``end_win``, looking back
         a merge gap at most (and not before the spurt's onset)."""
         lo = max(end_win - int(self.config.merge_gap_ms), self._onset_win)
-        lo = max(lo, (self._framed // self._win) - (self._hist.size - 64))
+        lo = max(lo, self._first_kept_win())
         if end_win <= lo:
             return end_win
         hits = np.flatnonzero(self._above(lo, end_win, threshold))

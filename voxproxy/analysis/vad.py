@@ -466,7 +466,7 @@ class SpeechDetector(NoiseFloor):
         self._utt_frames = 0
         self._utt_db.clear()
         self._utt_level = None
-        lo = max(self._onset_win, (self._framed // self._win) - (self._hist.size - 64))
+        lo = max(self._onset_win, self._first_kept_win())
         hits = np.nonzero(self._above(lo, now_win, self._edge_threshold()))[0]
         if hits.size == 0 or not self._timeline.covers(lo * self._win):
             self._in_spurt = False

@@ -35,11 +35,11 @@ import json
 import logging
 import os
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from voxproxy.receipts.model import Receipt
+from voxproxy.timebase import parse_utc
 
 log = logging.getLogger("voxproxy.receipts")
 
@@ -92,6 +92,11 @@ def receipts_written(
     return found
 
 
+def _receipt_key(entry: dict[str, Any]) -> tuple[str, str]:
+    """What names a call's receipt, in a journal entry or a receipt: ``(call, started_at)``."""
+    return (str(entry.get("call")), str(entry.get("started_at")))
+
+
 def _receipt_ident(line: bytes) -> tuple[tuple[str, str] | None, float | None]:
     """A receipt line's ``(call, started_at)`` and its end (POSIX seconds), or ``None``s."""
     try:
@@ -100,12 +105,10 @@ def _receipt_ident(line: bytes) -> tuple[tuple[str, str] | None, float | None]:
         return None, None  # a torn line, or an empty one
     if not isinstance(rec, dict) or "call" not in rec or "started_at" not in rec:
         return None, None
-    ident = (str(rec["call"]), str(rec["started_at"]))
+    ident = _receipt_key(rec)
     try:
-        started = datetime.fromisoformat(str(rec["started_at"]))
-        if started.tzinfo is None:
-            started = started.replace(tzinfo=UTC)
-        ended = started.timestamp() + float(rec.get("duration_ms", 0.0)) / 1e3
+        ended = parse_utc(str(rec["started_at"])).timestamp()
+        ended += float(rec.get("duration_ms", 0.0)) / 1e3
     except (TypeError, ValueError):
         return ident, None
     return ident, ended
@@ -161,14 +164,10 @@ class CallJournal:
         if receipts is not None and left:
             on_disk = receipts_written(
                 receipts,
-                {(str(e.get("call")), str(e.get("started_at"))) for e in left.values()},
+                {_receipt_key(e) for e in left.values()},
                 min(int(e.get("start_wall_ns", 0)) for e in left.values()),
             )
-            left = {
-                key: e
-                for key, e in left.items()
-                if (str(e.get("call")), str(e.get("started_at"))) not in on_disk
-            }
+            left = {key: e for key, e in left.items() if _receipt_key(e) not in on_disk}
         for entry in left.values():
             entry["alive_ns"] = max(alive or 0, int(entry.get("start_wall_ns", 0)))
         with self._lock:
@@ -249,11 +248,11 @@ class CallJournal:
         self._index(key, entry)
 
     def _index(self, key: str, entry: dict[str, Any]) -> None:
-        ident = (str(entry.get("call")), str(entry.get("started_at")))
+        ident = _receipt_key(entry)
         self._by_receipt.setdefault(ident, []).append(key)
 
     def _forget_receipt(self, key: str, entry: dict[str, Any]) -> None:
-        ident = (str(entry.get("call")), str(entry.get("started_at")))
+        ident = _receipt_key(entry)
         keys = self._by_receipt.get(ident)
         if keys is not None and key in keys:
             keys.remove(key)

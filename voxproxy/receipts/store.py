@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from voxproxy.errors import ConfigError
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import STOP, BackgroundSink
+from voxproxy.timebase import parse_utc
 
 log = logging.getLogger("voxproxy.store")
 
@@ -63,10 +64,7 @@ def utc_text(value: str) -> str:
 
     Raises :class:`ValueError` when ``value`` is not an ISO 8601 date or time.
     """
-    dt = _dt.datetime.fromisoformat(value.strip())
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=_dt.UTC)
-    utc = dt.astimezone(_dt.UTC)
+    utc = parse_utc(value).astimezone(_dt.UTC)
     return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
