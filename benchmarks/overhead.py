@@ -144,6 +144,8 @@ async def forward_only(port: int, upstream: str) -> None:
     from voxproxy.transports.websocket import RelayConfig, RelayServer
 
     class Null:
+        last_media_s = 0.0
+
         def upstream_headers(self, request: object) -> list[tuple[str, str]]:
             return []
 

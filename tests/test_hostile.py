@@ -154,6 +154,21 @@ async def test_a_caller_that_only_pings_is_closed_as_idle() -> None:
     assert receipts[0].terminal == "idle_timeout"
 
 
+async def test_a_caller_that_sends_only_marks_after_media_is_closed_as_idle() -> None:
+    """Whole messages without audio, once the wire has carried some, keep nothing alive,
+    though the proxy measures them after forwarding them (proxy/measuring.py, grouped)."""
+    async with _idle_call("marker") as (ws, receipts):
+        wire = TwilioCallerWire("MZ" + call_sid("marker")[2:], call_sid("marker"))
+        for k in range(100):  # up to 10 s of marks, one every 100 ms
+            with suppress(ConnectionClosed):
+                await ws.send(wire.mark(f"m{k}"))
+            if ws.close_code is not None:
+                break
+            await asyncio.sleep(0.1)
+    assert ws.close_code == 1001 and ws.close_reason == "idle timeout"
+    assert receipts[0].terminal == "idle_timeout"
+
+
 @pytest.mark.slow
 async def test_a_caller_that_dribbles_a_frame_is_closed_as_idle() -> None:
     async with _idle_call("dribbler") as (ws, receipts):

@@ -1,13 +1,17 @@
-"""The measurement queue on fake clocks: measured at once within the budget, queued past
-it (order kept per call, calls taking turns), shed past ``shed_after_ms``, given up past
-``max_backlog``. No sleeps, no timed assertions: the CPU clock and the loop are fakes."""
+"""The measurement queue on fake clocks: grouped (each call's messages measured together
+every ``group_ms``), or measured at once within the budget and queued past it (order kept
+per call, calls taking turns); shed past ``shed_after_ms``, given up past ``max_backlog``.
+No sleeps, no timed assertions: the CPU clock and the loop are fakes."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
 
+import pytest
+
 from voxproxy.proxy.measuring import (
+    DEFAULT_GROUP_MS,
     DEFAULT_MAX_BUDGET_MS,
     DEFAULT_SHARE,
     Item,
@@ -20,9 +24,19 @@ MS = 1_000_000
 class FakeLoop:
     def __init__(self) -> None:
         self.scheduled: list[Callable[[], None]] = []
+        self.later: list[tuple[float, Callable[[], None]]] = []
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         self.scheduled.append(fn)
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> None:
+        self.later.append((delay_s, fn))
+
+    def elapse(self) -> None:
+        """The delay of every call_later has passed: they run (as the loop would)."""
+        todo, self.later = self.later, []
+        for _, fn in todo:
+            fn()
 
     def turn(self) -> None:
         todo, self.scheduled = self.scheduled, []
@@ -66,6 +80,7 @@ class Call:
 
 def make(
     budget_ms: float = 1.0,
+    group_ms: float = 0.0,
     shed_after_ms: float = 500.0,
     max_backlog: int = 100,
     share: float = DEFAULT_SHARE,
@@ -73,6 +88,7 @@ def make(
 ) -> tuple[MeasurementQueue, FakeLoop, list[int], list[int]]:
     loop, cpu, now = FakeLoop(), [0], [0]
     queue = MeasurementQueue(
+        group_ms=group_ms,
         budget_ms=budget_ms,
         share=share,
         max_budget_ms=max_budget_ms,
@@ -82,6 +98,7 @@ def make(
         loop_cpu_ns=lambda: cpu[0],
         now_ns=lambda: now[0],
         call_soon=loop.call_soon,
+        call_later=loop.call_later,
     )
     return queue, loop, cpu, now
 
@@ -140,21 +157,21 @@ def test_a_busy_loop_lets_measurement_take_as_long_as_forwarding_took() -> None:
     assert len(a.measured) == 17
 
 
-def test_by_default_measurement_takes_half_of_forwarding_in_slices_of_2_ms_at_most() -> None:
-    queue, loop, cpu, _ = make(budget_ms=0.25)  # the defaults: share 0.5, at most 2 ms
+def test_by_default_measurement_takes_half_of_forwarding_in_slices_of_1_ms_at_most() -> None:
+    queue, loop, cpu, _ = make(budget_ms=0.25)  # the defaults: share 0.5, at most 1 ms
     a = Call("a", cpu, cost_ns=MS // 4)
     for k in range(80):
         a.message(queue, f"m{k}", 0)  # m0 at once (0.25 ms), the rest queued
     loop.turn()  # nothing known of forwarding yet: the least budget
     assert len(a.measured) == 2
-    cpu[0] += 4 * MS  # forwarding took 4 ms: measurement may take 2 ms
+    cpu[0] += 3 * MS // 2  # forwarding took 1.5 ms: measurement may take 0.75 ms
     loop.turn()
-    assert len(a.measured) == 10
-    cpu[0] += 50 * MS  # a long turn of forwarding: still 2 ms at most
+    assert len(a.measured) == 5
+    cpu[0] += 50 * MS  # a long turn of forwarding: still 1 ms at most
     loop.turn()
-    assert len(a.measured) == 18
+    assert len(a.measured) == 9
     loop.turn()  # an idle loop: the least budget, turn after turn
-    assert len(a.measured) == 19
+    assert len(a.measured) == 10
 
 
 def test_a_call_with_a_backlog_queues_even_under_the_budget() -> None:
@@ -204,6 +221,7 @@ def test_while_the_loop_lags_measurement_yields_to_forwarding_and_says_how_far_b
     loop, cpu, now = FakeLoop(), [0], [0]
     lagging = [False]
     queue = MeasurementQueue(
+        group_ms=0.0,
         budget_ms=1.0,
         share=1.0,
         max_budget_ms=10.0,
@@ -244,6 +262,7 @@ def test_a_light_turn_does_not_read_the_loops_cpu_time() -> None:
         return cpu[0]
 
     queue = MeasurementQueue(
+        group_ms=0.0,
         budget_ms=1.0,
         share=1.0,
         max_budget_ms=10.0,
@@ -268,3 +287,42 @@ def test_a_light_turn_does_not_read_the_loops_cpu_time() -> None:
     cpu[0] += 5 * MS  # forwarding took 5 ms before the next turn: measurement may too
     loop.turn()
     assert reads[0] == 2 and len(a.measured) == 250 and queue.queued == 0  # 5 ms, not 1
+
+
+def test_grouped_each_calls_messages_wait_for_the_group_and_are_measured_together() -> None:
+    queue, loop, cpu, _ = make(budget_ms=10.0, group_ms=DEFAULT_GROUP_MS)
+    order: list[object] = []
+    a, b = Call("a", cpu, cost_ns=MS // 10), Call("b", cpu, cost_ns=MS // 10)
+    a.measured = b.measured = order  # type: ignore[assignment]  (one list: the order)
+    for k in range(3):
+        a.message(queue, f"a{k}", 0)
+        b.message(queue, f"b{k}", 0)
+    # Nothing measured yet; one turn waits the group's time, none on the loop's next round.
+    assert order == [] and queue.queued == 6 and not loop.scheduled
+    assert [delay for delay, _ in loop.later] == [DEFAULT_GROUP_MS / 1000]
+    loop.elapse()
+    assert [p for p, _ in order] == ["a0", "a1", "a2", "b0", "b1", "b2"]
+    assert a.backlog is None and b.backlog is None and a.drained == 1 and b.drained == 1
+    assert not loop.scheduled and not loop.later  # nothing queued: nothing scheduled
+    a.message(queue, "a3", 0)  # the next message starts the next group
+    assert len(loop.later) == 1 and len(order) == 6
+
+
+def test_grouped_a_group_over_the_budget_goes_on_after_forwardings_turns() -> None:
+    queue, loop, cpu, _ = make(budget_ms=1.0, group_ms=DEFAULT_GROUP_MS)
+    a = Call("a", cpu, cost_ns=MS // 2)
+    for k in range(10):
+        a.message(queue, f"m{k}", 0)
+    loop.elapse()
+    assert len(a.measured) == 2 and len(loop.scheduled) == 1 and not loop.later  # 1 ms
+    turns = 0
+    while queue.queued:
+        loop.turn()
+        turns += 1
+    assert turns == 4 and [p for p, _ in a.measured] == [f"m{k}" for k in range(10)]
+    assert not loop.scheduled and not loop.later and a.drained == 1
+
+
+def test_a_negative_group_time_is_refused() -> None:
+    with pytest.raises(ValueError, match="group_ms"):
+        MeasurementQueue(group_ms=-1.0)

@@ -1,17 +1,33 @@
-"""Measurement after forwarding, within a budget per turn of the event loop.
+"""Measurement after forwarding, in groups, within a budget per turn of the event loop.
 
 The relay forwards a message first and only then hands it to measurement
 (``transports/websocket/``). Measurement runs in the same event loop, so every
 microsecond it spends delays the next message of every call: a core saturated
 by measurement would make the calls wait for it. :class:`MeasurementQueue` puts
-a bound on that:
+a bound on that, and keeps the two kinds of work apart:
+
+* **Grouped** (the default, ``group_ms`` > 0): every message is queued with its call,
+  and the queue is measured every ``group_ms``, each call's messages together (a few
+  per call, a call's state warm while they run), within the budget below. Forwarding
+  and measurement interleaved message by message cost more than each alone: at 100
+  calls on one core, measuring each message as it was forwarded took 1.51-1.80× the
+  CPU per message of a bare relay (median 1.66, 8 runs), measuring in groups every 50 ms
+  1.08-1.62× (median 1.36, 8 runs; ``benchmarks/overhead.py``, 2026-12-02, the runs
+  alternating on a noisy machine). Offline, a session's messages measured in a row cost
+  little less than interleaved with other calls' (``CallSession`` alone, 100 calls:
+  10.8 µs a message one by one, 10.6 five at a time): what grouping saves live comes
+  from not interleaving measurement with forwarding's work, message by message (which
+  part of that work, not pinned down). Whether a queued
+  message carried audio is known once it is measured: the call then tells the relay's
+  idle timer (``CallObserver.last_media_s``). ``group_ms=0`` measures a message at once
+  while the turn's budget lasts (the bullets below).
 
 * Each turn of the loop measurement may spend a budget: ``budget_ms``, or a share of
   what forwarding took since the previous turn (``share`` times it, at most
   ``max_budget_ms``), so that measurement keeps up with a busy loop without ever
   taking more of it than forwarding does, in slices short enough that the forwarding
-  waiting behind one stays short. While under its budget, a message is
-  measured at once (the common case: nothing queues). What forwarding took is read
+  waiting behind one stays short. Not grouped, a message is measured at once
+  while under the budget (the common case: nothing queues). What forwarding took is read
   from the loop thread's CPU time, a system call, only after a turn that measured its
   least budget or more, or left items queued: after a lighter turn the next one has the
   least budget.
@@ -53,14 +69,22 @@ from typing import Protocol
 
 from voxproxy.timebase import NS_PER_MS
 
+# Messages are queued this long (at most) before they are measured together. At 100 calls
+# on one core (benchmarks/overhead.py, 2026-12-02, one run each, the machine noisy): CPU
+# per message 1.20-1.39x a bare relay's with 50 ms, 1.37-1.56x with 100, 1.27-1.80x with
+# 20, 1.70-1.77x measuring at once (0).
+DEFAULT_GROUP_MS = 50.0
 DEFAULT_BUDGET_MS = 0.25
-# Measurement may take half as long as forwarding took, 2 ms at most, each turn of the loop:
+# Measurement may take half as long as forwarding took, 1 ms at most, each turn of the loop:
 # finer slices keep the forwarding tail short. benchmarks/capacity.py at 160 calls on one
-# core (2026-12-02, pairs of runs): p99 added 6.9 and 9.0 ms with 1.0 and 10 ms, 1.8 and
-# 2.0 ms with these, nothing shed in either; the loop's idle time still goes to measurement
-# (a turn with no forwarding has the least budget and the next turn comes at once).
+# core (2026-12-02, pairs of runs, measuring at once): p99 added 6.9 and 9.0 ms with 1.0
+# and 10 ms, 1.8 and 2.0 ms with 0.5 and 2 ms, nothing shed in either; the loop's idle
+# time still goes to measurement (a turn with no forwarding has the least budget and the
+# next turn comes at once). Grouped, a group's first slice takes the whole cap (forwarding
+# took tens of ms since the last group): p99 added at 100 calls 2.3-2.5 ms with 2 ms,
+# 1.4-1.5 ms with 1 ms (overhead.py).
 DEFAULT_SHARE = 0.5
-DEFAULT_MAX_BUDGET_MS = 2.0
+DEFAULT_MAX_BUDGET_MS = 1.0
 DEFAULT_SHED_AFTER_MS = 500.0
 _ITEMS_PER_VISIT = 8  # items of one call measured before the next call's turn
 YIELD_LAG_MS = 5.0  # a loop reading this late: measurement takes only its least budget
@@ -101,6 +125,7 @@ class MeasurementQueue:
     def __init__(
         self,
         *,
+        group_ms: float = DEFAULT_GROUP_MS,
         budget_ms: float = DEFAULT_BUDGET_MS,
         share: float = DEFAULT_SHARE,
         max_budget_ms: float = DEFAULT_MAX_BUDGET_MS,
@@ -110,14 +135,20 @@ class MeasurementQueue:
         loop_cpu_ns: Callable[[], int] = time.thread_time_ns,
         now_ns: Callable[[], int] = time.monotonic_ns,
         call_soon: Callable[[Callable[[], None]], object] | None = None,
+        call_later: Callable[[float, Callable[[], None]], object] | None = None,
         lagging: Callable[[], bool] | None = None,
     ) -> None:
         """``cpu_ns`` times the work against the budget, ``loop_cpu_ns`` is the CPU time
         of the loop's thread (what forwarding took is read from it: time the process
         was idle or waited for a core is no forwarding), ``now_ns`` is the clock the
-        messages were stamped with, ``call_soon`` schedules the next turn's work (the
-        running loop's by default); tests pass fakes of them. ``lagging`` says whether
-        the loop runs late now (then measurement yields: the least budget per turn)."""
+        messages were stamped with, ``call_soon`` schedules the next turn's work and
+        ``call_later`` a group's (the running loop's by default); tests pass fakes of
+        them. ``lagging`` says whether the loop runs late now (then measurement yields:
+        the least budget per turn). ``group_ms``: how long messages are queued before
+        measured together (0: measured at once while the budget lasts)."""
+        if group_ms < 0:
+            raise ValueError(f"group_ms must be 0 or more, got {group_ms}")
+        self.group_s = group_ms / 1000.0
         self.budget_ns = int(budget_ms * NS_PER_MS)
         self.share = share
         self.max_budget_ns = int(max_budget_ms * NS_PER_MS)
@@ -130,10 +161,12 @@ class MeasurementQueue:
         self._loop_cpu_ns = loop_cpu_ns
         self._now_ns = now_ns
         self._call_soon = call_soon
+        self._call_later = call_later
         self._lagging = lagging
         self.yielded = 0  # turns whose budget was the least one because the loop lagged
         self._spent_ns = 0  # measurement's CPU since the loop last went round
-        self._turn_pending = False
+        self._turn_pending = False  # a turn on the loop's next round
+        self._group_pending = False  # a group's turn, in group_ms
         self._waiting: deque[Measured] = deque()  # calls with a backlog, taking turns
         self.deferred = 0  # messages measured on a later turn of the loop
         self.shed = 0  # messages whose analysis was shed
@@ -143,8 +176,12 @@ class MeasurementQueue:
 
     # -- from the calls ------------------------------------------------------------------
 
-    def may_measure_now(self, call: Measured) -> bool:
-        """Whether a message of ``call`` may be measured at once (then :meth:`charge`)."""
+    def may_measure_now(self, call: Measured, urgent: bool = False) -> bool:
+        """Whether a message of ``call`` may be measured at once (then :meth:`charge`):
+        when grouped, only an ``urgent`` one (a call's first messages, until its wire has
+        named it: the event API finds a call by those names as soon as its agent could)."""
+        if self.group_s and not urgent:
+            return False
         return call.backlog is None and self._spent_ns < self._turn_budget_ns
 
     def charge(self, cpu_ns: int) -> None:
@@ -156,8 +193,9 @@ class MeasurementQueue:
     def cpu_now(self) -> int:
         return self._cpu_ns()
 
-    def defer(self, call: Measured, item: Item) -> None:
-        """Queue ``item`` behind the call's earlier ones."""
+    def defer(self, call: Measured, item: Item, urgent: bool = False) -> None:
+        """Queue ``item`` behind the call's earlier ones (``urgent``: measured on the
+        loop's next round, not with the group)."""
         backlog = call.backlog
         if backlog is None:
             backlog = call.backlog = deque()
@@ -169,7 +207,7 @@ class MeasurementQueue:
             self.given_up += 1
             self.queued -= len(backlog)
             call.give_up()  # counts what was queued and empties the backlog
-        self._schedule()
+        self._schedule(group=not urgent)
 
     @property
     def shedding(self) -> bool:
@@ -187,7 +225,18 @@ class MeasurementQueue:
 
     # -- the loop's turns ----------------------------------------------------------------
 
-    def _schedule(self) -> None:
+    def _schedule(self, group: bool = False) -> None:
+        """A turn on the loop's next round; ``group``: a newly queued item's, in
+        ``group_ms`` when grouped (more of every call's messages come meanwhile)."""
+        if group and self.group_s:
+            if self._turn_pending or self._group_pending:
+                return
+            self._group_pending = True
+            call_later = self._call_later
+            if call_later is None:
+                call_later = self._call_later = asyncio.get_running_loop().call_later
+            call_later(self.group_s, self._group_turn)
+            return
         if self._turn_pending:
             return
         self._turn_pending = True
@@ -197,6 +246,11 @@ class MeasurementQueue:
             # process id, a system call, on every look-up (once a turn of the loop).
             call_soon = self._call_soon = asyncio.get_running_loop().call_soon
         call_soon(self.run_turn)
+
+    def _group_turn(self) -> None:
+        self._group_pending = False
+        if not self._turn_pending:  # (else the turn due on the loop's next round does it)
+            self.run_turn()
 
     def drain(self) -> None:
         """Measure everything queued, now (at shutdown: every call's receipt is owed)."""
@@ -267,5 +321,7 @@ class MeasurementQueue:
         self._spent_ns = spent
         self._turn_end_ns = loop_cpu + spent
         self.oldest_ns = oldest
-        if waiting or spent:
-            self._schedule()  # the next turn measures the rest, or just starts afresh
+        if waiting or (spent and not self.group_s):
+            # The next turn measures the rest (after forwarding's turn), or just starts
+            # afresh (measuring at once: the budget is spent).
+            self._schedule()

@@ -166,7 +166,7 @@ class MeasuredCall:
 class CallContext(MeasuredCall):
     """Observer of one relayed websocket call: feeds the session, emits the receipt."""
 
-    __slots__ = ("_end", "_media", "_wire_pending", "backlog")
+    __slots__ = ("_end", "_media", "_wire_pending", "backlog", "last_media_s")
 
     _proxy: Proxy
 
@@ -179,6 +179,7 @@ class CallContext(MeasuredCall):
         self._media = False  # a message of this call has carried audio
         self.backlog: deque[Item] | None = None  # messages queued for measurement
         self._end: tuple[int, EndInfo] | None = None  # the call ended with a backlog
+        self.last_media_s = 0.0  # arrival (time.monotonic()) of the last media measured
 
     def upstream_headers(self, request: Request) -> Iterable[tuple[str, str]]:
         # Continue the caller's trace if its handshake carried one; start one otherwise.
@@ -191,12 +192,17 @@ class CallContext(MeasuredCall):
 
     def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
         """Measure one message; says whether it carried audio (for the idle timeout):
-        None until the call's wire has carried any, since until then it cannot tell, and
-        when its measurement is queued for a later turn of the loop (see proxy/measuring.py)."""
+        None until the call's wire has carried any, since until then it cannot tell.
+        A message queued for measurement (see proxy/measuring.py) reads False once the
+        wire has carried audio: if it carries some, ``last_media_s`` says so when it
+        is measured."""
         queue = self._proxy.measuring
-        if not queue.may_measure_now(self):
-            queue.defer(self, (direction, payload, t_ns))
-            return None
+        # A call's first messages are measured at once, until its wire has named it or
+        # carried audio: the event API finds it by those names from then on.
+        urgent = self._wire_pending and not self._media
+        if not queue.may_measure_now(self, urgent):
+            queue.defer(self, (direction, payload, t_ns), urgent)
+            return False if self._media and not self.session.measurement_disabled else None
         start = queue.cpu_now()
         try:
             return self._measure(direction, payload, t_ns, False)
@@ -262,6 +268,7 @@ class CallContext(MeasuredCall):
         for ev in events:
             if type(ev) is Audio:
                 self._media = True
+                self.last_media_s = t_ns / 1e9  # (the relay's clock: time.monotonic)
                 return True
         return False if self._media and not session.measurement_disabled else None
 

@@ -283,7 +283,10 @@ class CallLegs:
     def _idle_check(self) -> None:
         timeout = self.config.idle_timeout_s
         assert timeout is not None
-        idle = time.monotonic() - self._last_activity
+        last = self._last_activity
+        if self.observer is not None:
+            last = max(last, self.observer.last_media_s)  # (media measured after forwarding)
+        idle = time.monotonic() - last
         if idle >= timeout:
             self._set_end(EndInfo(EndCause.IDLE_TIMEOUT, initiator="proxy"))
             self._close_caller(CloseCode.GOING_AWAY, "idle timeout")

@@ -26,6 +26,11 @@ class EndInfo:
 class CallObserver(Protocol):
     """What the relay tells the measurement side. Implementations must be cheap."""
 
+    # When (time.monotonic()) the last message said to carry no media (on_message's
+    # False) turned out to carry some: an observer that measures later than it is told
+    # of a message says here what it finds. The idle timer reads it.
+    last_media_s: float
+
     def upstream_headers(self, request: Request) -> Iterable[tuple[str, str]]:
         """Extra headers for our handshake to the agent (e.g. trace context)."""
         ...
