@@ -268,9 +268,9 @@ class MeasurementQueue:
         if waiting or unbounded or inline >= self.budget_ns:
             # What forwarding took since the last turn: the loop's CPU less measurement's.
             # Read only here: it is a system call, not a vDSO read like the clocks (0.4 us
-            # here; read every turn, 8% of the proxy's busy samples at 100 calls, py-spy).
-            # A turn that measured within the least budget, nothing queued (the usual
-            # one), leaves the next one the least budget.
+            # in a tight loop, 2.6 us on average timed in the live proxy at 100 calls:
+            # 0.08% of its CPU). A turn that measured within the least budget, nothing
+            # queued, leaves the next one the least budget.
             loop_cpu = self._loop_cpu_ns()
             end = self._turn_end_ns
             forwarding = 0 if end is None else loop_cpu - end - inline
