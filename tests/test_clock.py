@@ -67,3 +67,14 @@ def test_the_lag_now_is_the_last_reading_or_how_overdue_the_next_one_is() -> Non
     assert m.lag_now_ns() == 3 * MS
     now[0] = 1070 * MS  # 50 ms past it: the loop has not come round to its timer
     assert m.lag_now_ns() == 50 * MS
+
+
+def test_the_recent_lags_are_the_last_windows_readings_oldest_first() -> None:
+    now = [0]
+    m = LagMonitor(period_s=0.02, clock=lambda: now[0])
+    assert m.recent_lags_ns(1000 * MS) == []
+    for i, lag in enumerate((7, 0, 3, 9)):  # readings at 0, 400, 800 and 1200 ms
+        m.record(i * 400 * MS, lag * MS)
+    now[0] = 1300 * MS
+    assert m.recent_lags_ns(1000 * MS) == [0, 3 * MS, 9 * MS]  # those since 300 ms
+    assert m.recent_lags_ns(100 * MS) == [9 * MS]

@@ -81,20 +81,16 @@ class LagMonitor:
             i += 1
         return worst
 
-    def recent_lag_ns(self, window_ns: int) -> int:
-        """The median lag of the readings of the last ``window_ns`` (0 without any): the
-        loop's load now. A median, so that one stall (a burst of handshakes, the process
-        waiting for a core once) is not taken for a load that lasts."""
+    def recent_lags_ns(self, window_ns: int) -> list[int]:
+        """The lags of the readings of the last ``window_ns``, oldest first."""
         since = self._clock() - window_ns
         lags = []
         for t, lag in reversed(self._readings):
             if t < since:
                 break
             lags.append(lag)
-        if not lags:
-            return 0
-        lags.sort()
-        return lags[len(lags) // 2]
+        lags.reverse()
+        return lags
 
     def lag_now_ns(self) -> int:
         """How late the loop runs now: the last reading's lag, or, when the next reading

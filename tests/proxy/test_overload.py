@@ -30,7 +30,7 @@ from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCalle
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy.measuring import MeasurementQueue
-from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
+from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig, loop_lag_over
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import SessionConfig
 from voxproxy.timebase import NS_PER_MS
@@ -265,6 +265,31 @@ def test_measurement_yields_while_the_loop_runs_late() -> None:
     proxy.clock_lag.record(clock.now_ns(), 0)
     clock.advance_ms(40)  # the next reading is 20 ms overdue: the loop has not come round
     assert proxy._lagging()
+
+
+def test_one_late_reading_is_a_moment_not_a_load() -> None:
+    """Admission on the loop's lag takes the median of the last second's readings, of at
+    least three of them unless they fill half the second: one late reading (just after the
+    proxy started, a collection of the garbage collector) refuses nobody."""
+    clock = FakeClock(10**12)
+    lag = LagMonitor(period_s=0.02, clock=clock.now_ns)
+    assert loop_lag_over(lag, 50.0) is None  # no reading at all
+    lag.record(clock.now_ns(), 238 * NS_PER_MS)  # the first reading after start: late
+    clock.advance_ms(20)
+    assert loop_lag_over(lag, 50.0) is None
+    lag.record(clock.now_ns(), 240 * NS_PER_MS)  # two: still under half the second
+    clock.advance_ms(20)
+    assert loop_lag_over(lag, 50.0) is None
+    lag.record(clock.now_ns(), 90 * NS_PER_MS)  # three readings: their median counts
+    assert loop_lag_over(lag, 50.0) == "event loop lag 238 ms"
+    assert loop_lag_over(lag, 250.0) is None
+    clock.advance_ms(2000)  # all of them more than a second old
+    assert loop_lag_over(lag, 50.0) is None
+    # A loop so late it took only two readings in the second (each 300 ms late): refused.
+    lag.record(clock.now_ns(), 300 * NS_PER_MS)
+    clock.advance_ms(300)
+    lag.record(clock.now_ns(), 300 * NS_PER_MS)
+    assert loop_lag_over(lag, 50.0) == "event loop lag 300 ms"
 
 
 async def test_a_small_lag_or_no_bound_admits() -> None:

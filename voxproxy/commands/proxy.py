@@ -134,9 +134,9 @@ def add_parser(sub: Any) -> None:
         type=non_negative_float,
         default=100.0,
         help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop runs "
-        "this many ms late (the median of its readings over the last second), or while its "
-        "measurement is shedding or more than 300 ms behind: the calls it has stay "
-        "transparent (0: no such refusal; both transports; default 100)",
+        "this many ms late (the median of its readings over the last second, of three at "
+        "least), or while its measurement is shedding or more than 300 ms behind: the calls "
+        "it has stay transparent (0: no such refusal; both transports; default 100)",
     )
     p.add_env_argument(
         "--idle-timeout",

@@ -39,6 +39,7 @@ log = logging.getLogger("voxproxy.proxy")
 
 DEFAULT_MAX_LOOP_LAG_MS = 100.0
 LAG_WINDOW_NS = 1_000 * NS_PER_MS  # admission looks at the loop's lag over the last second
+MIN_LAG_READINGS = 3  # readings in that second for their median to count (see loop_lag_over)
 
 CALL_ID_HEADER = "X-Voxproxy-Call"
 
@@ -65,9 +66,20 @@ ReceiptSink = Callable[[Receipt], None]
 
 
 def loop_lag_over(clock_lag: LagMonitor, bound_ms: float) -> str | None:
-    """Why a new call is refused when the loop's median lag of the last second is over
-    ``bound_ms`` (both transports' admission on measured load), or None."""
-    lag_ns = clock_lag.recent_lag_ns(LAG_WINDOW_NS)
+    """Why a new call is refused when the loop's lag over the last second is over
+    ``bound_ms`` (both transports' admission on measured load), or None.
+
+    The lag is the median of the last second's readings, so that one stall (a burst of
+    handshakes, the process waiting for a core once) is not taken for a load that lasts;
+    and a median of fewer than :data:`MIN_LAG_READINGS` readings counts only when they
+    add up to half the second or more (a loop so late it could take no more readings).
+    Else one late reading just after the proxy started (a collection of the garbage
+    collector, modules still loading) would refuse the first caller."""
+    lags = clock_lag.recent_lags_ns(LAG_WINDOW_NS)
+    if len(lags) < MIN_LAG_READINGS and sum(lags) < LAG_WINDOW_NS // 2:
+        return None
+    lags.sort()
+    lag_ns = lags[len(lags) // 2]
     if lag_ns > bound_ms * NS_PER_MS:
         return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
     return None
