@@ -214,7 +214,7 @@ class CallContext(MeasuredCall):
         urgent = self._wire_pending and not self._media
         if not queue.may_measure_now(self, urgent):
             queue.defer(self, (direction, payload, t_ns), urgent)
-            return False if self._media and not self.session.measurement_disabled else None
+            return self._no_audio()
         start = queue.cpu_now()
         try:
             return self._measure(direction, payload, t_ns, False)
@@ -282,7 +282,13 @@ class CallContext(MeasuredCall):
                 self._media = True
                 self.last_media_s = t_ns / 1e9  # (the relay's clock: time.monotonic)
                 return True
-        return False if self._media and not session.measurement_disabled else None
+        return self._no_audio()
+
+    def _no_audio(self) -> bool | None:
+        """What a message not known to carry audio tells the idle timer: False (no media)
+        once the wire has carried audio and is measured; None (cannot tell) before that, or
+        when measurement stopped."""
+        return False if self._media and not self.session.measurement_disabled else None
 
     def on_event(self, ev: ToolEvent | StageMark) -> None:
         """An event from outside the media (the event API), stamped on arrival."""
