@@ -73,10 +73,14 @@ def response_speech(
         return base + round(ms * rate / 1000)
 
     onset_pos = pos(c.onset_ms)
+    sent_end = r.stream_pos + r.samples_sent  # later positions belong to the next response
+    if onset_pos >= sent_end:
+        # Stopped before its first speech sample was sent (a flush in its leading
+        # silence): it said nothing. What played at that position was the next response.
+        return None
     onset = record.play_time(onset_pos)
     if onset is None:
         return None
-    sent_end = r.stream_pos + r.samples_sent  # later positions belong to the next response
     runs: list[tuple[int, int]] = []  # [start, end) of audible speech, on the caller's timeline
     for a_ms, b_ms in c.segments_ms:
         a, b = pos(a_ms), min(pos(b_ms), sent_end)
