@@ -45,6 +45,26 @@ def _speech_pcm() -> np.ndarray:
     return pcm
 
 
+def _log(
+    index: int, clip: str, stream_pos: int, skipped: int, sent: int, speech_ns: int = 0
+) -> ResponseLog:
+    """A response of the agent's log: ``sent`` samples from ``stream_pos``, the first
+    ``skipped`` samples of its clip skipped."""
+    return ResponseLog(
+        index=index,
+        clip=clip,
+        greeting=False,
+        stream_pos=stream_pos,
+        caller_offset_ns=None,
+        planned_delay_ms=0.0,
+        actual_delay_ms=None,
+        skipped_samples=skipped,
+        t0_ns=0,
+        speech_ns=speech_ns,
+        samples_sent=sent,
+    )
+
+
 def _answer(played_ms: float) -> tuple[_Record, ResponseLog, Clip]:
     """agent_order_status's shape: speech 253-2067 ms (with a 150 ms pause inside it,
     merged) and 2382-5219 ms; the caller heard the first ``played_ms`` of it (a flush then
@@ -60,19 +80,7 @@ def _answer(played_ms: float) -> tuple[_Record, ResponseLog, Clip]:
     )
     n = round(played_ms * RATE / 1000)
     record = _Record([AgentChunk(stream_pos=0, n=n, play_ns=0, arrival_ns=0)])
-    log = ResponseLog(
-        index=1,
-        clip="answer",
-        greeting=False,
-        stream_pos=0,
-        caller_offset_ns=None,
-        planned_delay_ms=0.0,
-        actual_delay_ms=None,
-        skipped_samples=0,
-        t0_ns=0,
-        speech_ns=253 * MS,
-        samples_sent=n,
-    )
+    log = _log(1, "answer", 0, 0, n, speech_ns=253 * MS)
     return record, log, clip
 
 
@@ -108,22 +116,6 @@ def test_an_answer_cut_inside_one_of_its_own_pauses_ends_on_the_speech_before_it
     assert _end_ms(PAUSE_MS[0]) == PAUSE_MS[0]  # cut exactly where the pause begins
     assert _end_ms(PAUSE_MS[1] + 100.0) == PAUSE_MS[1] + 100.0  # cut after it resumed
     assert _end_ms(PAUSE_MS[0] - 50.0) == PAUSE_MS[0] - 50.0  # cut before the pause
-
-
-def _log(index: int, clip: str, stream_pos: int, skipped: int, sent: int) -> ResponseLog:
-    return ResponseLog(
-        index=index,
-        clip=clip,
-        greeting=False,
-        stream_pos=stream_pos,
-        caller_offset_ns=None,
-        planned_delay_ms=0.0,
-        actual_delay_ms=None,
-        skipped_samples=skipped,
-        t0_ns=0,
-        speech_ns=0,
-        samples_sent=sent,
-    )
 
 
 @dataclass
