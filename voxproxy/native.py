@@ -43,6 +43,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.analysis.vadconfig",
     "voxproxy.analysis.playout",
     "voxproxy.session.call",
+    "voxproxy.session.batch",
     "voxproxy.session.ordering",
     "voxproxy.session.marks",
     "voxproxy.session.evidence",

@@ -16,6 +16,7 @@ from voxproxy.proxy.measuring import (
     DEFAULT_SHARE,
     Item,
     MeasurementQueue,
+    measure_each,
 )
 
 MS = 1_000_000
@@ -59,6 +60,11 @@ class Call:
     def measure_item(self, item: Item, shed: bool) -> None:
         self.cpu[0] += self.cost_ns
         self.measured.append((item[1], shed))
+
+    def measure_queued(
+        self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
+    ) -> int:
+        return measure_each(self, limit, cpu_ns, stop_at, shed_before)
 
     def backlog_drained(self) -> None:
         self.drained += 1

@@ -109,6 +109,15 @@ class Measured(Protocol):
         """Measure one queued item (never raises)."""
         ...
 
+    def measure_queued(
+        self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
+    ) -> int:
+        """Measure items from the left of ``backlog`` (never raises), as
+        :func:`measure_each` does: at most ``limit``, and none after ``cpu_ns()`` reaches
+        ``stop_at`` (at least one); those that arrived before ``shed_before`` are shed.
+        Returns how many messages were shed."""
+        ...
+
     def backlog_drained(self) -> None:
         """The call's queue is empty again (a call that ended may now close)."""
         ...
@@ -117,6 +126,24 @@ class Measured(Protocol):
         """Too much queued: stop measuring the call, keep counting its traffic (the
         backlog is emptied; what comes later is queued and only counted)."""
         ...
+
+
+def measure_each(
+    call: Measured, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
+) -> int:
+    """:meth:`Measured.measure_queued` item by item, through ``call.measure_item``."""
+    backlog = call.backlog
+    shed = measured = 0
+    while backlog and measured < limit:
+        item = backlog.popleft()
+        measured += 1
+        late = item[2] < shed_before
+        if late and item[0] is not None:
+            shed += 1
+        call.measure_item(item, late)
+        if cpu_ns() >= stop_at:
+            break
+    return shed
 
 
 class MeasurementQueue:
@@ -296,21 +323,16 @@ class MeasurementQueue:
         while waiting:  # at least one item a turn, however small the budget
             call = waiting.popleft()
             backlog = call.backlog
-            for _ in range(_ITEMS_PER_VISIT):  # a few of a call's items, then the next call
-                if not backlog:
-                    break
-                item = backlog.popleft()
-                self.queued -= 1
-                t_ns = item[2]
+            if backlog:
+                # A few of a call's items, then the next call. A call's items are in the
+                # order they arrived: its first is its oldest.
+                t_ns = backlog[0][2]
                 if oldest is None or t_ns < oldest:
                     oldest = t_ns
-                shed = t_ns < shed_before
-                if shed and item[0] is not None:
-                    self.shed += 1
-                call.measure_item(item, shed)
+                before = len(backlog)
+                self.shed += call.measure_queued(_ITEMS_PER_VISIT, cpu, start + budget, shed_before)
+                self.queued -= before - len(backlog)
                 spent = cpu() - start
-                if spent >= budget:
-                    break
             if call.backlog:
                 waiting.append(call)
             else:

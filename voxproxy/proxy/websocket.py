@@ -17,9 +17,16 @@ from voxproxy.dialects.base import Decoder, DialectOptions, make_decoder
 from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, ToolEvent
 from voxproxy.ids import keyed_hash, new_secret
 from voxproxy.proxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids
-from voxproxy.proxy.measuring import ADMIT_BEHIND_MS, YIELD_LAG_MS, Item, MeasurementQueue
+from voxproxy.proxy.measuring import (
+    ADMIT_BEHIND_MS,
+    YIELD_LAG_MS,
+    Item,
+    MeasurementQueue,
+    measure_each,
+)
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal, terminal_of
 from voxproxy.session import CallSession, SessionConfig
+from voxproxy.session.batch import measure_queued
 from voxproxy.telemetry import (
     NULL_TELEMETRY,
     TRACE_HEADERS,
@@ -231,6 +238,27 @@ class CallContext(MeasuredCall):
                 self._measure(direction, payload, t_ns, shed)  # type: ignore[arg-type]
         except Exception:
             self.session.note_measurement_error()
+
+    def measure_queued(
+        self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
+    ) -> int:
+        """Measure queued items (see ``proxy.measuring.Measured``); never raises. Once the
+        wire has named the call, in one call of the compiled core (session/batch.py);
+        before that, item by item (a message may name it: the event API is told)."""
+        backlog = self.backlog
+        if self._wire_pending or backlog is None:
+            return measure_each(self, limit, cpu_ns, stop_at, shed_before)
+        try:
+            shed, last_audio = measure_queued(
+                self.session, backlog, limit, cpu_ns, stop_at, shed_before
+            )
+        except Exception:
+            self.session.note_measurement_error()
+            return 0
+        if last_audio >= 0:
+            self._media = True
+            self.last_media_s = last_audio / 1e9  # (the relay's clock: time.monotonic)
+        return shed
 
     def backlog_drained(self) -> None:
         if self._end is not None:

@@ -1,0 +1,100 @@
+"""A call's queued messages measured in one call (voxproxy/session/batch.py): the same
+receipt as measuring them one by one; shedding, the budget and the audio it reports."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+from support.spacekit import SpaceCase, random_case, render_case
+
+from voxproxy.dialects import make_decoder
+from voxproxy.events import Audio, ToolEvent
+from voxproxy.receipts.model import CloseInfo, Receipt
+from voxproxy.scripted import ScriptedCall
+from voxproxy.session import CallSession
+from voxproxy.session.batch import Item, measure_queued
+
+MS = 1_000_000
+
+
+def _session(dialect: str) -> CallSession:
+    return CallSession(make_decoder(dialect), 0, secret=b"batch", link_id="batch")
+
+
+def _close(session: CallSession, call: ScriptedCall) -> Receipt:
+    return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
+
+
+def _items(call: ScriptedCall) -> list[Item]:
+    """The call's messages, with a tool event from the event API among them."""
+    items: list[Item] = [(d, p, t) for t, d, p in call.messages]
+    at = len(items) // 2
+    t_ns = items[at][2]
+    items.insert(at, (None, ToolEvent("tool.started", t_ns, operation_id="op", tool="t"), t_ns))
+    return items
+
+
+def _one_by_one(call: ScriptedCall, dialect: str, items: list[Item]) -> Receipt:
+    session = _session(dialect)
+    for d, p, t in items:
+        if d is None:
+            session.on_event(p)  # type: ignore[arg-type]
+        else:
+            session.on_message(d, p, t)  # type: ignore[arg-type]
+    return _close(session, call)
+
+
+def test_a_batch_gives_the_receipt_of_one_message_at_a_time() -> None:
+    rng = random.Random(20261202)
+    cases: list[SpaceCase] = [random_case(rng) for _ in range(6)]
+    for case in cases:
+        call, dialect = render_case(case)
+        items = _items(call)
+        expected = _one_by_one(call, dialect, items)
+        session = _session(dialect)
+        queued = deque(items)
+        visits = 0
+        while queued:
+            shed, _ = measure_queued(session, queued, 8, lambda: 0, 1, -(1 << 62))
+            assert shed == 0
+            visits += 1
+        assert visits == -(-len(items) // 8)  # 8 a visit: the clock never reaches the stop
+        got = _close(session, call)
+        assert got.model_dump() == expected.model_dump(), case
+        assert any(t.ttfs_ms is not None for t in got.turns)  # figures were made
+        assert [e.kind for e in got.events] == ["tool.started"]
+
+
+def _carries_audio(dialect: str, item: Item) -> bool:
+    d, p, t = item
+    return any(type(ev) is Audio for ev in make_decoder(dialect).decode(d, p, t))  # type: ignore[arg-type]
+
+
+def test_the_budget_stops_a_batch_and_late_messages_are_shed() -> None:
+    case = random_case(random.Random(7))
+    call, dialect = render_case(case)
+    items: list[Item] = [(d, p, t) for t, d, p in call.messages]
+    session = _session(dialect)
+    queued: deque[Item] = deque(items)
+    cpu = [0]
+
+    def cpu_ns() -> int:
+        cpu[0] += 1
+        return cpu[0]
+
+    # The CPU clock reaches the stop after the third item: three are measured.
+    shed, last_audio = measure_queued(session, queued, 8, cpu_ns, 3, -(1 << 62))
+    assert len(queued) == len(items) - 3 and shed == 0
+    audio = [it[2] for it in items[:3] if _carries_audio(dialect, it)]
+    assert last_audio == (audio[-1] if audio else -1)
+    # Messages that arrived before shed_before are shed: counted, their audio not analysed.
+    cut = queued[4][2]
+    shed, last_audio = measure_queued(session, queued, 8, lambda: 0, 1, cut)
+    assert len(queued) == len(items) - 11
+    assert shed == sum(1 for it in items[3:11] if it[2] < cut) and shed >= 1
+    audio = [it[2] for it in items[3:11] if _carries_audio(dialect, it)]
+    assert audio and last_audio == audio[-1]
+    assert session.anomalies["measurement_shed"] == sum(
+        1 for it in items[3:11] if it[2] < cut and _carries_audio(dialect, it)
+    )
