@@ -139,7 +139,16 @@ async def test_each_fault_is_caught_by_its_axis_and_the_correct_agent_passes() -
     correct = [c for c in calls if c.agent == "correct"]
     faulty = [c for c in calls if c.agent == "faulty"]
     for c in correct:
-        assert c.score.integrity, (c.scenario.name, {a: r.why for a, r in c.score.axes.items()})
+        assert c.receipt is not None
+        # (A failure says which axes failed, and each barge-in as measured: its outcome, the
+        # reason a figure was withheld, and how much measurement shed in the call.)
+        barges = [(t.index, t.barge_in) for t in c.receipt.turns if t.barge_in is not None]
+        assert c.score.integrity, (
+            c.scenario.name,
+            {a: r.why for a, r in c.score.axes.items() if not r.held},
+            barges,
+            c.receipt.anomalies,
+        )
         assert c.task is not None and c.task.faults == []
         assert c.receipt is not None and c.receipt.verdict is not None
         assert c.receipt.verdict.verdict == "pass", (c.scenario.name, c.receipt.verdict.reason)
