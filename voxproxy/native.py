@@ -42,6 +42,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.analysis.voicing",
     "voxproxy.analysis.vadconfig",
     "voxproxy.analysis.playout",
+    "voxproxy.dialects.twilio_decoder",
     "voxproxy.session.call",
     "voxproxy.session.batch",
     "voxproxy.session.ordering",

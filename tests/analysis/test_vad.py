@@ -324,6 +324,26 @@ def test_settled_never_exceeds_a_later_onset(seed: int, batch_ms: float) -> None
             assert s.onset_ns >= settled, (emitted, s, settled)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_whole_frames_and_ragged_chunks_give_the_same_spurts(seed: int) -> None:
+    """A batch of whole frames is analysed as it is, a ragged one up to its last whole
+    frame (the rest waits): the spurts are the same, field for field."""
+    x, _ = _signal(seed)
+    found = []
+    for ragged in (False, True):
+        det = SpeechDetector(16000, batch_ms=100.0)  # (as CallSession batches)
+        rng = random.Random(seed)
+        k = 0
+        while k < x.size:
+            n = rng.choice([1, 17, 333, 1000, rng.randrange(1, 4000)]) if ragged else 320
+            det.push(x[k : k + n], k * 62_500)
+            k += n
+        det.finish(x.size * 62_500)
+        found.append(list(det.spurts))
+    assert len(found[0]) >= 2
+    assert found[0] == found[1]
+
+
 def test_settled_is_none_before_any_audio_and_bounds_the_open_onset_while_speaking() -> None:
     det = SpeechDetector(16000)
     assert det.settled_ns() is None

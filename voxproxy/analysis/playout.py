@@ -33,24 +33,37 @@ MAX_AHEAD_NS = 60 * NS_PER_S  # samples due later than this after their arrival 
 MAX_QUEUED_CHUNKS = 8192  # chunks queued with their samples (more: kept as spans only)
 
 
-@dataclass(slots=True)
+# _Queued and Released are made for every chunk of agent audio: plain classes, which the
+# compiled build makes native (a dataclass's generated __init__ stays interpreted there).
 class _Queued:
-    start_ns: int
-    pcm: Pcm | None  # None: too far ahead to keep; only its span is known
-    span_end_ns: int = 0  # the end of a span kept without its samples (pcm is None)
+    __slots__ = ("pcm", "span_end_ns", "start_ns")
+
+    def __init__(self, start_ns: int, pcm: Pcm | None, span_end_ns: int = 0) -> None:
+        self.start_ns = start_ns
+        self.pcm = pcm  # None: too far ahead to keep; only its span is known
+        self.span_end_ns = span_end_ns  # the end of a span kept without its samples
 
 
-@dataclass(frozen=True, slots=True)
 class Released:
     """Audio that became audible: ``pcm`` plays from ``start_ns`` for ``duration_ns``.
 
     ``pcm`` is None for audio that played but whose samples were not kept (it was queued
-    too far ahead of real time): it cannot be analysed."""
+    too far ahead of real time): it cannot be analysed. Read-only."""
 
-    start_ns: int
-    pcm: Pcm | None
-    continuous: bool  # True when it starts exactly where the previous release ended
-    duration_ns: int
+    __slots__ = ("continuous", "duration_ns", "pcm", "start_ns")
+
+    def __init__(self, start_ns: int, pcm: Pcm | None, continuous: bool, duration_ns: int) -> None:
+        self.start_ns = start_ns
+        self.pcm = pcm
+        self.continuous = continuous  # it starts exactly where the previous release ended
+        self.duration_ns = duration_ns
+
+    def __repr__(self) -> str:
+        size = None if self.pcm is None else self.pcm.size
+        return (
+            f"Released(start_ns={self.start_ns}, samples={size}, "
+            f"continuous={self.continuous}, duration_ns={self.duration_ns})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

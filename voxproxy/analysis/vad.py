@@ -70,8 +70,11 @@ _MULTIPLY: Final = np.multiply
 _MAXIMUM: Final = np.maximum
 _LOG10: Final = np.log10
 _ADD_REDUCE: Final = np.add.reduce
+_EMPTY: Final = np.empty
+_F32: Final = np.dtype(np.float32)
 _POWER_FLOOR: Final = np.array(1e-10, dtype=np.float32)
 _TEN: Final = np.array(10.0, dtype=np.float32)
+_NO_SAMPLES: Final = np.zeros(0, dtype=np.int16)  # (never written to: shared)
 
 __all__ = [
     "EDGE_LEVEL_DB",
@@ -306,20 +309,28 @@ class SpeechDetector(NoiseFloor):
             return
         cfg = self.config
         fm = cfg.frame_ms
-        usable = self._pending[: n_frames * frame]
+        pending = self._pending
+        # (Whole frames pending, as a wire's 20 ms chunks leave them: no slice to make.)
+        usable = pending if pending.size == n_frames * frame else pending[: n_frames * frame]
         x = usable.astype(np.float32).reshape(-1, self._win)
         # In place, with the constants made float32 arrays once: the same float32
-        # operations as ``power *= 1.0 / ...`` and so on, for less of numpy's per-call cost.
-        power = np.einsum("ij,ij->i", x, x)
+        # operations as ``power *= 1.0 / ...`` and so on, for less of numpy's per-call cost
+        # (a ufunc call costs about as much as a whole frame's webrtcvad). The windows' and
+        # the frames' powers share one array, so that one log10 and one product make both
+        # in dB (elementwise: the same values as two passes).
+        n_win = n_frames * fm
+        both = _EMPTY(n_win + n_frames, _F32)
+        power = both[:n_win]
+        np.einsum("ij,ij->i", x, x, out=power)
         _MULTIPLY(power, self._win_scale, out=power)
         _MAXIMUM(power, _POWER_FLOOR, out=power)
-        frame_pow = _ADD_REDUCE(power.reshape(n_frames, fm), axis=1)  # (= .sum, no wrapper)
+        frame_pow = both[n_win:]
+        _ADD_REDUCE(power.reshape(n_frames, fm), axis=1, out=frame_pow)  # (= .sum, no wrapper)
         _MULTIPLY(frame_pow, self._frame_scale, out=frame_pow)
-        _LOG10(frame_pow, out=frame_pow)
-        _MULTIPLY(frame_pow, _TEN, out=frame_pow)
+        _LOG10(both, out=both)
+        _MULTIPLY(both, _TEN, out=both)
         frame_db: list[float] = frame_pow.tolist()
-        energies = _LOG10(power, out=power)  # one value per 1 ms window
-        _MULTIPLY(energies, _TEN, out=energies)
+        energies = power  # one value per 1 ms window, in dB
         win_db: list[float] | None = None
         first_win = self._framed // self._win
         # The whole batch's energies and samples are stored before its frames are walked,
@@ -444,7 +455,7 @@ class SpeechDetector(NoiseFloor):
                     self._restart_floor(win0 + fm)
         self._framed += n_frames * frame
         self._prev_tail = usable[-self._voicing_extra :].copy()
-        self._pending = self._pending[n_frames * frame :]
+        self._pending = _NO_SAMPLES if usable is pending else pending[n_frames * frame :]
         # Anchors are kept as long as the energy history (an onset is walked again when
         # its spurt closes, up to the history's length later).
         self._timeline.prune_before(self._framed - self._hist.size * self._win)
