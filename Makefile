@@ -16,7 +16,7 @@ STAMP  := $(VENV)/.installed
 
 # The measurement core's compiled build: rebuilt when one of its sources changed (the
 # modules voxproxy/native.py lists in NATIVE_MODULES, one "voxproxy.x.y", per line).
-NATIVE_SOURCES := $(patsubst %,%.py,$(subst .,/,$(shell sed -n 's/^ *"\(voxproxy\.[a-z_.]*\)",.*/\1/p' voxproxy/native.py)))
+NATIVE_SOURCES := $(patsubst %,%.py,$(subst .,/,$(shell sed -n 's/^ *"\(voxproxy\.[a-z0-9_.]*\)",.*/\1/p' voxproxy/native.py)))
 NATIVE_STAMP   := build/native/.built
 
 $(STAMP): pyproject.toml

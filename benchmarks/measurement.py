@@ -221,6 +221,24 @@ def profile_top(calls: list[Call], top: int) -> str:
     return buf.getvalue()
 
 
+WORKLOADS = ("overhead", "scripted", "concurrent")
+
+
+def workload(
+    name: str, seconds: float, calls: int, concurrent: int, concurrent_seconds: float
+) -> list[Call]:
+    """The calls of a workload by its name: ``overhead`` (one call of ``seconds``),
+    ``scripted`` (``calls`` calls), ``concurrent`` (``concurrent`` calls of
+    ``concurrent_seconds`` each). ValueError for another name."""
+    if name == "overhead":
+        return [overhead_call(seconds)]
+    if name == "scripted":
+        return scripted_calls(calls)
+    if name == "concurrent":
+        return concurrent_calls(concurrent, concurrent_seconds)
+    raise ValueError(f"unknown workload {name!r} (one of {', '.join(WORKLOADS)})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5, help="runs per stage; the best counts")
@@ -233,14 +251,10 @@ def main() -> None:
 
     workloads: dict[str, list[Call]] = {}
     for name in args.workloads.split(","):
-        if name == "overhead":
-            workloads[name] = [overhead_call(args.seconds)]
-        elif name == "scripted":
-            workloads[name] = scripted_calls(args.calls)
-        elif name == "concurrent":
-            workloads[name] = concurrent_calls(args.concurrent, 10.0)
-        else:
-            ap.error(f"unknown workload {name!r}")
+        try:
+            workloads[name] = workload(name, args.seconds, args.calls, args.concurrent, 10.0)
+        except ValueError as exc:
+            ap.error(str(exc))
 
     rows = []
     digest = hashlib.sha256()

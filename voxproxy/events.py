@@ -33,6 +33,10 @@ class Direction(enum.IntEnum):
 CALLER_TO_AGENT = Direction.CALLER_TO_AGENT
 AGENT_TO_CALLER = Direction.AGENT_TO_CALLER
 
+# Audio carried by one message, decoded to 16-bit PCM: made for nearly every message, so
+# compiled with the measurement core (its own module; the rest of the vocabulary is here).
+from voxproxy.audio.event import Audio as Audio  # noqa: E402  (re-exported)
+
 
 class AnomalyKind(enum.StrEnum):
     """Why a message could not be measured. Each is counted in the receipt."""
@@ -61,24 +65,6 @@ class AnomalyKind(enum.StrEnum):
     # message's audio: counted per message; the audio is not analysed (still forwarded),
     # and figures near it are withheld (reason measurement_shed).
     MEASUREMENT_SHED = "measurement_shed"
-
-
-@dataclass(slots=True)
-class Audio:
-    """Audio carried by one message, decoded to 16-bit PCM.
-
-    The one event made for nearly every message (50 a second each way): not frozen, as
-    the others are, because a frozen dataclass sets each field through
-    ``object.__setattr__`` (about 490 ns a message against 120). Treat it as read-only
-    all the same."""
-
-    direction: Direction
-    pcm: Pcm
-    sample_rate_hz: int
-    t_ns: int
-    # The wire's id of the audio item this chunk belongs to (OpenAI Realtime ``item_id``),
-    # so that a truncate can be checked against the playout model. Kept in memory only.
-    item_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

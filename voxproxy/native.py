@@ -49,6 +49,8 @@ NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.session.marks",
     "voxproxy.session.evidence",
     "voxproxy.audio.levels",
+    "voxproxy.audio.g711",
+    "voxproxy.audio.event",
 )
 GROUP_NAME = "voxproxy._native"  # the shared library's module name (+ "__mypyc")
 

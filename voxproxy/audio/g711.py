@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -92,10 +93,11 @@ _ALAW_ENCODE = _build_alaw_encode()
 # Decoding runs once per message: take gives the same samples as indexing, a third
 # cheaper on a 20 ms frame, and frombuffer with a dtype object (given by position) half
 # the cost of one named by its type (170 against 330 ns).
-_U8 = np.dtype(np.uint8)
-_frombuffer = np.frombuffer
-_ulaw_take = ULAW_DECODE.take
-_alaw_take = ALAW_DECODE.take
+# (Final: the compiled build, voxproxy/native.py, holds them as constants, no look-up.)
+_U8: Final = np.dtype(np.uint8)
+_frombuffer: Final = np.frombuffer
+_ulaw_take: Final = ULAW_DECODE.take
+_alaw_take: Final = ALAW_DECODE.take
 
 
 def ulaw_to_pcm(data: bytes) -> Pcm:
