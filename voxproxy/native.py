@@ -38,6 +38,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.analysis.timeline",
     "voxproxy.analysis.edges",
     "voxproxy.analysis.floor",
+    "voxproxy.analysis.energies",
     "voxproxy.analysis.vad",
     "voxproxy.analysis.voicing",
     "voxproxy.analysis.vadconfig",

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from voxproxy.analysis.truth import speech_edges, truth_threshold_dbfs
-from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig
+from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig, advance_together
 from voxproxy.audio.levels import active_speech_level
 from voxproxy.clips import Clip, load_clips, load_corpus
 
@@ -342,6 +342,56 @@ def test_whole_frames_and_ragged_chunks_give_the_same_spurts(seed: int) -> None:
         found.append(list(det.spurts))
     assert len(found[0]) >= 2
     assert found[0] == found[1]
+
+
+def _drive(
+    signals: list[np.ndarray], rates: list[int], seed: int, together: bool
+) -> list[list[Spurt]]:
+    """Two detectors fed as a call's two directions are: ragged chunks, a pump every
+    100 ms (``advance``), now and then a pause of 300 ms with nothing pushed."""
+    dets = [SpeechDetector(r, batch_ms=200.0) for r in rates]
+    rng = random.Random(seed)
+    pos = [0, 0]
+    t_ms = 0
+    while any(p < s.size for p, s in zip(pos, signals, strict=True)):
+        paused = rng.random() < 0.05
+        for i, (det, x, rate) in enumerate(zip(dets, signals, rates, strict=True)):
+            if paused or pos[i] >= x.size:
+                continue
+            end = min(x.size, (t_ms + 100) * rate // 1000)
+            while pos[i] < end:  # this 100 ms in chunks of 1-40 ms
+                n = min(end - pos[i], rng.randrange(1, 41) * rate // 1000)
+                det.push(x[pos[i] : pos[i] + n], pos[i] * 1_000_000_000 // rate)
+                pos[i] += n
+        t_ms += 300 if paused else 100
+        if paused:
+            pos = [max(p, t_ms * r // 1000) for p, r in zip(pos, rates, strict=True)]
+        now = t_ms * 1_000_000
+        if together:
+            advance_together(dets[0], now, dets[1], now + 7_000_000)
+        else:
+            dets[0].advance(now)
+            dets[1].advance(now + 7_000_000)
+    for det in dets:
+        det.finish(t_ms * 1_000_000 + 1_000_000_000)
+    return [list(det.spurts) for det in dets]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("rates", [(16000, 16000), (8000, 8000), (16000, 8000)])
+def test_two_directions_advanced_together_give_what_each_gives_alone(
+    seed: int, rates: tuple[int, int]
+) -> None:
+    """A call's pump advances its two detectors together, their energies in one numpy
+    pass (at different rates, one after the other): the spurts are the same, field for
+    field, as when each advances alone."""
+    x, _ = _signal(seed)
+    y, _ = _signal(seed + 50)
+    signals = [x[:: 16000 // rates[0]].copy(), y[:: 16000 // rates[1]].copy()]
+    alone = _drive(signals, list(rates), seed, together=False)
+    together = _drive(signals, list(rates), seed, together=True)
+    assert all(len(s) >= 2 for s in alone)
+    assert together == alone
 
 
 def test_settled_is_none_before_any_audio_and_bounds_the_open_onset_while_speaking() -> None:

@@ -161,6 +161,24 @@ class EdgeWalker:
         """The earliest 1 ms window whose energy the history still holds (with a margin)."""
         return (self._framed // self._win) - (self._hist.size - 64)
 
+    def _store(self, first_win: int, window_db: npt.NDArray[np.float32], samples: Pcm) -> None:
+        """Keep a batch's window energies from window ``first_win`` on, and its samples
+        (from stream position ``_framed``), in the rings the walks read."""
+        hist, mask = self._hist, self._hist_mask
+        start = first_win & mask
+        end = start + window_db.size
+        if end <= hist.size:
+            hist[start:end] = window_db
+        else:
+            hist[(np.arange(first_win, first_win + window_db.size)) & mask] = window_db
+        ring, ring_mask = self._ring, self._ring_mask
+        ring_start = self._framed & ring_mask
+        ring_end = ring_start + samples.size
+        if ring_end <= ring.size:
+            ring[ring_start:ring_end] = samples
+        else:
+            ring[(np.arange(self._framed, self._framed + samples.size)) & ring_mask] = samples
+
     def _above(self, lo: int, hi: int, threshold: float) -> npt.NDArray[np.bool_]:
         """Which 1 ms windows in ``[lo, hi)`` are above ``threshold``.
 

@@ -37,6 +37,7 @@ import numpy.typing as npt
 import webrtcvad
 
 from voxproxy.analysis.edges import FrameLevels
+from voxproxy.analysis.energies import F32, batch_energies, frame_scale, window_scale
 from voxproxy.analysis.floor import NoiseFloor
 from voxproxy.analysis.timeline import Timeline
 from voxproxy.analysis.vadconfig import (
@@ -65,15 +66,6 @@ from voxproxy.analysis.voicing import VOICING_BAND_HZ, VOICING_THRESHOLD, voicin
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_MS
 
-# numpy's functions and the float32 constants of a batch's energies, looked up once.
-_MULTIPLY: Final = np.multiply
-_MAXIMUM: Final = np.maximum
-_LOG10: Final = np.log10
-_ADD_REDUCE: Final = np.add.reduce
-_EMPTY: Final = np.empty
-_F32: Final = np.dtype(np.float32)
-_POWER_FLOOR: Final = np.array(1e-10, dtype=np.float32)
-_TEN: Final = np.array(10.0, dtype=np.float32)
 _NO_SAMPLES: Final = np.zeros(0, dtype=np.int16)  # (never written to: shared)
 
 __all__ = [
@@ -138,8 +130,8 @@ class SpeechDetector(NoiseFloor):
         freqs = np.fft.rfftfreq(self._nfft, 1 / sample_rate_hz)
         self._band = (freqs >= 150) & (freqs <= min(3800, sample_rate_hz // 2 - 100))
         self._taper = np.hanning(self._win * cfg.frame_ms)
-        self._win_scale = np.array(1.0 / (self._win * 32768.0 * 32768.0), dtype=np.float32)
-        self._frame_scale = np.array(1.0 / cfg.frame_ms, dtype=np.float32)
+        self._win_scale = window_scale(self._win)
+        self._frame_scale = frame_scale(cfg.frame_ms)
         self._noise_psd: npt.NDArray[np.float64] | None = None
         self._psd_count = 0
         self._hist_mask = self._hist.size - 1
@@ -198,8 +190,6 @@ class SpeechDetector(NoiseFloor):
 
     # -- input ---------------------------------------------------------------------------
 
-    # -- input ---------------------------------------------------------------------------
-
     def push(self, pcm: Pcm, t_start_ns: int, *, continuous: bool = True) -> None:
         """Add samples whose first one is heard at ``t_start_ns``.
 
@@ -225,11 +215,14 @@ class SpeechDetector(NoiseFloor):
     def _pad_partial(self) -> None:
         """Complete the last partial frame with the silence that followed it, and analyse."""
         self._gather()
+        self._pad()
+        self._analyse()
+
+    def _pad(self) -> None:
         if self._pending.size % self._frame:
             pad = self._frame - self._pending.size % self._frame
             self._pending = np.concatenate((self._pending, np.zeros(pad, dtype=np.int16)))
             self._pos += pad
-        self._analyse()
 
     def _gather(self) -> None:
         """Join the chunks pushed since the last analysis onto the pending samples."""
@@ -242,13 +235,24 @@ class SpeechDetector(NoiseFloor):
 
     def advance(self, t_ns: int) -> None:
         """Time has reached ``t_ns``: analyse what is pending; close a spurt gone quiet."""
+        if self._prepare(t_ns):
+            self._analyse()
+        self._advanced(t_ns)
+
+    def _prepare(self, t_ns: int) -> bool:
+        """Make ready what :meth:`advance` analyses at ``t_ns``; whether it analyses."""
         end = self._last_t_end
         if end is not None and t_ns - end >= PAUSE_NS:
             # Nothing was heard for a while: the stream paused (not mere jitter).
-            self._pad_partial()
-        elif self._chunks:
             self._gather()
-            self._analyse()
+            self._pad()
+            return True
+        if self._chunks:
+            self._gather()
+            return True
+        return False
+
+    def _advanced(self, t_ns: int) -> None:
         if self._in_spurt:
             self._maybe_finish(t_ns, self.config.merge_gap_ms * NS_PER_MS)
 
@@ -258,8 +262,6 @@ class SpeechDetector(NoiseFloor):
         if self._in_spurt:
             self._finish_spurt()
         del t_ns
-
-    # -- state for the session -----------------------------------------------------------
 
     # -- state for the session -----------------------------------------------------------
 
@@ -300,35 +302,34 @@ class SpeechDetector(NoiseFloor):
 
     # -- analysis ------------------------------------------------------------------------
 
-    # -- analysis ------------------------------------------------------------------------
-
-    def _analyse(self) -> None:
+    def _whole_frames(self) -> Pcm | None:
+        """The pending samples' whole frames (None: not one)."""
         frame = self._frame
-        n_frames = self._pending.size // frame
+        pending = self._pending
+        n_frames = pending.size // frame
         if n_frames == 0:
-            return
+            return None
+        # (Whole frames pending, as a wire's 20 ms chunks leave them: no slice to make.)
+        return pending if pending.size == n_frames * frame else pending[: n_frames * frame]
+
+    def _analyse(self, batch: tuple[Pcm, F32, F32] | None = None) -> None:
+        """Walk the pending whole frames; ``batch``: them with their energies (windows',
+        frames'), computed with another detector's (:func:`advance_together`)."""
+        if batch is None:
+            found = self._whole_frames()
+            if found is None:
+                return
+            usable = found
+            power, frame_pow = batch_energies(
+                [usable], self._win, self.config.frame_ms, self._win_scale, self._frame_scale
+            )[0]
+        else:
+            usable, power, frame_pow = batch
+        frame = self._frame
+        n_frames = usable.size // frame
         cfg = self.config
         fm = cfg.frame_ms
         pending = self._pending
-        # (Whole frames pending, as a wire's 20 ms chunks leave them: no slice to make.)
-        usable = pending if pending.size == n_frames * frame else pending[: n_frames * frame]
-        x = usable.astype(np.float32).reshape(-1, self._win)
-        # In place, with the constants made float32 arrays once: the same float32
-        # operations as ``power *= 1.0 / ...`` and so on, for less of numpy's per-call cost
-        # (a ufunc call costs about as much as a whole frame's webrtcvad). The windows' and
-        # the frames' powers share one array, so that one log10 and one product make both
-        # in dB (elementwise: the same values as two passes).
-        n_win = n_frames * fm
-        both = _EMPTY(n_win + n_frames, _F32)
-        power = both[:n_win]
-        np.einsum("ij,ij->i", x, x, out=power)
-        _MULTIPLY(power, self._win_scale, out=power)
-        _MAXIMUM(power, _POWER_FLOOR, out=power)
-        frame_pow = both[n_win:]
-        _ADD_REDUCE(power.reshape(n_frames, fm), axis=1, out=frame_pow)  # (= .sum, no wrapper)
-        _MULTIPLY(frame_pow, self._frame_scale, out=frame_pow)
-        _LOG10(both, out=both)
-        _MULTIPLY(both, _TEN, out=both)
         frame_db: list[float] = frame_pow.tolist()
         energies = power  # one value per 1 ms window, in dB
         win_db: list[float] | None = None
@@ -336,21 +337,7 @@ class SpeechDetector(NoiseFloor):
         # The whole batch's energies and samples are stored before its frames are walked,
         # so an edge walk may look ahead to its end.
         self._written_win = first_win + n_frames * fm
-        hist, mask = self._hist, self._hist_mask
-        start = first_win & mask
-        end = start + energies.size
-        if end <= hist.size:
-            hist[start:end] = energies
-        else:
-            hist[(np.arange(first_win, first_win + energies.size)) & mask] = energies
-        ring_start = self._framed & self._ring_mask
-        ring_end = ring_start + usable.size
-        if ring_end <= self._ring.size:
-            self._ring[ring_start:ring_end] = usable
-        else:
-            self._ring[(np.arange(self._framed, self._framed + usable.size)) & self._ring_mask] = (
-                usable
-            )
+        self._store(first_win, energies, usable)
         raw = usable.tobytes()
         nbytes = frame * 2
         rate = self.sample_rate_hz
@@ -579,3 +566,30 @@ class SpeechDetector(NoiseFloor):
         self.spurts.append(
             Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off, amb_on, amb_off)
         )
+
+
+def advance_together(a: SpeechDetector, t_a: int, b: SpeechDetector, t_b: int) -> None:
+    """``a.advance(t_a)`` then ``b.advance(t_b)`` (a call's two directions at a pump), the
+    energies of the two batches in one pass (:func:`batch_energies`: the same values, half of
+    numpy's per-call work) when both have whole frames at the same window and frame."""
+    ready_a = a._prepare(t_a)
+    ready_b = b._prepare(t_b)
+    fm = a.config.frame_ms
+    if ready_a and ready_b and a._win == b._win and fm == b.config.frame_ms:
+        usable_a = a._whole_frames()
+        usable_b = b._whole_frames()
+        if usable_a is not None and usable_b is not None:
+            (pa, fa), (pb, fb) = batch_energies(
+                [usable_a, usable_b], a._win, fm, a._win_scale, a._frame_scale
+            )
+            a._analyse((usable_a, pa, fa))
+            a._advanced(t_a)
+            b._analyse((usable_b, pb, fb))
+            b._advanced(t_b)
+            return
+    if ready_a:
+        a._analyse()
+    a._advanced(t_a)
+    if ready_b:
+        b._analyse()
+    b._advanced(t_b)

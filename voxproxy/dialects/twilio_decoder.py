@@ -30,6 +30,7 @@ from voxproxy.events import (
 
 SAMPLE_RATE_HZ = 8000
 
+
 class TwilioDecoder:
     name = "twilio"
 

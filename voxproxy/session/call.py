@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from voxproxy.analysis.playout import Playout
-from voxproxy.analysis.vad import SpeechDetector
+from voxproxy.analysis.vad import SpeechDetector, advance_together
 from voxproxy.audio.resample import Converter
 from voxproxy.dialects.base import Decoder, codec_of
 from voxproxy.errors import UsageError
@@ -511,9 +511,11 @@ class CallSession:
         self._release(now)
         caller = self._detectors[CALLER_TO_AGENT]
         agent = self._detectors[AGENT_TO_CALLER]
-        if caller is not None:
+        if caller is not None and agent is not None:
+            advance_together(caller, now, agent, now + self._downstream_ns)  # (one numpy pass)
+        elif caller is not None:
             caller.advance(now)
-        if agent is not None:
+        elif agent is not None:
             agent.advance(now + self._downstream_ns)
         if (
             (caller is not None and caller.spurts)
