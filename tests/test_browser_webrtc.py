@@ -5,9 +5,10 @@ driven by ``tests/support/browsercall.py``; see there for what the page does. Th
 receipt is checked against what is known without the proxy:
 
 * the caller's speech edges: the fixture's edges in the fake microphone's file,
-  placed by the moment its first loud sample played, seen in the page's own copy
-  of the microphone (that copy is later than the capture by Chromium's WebAudio
-  input path, about 15 ms here, so the proxy's edges come out that much earlier);
+  whose start lies between the call to ``getUserMedia`` (the fake device plays from
+  then) and the moment the page's own copy of the microphone heard its first loud
+  sample less the silence before it (that copy is late by Chromium's WebAudio input
+  path, 2 to 50 ms here, so it bounds the start but does not place it);
 * the answer: the agent logged when it sent its clip's speech onset (its known
   response delay after the caller's speech end); the proxy hears it on arrival,
   later only by the Opus look-ahead.
@@ -82,31 +83,49 @@ def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path
     assert len(responses) == 1, receipt["turns"]
     turn = responses[0]
 
-    # Everything on this process's monotonic clock, in ms.
+    # Everything on this process's monotonic clock, in ms. Where the microphone's file
+    # started playing is known to lie between two instants: the fake device cannot play
+    # before getUserMedia asks for it, and the page cannot hear a sample before it plays.
+    # The page's copy is late by Chromium's WebAudio input path, and by a varying amount
+    # (2 to 50 ms over 17 runs here, more when the machine is busy): taken as the start
+    # itself, it moved the truth by that much, so the proxy's edges are held to the span.
     page_minus_mono = r["clock"]["page_minus_mono_ms"]
     start = r["call_start_mono_ms"]
-    file_start = page["first"]["mic"] - page_minus_mono - truth["first_loud_ms"]
-    mic_after_gum = page["first"]["mic"] - page["events"]["gum_resolved"] - truth["first_loud_ms"]
-    onset_err = start + turn["caller_onset_ms"] - (file_start + truth["onset_ms"])
-    offset_err = start + turn["caller_offset_ms"] - (file_start + truth["offset_ms"])
+    earliest = page["events"]["gum_called"] - page_minus_mono
+    latest = page["first"]["mic"] - page_minus_mono - truth["first_loud_ms"]
+
+    def outside(file_start: float) -> float:
+        """How far a file start lies outside [earliest, latest] (negative: before it)."""
+        return min(0.0, file_start - earliest) + max(0.0, file_start - latest)
+
+    onset_err = outside(start + turn["caller_onset_ms"] - truth["onset_ms"])
+    offset_err = outside(start + turn["caller_offset_ms"] - truth["offset_ms"])
     duration_err = (turn["caller_offset_ms"] - turn["caller_onset_ms"]) - (
         truth["offset_ms"] - truth["onset_ms"]
     )
     answer = r["agent"]["responses"][0]
     agent_onset_late = start + turn["agent_onset_ms"] - answer["speech_mono_ms"]
-    true_ttfs = answer["speech_mono_ms"] - (file_start + truth["offset_ms"])
-    ttfs_err = turn["ttfs_ms"] - true_ttfs
+    # The true ttfs spans the same interval (an earlier file start, a longer ttfs).
+    ttfs_lo = answer["speech_mono_ms"] - (latest + truth["offset_ms"])
+    ttfs_hi = answer["speech_mono_ms"] - (earliest + truth["offset_ms"])
+    ttfs_err = min(0.0, turn["ttfs_ms"] - ttfs_lo) + max(0.0, turn["ttfs_ms"] - ttfs_hi)
+    heard_after_gum = latest + page_minus_mono - page["events"]["gum_resolved"]
     heard_at_page = page["first"]["remote"] - page_minus_mono - answer["speech_mono_ms"]
     print(
-        f"browser: mic started {mic_after_gum:.1f} ms after getUserMedia resolved; caller onset "
-        f"err {onset_err:+.1f}, offset err {offset_err:+.1f}, duration err {duration_err:+.1f} ms; "
-        f"agent onset {agent_onset_late:+.1f} ms after it was sent (agent delay "
-        f"{answer['actual_delay_ms']:.0f} ms); ttfs {turn['ttfs_ms']:.1f} vs {true_ttfs:.1f} "
-        f"({ttfs_err:+.1f}); the page heard the answer {heard_at_page:.1f} ms after it was sent "
-        f"(jitter buffer and playout, beyond the proxy's vantage point)"
+        f"browser: the file started within {latest - earliest:.1f} ms after getUserMedia was "
+        f"called (the page heard it {heard_after_gum:.1f} ms after it resolved); caller "
+        f"onset {onset_err:+.1f}, offset {offset_err:+.1f} ms "
+        f"outside that span, duration err {duration_err:+.1f} ms; agent onset "
+        f"{agent_onset_late:+.1f} ms after it was sent (agent delay "
+        f"{answer['actual_delay_ms']:.0f} ms); ttfs {turn['ttfs_ms']:.1f} vs {ttfs_lo:.1f} to "
+        f"{ttfs_hi:.1f} ({ttfs_err:+.1f} outside); the page heard the answer "
+        f"{heard_at_page:.1f} ms after it was sent (jitter buffer and playout, beyond the "
+        f"proxy's vantage point)"
     )
-    assert -10.0 <= mic_after_gum <= 60.0
-    assert abs(onset_err) <= 30.0 and abs(offset_err) <= 30.0
-    assert abs(duration_err) <= 10.0
+    assert 0.0 <= latest - earliest <= 100.0, (earliest, latest)
+    assert abs(onset_err) <= 15.0 and abs(offset_err) <= 15.0
+    # Over Opus, -6 to +18 ms over 17 runs (the large ones on the offset's side).
+    assert abs(duration_err) <= 25.0
     assert 0.0 <= agent_onset_late <= 20.0
-    assert abs(ttfs_err) <= 40.0
+    # The agent's side is late by Opus's look-ahead (above): 8-11 ms.
+    assert abs(ttfs_err) <= 25.0

@@ -375,6 +375,8 @@ def _retime(ev: Event, t_ns: int) -> Event:
     """The event stamped at ``t_ns`` (a stage mark's own position kept relative to it)."""
     if isinstance(ev, StageMark) and ev.at_ns is not None:
         return dataclasses.replace(ev, t_ns=t_ns, at_ns=t_ns + ev.at_ns)
+    if isinstance(ev, Audio):  # a plain class (compiled with the core), not a dataclass
+        return Audio(ev.direction, ev.pcm, ev.sample_rate_hz, t_ns, ev.item_id)
     return dataclasses.replace(ev, t_ns=t_ns)
 
 

@@ -264,10 +264,10 @@ async def test_barge_in_flush_silent_and_never() -> None:
     [(t_clear, clear)] = flush_run.texts()
     assert json.loads(clear) == {"type": "clear"}
     assert 145 * MS <= t_clear - onset <= (150 + 100) * MS, (t_clear - onset) / MS
-    assert (
-        first.flush_ns is not None
-        and abs(first.flush_ns - first.interrupted_ns - 150 * MS) < 5 * MS
-    )
+    # Its reaction timer can fire late on a busy machine, never early.
+    assert first.flush_ns is not None
+    assert 0 <= first.flush_ns - first.interrupted_ns - 150 * MS < 50 * MS
+
     assert _audio_after(flush_run, t_clear)[0] >= second.first_send_ns  # type: ignore[operator]
     assert second.clip == "agent_reprompt"
     true_yes_offset = flush_run.true_ns(BARGE_AT_MS, yes.offset_ms)
