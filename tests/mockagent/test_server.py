@@ -267,7 +267,6 @@ async def test_barge_in_flush_silent_and_never() -> None:
     # Its reaction timer can fire late on a busy machine, never early.
     assert first.flush_ns is not None
     assert 0 <= first.flush_ns - first.interrupted_ns - 150 * MS < 50 * MS
-
     assert _audio_after(flush_run, t_clear)[0] >= second.first_send_ns  # type: ignore[operator]
     assert second.clip == "agent_reprompt"
     true_yes_offset = flush_run.true_ns(BARGE_AT_MS, yes.offset_ms)
