@@ -34,11 +34,11 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-import webrtcvad
 
 from voxproxy.analysis.edges import FrameLevels
 from voxproxy.analysis.energies import F32, batch_energies, frame_scale, window_scale
 from voxproxy.analysis.floor import NoiseFloor
+from voxproxy.analysis.framevad import frame_classifier
 from voxproxy.analysis.timeline import Timeline
 from voxproxy.analysis.vadconfig import (
     CLOSE_LOOKBACK_NS,
@@ -110,7 +110,7 @@ class SpeechDetector(NoiseFloor):
         self.codec = codec
         self._win = sample_rate_hz // 1000  # samples per 1 ms window
         self._frame = self._win * cfg.frame_ms  # samples per VAD frame
-        self._vad = webrtcvad.Vad(cfg.mode)
+        self._is_speech = frame_classifier(cfg.mode, sample_rate_hz)  # webrtcvad's, on a frame
         self._timeline = Timeline(sample_rate_hz)
         self._pending = np.zeros(0, dtype=np.int16)
         self._chunks: list[Pcm] = []  # pushed since the last analysis
@@ -340,9 +340,8 @@ class SpeechDetector(NoiseFloor):
         self._store(first_win, energies, usable)
         raw = usable.tobytes()
         nbytes = frame * 2
-        rate = self.sample_rate_hz
         merge_ns = cfg.merge_gap_ms * NS_PER_MS
-        is_speech = self._vad.is_speech
+        is_speech = self._is_speech
         start_margin = cfg.start_margin_db
         timeline = self._timeline  # (its methods called on it: a compiled call)
         win = self._win
@@ -355,7 +354,7 @@ class SpeechDetector(NoiseFloor):
             win0 = first_win + f * fm
             loud = fdb > start_thr
             voiced = None
-            if loud and not is_speech(raw[f * nbytes : (f + 1) * nbytes], rate):
+            if loud and not is_speech(raw[f * nbytes : (f + 1) * nbytes], frame):
                 # webrtcvad rejects the first frames of a stream that starts on speech: a
                 # loud frame with pitch is speech all the same, never noise to learn.
                 voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
