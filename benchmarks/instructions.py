@@ -11,8 +11,10 @@ address randomization, and OpenBLAS on one thread: the same run twice counts wit
 few instructions a message). Stages as in measurement.py: ``parse``
 (orjson and base64, the least work that sees the audio: the baseline), ``decode`` (the
 Twilio decoder), ``session`` (``CallSession.on_message`` for every message, then
-``close``). The build is the one the environment selects (``VOXPROXY_PURE_PYTHON=1``
-counts the sources).
+``close``), ``queued`` and ``grouped`` (the same through the proxy's measurement queue in
+50 ms group turns, each call's pumps alone or a turn's pumps together: the proxy's way).
+The build is the one the environment selects (``VOXPROXY_PURE_PYTHON=1`` counts the
+sources).
 
 Instructions are not time: a cache miss costs a hundred of them and is counted as one.
 The live figures are ``benchmarks/overhead.py``'s; this one says whether a change did less
@@ -40,7 +42,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import measurement  # noqa: E402
 
-STAGES = ("parse", "decode", "session")
+STAGES = ("parse", "decode", "session", "queued", "grouped")
 _COLLECTED = re.compile(r"Collected\s*:\s*([0-9]+)")
 
 
@@ -127,7 +129,7 @@ def main() -> None:
         )
     build = native.build()
     table = Table(title=f"voxproxy measurement: instructions per message (callgrind), {build}")
-    for col in ("workload", "messages", "parse", "decode", "session", "ratio"):
+    for col in ("workload", "messages", *STAGES, "ratio"):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(

@@ -9,7 +9,12 @@ measurement of this wire must do:
 * ``parse``: ``orjson.loads`` and the base64 of each media payload (the least work that
   sees the audio: the baseline);
 * ``decode``: the Twilio dialect's decoder (JSON, base64, μ-law to PCM, its events);
-* ``session``: the whole measurement (decode, VAD, levels, playout, turns, receipt).
+* ``session``: the whole measurement (decode, VAD, levels, playout, turns, receipt);
+* ``queued``: the same, as the proxy runs it: every message queued with its call as it
+  arrives, the queue measuring each call's messages in its group turns every 50 ms
+  (``proxy/measuring.py``, ``session/batch.py``), each call's pumps alone;
+* ``grouped``: ``queued`` with the calls' pumps due in a turn finished together, one
+  energies pass for all (``session/pumps.py``: what the proxy does).
 
 Workloads: ``overhead`` is ``benchmarks/overhead.py``'s call shape (60 s of looped
 speech both ways in 20 ms messages); ``scripted`` is a set of turn-taking calls with
@@ -42,6 +47,7 @@ import json
 import pstats
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,9 +62,12 @@ from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction  # noqa: E402
+from voxproxy.proxy.measuring import Item, MeasurementQueue  # noqa: E402
 from voxproxy.receipts.model import CloseInfo  # noqa: E402
 from voxproxy.scripted import render, turn_taking_plans  # noqa: E402
 from voxproxy.session import CallSession  # noqa: E402
+from voxproxy.session.batch import measure_queued  # noqa: E402
+from voxproxy.timebase import NS_PER_MS as MS  # noqa: E402
 
 Message = tuple[int, Direction, str]
 
@@ -191,6 +200,85 @@ def _session_receipts(calls: list[Call], together: bool = False) -> list[str]:
     return out
 
 
+class _Queued:
+    """What the proxy's CallContext is to the measurement queue, around one session."""
+
+    def __init__(self, session: CallSession) -> None:
+        self.session = session
+        self.backlog: deque[Item] | None = None
+
+    @property
+    def pump_due(self) -> bool:
+        return self.session.pump_due
+
+    def measure_item(self, item: Item, shed: bool) -> None:
+        raise AssertionError("measured in batches")
+
+    def measure_queued(
+        self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
+    ) -> int:
+        assert self.backlog is not None
+        return measure_queued(self.session, self.backlog, limit, cpu_ns, stop_at, shed_before)[0]
+
+    def backlog_drained(self) -> None:
+        pass
+
+    def give_up(self) -> None:
+        raise AssertionError("nothing is given up offline")
+
+
+def _queued_receipts(calls: list[Call], pumps: bool) -> list[str]:
+    """The calls all open at once, their messages queued as they arrive and measured in
+    the queue's group turns every 50 ms of call time (no budget: a turn measures all
+    that is queued); ``pumps``: the calls' pumps due in a turn finished together."""
+    later: list[Callable[[], None]] = []
+    now = [0]
+    queue = MeasurementQueue(
+        group_ms=50.0,
+        max_backlog=1 << 30,
+        shed_after_ms=1e12,
+        cpu_ns=lambda: 0,
+        loop_cpu_ns=lambda: 0,
+        now_ns=lambda: now[0],
+        call_soon=later.append,
+        call_later=lambda _s, fn: later.append(fn),
+    )
+    sessions = [
+        CallSession(make_decoder("twilio"), c.start_ns, secret=b"bench", link_id="bench")
+        for c in calls
+    ]
+    if pumps:
+        for s in sessions:
+            s.pumps = queue.pumps
+    held = [_Queued(s) for s in sessions]
+    streams = [[(t, i, d, p) for t, d, p in c.messages] for i, c in enumerate(calls)]
+    next_turn = min(c.start_ns for c in calls) + 50 * MS
+    for t, i, d, payload in heapq.merge(*streams):
+        while t >= next_turn:
+            now[0] = next_turn
+            todo = later[:]
+            later.clear()
+            for fn in todo:
+                fn()
+            next_turn += 50 * MS
+        now[0] = t
+        queue.defer(held[i], (d, payload, t))
+    queue.drain()
+    out = []
+    for s, c in zip(sessions, calls, strict=True):
+        r = s.close(c.end_ns, "completed", CloseInfo(initiator="caller"))
+        out.append(r.model_dump_json(exclude={"started_at"}))
+    return out
+
+
+def stage_queued(calls: list[Call]) -> None:
+    _queued_receipts(calls, pumps=False)
+
+
+def stage_grouped(calls: list[Call]) -> None:
+    _queued_receipts(calls, pumps=True)
+
+
 def stage_session(calls: list[Call]) -> None:
     _session_receipts(calls, together=len({c.start_ns for c in calls}) > 1)
 
@@ -199,6 +287,8 @@ STAGES: dict[str, Callable[[list[Call]], None]] = {
     "parse": stage_parse,
     "decode": stage_decode,
     "session": stage_session,
+    "queued": stage_queued,
+    "grouped": stage_grouped,
 }
 
 
@@ -260,8 +350,12 @@ def main() -> None:
     digest = hashlib.sha256()
     for name, calls in workloads.items():
         n = sum(len(c.messages) for c in calls)
-        for receipt in _session_receipts(calls, name == "concurrent"):  # also warms up
+        receipts = _session_receipts(calls, name == "concurrent")  # also warms up
+        for receipt in receipts:
             digest.update(receipt.encode("utf-8"))
+        for pumps in (False, True):  # the proxy's way gives the same receipts
+            if _queued_receipts(calls, pumps) != receipts:
+                raise SystemExit(f"{name}: the queued receipts differ (pumps together: {pumps})")
         us = {st: best_cpu(fn, calls, args.repeat) / n * 1e6 for st, fn in STAGES.items()}
         rows.append(
             {
@@ -270,6 +364,8 @@ def main() -> None:
                 "parse_us": round(us["parse"], 2),
                 "decode_us": round(us["decode"], 2),
                 "session_us": round(us["session"], 2),
+                "queued_us": round(us["queued"], 2),
+                "grouped_us": round(us["grouped"], 2),
                 "measurement_us": round(us["session"] - us["parse"], 2),
                 "session_over_parse": round(us["session"] / us["parse"], 2),
             }
@@ -283,7 +379,8 @@ def main() -> None:
         title="voxproxy measurement CPU per message, offline (process_time, best run); "
         f"measurement core: {build}"
     )
-    for col in ("workload", "messages", "parse", "decode", "session", "session-parse", "ratio"):
+    cols = ("workload", "messages", "parse", "decode", "session", "queued", "grouped")
+    for col in (*cols, "session-parse", "ratio"):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
@@ -292,6 +389,8 @@ def main() -> None:
             f"{r['parse_us']:.2f} µs",
             f"{r['decode_us']:.2f} µs",
             f"{r['session_us']:.2f} µs",
+            f"{r['queued_us']:.2f} µs",
+            f"{r['grouped_us']:.2f} µs",
             f"{r['measurement_us']:.2f} µs",
             f"{r['session_over_parse']:.2f}",
         )
@@ -299,7 +398,9 @@ def main() -> None:
     console.print(table)
     console.print(
         "parse = orjson + base64 of each message (baseline); decode = the Twilio decoder; "
-        "session = CallSession.on_message for every message + close; ratio = session / parse."
+        "session = CallSession.on_message for every message + close; queued = the same "
+        "through the proxy's measurement queue, in group turns every 50 ms; grouped = queued "
+        "with the pumps of a turn finished together (the proxy's way); ratio = session / parse."
     )
     if args.profile:
         calls = [c for cs in workloads.values() for c in cs]

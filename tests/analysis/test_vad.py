@@ -16,8 +16,9 @@ import random
 import numpy as np
 import pytest
 
+from voxproxy.analysis.together import advance_together
 from voxproxy.analysis.truth import speech_edges, truth_threshold_dbfs
-from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig, advance_together
+from voxproxy.analysis.vad import SpeechDetector, Spurt, VadConfig
 from voxproxy.audio.levels import active_speech_level
 from voxproxy.clips import Clip, load_clips, load_corpus
 

@@ -266,6 +266,12 @@ class SpeechDetector(NoiseFloor):
     # -- state for the session -----------------------------------------------------------
 
     @property
+    def energy_shape(self) -> tuple[int, int]:
+        """(samples a 1 ms window, ms a frame): batches of the same shape may share
+        :func:`batch_energies`' pass."""
+        return self._win, self.config.frame_ms
+
+    @property
     def speaking(self) -> bool:
         return self._in_spurt
 
@@ -314,7 +320,7 @@ class SpeechDetector(NoiseFloor):
 
     def _analyse(self, batch: tuple[Pcm, F32, F32] | None = None) -> None:
         """Walk the pending whole frames; ``batch``: them with their energies (windows',
-        frames'), computed with another detector's (:func:`advance_together`)."""
+        frames'), computed with another detector's (``analysis/together.py``)."""
         if batch is None:
             found = self._whole_frames()
             if found is None:
@@ -565,30 +571,3 @@ class SpeechDetector(NoiseFloor):
         self.spurts.append(
             Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off, amb_on, amb_off)
         )
-
-
-def advance_together(a: SpeechDetector, t_a: int, b: SpeechDetector, t_b: int) -> None:
-    """``a.advance(t_a)`` then ``b.advance(t_b)`` (a call's two directions at a pump), the
-    energies of the two batches in one pass (:func:`batch_energies`: the same values, half of
-    numpy's per-call work) when both have whole frames at the same window and frame."""
-    ready_a = a._prepare(t_a)
-    ready_b = b._prepare(t_b)
-    fm = a.config.frame_ms
-    if ready_a and ready_b and a._win == b._win and fm == b.config.frame_ms:
-        usable_a = a._whole_frames()
-        usable_b = b._whole_frames()
-        if usable_a is not None and usable_b is not None:
-            (pa, fa), (pb, fb) = batch_energies(
-                [usable_a, usable_b], a._win, fm, a._win_scale, a._frame_scale
-            )
-            a._analyse((usable_a, pa, fa))
-            a._advanced(t_a)
-            b._analyse((usable_b, pb, fb))
-            b._advanced(t_b)
-            return
-    if ready_a:
-        a._analyse()
-    a._advanced(t_a)
-    if ready_b:
-        b._analyse()
-    b._advanced(t_b)

@@ -20,7 +20,10 @@ a bound on that, and keeps the two kinds of work apart:
   part of that work, not pinned down). Whether a queued
   message carried audio is known once it is measured: the call then tells the relay's
   idle timer (``CallObserver.last_media_s``). ``group_ms=0`` measures a message at once
-  while the turn's budget lasts (the bullets below).
+  while the turn's budget lasts (the bullets below). While a group is measured, a call
+  whose pump falls due stops there, and once every call has measured up to its pump,
+  :attr:`MeasurementQueue.pumps` finishes them all with one numpy pass for their
+  energies (``session/pumps.py``: the same figures); then the calls go on.
 
 * Each turn of the loop measurement may spend a budget: ``budget_ms``, or a share of
   what forwarding took since the previous turn (``share`` times it, at most
@@ -67,6 +70,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from voxproxy.session.pumps import PumpGroup
 from voxproxy.timebase import NS_PER_MS
 
 # Messages are queued this long (at most) before they are measured together. At 100 calls
@@ -105,6 +109,12 @@ class Measured(Protocol):
 
     backlog: deque[Item] | None
 
+    @property
+    def pump_due(self) -> bool:
+        """The call's pump waits for the queue's :class:`PumpGroup` (its next items wait
+        until the group has run)."""
+        ...
+
     def measure_item(self, item: Item, shed: bool) -> None:
         """Measure one queued item (never raises)."""
         ...
@@ -115,7 +125,8 @@ class Measured(Protocol):
         """Measure items from the left of ``backlog`` (never raises), as
         :func:`measure_each` does: at most ``limit``, and none after ``cpu_ns()`` reaches
         ``stop_at`` (at least one); those that arrived before ``shed_before`` are shed.
-        Returns how many messages were shed."""
+        It may stop after an item that left its pump due (:attr:`pump_due`). Returns how
+        many messages were shed."""
         ...
 
     def backlog_drained(self) -> None:
@@ -200,6 +211,9 @@ class MeasurementQueue:
         self.given_up = 0  # calls that gave up measuring (backlog over max_backlog)
         self.queued = 0  # items queued now, all calls
         self.oldest_ns: int | None = None  # arrival of the oldest item measured last turn
+        # Grouped: the pumps that fall due while a turn measures, finished together (one
+        # energies pass: session/pumps.py). Its calls are given it (CallSession.pumps).
+        self.pumps = PumpGroup()
 
     # -- from the calls ------------------------------------------------------------------
 
@@ -320,6 +334,11 @@ class MeasurementQueue:
         shed_before = now - self.shed_after_ns
         oldest: int | None = None
         spent = 0
+        # A call whose pump falls due waits, its later items with it, until every call
+        # has measured up to its own pump: then the group's one pass finishes them all.
+        pumps = self.pumps
+        pumps.open = bool(self.group_s)
+        parked: list[Measured] = []
         while waiting:  # at least one item a turn, however small the budget
             call = waiting.popleft()
             backlog = call.backlog
@@ -334,12 +353,25 @@ class MeasurementQueue:
                 self.queued -= before - len(backlog)
                 spent = cpu() - start
             if call.backlog:
-                waiting.append(call)
+                if call.pump_due:
+                    parked.append(call)
+                else:
+                    waiting.append(call)
             else:
                 call.backlog = None
                 call.backlog_drained()
+            if not waiting and parked:
+                pumps.run()
+                waiting.extend(parked)
+                parked.clear()
+                spent = cpu() - start
             if spent >= budget:
                 break
+        pumps.open = False
+        if len(pumps):
+            pumps.run()
+            spent = cpu() - start
+        waiting.extend(parked)
         self._spent_ns = spent
         self._turn_end_ns = loop_cpu + spent
         self.oldest_ns = oldest

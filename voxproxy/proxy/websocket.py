@@ -199,6 +199,8 @@ class CallContext(MeasuredCall):
         self.backlog: deque[Item] | None = None  # messages queued for measurement
         self._end: tuple[int, EndInfo] | None = None  # the call ended with a backlog
         self.last_media_s = 0.0  # arrival (time.monotonic()) of the last media measured
+        # Its pumps may wait for the queue's group pass (one energies pass for all calls).
+        self.session.pumps = proxy.measuring.pumps
 
     def upstream_headers(self, request: Request) -> Iterable[tuple[str, str]]:
         # Continue the caller's trace if its handshake carried one; start one otherwise.
@@ -227,6 +229,10 @@ class CallContext(MeasuredCall):
             return self._measure(direction, payload, t_ns, False)
         finally:
             queue.charge(queue.cpu_now() - start)
+
+    @property
+    def pump_due(self) -> bool:
+        return self.session.pump_due
 
     def measure_item(self, item: Item, shed: bool) -> None:
         """Measure a message (or an event) queued earlier; never raises."""

@@ -53,6 +53,8 @@ def measure_queued(
                 if type(ev) is Audio:
                     last_audio = t_ns
                     break
+            if session.pump_due:
+                break  # its pump waits for the group's pass: so do its next items
         if cpu_ns() >= stop_at:
             break
     return shed, last_audio

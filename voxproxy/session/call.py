@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from voxproxy.analysis.energies import F32
 from voxproxy.analysis.playout import Playout
-from voxproxy.analysis.vad import SpeechDetector, advance_together
+from voxproxy.analysis.together import energies_together, finish_together, prepare_together
+from voxproxy.analysis.vad import SpeechDetector
 from voxproxy.audio.resample import Converter
 from voxproxy.dialects.base import Decoder, codec_of
 from voxproxy.errors import UsageError
@@ -59,6 +61,7 @@ from voxproxy.turns import FlushMark, Turn, TurnMachine
 
 if TYPE_CHECKING:  # annotations only
     from voxproxy.events import Direction, Event, Pcm
+    from voxproxy.session.pumps import PumpGroup
 
 _FILL_GAP_NS = 100 * NS_PER_MS  # playout gaps up to this long reach the detector as silence
 _CALLER_AHEAD_NS = int(CALLER_AHEAD_TOLERANCE_MS * NS_PER_MS)
@@ -119,6 +122,11 @@ class CallSession:
         self._now_ns = start_ns
         self._last_pump_ns = start_ns
         self._pump_interval_ns = PUMP_INTERVAL_MS * NS_PER_MS
+        # Set by a shell that measures many calls in one turn (proxy/measuring.py): while
+        # the group is open, a pump's analysis waits for the group's one energies pass
+        # (session/pumps.py). A pump waiting: (its time, caller batch, agent batch).
+        self.pumps: PumpGroup | None = None
+        self._due: tuple[int, Pcm, Pcm] | None = None
         self.anomalies: Counter[str] = Counter()
         self.measurement_disabled = False
         self._messages = [0, 0]
@@ -160,6 +168,8 @@ class CallSession:
         if direction is CALLER_TO_AGENT and self._messages[direction] <= WIRE_SAMPLE:
             self._wire.note(payload, strict=self.strict)
         try:
+            if self._due is not None:
+                self._pump_alone()  # (its group did not run before this message)
             self._shedding = shed
             events = self.decoder.decode(direction, payload, t_ns)
             for ev in events:
@@ -169,7 +179,7 @@ class CallSession:
                     self._handle(ev)
             self._shedding = False
             if t_ns - self._last_pump_ns >= self._pump_interval_ns and not self._closed:
-                self._pump(t_ns)
+                self._pump(t_ns, wait=True)
             return events
         except Exception:
             self._shedding = False
@@ -202,6 +212,8 @@ class CallSession:
         if self.measurement_disabled or self._closed:
             return
         try:
+            if self._due is not None:
+                self._pump_alone()
             self._handle(Audio(direction, pcm, sample_rate_hz, t_ns))
             if t_ns - self._last_pump_ns >= self._pump_interval_ns:
                 self._pump(t_ns)
@@ -213,6 +225,8 @@ class CallSession:
         if self._closed:
             return
         try:
+            if self._due is not None:
+                self._pump_alone()
             self._handle(ev)
         except Exception:
             self._own_failure()
@@ -239,12 +253,16 @@ class CallSession:
         if self.measurement_disabled or self._closed:
             return
         try:
+            if self._due is not None:
+                self._pump_alone()
             self._pump(t_ns)
         except Exception:
             self._own_failure()
 
     def next_deadline(self) -> int | None:
         """When :meth:`advance` next has something to do, if nothing arrives before."""
+        if self._due is not None:
+            self.settle_pump(None)
         deadlines = [d.deadline_ns() for d in self._detectors if d is not None]
         cursor = self._playout.cursor_ns if self._playout is not None else None
         if cursor is not None and cursor > self._now_ns:
@@ -497,7 +515,9 @@ class CallSession:
         since = self.start_ns + self._downstream_ns if end_ns is None else end_ns
         det.note_silence(start_ns - since)
 
-    def _pump(self, t_ns: int) -> None:
+    def _pump(self, t_ns: int, wait: bool = False) -> None:
+        """Advance the detectors to ``t_ns`` and feed the turns. ``wait``: while the
+        call's pump group is open, the analysis may wait for the group's pass."""
         if t_ns > self._now_ns:
             self._now_ns = t_ns
         now = self._now_ns
@@ -512,11 +532,79 @@ class CallSession:
         caller = self._detectors[CALLER_TO_AGENT]
         agent = self._detectors[AGENT_TO_CALLER]
         if caller is not None and agent is not None:
-            advance_together(caller, now, agent, now + self._downstream_ns)  # (one numpy pass)
+            # The two directions' energies in one numpy pass, with other calls' while a
+            # group is open (then the rest waits for the group: finish_pump).
+            batches = prepare_together(caller, now, agent, now + self._downstream_ns)
+            if batches is not None:
+                self._due = (now, batches[0], batches[1])
+                group = self.pumps
+                if wait and group is not None and group.open:
+                    group.add(self)
+                    return
+                self._pump_alone()
+                return
         elif caller is not None:
             caller.advance(now)
         elif agent is not None:
             agent.advance(now + self._downstream_ns)
+        self._pumped(now)
+
+    @property
+    def pump_due(self) -> bool:
+        """A pump waits for its group's pass (:meth:`finish_pump`): the call's next input
+        should wait for it too (if it does not, the pump is finished alone first)."""
+        return self._due is not None
+
+    def pump_batches(self) -> tuple[Pcm, Pcm]:
+        """The waiting pump's caller and agent batches (whole frames)."""
+        assert self._due is not None
+        return self._due[1], self._due[2]
+
+    def pump_detector(self) -> SpeechDetector:
+        """The detector whose shape the waiting pump's batches have (both have it)."""
+        caller = self._detectors[CALLER_TO_AGENT]
+        assert caller is not None
+        return caller
+
+    def _pump_alone(self) -> None:
+        self.finish_pump(None)
+
+    def settle_pump(self, energies: tuple[tuple[F32, F32], tuple[F32, F32]] | None) -> None:
+        """:meth:`finish_pump`, never raising (a failure is the session's own: counted)."""
+        try:
+            self.finish_pump(energies)
+        except Exception:
+            self._own_failure()
+
+    def finish_pump(self, energies: tuple[tuple[F32, F32], tuple[F32, F32]] | None) -> None:
+        """Finish the waiting pump with its batches' energies (caller's, agent's: windows'
+        and frames' dB, from a group's pass), or (``None``) computing them itself. What
+        the pump would have done at once, in the same order: the same figures."""
+        due = self._due
+        if due is None:
+            return
+        self._due = None
+        now, usable_a, usable_b = due
+        caller = self._detectors[CALLER_TO_AGENT]
+        agent = self._detectors[AGENT_TO_CALLER]
+        assert caller is not None and agent is not None
+        if energies is None:
+            ea, eb = energies_together(caller, [usable_a, usable_b])
+        else:
+            ea, eb = energies
+        finish_together(
+            caller,
+            now,
+            agent,
+            now + self._downstream_ns,
+            (usable_a, ea[0], ea[1]),
+            (usable_b, eb[0], eb[1]),
+        )
+        self._pumped(now)
+
+    def _pumped(self, now: int) -> None:
+        caller = self._detectors[CALLER_TO_AGENT]
+        agent = self._detectors[AGENT_TO_CALLER]
         if (
             (caller is not None and caller.spurts)
             or (agent is not None and agent.spurts)
@@ -555,6 +643,8 @@ class CallSession:
         turns: list[Turn] = []
         if not self.measurement_disabled:
             try:
+                if self._due is not None:
+                    self._pump_alone()
                 self._pump(end_ns)
                 for det in self._detectors:
                     if det is not None:

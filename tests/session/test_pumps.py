@@ -1,0 +1,181 @@
+"""Many calls' pumps finished together (voxproxy/session/pumps.py), through the proxy's
+measurement queue: every call's receipt is the one it gets measured alone."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from collections.abc import Callable
+
+import pytest
+from support.spacekit import random_case, render_case
+
+from voxproxy.dialects import make_decoder
+from voxproxy.proxy.measuring import Item, MeasurementQueue
+from voxproxy.receipts.model import CloseInfo, Receipt
+from voxproxy.session import CallSession
+from voxproxy.session.batch import measure_queued
+from voxproxy.session.pumps import PumpGroup
+
+MS = 1_000_000
+
+
+class Call:
+    """What the proxy's CallContext is to the queue, around one session."""
+
+    def __init__(self, session: CallSession) -> None:
+        self.session = session
+        self.backlog: deque[Item] | None = None
+
+    @property
+    def pump_due(self) -> bool:
+        return self.session.pump_due
+
+    def measure_item(self, item: Item, shed: bool) -> None:
+        raise AssertionError("the queue measures a session's items in one call")
+
+    def measure_queued(
+        self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
+    ) -> int:
+        assert self.backlog is not None
+        shed, _ = measure_queued(self.session, self.backlog, limit, cpu_ns, stop_at, shed_before)
+        return shed
+
+    def backlog_drained(self) -> None:
+        pass
+
+    def give_up(self) -> None:
+        raise AssertionError("nothing is given up here")
+
+
+def _calls(seed: int, n: int) -> list[tuple[list[Item], int, int, str]]:
+    """``n`` calls of the space (wires, rates, voices, barge-ins, noise), each started at
+    its own time within the first 2 s: (items, start, end, dialect)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        call, dialect = render_case(random_case(rng))
+        off = rng.randrange(0, 2000) * MS + rng.randrange(0, MS)
+        items: list[Item] = [(d, p, t + off) for t, d, p in call.messages]
+        out.append((items, off, call.end_ns + off, dialect))
+    return out
+
+
+def _session(start: int, dialect: str) -> CallSession:
+    return CallSession(make_decoder(dialect), start, secret=b"pumps", link_id="pumps")
+
+
+def _close(session: CallSession, end: int) -> Receipt:
+    return session.close(end, "completed", CloseInfo(initiator="caller"))
+
+
+def _alone(calls: list[tuple[list[Item], int, int, str]]) -> list[Receipt]:
+    out = []
+    for items, start, end, dialect in calls:
+        session = _session(start, dialect)
+        for d, p, t in items:
+            session.on_message(d, p, t)  # type: ignore[arg-type]
+        out.append(_close(session, end))
+    return out
+
+
+def _grouped(
+    calls: list[tuple[list[Item], int, int, str]], cost: int
+) -> tuple[list[Receipt], PumpGroup, int]:
+    """Every call's messages queued as they arrive and measured in the queue's group
+    turns every 50 ms; ``cost``: fake CPU a clock reading advances (0: no budget is ever
+    spent; else turns stop at the budget and the rest waits for the next turn)."""
+    cpu = [0]
+
+    def cpu_ns() -> int:
+        cpu[0] += cost
+        return cpu[0]
+
+    later: list[Callable[[], None]] = []
+    soon: list[Callable[[], None]] = []
+    now = [0]
+    queue = MeasurementQueue(
+        group_ms=50.0,
+        budget_ms=0.25,
+        max_budget_ms=1.0,
+        shed_after_ms=1e9,  # nothing is shed: the figures must be the ones alone
+        max_backlog=1 << 30,
+        cpu_ns=cpu_ns,
+        loop_cpu_ns=lambda: cpu[0],
+        now_ns=lambda: now[0],
+        call_soon=soon.append,
+        call_later=lambda _s, fn: later.append(fn),
+    )
+    sessions = [_session(start, dialect) for _, start, _, dialect in calls]
+    wrapped = [Call(s) for s in sessions]
+    for s in sessions:
+        s.pumps = queue.pumps
+    arrivals = heapq.merge(
+        *[[(t, i, (d, p, t)) for d, p, t in items] for i, (items, _, _, _) in enumerate(calls)]
+    )
+    turns = 0
+    next_turn = 50 * MS
+    for t, i, item in arrivals:
+        while t >= next_turn:  # the loop's turns due before this message
+            now[0] = next_turn
+            todo = later + soon
+            later.clear()
+            soon.clear()
+            for fn in todo:
+                fn()
+            turns += 1
+            next_turn += 50 * MS
+        now[0] = t
+        queue.defer(wrapped[i], item)
+    queue.drain()
+    assert not any(s.pump_due for s in sessions)  # no pump is left waiting after a turn
+    ends = [end for _, _, end, _ in calls]
+    return [_close(s, end) for s, end in zip(sessions, ends, strict=True)], queue.pumps, turns
+
+
+@pytest.mark.parametrize("cost", [0, 20_000])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_pumps_finished_together_give_every_call_its_own_receipt(seed: int, cost: int) -> None:
+    calls = _calls(seed, 8)
+    alone = _alone(calls)
+    grouped, pumps, turns = _grouped(calls, cost)
+    # The group's pass did the work: many passes (the calls overlap for part of their
+    # time, on wires of different rates), each finishing two calls' pumps or more.
+    assert turns > 500
+    assert pumps.passes >= 50
+    assert pumps.pumps >= 2 * pumps.passes
+    for got, want in zip(grouped, alone, strict=True):
+        assert got.model_dump() == want.model_dump()
+    assert sum(t.ttfs_ms is not None for r in alone for t in r.turns) >= 8  # figures made
+
+
+def _waiting(start: int, dialect: str) -> CallSession:
+    """A session whose group is open and never runs: every pump waits for the call's
+    next input (or its close)."""
+    session = _session(start, dialect)
+    group = PumpGroup()
+    group.open = True
+    session.pumps = group
+    return session
+
+
+def test_a_call_given_input_while_its_pump_waits_finishes_it_alone_first() -> None:
+    (items, start, end, dialect), *_ = _calls(3, 1)
+    session = _waiting(start, dialect)
+    waited = []
+    for k, (d, p, t) in enumerate(items):
+        session.on_message(d, p, t)  # type: ignore[arg-type]
+        if session.pump_due:
+            waited.append(k)
+    assert len(waited) > 50
+    assert (
+        _close(session, end).model_dump() == _alone([(items, start, end, dialect)])[0].model_dump()
+    )
+    # Cut after a message that left a pump waiting: close() finishes it first.
+    cut = items[: waited[len(waited) // 2] + 1]
+    session = _waiting(start, dialect)
+    for d, p, t in cut:
+        session.on_message(d, p, t)  # type: ignore[arg-type]
+    assert session.pump_due
+    assert _close(session, end).model_dump() == _alone([(cut, start, end, dialect)])[0].model_dump()
