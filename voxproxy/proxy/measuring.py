@@ -21,9 +21,11 @@ a bound on that, and keeps the two kinds of work apart:
   message carried audio is known once it is measured: the call then tells the relay's
   idle timer (``CallObserver.last_media_s``). ``group_ms=0`` measures a message at once
   while the turn's budget lasts (the bullets below). While a group is measured, a call
-  whose pump falls due stops there, and once every call has measured up to its pump,
-  :attr:`MeasurementQueue.pumps` finishes them all with one numpy pass for their
-  energies (``session/pumps.py``: the same figures); then the calls go on.
+  whose pump falls due is *parked* there (its later messages wait with it, over turns
+  of the loop if the budget runs out), and once every call has measured up to its pump,
+  or ``PASS_PUMPS`` wait, :attr:`MeasurementQueue.pumps` makes their energies in one
+  numpy pass (``session/pumps.py``: the same figures); then the calls go on, each
+  finishing its pump first, within the budget.
 
 * Each turn of the loop measurement may spend a budget: ``budget_ms``, or a share of
   what forwarding took since the previous turn (``share`` times it, at most
@@ -98,6 +100,9 @@ YIELD_LAG_MS = 5.0  # a loop reading this late: measurement takes only its least
 # below the 500 ms at which it sheds.
 ADMIT_BEHIND_MS = 300.0
 DEFAULT_MAX_BACKLOG = 5000  # messages queued per call (50 s of 20 ms frames one way)
+# Parked pumps that make a pass without waiting for every call (a queue that never
+# empties, under overload, still passes its pumps on: none waits for long).
+PASS_PUMPS = 64
 
 # A queued item: (direction, payload, t_ns) for a message, (None, event, t_ns) for an
 # event from the event API. Its time is when it arrived (or was stamped).
@@ -214,6 +219,7 @@ class MeasurementQueue:
         # Grouped: the pumps that fall due while a turn measures, finished together (one
         # energies pass: session/pumps.py). Its calls are given it (CallSession.pumps).
         self.pumps = PumpGroup()
+        self._parked: list[Measured] = []  # calls whose pump waits for the pass
 
     # -- from the calls ------------------------------------------------------------------
 
@@ -295,8 +301,18 @@ class MeasurementQueue:
 
     def drain(self) -> None:
         """Measure everything queued, now (at shutdown: every call's receipt is owed)."""
-        while self._waiting:
+        while self._waiting or self._parked:
             self.run_turn(unbounded=True)
+
+    def _pass(
+        self, parked: list[Measured], waiting: deque[Measured], cpu: Callable[[], int], start: int
+    ) -> int:
+        """The parked calls' pumps' energies in one pass; the calls go on. Returns the
+        CPU spent in the turn so far."""
+        self.pumps.run()
+        waiting.extend(parked)
+        parked.clear()
+        return cpu() - start
 
     def run_turn(self, unbounded: bool = False) -> None:
         """One turn of the loop has passed: measure queued items within the budget."""
@@ -304,9 +320,10 @@ class MeasurementQueue:
         inline = self._inline_ns
         self._inline_ns = 0
         waiting = self._waiting
+        parked = self._parked
         loop_cpu: int | None = None
         budget = self.budget_ns
-        if waiting or unbounded or inline >= self.budget_ns:
+        if waiting or parked or unbounded or inline >= self.budget_ns:
             # What forwarding took since the last turn: the loop's CPU less measurement's.
             # Read only here: it is a system call, not a vDSO read like the clocks (0.4 us
             # in a tight loop, 2.6 us on average timed in the live proxy at 100 calls:
@@ -323,7 +340,7 @@ class MeasurementQueue:
                 budget = 1 << 62
         self._turn_budget_ns = budget
         self._spent_ns = 0
-        if not waiting:
+        if not waiting and not parked:
             self.oldest_ns = None
             self._turn_end_ns = loop_cpu
             return
@@ -334,11 +351,13 @@ class MeasurementQueue:
         shed_before = now - self.shed_after_ns
         oldest: int | None = None
         spent = 0
-        # A call whose pump falls due waits, its later items with it, until every call
-        # has measured up to its own pump: then the group's one pass finishes them all.
+        # A call whose pump falls due waits (parked), its later items with it, until every
+        # call has measured up to its own pump (or PASS_PUMPS wait): then the group's one
+        # pass makes their energies, and they go on.
         pumps = self.pumps
         pumps.open = bool(self.group_s)
-        parked: list[Measured] = []
+        if parked and not waiting:
+            spent = self._pass(parked, waiting, cpu, start)
         while waiting:  # at least one item a turn, however small the budget
             call = waiting.popleft()
             backlog = call.backlog
@@ -360,22 +379,19 @@ class MeasurementQueue:
             else:
                 call.backlog = None
                 call.backlog_drained()
-            if not waiting and parked:
-                pumps.run()
-                waiting.extend(parked)
-                parked.clear()
-                spent = cpu() - start
+            if parked and (not waiting or len(parked) >= PASS_PUMPS):
+                spent = self._pass(parked, waiting, cpu, start)
             if spent >= budget:
                 break
         pumps.open = False
-        if len(pumps):
-            pumps.run()
-            spent = cpu() - start
-        waiting.extend(parked)
+        for call in parked:  # (still waiting: its oldest item counts)
+            held = call.backlog
+            if held and (oldest is None or held[0][2] < oldest):
+                oldest = held[0][2]
         self._spent_ns = spent
         self._turn_end_ns = loop_cpu + spent
         self.oldest_ns = oldest
-        if waiting or (spent and not self.group_s):
+        if waiting or parked or (spent and not self.group_s):
             # The next turn measures the rest (after forwarding's turn), or just starts
             # afresh (measuring at once: the budget is spent).
             self._schedule()

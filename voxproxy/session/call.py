@@ -124,9 +124,11 @@ class CallSession:
         self._pump_interval_ns = PUMP_INTERVAL_MS * NS_PER_MS
         # Set by a shell that measures many calls in one turn (proxy/measuring.py): while
         # the group is open, a pump's analysis waits for the group's one energies pass
-        # (session/pumps.py). A pump waiting: (its time, caller batch, agent batch).
+        # (session/pumps.py). A pump waiting: (its time, caller batch, agent batch), and
+        # once the pass has run, their energies; the call's next input finishes it.
         self.pumps: PumpGroup | None = None
         self._due: tuple[int, Pcm, Pcm] | None = None
+        self._due_energies: tuple[tuple[F32, F32], tuple[F32, F32]] | None = None
         self.anomalies: Counter[str] = Counter()
         self.measurement_disabled = False
         self._messages = [0, 0]
@@ -169,7 +171,7 @@ class CallSession:
             self._wire.note(payload, strict=self.strict)
         try:
             if self._due is not None:
-                self._pump_alone()  # (its group did not run before this message)
+                self._finish_due()  # (its group did not run before this message)
             self._shedding = shed
             events = self.decoder.decode(direction, payload, t_ns)
             for ev in events:
@@ -213,7 +215,7 @@ class CallSession:
             return
         try:
             if self._due is not None:
-                self._pump_alone()
+                self._finish_due()
             self._handle(Audio(direction, pcm, sample_rate_hz, t_ns))
             if t_ns - self._last_pump_ns >= self._pump_interval_ns:
                 self._pump(t_ns)
@@ -226,7 +228,7 @@ class CallSession:
             return
         try:
             if self._due is not None:
-                self._pump_alone()
+                self._finish_due()
             self._handle(ev)
         except Exception:
             self._own_failure()
@@ -254,7 +256,7 @@ class CallSession:
             return
         try:
             if self._due is not None:
-                self._pump_alone()
+                self._finish_due()
             self._pump(t_ns)
         except Exception:
             self._own_failure()
@@ -262,7 +264,10 @@ class CallSession:
     def next_deadline(self) -> int | None:
         """When :meth:`advance` next has something to do, if nothing arrives before."""
         if self._due is not None:
-            self.settle_pump(None)
+            try:
+                self._finish_due()
+            except Exception:
+                self._own_failure()
         deadlines = [d.deadline_ns() for d in self._detectors if d is not None]
         cursor = self._playout.cursor_ns if self._playout is not None else None
         if cursor is not None and cursor > self._now_ns:
@@ -541,7 +546,7 @@ class CallSession:
                 if wait and group is not None and group.open:
                     group.add(self)
                     return
-                self._pump_alone()
+                self._finish_due()
                 return
         elif caller is not None:
             caller.advance(now)
@@ -551,9 +556,9 @@ class CallSession:
 
     @property
     def pump_due(self) -> bool:
-        """A pump waits for its group's pass (:meth:`finish_pump`): the call's next input
-        should wait for it too (if it does not, the pump is finished alone first)."""
-        return self._due is not None
+        """A pump waits for its group's pass: the call's next input should wait for it
+        too (if it does not, the pump is finished alone first, computing its energies)."""
+        return self._due is not None and self._due_energies is None
 
     def pump_batches(self) -> tuple[Pcm, Pcm]:
         """The waiting pump's caller and agent batches (whole frames)."""
@@ -566,20 +571,21 @@ class CallSession:
         assert caller is not None
         return caller
 
-    def _pump_alone(self) -> None:
-        self.finish_pump(None)
+    def pump_ready(self, energies: tuple[tuple[F32, F32], tuple[F32, F32]]) -> None:
+        """The group's pass made the waiting pump's batches' energies (caller's, agent's:
+        windows' and frames' dB): the call's next input finishes the pump with them."""
+        if self._due is not None:
+            self._due_energies = energies
 
-    def settle_pump(self, energies: tuple[tuple[F32, F32], tuple[F32, F32]] | None) -> None:
-        """:meth:`finish_pump`, never raising (a failure is the session's own: counted)."""
-        try:
-            self.finish_pump(energies)
-        except Exception:
-            self._own_failure()
+    def _finish_due(self) -> None:
+        energies = self._due_energies
+        self._due_energies = None
+        self.finish_pump(energies)
 
     def finish_pump(self, energies: tuple[tuple[F32, F32], tuple[F32, F32]] | None) -> None:
-        """Finish the waiting pump with its batches' energies (caller's, agent's: windows'
-        and frames' dB, from a group's pass), or (``None``) computing them itself. What
-        the pump would have done at once, in the same order: the same figures."""
+        """Finish the waiting pump with its batches' energies (from a group's pass), or
+        (``None``) computing them itself. What the pump would have done at once, in the
+        same order: the same figures."""
         due = self._due
         if due is None:
             return
@@ -644,7 +650,7 @@ class CallSession:
         if not self.measurement_disabled:
             try:
                 if self._due is not None:
-                    self._pump_alone()
+                    self._finish_due()
                 self._pump(end_ns)
                 for det in self._detectors:
                     if det is not None:

@@ -7,8 +7,10 @@ per-call work, paid again by every call. While the proxy's measurement queue mea
 group of calls' queued messages (``voxproxy/proxy/measuring.py``), it holds a
 :class:`PumpGroup` open: a call whose pump falls due hands its two batches to the group
 and stops there (its next messages wait for the pump: the queue visits the other calls);
-when every call has measured up to its pump, :meth:`PumpGroup.run` computes all the
-batches' energies in one pass per shape and finishes each call's pump with its own.
+when every call has measured up to its pump (or enough pumps wait), :meth:`PumpGroup.run`
+computes all the batches' energies in one pass per shape and hands each call its own; a
+call's next input finishes its pump with them (the walks stay in the queue's budgeted
+slices, call by call).
 
 The figures are the ones each pump gives alone: every operation of the pass is
 elementwise or per window, so each batch gets the values it had alone, and a pump's
@@ -46,9 +48,8 @@ class PumpGroup:
         return len(self._due)
 
     def run(self) -> None:
-        """Finish every waiting pump: one energies pass per batch shape. Never raises (a
-        call's failure is its own, counted by it; a failed pass leaves each call to
-        finish its pump alone)."""
+        """Make every waiting pump's energies: one pass per batch shape, each call handed
+        its own. Never raises (a failed pass leaves each call to compute its own)."""
         due = self._due
         if not due:
             return
@@ -73,11 +74,9 @@ class PumpGroup:
             try:
                 energies = energies_together(det, batches)
             except Exception:
-                for session in sessions:
-                    session.settle_pump(None)
-                continue
+                continue  # (each call computes its own when it goes on)
             if len(sessions) > 1:
                 self.passes += 1
                 self.pumps += len(sessions)
             for i, session in enumerate(sessions):
-                session.settle_pump((energies[2 * i], energies[2 * i + 1]))
+                session.pump_ready((energies[2 * i], energies[2 * i + 1]))
