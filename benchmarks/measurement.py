@@ -47,7 +47,6 @@ import json
 import pstats
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,11 +61,10 @@ from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction  # noqa: E402
-from voxproxy.proxy.measuring import Item, MeasurementQueue  # noqa: E402
+from voxproxy.proxy.measuring import MeasurementQueue, QueuedSession  # noqa: E402
 from voxproxy.receipts.model import CloseInfo  # noqa: E402
 from voxproxy.scripted import render, turn_taking_plans  # noqa: E402
 from voxproxy.session import CallSession  # noqa: E402
-from voxproxy.session.batch import measure_queued  # noqa: E402
 from voxproxy.timebase import NS_PER_MS as MS  # noqa: E402
 
 Message = tuple[int, Direction, str]
@@ -200,33 +198,6 @@ def _session_receipts(calls: list[Call], together: bool = False) -> list[str]:
     return out
 
 
-class _Queued:
-    """What the proxy's CallContext is to the measurement queue, around one session."""
-
-    def __init__(self, session: CallSession) -> None:
-        self.session = session
-        self.backlog: deque[Item] | None = None
-
-    @property
-    def pump_due(self) -> bool:
-        return self.session.pump_due
-
-    def measure_item(self, item: Item, shed: bool) -> None:
-        raise AssertionError("measured in batches")
-
-    def measure_queued(
-        self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
-    ) -> int:
-        assert self.backlog is not None
-        return measure_queued(self.session, self.backlog, limit, cpu_ns, stop_at, shed_before)[0]
-
-    def backlog_drained(self) -> None:
-        pass
-
-    def give_up(self) -> None:
-        raise AssertionError("nothing is given up offline")
-
-
 def _queued_receipts(calls: list[Call], pumps: bool) -> list[str]:
     """The calls all open at once, their messages queued as they arrive and measured in
     the queue's group turns every 50 ms of call time (no budget: a turn measures all
@@ -250,7 +221,7 @@ def _queued_receipts(calls: list[Call], pumps: bool) -> list[str]:
     if pumps:
         for s in sessions:
             s.pumps = queue.pumps
-    held = [_Queued(s) for s in sessions]
+    held = [QueuedSession(s) for s in sessions]
     streams = [[(t, i, d, p) for t, d, p in c.messages] for i, c in enumerate(calls)]
     next_turn = min(c.start_ns for c in calls) + 50 * MS
     for t, i, d, payload in heapq.merge(*streams):

@@ -5,48 +5,18 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections import deque
 from collections.abc import Callable
 
 import pytest
 from support.spacekit import random_case, render_case
 
 from voxproxy.dialects import make_decoder
-from voxproxy.proxy.measuring import Item, MeasurementQueue
+from voxproxy.proxy.measuring import Item, MeasurementQueue, QueuedSession
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import CallSession
-from voxproxy.session.batch import measure_queued
 from voxproxy.session.pumps import PumpGroup
 
 MS = 1_000_000
-
-
-class Call:
-    """What the proxy's CallContext is to the queue, around one session."""
-
-    def __init__(self, session: CallSession) -> None:
-        self.session = session
-        self.backlog: deque[Item] | None = None
-
-    @property
-    def pump_due(self) -> bool:
-        return self.session.pump_due
-
-    def measure_item(self, item: Item, shed: bool) -> None:
-        raise AssertionError("the queue measures a session's items in one call")
-
-    def measure_queued(
-        self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
-    ) -> int:
-        assert self.backlog is not None
-        shed, _ = measure_queued(self.session, self.backlog, limit, cpu_ns, stop_at, shed_before)
-        return shed
-
-    def backlog_drained(self) -> None:
-        pass
-
-    def give_up(self) -> None:
-        raise AssertionError("nothing is given up here")
 
 
 def _calls(seed: int, n: int) -> list[tuple[list[Item], int, int, str]]:
@@ -108,7 +78,7 @@ def _grouped(
         call_later=lambda _s, fn: later.append(fn),
     )
     sessions = [_session(start, dialect) for _, start, _, dialect in calls]
-    wrapped = [Call(s) for s in sessions]
+    wrapped = [QueuedSession(s) for s in sessions]
     for s in sessions:
         s.pumps = queue.pumps
     arrivals = heapq.merge(
