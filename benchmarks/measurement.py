@@ -25,8 +25,10 @@ their messages interleaved in time as a proxy carrying them sees them (every cal
 state in turn: the caches are colder than with one call).
 
 CPU is ``time.process_time`` (this process's CPU, not wall time), the best of
-``--repeat`` runs: other processes on the machine slow it far less than wall time, yet a
-busy machine still adds a few per cent (caches): compare the ratios within a run.
+``--repeat`` rounds, the stages interleaved in each: other processes on the machine slow
+it far less than wall time, yet a busy machine still adds a few per cent (caches), and on
+a noisy one far more: compare the ratios within a run, and the instruction counts
+(``benchmarks/instructions.py``) where they disagree.
 ``receipts_sha256`` digests every receipt (less its wall-clock ``started_at``): the same
 digest before and after a change means the same figures.
 
@@ -263,12 +265,19 @@ STAGES: dict[str, Callable[[list[Call]], None]] = {
 }
 
 
-def best_cpu(fn: Callable[[list[Call]], None], calls: list[Call], repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.process_time()
-        fn(calls)
-        best = min(best, time.process_time() - t0)
+def best_cpus(
+    stages: dict[str, Callable[[list[Call]], None]], calls: list[Call], repeat: int
+) -> dict[str, float]:
+    """Each stage's best CPU over ``repeat`` rounds, the stages interleaved (their order
+    reversed every other round): a machine whose speed drifts within the run, or a
+    stage that warms the caches for the next, favours none of them."""
+    best = dict.fromkeys(stages, float("inf"))
+    names = list(stages)
+    for r in range(repeat):
+        for name in names if r % 2 == 0 else names[::-1]:
+            t0 = time.process_time()
+            stages[name](calls)
+            best[name] = min(best[name], time.process_time() - t0)
     return best
 
 
@@ -327,7 +336,7 @@ def main() -> None:
         for pumps in (False, True):  # the proxy's way gives the same receipts
             if _queued_receipts(calls, pumps) != receipts:
                 raise SystemExit(f"{name}: the queued receipts differ (pumps together: {pumps})")
-        us = {st: best_cpu(fn, calls, args.repeat) / n * 1e6 for st, fn in STAGES.items()}
+        us = {st: cpu / n * 1e6 for st, cpu in best_cpus(STAGES, calls, args.repeat).items()}
         rows.append(
             {
                 "workload": name,
