@@ -16,6 +16,8 @@ from voxproxy.loadgen.scenario import find_scenario, load_scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 
 SECRET = b"load-test"
+# Why a live run on a loaded machine may withhold a figure (receipts/model.py).
+BUSY_MACHINE = ("clock_lag", "measurement_shed")
 
 
 async def _run(
@@ -55,7 +57,16 @@ async def test_load_run_writes_results_summary_and_report(tmp_path: Path) -> Non
     assert barge["truth"]["stop_latency_ms"] is not None
     assert barge["proxy"]["stop_latency_ms"] is not None
     assert abs(barge["diff"]["stop_latency_ms"]) <= 30
-    assert all(abs(t["diff"]["ttfs_ms"]) <= 30 for t in inter["turns"])
+    # Every turn's figure within 30 ms of the truth, or withheld for what a busy machine
+    # does to a live run (the proxy's clock readings ran late near its edges, or its
+    # measurement was shed): never a wrong figure, never one silently missing.
+    for t in inter["turns"]:
+        proxy = t["proxy"]
+        assert proxy is not None, t
+        if proxy["ttfs_ms"] is None:
+            assert proxy["reason"] in BUSY_MACHINE, t
+        else:
+            assert abs(t["diff"]["ttfs_ms"]) <= 30, t
     # A cough and a door: the agent kept talking and the proxy did not count a barge-in.
     assert [n["agent_yielded"] for n in noise["noises"]] == [False, False]
     assert all(n["proxy_judged_correctly"] for n in noise["noises"])

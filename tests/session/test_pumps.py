@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -148,3 +149,43 @@ def test_a_call_given_input_while_its_pump_waits_finishes_it_alone_first() -> No
         session.on_message(d, p, t)  # type: ignore[arg-type]
     assert session.pump_due
     assert _close(session, end).model_dump() == _alone([(cut, start, end, dialect)])[0].model_dump()
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_a_pump_due_on_a_calls_last_queued_item_is_passed_in_the_same_turn(seed: int) -> None:
+    # One call, one message queued per turn: every pump falls due on the last item the
+    # call has queued. The turn still passes it (the call waits parked, with nothing
+    # queued), so the group never holds a session past a turn, and a session nothing else
+    # refers to is freed at once (the proxy's calls are).
+    (items, start, end, dialect), *_ = _calls(seed, 1)
+    soon: list[Callable[[], None]] = []
+    queue = MeasurementQueue(
+        group_ms=50.0,
+        budget_ms=0.25,
+        max_budget_ms=1.0,
+        shed_after_ms=1e9,
+        max_backlog=1 << 30,
+        cpu_ns=lambda: 0,
+        loop_cpu_ns=lambda: 0,
+        now_ns=lambda: 0,
+        call_soon=soon.append,
+        call_later=lambda _s, fn: soon.append(fn),
+    )
+    session = _session(start, dialect)
+    session.pumps = queue.pumps
+    call = QueuedSession(session)
+    fell_due = 0
+    for item in items:
+        queue.defer(call, item)
+        while soon:
+            soon.pop(0)()
+        fell_due += session._due is not None
+        assert len(queue.pumps) == 0
+        assert call.backlog is None  # drained: nothing waits for a later turn
+    assert queue.pumps.passes == 0  # (one call: each pass finished one pump)
+    assert fell_due > 50  # pumps the group made the energies of, waiting for input
+    got = _close(session, end)
+    assert got.model_dump() == _alone([(items, start, end, dialect)])[0].model_dump()
+    del call
+    # Held by this function's name and getrefcount's argument: nothing else.
+    assert sys.getrefcount(session) == 2

@@ -410,11 +410,12 @@ class MeasurementQueue:
                 self.shed += call.measure_queued(_ITEMS_PER_VISIT, cpu, start + budget, shed_before)
                 self.queued -= before - len(backlog)
                 spent = cpu() - start
-            if call.backlog:
-                if call.pump_due:
-                    parked.append(call)
-                else:
-                    waiting.append(call)
+            if call.pump_due:
+                # Parked even when nothing else is queued: the group holds its session
+                # until the pass, which must come (and its end waits for its pump).
+                parked.append(call)
+            elif call.backlog:
+                waiting.append(call)
             else:
                 call.backlog = None
                 call.backlog_drained()
