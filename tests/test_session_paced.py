@@ -145,4 +145,4 @@ def test_agent_audio_is_heard_on_arrival_not_queued() -> None:
         session.on_audio(AGENT_TO_CALLER, tone, 16000, at)
         session.advance(at)
     assert session._playout is None  # no playout model on a paced transport
-    assert session._agent_end_ns == times[-1] + 20_000_000
+    assert session.hearing.arrival_end_ns == times[-1] + 20_000_000

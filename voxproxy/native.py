@@ -50,6 +50,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.session.call",
     "voxproxy.session.batch",
     "voxproxy.session.pumps",
+    "voxproxy.session.hearing",
     "voxproxy.proxy.measuring",
     "voxproxy.session.ordering",
     "voxproxy.session.marks",

@@ -8,14 +8,16 @@ import random
 import sys
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 from support.spacekit import random_case, render_case
 
+from voxproxy.analysis.vad import SpeechDetector
 from voxproxy.dialects import make_decoder
 from voxproxy.proxy.measuring import Item, MeasurementQueue, QueuedSession
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import CallSession
-from voxproxy.session.pumps import PumpGroup
+from voxproxy.session.pumps import PumpGroup, WaitingPump
 
 MS = 1_000_000
 
@@ -189,3 +191,28 @@ def test_a_pump_due_on_a_calls_last_queued_item_is_passed_in_the_same_turn(seed:
     del call
     # Held by this function's name and getrefcount's argument: nothing else.
     assert sys.getrefcount(session) == 2
+
+
+def test_a_pass_that_fails_leaves_each_pump_to_its_call() -> None:
+    # Batches that are not whole frames: the pass cannot make their energies. Each pump
+    # still leaves the group passed (its call, parked for it, goes on and finishes the
+    # pump alone), and a pump finished alone meanwhile is skipped.
+    det = SpeechDetector(8000)
+    odd = np.zeros(7, dtype=np.int16)
+    failed = WaitingPump(0, odd, odd, det)
+    done = WaitingPump(0, odd, odd, det)
+    done.finished = True
+    group = PumpGroup()
+    group.add(failed)
+    group.add(done)
+    group.run()
+    assert len(group) == 0
+    assert failed.passed and failed.energies is None
+    assert done.passed and done.energies is None
+    assert (group.passes, group.pumps) == (0, 0)
+    # Whole frames: the same pass makes them.
+    whole = np.zeros(det._frame * 5, dtype=np.int16)
+    good = WaitingPump(0, whole, whole, det)
+    group.add(good)
+    group.run()
+    assert good.passed and good.energies is not None

@@ -3,7 +3,8 @@
 The per-message path lives here: ``on_message`` -> the decoder -> ``_handle`` ->
 ``_audio`` (caller audio to its detector; agent audio onto the playout timeline) and
 the marks, flushes and stream events; every ``PUMP_INTERVAL_MS`` of call time ``_pump``
-releases played audio to the agent's detector, advances both detectors and feeds the
+releases played audio to the agent's detector (``hearing``), advances both detectors
+(with other calls' in one energies pass when a group is open: ``pumps``) and feeds the
 finished spurts and flushes below the watermark to the turn machine (``ordering``). ``close``
 settles everything and hands over to :func:`~voxproxy.session.receipt.build_receipt`.
 """
@@ -14,9 +15,6 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-import numpy as np
-
-from voxproxy.analysis.energies import F32
 from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.together import energies_together, finish_together, prepare_together
 from voxproxy.analysis.vad import SpeechDetector
@@ -51,8 +49,10 @@ from voxproxy.session.config import (
     SessionConfig,
 )
 from voxproxy.session.evidence import Evidence
+from voxproxy.session.hearing import AgentHearing
 from voxproxy.session.marks import Items, Marks
 from voxproxy.session.ordering import feed_turns, watermark
+from voxproxy.session.pumps import PumpGroup, WaitingPump
 from voxproxy.session.receipt import build_receipt
 from voxproxy.session.stages import MAX_STAGE_MARKS
 from voxproxy.session.wire import WIRE_SAMPLE, WireCheck
@@ -61,9 +61,7 @@ from voxproxy.turns import FlushMark, Turn, TurnMachine
 
 if TYPE_CHECKING:  # annotations only
     from voxproxy.events import Direction, Event, Pcm
-    from voxproxy.session.pumps import PumpGroup
 
-_FILL_GAP_NS = 100 * NS_PER_MS  # playout gaps up to this long reach the detector as silence
 _CALLER_AHEAD_NS = int(CALLER_AHEAD_TOLERANCE_MS * NS_PER_MS)
 
 
@@ -101,8 +99,6 @@ class CallSession:
         self._evidence = Evidence(cfg.vad, cfg.max_uncertainty_ms, clock_lag)
         self._shedding = False  # the message being handled is to be shed
         self._caller_break = False  # caller audio was shed: the next push starts afresh
-        self._agent_unanalysed_ns = 0  # agent audio that played without its samples kept
-        self._agent_skipped = False  # the agent detector's last audio was before such a span
         self.decoder = decoder
         self.start_ns = start_ns
         self._secret = secret
@@ -113,8 +109,9 @@ class CallSession:
         self._detectors: list[SpeechDetector | None] = [None, None]
         self._playout: Playout | None = None
         self._paced = cfg.agent_playout == "arrival"
-        self._agent_end_ns: int | None = None  # paced: end of the last agent chunk heard
         self._downstream_ns = int(cfg.downstream_offset_ms * NS_PER_MS)
+        # What the caller hears of the agent, handed to the agent's detector.
+        self.hearing = AgentHearing(self._evidence, start_ns + self._downstream_ns)
         # Not strict, even in a strict session: a burst of caller audio after a stall of the
         # caller's network covers time the watermark has passed (counted in late_inputs).
         self.turns = TurnMachine(cfg.turns, strict=False)
@@ -124,11 +121,10 @@ class CallSession:
         self._pump_interval_ns = PUMP_INTERVAL_MS * NS_PER_MS
         # Set by a shell that measures many calls in one turn (proxy/measuring.py): while
         # the group is open, a pump's analysis waits for the group's one energies pass
-        # (session/pumps.py). A pump waiting: (its time, caller batch, agent batch), and
-        # once the pass has run, their energies; the call's next input finishes it.
+        # (session/pumps.py). A pump waiting (its energies made once the pass has run):
+        # the call's next input finishes it.
         self.pumps: PumpGroup | None = None
-        self._due: tuple[int, Pcm, Pcm] | None = None
-        self._due_energies: tuple[tuple[F32, F32], tuple[F32, F32]] | None = None
+        self._due: WaitingPump | None = None
         self.anomalies: Counter[str] = Counter()
         self.measurement_disabled = False
         self._messages = [0, 0]
@@ -171,7 +167,7 @@ class CallSession:
             self._wire.note(payload, strict=self.strict)
         try:
             if self._due is not None:
-                self._finish_due()  # (its group did not run before this message)
+                self.finish_pump()  # (its group did not run before this message)
             self._shedding = shed
             events = self.decoder.decode(direction, payload, t_ns)
             for ev in events:
@@ -215,7 +211,7 @@ class CallSession:
             return
         try:
             if self._due is not None:
-                self._finish_due()
+                self.finish_pump()
             self._handle(Audio(direction, pcm, sample_rate_hz, t_ns))
             if t_ns - self._last_pump_ns >= self._pump_interval_ns:
                 self._pump(t_ns)
@@ -228,7 +224,7 @@ class CallSession:
             return
         try:
             if self._due is not None:
-                self._finish_due()
+                self.finish_pump()
             self._handle(ev)
         except Exception:
             self._own_failure()
@@ -256,7 +252,7 @@ class CallSession:
             return
         try:
             if self._due is not None:
-                self._finish_due()
+                self.finish_pump()
             self._pump(t_ns)
         except Exception:
             self._own_failure()
@@ -265,7 +261,7 @@ class CallSession:
         """When :meth:`advance` next has something to do, if nothing arrives before."""
         if self._due is not None:
             try:
-                self._finish_due()
+                self.finish_pump()
             except Exception:
                 self._own_failure()
         deadlines = [d.deadline_ns() for d in self._detectors if d is not None]
@@ -426,23 +422,10 @@ class CallSession:
             self._caller_break = False
 
     def _agent_on_arrival(self, pcm: Pcm, rate: int, t_ns: int) -> None:
-        """Paced agent audio: audible from its arrival (MEASUREMENT.md 3, the identity).
-
-        Each chunk is anchored at its own arrival, so jitter never accumulates; a pause
-        in arrivals up to ``_FILL_GAP_NS`` is heard as that much silence, a longer one
-        starts a new stretch."""
+        """Paced agent audio: audible from its arrival (``hearing.on_arrival``)."""
         det = self._detectors[AGENT_TO_CALLER]
-        if det is None or not pcm.size:
-            return
-        start = t_ns + self._downstream_ns
-        end = self._agent_end_ns
-        continuous = end is not None and start - end <= _FILL_GAP_NS
-        if end is not None and 0 < start - end <= _FILL_GAP_NS:
-            det.push(np.zeros((start - end) * rate // 1_000_000_000, dtype=np.int16), end)
-        elif not continuous:
-            self._heard_silence(det, end, start)
-        det.push(pcm, start, continuous=continuous)
-        self._agent_end_ns = start + pcm.size * 1_000_000_000 // rate
+        if det is not None and pcm.size:
+            self.hearing.on_arrival(det, pcm, rate, t_ns + self._downstream_ns)
 
     def _flush(self, ev: Flush) -> None:
         if ev.claimed_played_ms is not None:
@@ -450,7 +433,8 @@ class CallSession:
         self._flush_count += 1
         if self._playout is None:
             t = ev.t_ns + self._downstream_ns
-            cut = self._paced and self._agent_end_ns is not None and self._agent_end_ns > t
+            end = self.hearing.arrival_end_ns
+            cut = self._paced and end is not None and end > t
             self._flush_queue.append(FlushMark(t, cut))
             if cut:
                 self._cut_answer(t)
@@ -478,47 +462,11 @@ class CallSession:
     # -- time ------------------------------------------------------------------------------
 
     def _release(self, t_ns: int) -> None:
+        """Hand the agent's detector what has played up to ``t_ns`` (as the caller hears it)."""
         playout = self._playout
         det = self._detectors[AGENT_TO_CALLER]
-        if playout is None or det is None:
-            return
-        end = playout.audible_until_ns
-        rate = playout.sample_rate_hz
-        for piece in playout.release(t_ns + self._downstream_ns):
-            if piece.pcm is None:
-                # It played, but too far ahead of real time for its samples to be kept: the
-                # detector hears nothing of it (neither audio nor silence).
-                piece_end = piece.start_ns + piece.duration_ns
-                self._agent_unanalysed_ns += piece.duration_ns
-                self._evidence.note_unheard(AGENT_TO_CALLER, piece.start_ns, piece_end)
-                self._agent_skipped = True
-                end = piece_end
-                continue
-            continuous = piece.continuous
-            if self._agent_skipped:
-                # After an unheard span the detector starts afresh; a pause after the span
-                # was silence that the caller heard.
-                self._agent_skipped = False
-                if end is not None and piece.start_ns > end:
-                    det.note_silence(piece.start_ns - end)
-                continuous = False
-            elif not continuous and end is not None and 0 < piece.start_ns - end <= _FILL_GAP_NS:
-                # A short underrun (audio paced in real time, arriving with jitter): the far
-                # end played silence that long, so the detector hears exactly that.
-                gap = np.zeros((piece.start_ns - end) * rate // 1_000_000_000, dtype=np.int16)
-                det.push(gap, end, continuous=True)
-                continuous = True
-            elif not continuous:
-                self._heard_silence(det, end, piece.start_ns)
-            det.push(piece.pcm, piece.start_ns, continuous=continuous)
-            end = piece.start_ns + piece.pcm.size * 1_000_000_000 // rate
-
-    def _heard_silence(self, det: SpeechDetector, end_ns: int | None, start_ns: int) -> None:
-        """Nothing played from ``end_ns`` (the call's start, before any agent audio) to
-        ``start_ns``: the caller heard silence, and so does the detector (MEASUREMENT.md 2:
-        what the detector hears is what the listener hears), without a frame of work."""
-        since = self.start_ns + self._downstream_ns if end_ns is None else end_ns
-        det.note_silence(start_ns - since)
+        if playout is not None and det is not None:
+            self.hearing.release(playout, det, t_ns + self._downstream_ns)
 
     def _pump(self, t_ns: int, wait: bool = False) -> None:
         """Advance the detectors to ``t_ns`` and feed the turns. ``wait``: while the
@@ -541,12 +489,12 @@ class CallSession:
             # group is open (then the rest waits for the group: finish_pump).
             batches = prepare_together(caller, now, agent, now + self._downstream_ns)
             if batches is not None:
-                self._due = (now, batches[0], batches[1])
+                self._due = pump = WaitingPump(now, batches[0], batches[1], caller)
                 group = self.pumps
                 if wait and group is not None and group.open:
-                    group.add(self)
+                    group.add(pump)
                     return
-                self._finish_due()
+                self.finish_pump()
                 return
         elif caller is not None:
             caller.advance(now)
@@ -558,44 +506,25 @@ class CallSession:
     def pump_due(self) -> bool:
         """A pump waits for its group's pass: the call's next input should wait for it
         too (if it does not, the pump is finished alone first, computing its energies)."""
-        return self._due is not None and self._due_energies is None
+        due = self._due
+        return due is not None and not due.passed
 
-    def pump_batches(self) -> tuple[Pcm, Pcm]:
-        """The waiting pump's caller and agent batches (whole frames)."""
-        assert self._due is not None
-        return self._due[1], self._due[2]
-
-    def pump_detector(self) -> SpeechDetector:
-        """The detector whose shape the waiting pump's batches have (both have it)."""
-        caller = self._detectors[CALLER_TO_AGENT]
-        assert caller is not None
-        return caller
-
-    def pump_ready(self, energies: tuple[tuple[F32, F32], tuple[F32, F32]]) -> None:
-        """The group's pass made the waiting pump's batches' energies (caller's, agent's:
-        windows' and frames' dB): the call's next input finishes the pump with them."""
-        if self._due is not None:
-            self._due_energies = energies
-
-    def _finish_due(self) -> None:
-        energies = self._due_energies
-        self._due_energies = None
-        self.finish_pump(energies)
-
-    def finish_pump(self, energies: tuple[tuple[F32, F32], tuple[F32, F32]] | None) -> None:
-        """Finish the waiting pump with its batches' energies (from a group's pass), or
-        (``None``) computing them itself. What the pump would have done at once, in the
-        same order: the same figures."""
+    def finish_pump(self) -> None:
+        """Finish the waiting pump with its batches' energies (made by a group's pass, or
+        else now). What the pump would have done at once, in the same order: the same
+        figures."""
         due = self._due
         if due is None:
             return
         self._due = None
-        now, usable_a, usable_b = due
+        due.finished = True
+        now = due.now
         caller = self._detectors[CALLER_TO_AGENT]
         agent = self._detectors[AGENT_TO_CALLER]
         assert caller is not None and agent is not None
+        energies = due.energies
         if energies is None:
-            ea, eb = energies_together(caller, [usable_a, usable_b])
+            ea, eb = energies_together(caller, [due.caller, due.agent])
         else:
             ea, eb = energies
         finish_together(
@@ -603,8 +532,8 @@ class CallSession:
             now,
             agent,
             now + self._downstream_ns,
-            (usable_a, ea[0], ea[1]),
-            (usable_b, eb[0], eb[1]),
+            (due.caller, ea[0], ea[1]),
+            (due.agent, eb[0], eb[1]),
         )
         self._pumped(now)
 
@@ -650,7 +579,7 @@ class CallSession:
         if not self.measurement_disabled:
             try:
                 if self._due is not None:
-                    self._finish_due()
+                    self.finish_pump()
                 self._pump(end_ns)
                 for det in self._detectors:
                     if det is not None:

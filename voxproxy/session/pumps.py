@@ -10,7 +10,8 @@ and stops there (its next messages wait for the pump: the queue visits the other
 when every call has measured up to its pump (or enough pumps wait), :meth:`PumpGroup.run`
 computes all the batches' energies in one pass per shape and hands each call its own; a
 call's next input finishes its pump with them (the walks stay in the queue's budgeted
-slices, call by call).
+slices, call by call). The group holds the pumps (:class:`WaitingPump`), not the calls:
+a call that ends while its pump waits is freed with it.
 
 The figures are the ones each pump gives alone: every operation of the pass is
 elementwise or per window, so each batch gets the values it had alone, and a pump's
@@ -25,10 +26,28 @@ from typing import TYPE_CHECKING
 
 from voxproxy.analysis.together import energies_together
 
-if TYPE_CHECKING:  # annotations only (the session module imports this one's name)
+if TYPE_CHECKING:  # annotations only
+    from voxproxy.analysis.energies import F32
     from voxproxy.analysis.vad import SpeechDetector
     from voxproxy.events import Pcm
-    from voxproxy.session.call import CallSession
+
+
+class WaitingPump:
+    """A call's pump whose analysis waits for its group's pass: its time, its two
+    directions' batches (whole frames, of ``detector``'s shape), and, once the pass has
+    run, their energies (caller's, agent's: windows' and frames' dB). The group holds
+    these, never the call."""
+
+    def __init__(self, now: int, caller: Pcm, agent: Pcm, detector: SpeechDetector) -> None:
+        self.now = now
+        self.caller = caller
+        self.agent = agent
+        self.detector = detector
+        self.energies: tuple[tuple[F32, F32], tuple[F32, F32]] | None = None
+        # A pass took it (its energies made, or, if the pass failed, left to the call):
+        # it waits no more, so a call parked for it goes on.
+        self.passed = False
+        self.finished = False  # (finished alone meanwhile: the pass skips it)
 
 
 class PumpGroup:
@@ -37,12 +56,12 @@ class PumpGroup:
 
     def __init__(self) -> None:
         self.open = False
-        self._due: list[CallSession] = []
-        self.passes = 0  # passes that finished more than one call's pump
-        self.pumps = 0  # pumps finished by a pass
+        self._due: list[WaitingPump] = []
+        self.passes = 0  # passes that made more than one call's pump's energies
+        self.pumps = 0  # pumps whose energies a pass made
 
-    def add(self, session: CallSession) -> None:
-        self._due.append(session)
+    def add(self, pump: WaitingPump) -> None:
+        self._due.append(pump)
 
     def __len__(self) -> int:
         return len(self._due)
@@ -54,29 +73,28 @@ class PumpGroup:
         if not due:
             return
         self._due = []
-        shapes: dict[tuple[int, int], tuple[SpeechDetector, list[CallSession]]] = {}
-        for session in due:
-            if not session.pump_due:  # (finished alone meanwhile)
+        shapes: dict[tuple[int, int], tuple[SpeechDetector, list[WaitingPump]]] = {}
+        for pump in due:
+            pump.passed = True
+            if pump.finished:
                 continue
-            det = session.pump_detector()
-            shape = det.energy_shape
+            shape = pump.detector.energy_shape
             found = shapes.get(shape)
             if found is None:
-                shapes[shape] = (det, [session])
+                shapes[shape] = (pump.detector, [pump])
             else:
-                found[1].append(session)
-        for det, sessions in shapes.values():
+                found[1].append(pump)
+        for det, pumps in shapes.values():
             batches: list[Pcm] = []
-            for session in sessions:
-                caller, agent = session.pump_batches()
-                batches.append(caller)
-                batches.append(agent)
+            for pump in pumps:
+                batches.append(pump.caller)
+                batches.append(pump.agent)
             try:
                 energies = energies_together(det, batches)
             except Exception:
                 continue  # (each call computes its own when it goes on)
-            if len(sessions) > 1:
+            if len(pumps) > 1:
                 self.passes += 1
-                self.pumps += len(sessions)
-            for i, session in enumerate(sessions):
-                session.pump_ready((energies[2 * i], energies[2 * i + 1]))
+                self.pumps += len(pumps)
+            for i, pump in enumerate(pumps):
+                pump.energies = (energies[2 * i], energies[2 * i + 1])

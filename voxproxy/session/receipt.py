@@ -178,7 +178,7 @@ def _traffic(s: CallSession) -> Traffic:
         agent_audio_ms=_ms(s._audio_ns[1]) or 0.0,
         agent_audio_dropped_ms=_ms(playout.dropped_ns if playout else 0) or 0.0,
         caller_audio_unanalysed_ms=_ms(s._caller_unanalysed_ns) or 0.0,
-        agent_audio_unanalysed_ms=_ms(s._agent_unanalysed_ns) or 0.0,
+        agent_audio_unanalysed_ms=_ms(s.hearing.unanalysed_ns) or 0.0,
     )
 
 
