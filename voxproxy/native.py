@@ -51,6 +51,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.session.batch",
     "voxproxy.session.pumps",
     "voxproxy.session.hearing",
+    "voxproxy.session.intake",
     "voxproxy.proxy.measuring",
     "voxproxy.session.ordering",
     "voxproxy.session.marks",

@@ -40,7 +40,6 @@ from voxproxy.events import (
 from voxproxy.ids import keyed_hash
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session.config import (
-    CALLER_AHEAD_TOLERANCE_MS,
     MAX_MEASUREMENT_ERRORS,
     MAX_RATE_HZ,
     MAX_TOOL_EVENTS,
@@ -50,6 +49,7 @@ from voxproxy.session.config import (
 )
 from voxproxy.session.evidence import Evidence
 from voxproxy.session.hearing import AgentHearing
+from voxproxy.session.intake import CallerIntake
 from voxproxy.session.marks import Items, Marks
 from voxproxy.session.ordering import feed_turns, watermark
 from voxproxy.session.pumps import PumpGroup, WaitingPump
@@ -61,8 +61,6 @@ from voxproxy.turns import FlushMark, Turn, TurnMachine
 
 if TYPE_CHECKING:  # annotations only
     from voxproxy.events import Direction, Event, Pcm
-
-_CALLER_AHEAD_NS = int(CALLER_AHEAD_TOLERANCE_MS * NS_PER_MS)
 
 
 class CallSession:
@@ -98,7 +96,6 @@ class CallSession:
         # What each figure's edges rest on (never-quiet, unheard and shed spans, noise).
         self._evidence = Evidence(cfg.vad, cfg.max_uncertainty_ms, clock_lag)
         self._shedding = False  # the message being handled is to be shed
-        self._caller_break = False  # caller audio was shed: the next push starts afresh
         self.decoder = decoder
         self.start_ns = start_ns
         self._secret = secret
@@ -131,10 +128,8 @@ class CallSession:
         self._wire = WireCheck()  # what the caller's first messages look like
         self._bytes = [0, 0]
         self._audio_ns = [0, 0]
-        self._caller_chunk_ns: deque[int] = deque(maxlen=256)
-        self._caller_analysed_ns = 0  # caller audio handed to analysis (bounded by real time)
-        self._caller_unanalysed_ns = 0  # caller audio too far ahead of real time to analyse
-        self._max_caller_chunk_ns = 20 * NS_PER_MS
+        # The caller's audio kept to real time on its way to its detector.
+        self.intake = CallerIntake(start_ns, self.anomalies, self._evidence)
         self._marks = Marks(self.anomalies)  # agent marks awaiting their echo
         self._flush_count = 0
         self.dtmf = 0
@@ -345,7 +340,9 @@ class CallSession:
             self._shed_audio(ev, dur)
             return
         if direction is CALLER_TO_AGENT:
-            self._caller_audio(pcm, rate, t_ns, conv, dur)
+            det = self._detectors[CALLER_TO_AGENT]
+            assert det is not None
+            self.intake.take(det, pcm, rate, t_ns, conv, dur)
             return
         out_rate = conv.out_rate_hz
         if conv.in_rate_hz != out_rate:
@@ -366,60 +363,16 @@ class CallSession:
     def _shed_audio(self, ev: Audio, dur: int) -> None:
         """Audio whose analysis was shed: its span is kept (caller: the time it covers;
         agent: its place on the playout timeline, which stays exact), its samples not."""
-        self.anomalies[AnomalyKind.MEASUREMENT_SHED.value] += 1
         if ev.direction is CALLER_TO_AGENT:
-            self._caller_chunk_ns.append(dur)
-            self._caller_analysed_ns += dur  # its share of real time is spent all the same
-            self._caller_unanalysed_ns += dur
-            self._evidence.note_shed(CALLER_TO_AGENT, ev.t_ns - dur, ev.t_ns)
-            self._caller_break = True  # the detector does not walk across what it missed
+            self.intake.shed(ev.t_ns, dur)
             return
+        self.anomalies[AnomalyKind.MEASUREMENT_SHED.value] += 1
         playout = self._playout
         assert playout is not None
         start = playout.add_span(dur, ev.t_ns)
         self._evidence.note_shed(AGENT_TO_CALLER, start, start + dur)
         if ev.item_id is not None:
             self._items.note(ev.item_id, start, dur)
-
-    def _caller_audio(self, src: Pcm, rate: int, t_ns: int, conv: Converter, dur: int) -> None:
-        """Caller audio is analysed only as far as it keeps to real time.
-
-        A caller cannot have captured more audio than the time since the call started
-        (MEASUREMENT.md 1: a frame arriving at ``t`` covers ``[t - d, t]``). Audio that
-        runs further ahead than :data:`CALLER_AHEAD_TOLERANCE_MS` (jitter and a burst
-        after a network stall stay within it) is counted (``caller_audio_ahead``,
-        ``caller_audio_unanalysed_ms``) but not analysed: the analysis a caller can ask
-        for stays within real time, and a message's within what is still due. Of a
-        message that overruns, its most recent part (ending at ``t``) is analysed."""
-        self._caller_chunk_ns.append(dur)
-        det = self._detectors[CALLER_TO_AGENT]
-        assert det is not None
-        size = src.size
-        budget = t_ns - self.start_ns + _CALLER_AHEAD_NS - self._caller_analysed_ns
-        keep = min(size, max(0, budget) * rate // 1_000_000_000)
-        if keep < size:
-            self.anomalies[AnomalyKind.CALLER_AUDIO_AHEAD.value] += 1
-            self._caller_unanalysed_ns += dur - keep * 1_000_000_000 // rate
-            src = src[size - keep :]
-            splice = t_ns - keep * 1_000_000_000 // rate
-            self._evidence.note_unheard(
-                CALLER_TO_AGENT, splice, splice
-            )  # what came before is unheard
-        kept_ns = dur if keep == size else keep * 1_000_000_000 // rate
-        self._caller_analysed_ns += kept_ns
-        if kept_ns > self._max_caller_chunk_ns:
-            self._max_caller_chunk_ns = kept_ns
-        if conv.in_rate_hz == conv.out_rate_hz:  # the detector's rate: as it is
-            if keep:
-                # A captured frame of duration d that arrives at t covers [t - d, t].
-                det.push(src, t_ns - kept_ns, continuous=not self._caller_break)
-                self._caller_break = False
-            return
-        pcm = conv.convert(src)
-        if pcm.size:
-            out_dur = pcm.size * 1_000_000_000 // conv.out_rate_hz
-            det.push(pcm, t_ns - out_dur, continuous=not self._caller_break)
-            self._caller_break = False
 
     def _agent_on_arrival(self, pcm: Pcm, rate: int, t_ns: int) -> None:
         """Paced agent audio: audible from its arrival (``hearing.on_arrival``)."""
@@ -549,7 +502,7 @@ class CallSession:
 
     def _watermark(self, now: int) -> int:
         """Nothing that starts before this time can still appear."""
-        return watermark(now, self._max_caller_chunk_ns, self.config.vad, self._detectors)
+        return watermark(now, self.intake.max_chunk_ns, self.config.vad, self._detectors)
 
     def _feed_turns(self, up_to: int) -> None:
         self.caller_noise_events += feed_turns(

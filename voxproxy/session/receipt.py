@@ -90,7 +90,7 @@ def build_receipt(
         terminal=terminal,
         close=close,
         upstream_connect_ms=rel(s.upstream_connected_ns),
-        settings=_settings(cfg, s._caller_chunk_ns),
+        settings=_settings(cfg, s.intake.chunk_ns),
         summary=_summary(s, records),
         turns=records,
         marks=_mark_check(s),
@@ -177,7 +177,7 @@ def _traffic(s: CallSession) -> Traffic:
         caller_audio_ms=_ms(s._audio_ns[0]) or 0.0,
         agent_audio_ms=_ms(s._audio_ns[1]) or 0.0,
         agent_audio_dropped_ms=_ms(playout.dropped_ns if playout else 0) or 0.0,
-        caller_audio_unanalysed_ms=_ms(s._caller_unanalysed_ns) or 0.0,
+        caller_audio_unanalysed_ms=_ms(s.intake.unanalysed_ns) or 0.0,
         agent_audio_unanalysed_ms=_ms(s.hearing.unanalysed_ns) or 0.0,
     )
 
