@@ -63,7 +63,8 @@ from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction  # noqa: E402
-from voxproxy.proxy.measuring import MeasurementQueue, QueuedSession  # noqa: E402
+from voxproxy.harness.queued import QueuedSession  # noqa: E402
+from voxproxy.proxy.measuring import MeasurementQueue  # noqa: E402
 from voxproxy.receipts.model import CloseInfo  # noqa: E402
 from voxproxy.scripted import render, turn_taking_plans  # noqa: E402
 from voxproxy.session import CallSession  # noqa: E402

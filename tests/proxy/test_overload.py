@@ -114,6 +114,24 @@ async def test_queued_measurement_forwards_everything_and_gives_the_same_figures
 
 
 @pytest.mark.slow
+async def test_a_call_whose_measurement_falls_too_far_behind_is_given_up_and_still_forwarded() -> (
+    None
+):
+    # Measured once a second, at most 20 messages queued a call: the call's
+    # measurement is given up (proxy.measuring.give_up_measuring), the call is not.
+    queue = MeasurementQueue(group_ms=1000.0, budget_ms=0.0, share=0.0, max_backlog=20)
+    receipt, record, log, _ = await call_through(queue)
+    assert texts(log.caller_messages) == record.messages_sent
+    assert texts(log.sent_messages) == record.messages_received
+    assert queue.given_up >= 1
+    assert receipt.measurement_disabled and receipt.turns == []
+    assert receipt.anomalies.get("measurement_shed", 0) >= 21  # the backlog given up on
+    traffic = receipt.traffic
+    assert traffic.caller_to_agent_messages == len(record.messages_sent)
+    assert traffic.agent_to_caller_messages == len(record.messages_received)
+
+
+@pytest.mark.slow
 async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
     turns: list[Callable[[], None]] = []  # the loop's turns for measurement: run by hand
     now = [0]

@@ -14,7 +14,8 @@ from support.spacekit import random_case, render_case
 
 from voxproxy.analysis.vad import SpeechDetector
 from voxproxy.dialects import make_decoder
-from voxproxy.proxy.measuring import Item, MeasurementQueue, QueuedSession
+from voxproxy.harness.queued import QueuedSession
+from voxproxy.proxy.measuring import Item, MeasurementQueue
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import CallSession
 from voxproxy.session.pumps import PumpGroup, WaitingPump
@@ -216,3 +217,42 @@ def test_a_pass_that_fails_leaves_each_pump_to_its_call() -> None:
     group.add(good)
     group.run()
     assert good.passed and good.energies is not None
+
+
+def test_a_call_given_up_through_the_queue_keeps_its_traffic_and_counts_what_it_shed() -> None:
+    # More queued than max_backlog: the call stops measuring (the proxy's own call does
+    # the same: proxy.measuring.give_up_measuring). Its traffic is all counted, the
+    # messages dropped from its queue counted as shed, and later ones only counted.
+    (items, start, end, dialect), *_ = _calls(7, 1)
+    assert len(items) > 120
+    soon: list[Callable[[], None]] = []
+    queue = MeasurementQueue(
+        group_ms=50.0,
+        budget_ms=0.25,
+        shed_after_ms=1e9,
+        max_backlog=100,
+        cpu_ns=lambda: 0,
+        loop_cpu_ns=lambda: 0,
+        now_ns=lambda: 0,
+        call_soon=soon.append,
+        call_later=lambda _s, fn: soon.append(fn),
+    )
+    session = _session(start, dialect)
+    session.pumps = queue.pumps
+    call = QueuedSession(session)
+    for item in items[:120]:  # no turn of the loop runs: they queue
+        queue.defer(call, item)
+    assert session.measurement_disabled
+    assert call.backlog is not None and len(call.backlog) == 19  # (queued after giving up)
+    for item in items[120:]:
+        queue.defer(call, item)
+    queue.drain()
+    got = _close(session, end)
+    # Each time 101 are queued (no turn runs) the backlog is given up, counted as shed.
+    assert got.anomalies.get("measurement_shed") == 101 * (len(items) // 101)
+    alone = _alone([(items, start, end, dialect)])[0]
+    for field in ("messages", "bytes"):  # every message counted, each way
+        for way in ("caller_to_agent", "agent_to_caller"):
+            name = f"{way}_{field}"
+            assert getattr(got.traffic, name) == getattr(alone.traffic, name) > 0
+    assert got.turns == [] and alone.turns

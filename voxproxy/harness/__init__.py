@@ -3,9 +3,10 @@
 ``bench`` runs mock agents and proxies in one process (or the proxies in a child
 process) and a load run against them; ``testbench`` is the outcome testbench built on
 it; ``demo`` is ``voxproxy demo``; ``ports``, ``child`` (voxproxy commands run as
-child processes: their command lines, the port they bound, a stop) and ``rawws`` (a
-websocket handshake by hand, for agents that misbehave) serve the tests and the
-benchmarks, which start proxies and mock agents the one way. The demo, the
+child processes: their command lines, the port they bound, a stop), ``rawws`` (a
+websocket handshake by hand, for agents that misbehave) and ``queued`` (a bare session
+as the measurement queue sees a call, for offline runs of the queue) serve the tests
+and the benchmarks, which start proxies and mock agents the one way. The demo, the
 benchmarks and the tests use it. It is the one place where the two independent peers,
 a scripted caller (:mod:`voxproxy.loadgen`) and the mock agent
 (:mod:`voxproxy.mockagent`), meet.

@@ -72,7 +72,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from voxproxy.session.batch import measure_queued
+from voxproxy.events import AnomalyKind
 from voxproxy.session.call import CallSession
 from voxproxy.session.pumps import PumpGroup
 from voxproxy.timebase import NS_PER_MS
@@ -164,41 +164,18 @@ def measure_each(
     return shed
 
 
-class QueuedSession:
-    """A bare :class:`CallSession` as the queue sees a call (:class:`Measured`): its
-    queued items measured in the compiled core's loop (``session/batch.py``), nothing
-    else (no event API, no idle timer: ``proxy/websocket.py``'s ``CallContext`` is the
-    proxy's own). For offline runs of the queue: benchmarks and tests."""
-
-    def __init__(self, session: CallSession) -> None:
-        self.session = session
-        self.backlog: deque[Item] | None = None
-
-    @property
-    def pump_due(self) -> bool:
-        return self.session.pump_due
-
-    def measure_item(self, item: Item, shed: bool) -> None:
-        direction, payload, t_ns = item
-        if direction is None:
-            self.session.on_event(payload)  # type: ignore[arg-type]
-        else:
-            self.session.on_message(direction, payload, t_ns, shed=shed)  # type: ignore[arg-type]
-
-    def measure_queued(
-        self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
-    ) -> int:
-        backlog = self.backlog
-        assert backlog is not None
-        return measure_queued(self.session, backlog, limit, cpu_ns, stop_at, shed_before)[0]
-
-    def backlog_drained(self) -> None:
-        pass
-
-    def give_up(self) -> None:
-        self.session.measurement_disabled = True
-        if self.backlog:
-            self.backlog.clear()
+def give_up_measuring(session: CallSession, backlog: deque[Item] | None) -> None:
+    """Measurement fell too far behind for this call (:meth:`Measured.give_up`): it
+    keeps its traffic counts only (its receipt says ``measurement_disabled``); each
+    message still queued is counted as shed and in the call's traffic, then dropped."""
+    session.measurement_disabled = True
+    if backlog:
+        shed = AnomalyKind.MEASUREMENT_SHED.value
+        for direction, payload, t_ns in backlog:
+            if direction is not None:
+                session.anomalies[shed] += 1
+                session.on_message(direction, payload, t_ns)  # type: ignore[arg-type]
+        backlog.clear()
 
 
 class MeasurementQueue:

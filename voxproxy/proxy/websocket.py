@@ -22,6 +22,7 @@ from voxproxy.proxy.measuring import (
     YIELD_LAG_MS,
     Item,
     MeasurementQueue,
+    give_up_measuring,
     measure_each,
 )
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal, terminal_of
@@ -275,16 +276,8 @@ class CallContext(MeasuredCall):
     def give_up(self) -> None:
         """Measurement fell too far behind for this call: it keeps its traffic counts only
         (its receipt says measurement_disabled)."""
-        session = self.session
-        backlog = self.backlog
         log.warning("measurement of a call fell too far behind: given up (still forwarded)")
-        session.measurement_disabled = True
-        if backlog:
-            for direction, payload, t_ns in backlog:
-                if direction is not None:
-                    session.anomalies[AnomalyKind.MEASUREMENT_SHED.value] += 1
-                    session.on_message(direction, payload, t_ns)  # type: ignore[arg-type]
-            backlog.clear()
+        give_up_measuring(self.session, self.backlog)
 
     def _measure(
         self, direction: Direction, payload: bytes | str, t_ns: int, shed: bool

@@ -1,0 +1,51 @@
+"""A bare :class:`~voxproxy.session.call.CallSession` as the measurement queue sees a
+call (:class:`~voxproxy.proxy.measuring.Measured`), for offline runs of the queue: the
+measurement benchmark and the tests of many calls' pumps in one pass.
+
+Its queued items are measured in the compiled core's loop (``session/batch.py``) as
+the proxy's own call (``proxy/websocket.CallContext``) measures them, and it gives up
+the same way (:func:`~voxproxy.proxy.measuring.give_up_measuring`); it has no event
+API, idle timer or log, and a failure of the session is raised (a strict session) or
+counted by the session itself.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from voxproxy.proxy.measuring import Item, give_up_measuring
+from voxproxy.session.batch import measure_queued
+from voxproxy.session.call import CallSession
+
+
+class QueuedSession:
+    """One session and its queued items (``backlog``: ``None`` while not queued)."""
+
+    def __init__(self, session: CallSession) -> None:
+        self.session = session
+        self.backlog: deque[Item] | None = None
+
+    @property
+    def pump_due(self) -> bool:
+        return self.session.pump_due
+
+    def measure_item(self, item: Item, shed: bool) -> None:
+        direction, payload, t_ns = item
+        if direction is None:
+            self.session.on_event(payload)  # type: ignore[arg-type]
+        else:
+            self.session.on_message(direction, payload, t_ns, shed=shed)  # type: ignore[arg-type]
+
+    def measure_queued(
+        self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
+    ) -> int:
+        backlog = self.backlog
+        assert backlog is not None
+        return measure_queued(self.session, backlog, limit, cpu_ns, stop_at, shed_before)[0]
+
+    def backlog_drained(self) -> None:
+        pass
+
+    def give_up(self) -> None:
+        give_up_measuring(self.session, self.backlog)
