@@ -7,6 +7,7 @@ clips' own speech edges. One renderer for every wire; the wire's kit
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,7 +16,14 @@ from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
 from voxproxy.scripted.kits import Realtime, call_kit, wire_kit
-from voxproxy.scripted.plan import CallPlan, ScriptedCall, TurnTruth, WirePlan
+from voxproxy.scripted.plan import (
+    BargePlan,
+    CallPlan,
+    ScriptedCall,
+    TurnPlan,
+    TurnTruth,
+    WirePlan,
+)
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 
@@ -69,6 +77,11 @@ class _Link:
         self._rng = rng
         self._jitter_ms = jitter_ms
         self._last = -1
+
+    @property
+    def last(self) -> int:
+        """The last arrival on this link (ns; -1 before the first)."""
+        return self._last
 
     def arrival(self, send_ms: float) -> int:
         t = ms_to_ns(send_ms) + ms_to_ns(self._rng.uniform(0.0, self._jitter_ms))
@@ -130,6 +143,438 @@ def _play_time(starts: list[tuple[int, int, Pcm, int]], sample_pos: int, rate: i
     return last[1] + (sample_pos - last[3]) * 1_000_000_000 // rate
 
 
+# A chunk of agent audio on the caller's playout: (arrival ns, play ns, pcm, first sample).
+_Chunk = tuple[int, int, Pcm, int]
+# An OpenAI Realtime message whose arrival is part of the truth: ("created" |
+# "tool_start" | "tool_finish", turn).
+_Tag = tuple[str, int]
+# A message at its send time (ms), before its link gives it an arrival time.
+_Timed = tuple[float, bytes | str, _Tag | None]
+# A played-marker's echo: (when the caller sends it back, ns; the marker's name).
+_Echo = tuple[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """One turn's agent answer as it was sent."""
+
+    index: int  # the turn
+    clip: Clip
+    sends: list[tuple[float, Pcm]]  # every chunk the agent would send, at its send ms
+    played: list[_Chunk]  # the chunks it did send, where they arrived and played
+    stop_send_ms: float | None  # when the agent reacts to a barge-in (None: it does not)
+    last_send_ms: float  # when its last chunk was sent
+
+
+class _RealtimeServer:
+    """The OpenAI Realtime server's events (and its client's tool-call replies), each at
+    its own send time: sent in time order after the turns, interleaved with the audio
+    deltas. Also the truncations and tool calls of the truth."""
+
+    def __init__(self, kit: Realtime, plan: WirePlan) -> None:
+        self.server, self.client = kit.server, kit.client
+        self.plan = plan  # the server's VAD and tool timings, the client's claim offset
+        self.control: list[_Timed] = []
+        self.client_extra: list[_Timed] = []
+        self.truncations: list[tuple[int, int, int]] = []
+        self.tools: list[list[object]] = []  # [call id, start arrival, finish arrival]
+        self.last_done_ms = 0.0  # when the server's last response was done
+        # The server opens with its defaults; the client's session.update (sent at 1 ms,
+        # with the caller's audio) sets the formats, and the server confirms them.
+        sid = f"sess_{plan.seed}"
+        self.control.append((0.0, self.server.session_created(sid), None))
+        self.control.append((4.0, self.server.session_updated(sid, kit.fin, kit.fout), None))
+
+    def answer_opens(
+        self, i: int, c_on: float, c_off: float, audio_start_ms: float, stage: dict[str, int]
+    ) -> float:
+        """Turn ``i``'s events from the caller's speech (``c_on`` to ``c_off``) to the
+        answer's ``response.created``, with a function call first if the turn has one;
+        records the VAD end in ``stage`` and returns when the answer's audio starts."""
+        user_item = f"item_u{i}"
+        start_pos = max(0, round(c_on - self.plan.vad_prefix_ms))
+        self.control.append(
+            (c_on + self.plan.vad_detect_ms, self.server.speech_started(start_pos, user_item), None)
+        )
+        stop_pos = round(c_off + self.plan.vad_silence_ms)
+        stage["server_speech_stopped"] = stop_pos * NS_PER_MS  # where the position lies
+        self.control.append(
+            (float(stop_pos), self.server.speech_stopped(stop_pos, user_item), None)
+        )
+        self.control.append((stop_pos + 1.0, self.server.committed(user_item), None))
+        # One response at a time: a new one is created after the last is done.
+        created_ms = max(min(stop_pos + 40.0, audio_start_ms - 10.0), self.last_done_ms + 1.0)
+        audio_start_ms = max(audio_start_ms, created_ms + 10.0)
+        if self.plan.tool_every and i % self.plan.tool_every == 0:
+            created_ms = self._tool_call(i, created_ms)
+            audio_start_ms = max(audio_start_ms, created_ms + 20.0)
+        created = self.server.response_created(f"resp_{i}")
+        self.control.append((created_ms, created, ("created", i)))
+        return audio_start_ms
+
+    def _tool_call(self, i: int, created_ms: float) -> float:
+        """A response of turn ``i`` that is a function call, created at ``created_ms``, and
+        the client's output and ``response.create`` ``tool_latency_ms`` after the
+        arguments; returns when the audio response is created."""
+        tool_resp = f"resp_{i}_tool"
+        call_id = f"call_{i}"
+        self.control.append((created_ms, self.server.response_created(tool_resp), None))
+        args_ms = created_ms + 5.0
+        args = f'{{"order": "A{i:04d}", "turn": {i}}}'
+        self.control.append(
+            (
+                args_ms,
+                self.server.function_call_arguments_done(
+                    tool_resp, f"item_{i}_fc", call_id, "lookup_order", args
+                ),
+                ("tool_start", i),
+            )
+        )
+        self.control.append((args_ms + 1.0, self.server.response_done(tool_resp), None))
+        output_ms = args_ms + self.plan.tool_latency_ms
+        self.client_extra.append(
+            (
+                output_ms,
+                self.client.function_call_output(call_id, '{"status": "shipped"}'),
+                ("tool_finish", i),
+            )
+        )
+        self.client_extra.append((output_ms + 0.5, self.client.response_create(), None))
+        self.tools.append([call_id, 0, 0])
+        return output_ms + 30.0
+
+    def cancelled(self, i: int, at_ms: float, reason: str) -> None:
+        """Turn ``i``'s response done at ``at_ms``, cancelled for ``reason``."""
+        done = self.server.response_done(f"resp_{i}", "cancelled", reason)
+        self.control.append((at_ms, done, None))
+        self.last_done_ms = at_ms
+
+    def answer_done(self, i: int, last_send_ms: float) -> None:
+        """Turn ``i``'s answer sent to its end: its audio and its response done."""
+        self.control.append(
+            (last_send_ms + 0.5, self.server.audio_done(f"resp_{i}", f"item_{i}"), None)
+        )
+        self.control.append((last_send_ms + 1.0, self.server.response_done(f"resp_{i}"), None))
+        self.last_done_ms = last_send_ms + 1.0
+
+    def tool_arrived(self, tag: _Tag, arrival: int) -> None:
+        """The truth of a tool call: its start's or its finish's arrival."""
+        tool = next(t for t in self.tools if t[0] == f"call_{tag[1]}")
+        tool[1 if tag[0] == "tool_start" else 2] = arrival
+
+
+class _CallRender:
+    """The state of one render: the links' jitter (one rng, its calls in a fixed order),
+    the messages so far, the agent's playout cursor and the caller's schedule."""
+
+    def __init__(self, plan: CallPlan | WirePlan) -> None:
+        self.plan = plan
+        self.rng = random.Random(plan.seed)
+        self.kit = call_kit(plan) if isinstance(plan, CallPlan) else wire_kit(plan)
+        self.crate, self.arate = self.kit.caller_rate, self.kit.agent_rate
+        self.cspm, self.aspm = self.crate // 1000, self.arate // 1000
+        self.frame = plan.frame_ms * self.cspm  # caller frame, samples
+        chunk_ms = plan.frame_ms if plan.send_mode == "paced" else plan.burst_chunk_ms
+        self.chunk_ms = max(chunk_ms, self.kit.min_chunk_ms)
+        self.speed = 1.0 if plan.send_mode == "paced" else plan.burst_speedup
+        self.to_caller = _Link(self.rng, plan.jitter_ms)
+        self.msgs: list[tuple[int, Direction, bytes | str]] = []
+        self.echoes: list[_Echo] = []
+        self.truth: list[TurnTruth] = []
+        self.stages: list[dict[str, int]] = []  # a WirePlan's per turn (the Realtime truth)
+        self.caller_track: list[tuple[int, Pcm]] = []
+        self.cursor = 0  # ns: where the agent's playout ends so far
+        self.caller_start_ms = plan.lead_ms
+        self.end_ms = 0.0
+        self.realtime = (
+            _RealtimeServer(self.kit, plan)
+            if isinstance(self.kit, Realtime) and isinstance(plan, WirePlan)
+            else None
+        )
+
+    def turn(self, i: int, turn: TurnPlan) -> None:
+        """Turn ``i``: the caller's speech, the agent's answer and how it ends, its truth,
+        and when the caller speaks next."""
+        c_on, c_off = self._place_caller(turn.caller)
+        audio_start_ms = max(
+            c_off + turn.delay_ms - turn.agent.onset_ms, self.cursor / NS_PER_MS + 50.0
+        )
+        stage: dict[str, int] = {}
+        if self.realtime is not None:
+            audio_start_ms = self.realtime.answer_opens(i, c_on, c_off, audio_start_ms, stage)
+        sends = self._chunk_sends(turn.agent, audio_start_ms)
+        barge_onset_ms, stop_send_ms = self._schedule_barge(turn, sends)
+        answer = self._send_answer(i, turn.agent, sends, stop_send_ms, audio_start_ms)
+        agent_onset_ns = _play_time(
+            answer.played, round(turn.agent.onset_ms * self.aspm), self.arate
+        )
+        if answer.played:
+            stage["first_audio_delta"] = answer.played[0][0]
+        echo = self._place_mark(answer)
+        stop_ns, echo = self._end_answer(turn.barge, answer, echo)
+        if echo is not None:
+            self.echoes.append(echo)
+        self.stages.append(stage)
+        self.truth.append(
+            TurnTruth(
+                caller_onset_ns=ms_to_ns(c_on),
+                caller_offset_ns=ms_to_ns(c_off),
+                agent_onset_ns=agent_onset_ns,
+                ttfs_ns=agent_onset_ns - ms_to_ns(c_off),
+                barge_onset_ns=None if barge_onset_ms is None else ms_to_ns(barge_onset_ms),
+                stop_ns=stop_ns,
+                reaction=turn.barge.reaction if turn.barge is not None else None,
+            )
+        )
+        self._schedule_next_caller(i, barge_onset_ms, c_off)
+
+    def _place_caller(self, clip: Clip) -> tuple[float, float]:
+        """The caller's clip on its track at ``caller_start_ms``; returns its speech onset
+        and offset (ms)."""
+        start = round(self.caller_start_ms * self.cspm)
+        self.caller_track.append((start, to_rate(clip.pcm, clip.sample_rate_hz, self.crate)))
+        return self.caller_start_ms + clip.onset_ms, self.caller_start_ms + clip.offset_ms
+
+    def _chunk_sends(self, clip: Clip, audio_start_ms: float) -> list[tuple[float, Pcm]]:
+        """The agent's clip in chunks of ``chunk_ms``, each at its send time (ms): paced,
+        or ``speed`` times faster than real time in bursts."""
+        pcm = to_rate(clip.pcm, clip.sample_rate_hz, self.arate)
+        step = self.chunk_ms * self.aspm
+        return [
+            (audio_start_ms + (k / self.aspm) / self.speed, pcm[k : k + step])
+            for k in range(0, pcm.size, step)
+        ]
+
+    def _planned_playout(self, sends: list[tuple[float, Pcm]]) -> list[_Chunk]:
+        """Where each chunk would play without jitter: this schedules the barge-in."""
+        starts: list[_Chunk] = []
+        sim_cursor, sim_last, pos = self.cursor, self.to_caller.last, 0
+        for t_send, piece in sends:
+            arrival = max(ms_to_ns(t_send), sim_last + 1)
+            sim_last = arrival
+            play = max(arrival, sim_cursor)
+            starts.append((arrival, play, piece, pos))
+            sim_cursor = play + piece.size * NS_PER_S // self.arate
+            pos += piece.size
+        return starts
+
+    def _schedule_barge(
+        self, turn: TurnPlan, sends: list[tuple[float, Pcm]]
+    ) -> tuple[float | None, float | None]:
+        """The caller's barge-in onset, ``after_agent_onset_ms`` after the answer's onset
+        as it would play, and when the agent reacts to it (send ms); None for no barge-in,
+        or an agent that never reacts."""
+        planned = self._planned_playout(sends)
+        planned_onset_ns = _play_time(planned, round(turn.agent.onset_ms * self.aspm), self.arate)
+        barge = turn.barge
+        if barge is None:
+            return None, None
+        barge_onset_ms = planned_onset_ns / NS_PER_MS + barge.after_agent_onset_ms
+        if barge.reaction == "never":
+            return barge_onset_ms, None
+        return barge_onset_ms, barge_onset_ms + barge.reaction_ms
+
+    def _send_answer(
+        self,
+        i: int,
+        clip: Clip,
+        sends: list[tuple[float, Pcm]],
+        stop_send_ms: float | None,
+        audio_start_ms: float,
+    ) -> _Answer:
+        """The answer's chunks sent up to ``stop_send_ms``, each played from its arrival
+        or when the playout before it ends (moves the playout cursor)."""
+        played: list[_Chunk] = []
+        pos = 0
+        last_send_ms = audio_start_ms
+        for t_send, piece in sends:
+            if stop_send_ms is not None and t_send >= stop_send_ms:
+                break
+            arrival = self.to_caller.arrival(t_send)
+            self.msgs.append((arrival, AGENT_TO_CALLER, self.kit.agent_audio(piece, i)))
+            play = max(arrival, self.cursor)
+            played.append((arrival, play, piece, pos))
+            pos += piece.size
+            self.cursor = play + piece.size * NS_PER_S // self.arate
+            last_send_ms = t_send
+        return _Answer(i, clip, sends, played, stop_send_ms, last_send_ms)
+
+    def _place_mark(self, answer: _Answer) -> _Echo | None:
+        """The agent's played-marker after the answer (or at its reaction to a barge-in),
+        if the wire has them; its echo comes when the audio before it has played."""
+        if not self.kit.marks:
+            return None
+        name = f"resp-{answer.index}"
+        last_ms = answer.sends[-1][0]
+        t_mark = last_ms if answer.stop_send_ms is None else min(answer.stop_send_ms, last_ms)
+        mark_arrival = self.to_caller.arrival(t_mark)
+        self.msgs.append((mark_arrival, AGENT_TO_CALLER, self.kit.mark(name)))
+        return max(mark_arrival, self.cursor), name
+
+    def _end_answer(
+        self, barge: BargePlan | None, answer: _Answer, echo: _Echo | None
+    ) -> tuple[int | None, _Echo | None]:
+        """How the answer ends: flushed or ceased on a barge-in, or talked through or sent
+        to its end. Returns the true stop of its audible speech after a barge-in, and its
+        marker's echo as the flush left it (None: never reported as played)."""
+        stop_ns: int | None = None
+        if barge is not None and barge.reaction == "flush":
+            assert answer.stop_send_ms is not None
+            flush_arrival = self._flush(answer, answer.stop_send_ms)
+            # Audible speech ends at the flush, or earlier if the flush only cut silence.
+            self.cursor = min(self.cursor, flush_arrival)
+            stop_ns = _last_speech_before(answer.clip, self.arate, answer.played, self.cursor)
+            echo = self._echo_after_flush(echo, flush_arrival)
+        elif barge is not None:
+            stop_ns = _last_speech_before(answer.clip, self.arate, answer.played, self.cursor)
+            if self.realtime is not None and answer.stop_send_ms is not None:
+                self.realtime.cancelled(answer.index, answer.stop_send_ms, "turn_detected")
+        if self.realtime is not None and (barge is None or barge.reaction == "never"):
+            self.realtime.answer_done(answer.index, answer.last_send_ms)
+        return stop_ns, echo
+
+    def _flush(self, answer: _Answer, stop_send_ms: float) -> int:
+        """The agent's flush at ``stop_send_ms`` (the client's truncate on OpenAI
+        Realtime); returns its arrival."""
+        if self.realtime is not None:
+            return self._truncate(self.realtime, answer, stop_send_ms)
+        flush_arrival = self.to_caller.arrival(stop_send_ms)
+        self.msgs.append((flush_arrival, AGENT_TO_CALLER, self.kit.flush()))
+        return flush_arrival
+
+    def _truncate(self, realtime: _RealtimeServer, answer: _Answer, stop_send_ms: float) -> int:
+        """OpenAI Realtime: the client flushes its own playout and tells the server what
+        it played (``item.truncate``, ``response.cancel``); the server cancels the
+        response. Returns the truncate's arrival."""
+        i = answer.index
+        t_sent = ms_to_ns(stop_send_ms)
+        flush_arrival = t_sent + ms_to_ns(self.rng.uniform(0.0, self.plan.jitter_ms))
+        claimed = (
+            played_ns(answer.played, t_sent, self.arate) / NS_PER_MS + realtime.plan.claim_offset_ms
+        )
+        claimed_ms = max(0, round(claimed))
+        truncate = realtime.client.truncate(f"item_{i}", claimed_ms)
+        self.msgs.append((flush_arrival, CALLER_TO_AGENT, truncate))
+        self.msgs.append((flush_arrival + 1, CALLER_TO_AGENT, realtime.client.response_cancel()))
+        realtime.truncations.append(
+            (flush_arrival, claimed_ms, played_ns(answer.played, flush_arrival, self.arate))
+        )
+        realtime.cancelled(i, stop_send_ms + 5.0, "client_cancelled")
+        if len(answer.played) < len(answer.sends):
+            # A delta already on its way when the cancel reached the server: the client
+            # does not play it (nor does the playout model).
+            late_ms = max(stop_send_ms + 2.0, flush_arrival / NS_PER_MS + 1.0)
+            late = self.kit.agent_audio(answer.sends[len(answer.played)][1], i)
+            self.msgs.append((self.to_caller.arrival(late_ms), AGENT_TO_CALLER, late))
+        return flush_arrival
+
+    def _echo_after_flush(self, echo: _Echo | None, flush_arrival: int) -> _Echo | None:
+        """A pending marker's echo after a flush: at the flush itself (Twilio as first
+        scripted), by the flush (wires that return pending markers at a flush), else
+        as it played, unless the flush dropped it."""
+        if echo is None:
+            return None
+        echo_at, name = echo
+        if self.kit.echo_at_flush:
+            return flush_arrival, name
+        if self.kit.echo_on_flush:
+            return min(echo_at, flush_arrival), name
+        if echo_at > flush_arrival:
+            return None  # dropped by the flush: never reported as played
+        return echo
+
+    def _schedule_next_caller(self, i: int, barge_onset_ms: float | None, c_off: float) -> None:
+        """The next caller turn: its speech onset at the barge-in, else ``caller_gap_ms``
+        after the agent's playout; and the call's end so far."""
+        if barge_onset_ms is not None and i + 1 < len(self.plan.turns):
+            self.caller_start_ms = barge_onset_ms - self.plan.turns[i + 1].caller.onset_ms
+        else:
+            self.caller_start_ms = self.cursor / NS_PER_MS + self.plan.caller_gap_ms
+        self.end_ms = max(self.end_ms, self.cursor / NS_PER_MS, c_off)
+
+    def send_server_events(self) -> None:
+        """OpenAI Realtime: the server's events, in send order, over their own link (they
+        interleave with deltas)."""
+        if self.realtime is None:
+            return
+        ctl_link = _Link(self.rng, self.plan.jitter_ms)
+        for t_ms, message, tag in sorted(self.realtime.control, key=lambda x: x[0]):
+            arrival = ctl_link.arrival(t_ms)
+            self.msgs.append((arrival, AGENT_TO_CALLER, message))
+            self._stamp(tag, arrival)
+
+    def send_caller_side(self) -> None:
+        """The caller's side over its link: the wire's setup, the caller's audio in
+        continuous frames from t=0 (each sent when its interval ends) with the markers'
+        echoes, OpenAI Realtime's tool replies, and the wire's end at the call's end."""
+        total = round(self.end_ms * self.cspm)
+        total -= total % self.frame
+        caller_all = self._caller_audio(total)
+        to_agent = _Link(self.rng, self.plan.jitter_ms)
+        setup_ms = 1.0 if self.realtime is not None else 0.0
+        upstream: list[_Timed] = [(setup_ms, m, None) for m in self.kit.setup()]
+        frames = [(k, (k + self.frame) / self.cspm) for k in range(0, total, self.frame)]
+        echo_iter = iter(sorted(self.echoes))
+        next_echo = next(echo_iter, None)
+        for k, t_ms in frames:
+            while next_echo is not None and next_echo[0] <= ms_to_ns(t_ms):
+                upstream.append((next_echo[0] / NS_PER_MS, self.kit.echo(next_echo[1]), None))
+                next_echo = next(echo_iter, None)
+            frame = caller_all[k : k + self.frame]
+            upstream.append((t_ms, self.kit.caller_audio(frame), None))
+        if self.realtime is not None:
+            upstream.extend(self.realtime.client_extra)
+        upstream.extend((self.end_ms, m, None) for m in self.kit.end())
+        for t_ms, payload, tag in sorted(upstream, key=lambda x: x[0]):
+            arrival = to_agent.arrival(t_ms)
+            self.msgs.append((arrival, CALLER_TO_AGENT, payload))
+            self._stamp(tag, arrival)
+
+    def _caller_audio(self, total: int) -> Pcm:
+        """The caller's whole track, ``total`` samples: its clips, and a :class:`CallPlan`'s
+        noise and noise bed."""
+        plan = self.plan
+        if not isinstance(plan, CallPlan):
+            return mix_caller_track(self.caller_track, total)
+        caller_all = mix_caller_track(self.caller_track, total, plan.caller_noise_dbfs, plan.seed)
+        if plan.caller_bed is not None:
+            bed = to_rate(plan.caller_bed, 16000, self.crate)
+            caller_all = add_bed(caller_all, bed, plan.caller_bed_dbfs)
+        return caller_all
+
+    def _stamp(self, tag: _Tag | None, arrival: int) -> None:
+        """A tagged message's arrival into the Realtime truth: a response's creation into
+        its turn's stages, a tool call's start or finish into its tool."""
+        if tag is None:
+            return
+        if tag[0] == "created":
+            self.stages[tag[1]]["response_created"] = arrival
+        elif self.realtime is not None:
+            self.realtime.tool_arrived(tag, arrival)
+
+    def result(self) -> ScriptedCall:
+        """The messages in arrival order, the truth, and a :class:`WirePlan`'s meta."""
+        self.msgs.sort(key=lambda m: m[0])
+        return ScriptedCall(
+            messages=self.msgs,
+            truth=self.truth,
+            end_ns=max(self.msgs[-1][0], ms_to_ns(self.end_ms)) + 1,
+            sample_rate_hz=self.crate,
+            wire_call_id=self.kit.wire_call_id,
+            meta=self._meta(),
+        )
+
+    def _meta(self) -> dict[str, object]:
+        if not isinstance(self.plan, WirePlan):
+            return {}
+        realtime = self.realtime
+        return {
+            "stages": self.stages,
+            "truncations": [] if realtime is None else realtime.truncations,
+            "tools": [] if realtime is None else [tuple(t) for t in realtime.tools],
+        }
+
+
 def render(plan: CallPlan | WirePlan) -> ScriptedCall:
     """The wire messages of ``plan`` with their arrival times, and the truth of each turn.
 
@@ -139,260 +584,10 @@ def render(plan: CallPlan | WirePlan) -> ScriptedCall:
     ``"truncations"`` (arrival, claimed ms, and the ns of the item that had really played
     by the arrival) and ``"tools"`` (call id, start and finish arrivals).
     """
-    rng = random.Random(plan.seed)
-    kit = call_kit(plan) if isinstance(plan, CallPlan) else wire_kit(plan)
-    realtime = kit if isinstance(kit, Realtime) else None
-    rt = plan if isinstance(plan, WirePlan) else None  # the Realtime server's timings
-    crate, arate = kit.caller_rate, kit.agent_rate
-    cspm, aspm = crate // 1000, arate // 1000
-    frame = plan.frame_ms * cspm
-    to_caller = _Link(rng, plan.jitter_ms)
-    msgs: list[tuple[int, Direction, bytes | str]] = []
-    echoes: list[tuple[int, str]] = []
-    truth: list[TurnTruth] = []
-    # Server events of OpenAI Realtime, sent in their own time order after the loop.
-    control: list[tuple[float, str, tuple[str, int] | None]] = []
-    client_extra: list[tuple[float, bytes | str, tuple[str, int] | None]] = []
-    stages: list[dict[str, int]] = []
-    truncations: list[tuple[int, int, int]] = []
-    tools: list[list[object]] = []
-    caller_track: list[tuple[int, Pcm]] = []
-    cursor = 0
-    caller_start_ms = plan.lead_ms
-    end_ms = 0.0
-    last_done_ms = 0.0  # OpenAI Realtime: when the server's last response was done
-    chunk_ms = plan.frame_ms if plan.send_mode == "paced" else plan.burst_chunk_ms
-    chunk_ms = max(chunk_ms, kit.min_chunk_ms)
-    speed = 1.0 if plan.send_mode == "paced" else plan.burst_speedup
-    if realtime is not None:
-        # The server opens with its defaults; the client's session.update (sent at 1 ms,
-        # below) sets the formats, and the server confirms them.
-        sid = f"sess_{plan.seed}"
-        control.append((0.0, realtime.server.session_created(sid), None))
-        control.append(
-            (4.0, realtime.server.session_updated(sid, realtime.fin, realtime.fout), None)
-        )
+    call = _CallRender(plan)
     for i, turn in enumerate(plan.turns):
-        c, a, barge = turn.caller, turn.agent, turn.barge
-        caller_track.append(
-            (round(caller_start_ms * cspm), to_rate(c.pcm, c.sample_rate_hz, crate))
-        )
-        c_on = caller_start_ms + c.onset_ms
-        c_off = caller_start_ms + c.offset_ms
-        agent_pcm = to_rate(a.pcm, a.sample_rate_hz, arate)
-        audio_start_ms = max(c_off + turn.delay_ms - a.onset_ms, cursor / NS_PER_MS + 50.0)
-        stage: dict[str, int] = {}
-        response_id = f"resp_{i}"
-        if realtime is not None:
-            assert rt is not None
-            server, client = realtime.server, realtime.client
-            user_item = f"item_u{i}"
-            start_pos = max(0, round(c_on - rt.vad_prefix_ms))
-            control.append(
-                (c_on + rt.vad_detect_ms, server.speech_started(start_pos, user_item), None)
-            )
-            stop_pos = round(c_off + rt.vad_silence_ms)
-            stage["server_speech_stopped"] = stop_pos * NS_PER_MS  # where the position lies
-            control.append((float(stop_pos), server.speech_stopped(stop_pos, user_item), None))
-            control.append((stop_pos + 1.0, server.committed(user_item), None))
-            # One response at a time: a new one is created after the last is done.
-            created_ms = max(min(stop_pos + 40.0, audio_start_ms - 10.0), last_done_ms + 1.0)
-            audio_start_ms = max(audio_start_ms, created_ms + 10.0)
-            if rt.tool_every and i % rt.tool_every == 0:
-                tool_resp = f"resp_{i}_tool"
-                call_id = f"call_{i}"
-                control.append((created_ms, server.response_created(tool_resp), None))
-                args_ms = created_ms + 5.0
-                args = f'{{"order": "A{i:04d}", "turn": {i}}}'
-                control.append(
-                    (
-                        args_ms,
-                        server.function_call_arguments_done(
-                            tool_resp, f"item_{i}_fc", call_id, "lookup_order", args
-                        ),
-                        ("tool_start", i),
-                    )
-                )
-                control.append((args_ms + 1.0, server.response_done(tool_resp), None))
-                output_ms = args_ms + rt.tool_latency_ms
-                client_extra.append(
-                    (
-                        output_ms,
-                        client.function_call_output(call_id, '{"status": "shipped"}'),
-                        ("tool_finish", i),
-                    )
-                )
-                client_extra.append((output_ms + 0.5, client.response_create(), None))
-                tools.append([call_id, 0, 0])
-                created_ms = output_ms + 30.0
-                audio_start_ms = max(audio_start_ms, created_ms + 20.0)
-            control.append((created_ms, server.response_created(response_id), ("created", i)))
-        sends = [
-            (audio_start_ms + (k / aspm) / speed, agent_pcm[k : k + chunk_ms * aspm])
-            for k in range(0, agent_pcm.size, chunk_ms * aspm)
-        ]
-        # Where each chunk would play without jitter: this schedules the barge-in.
-        starts: list[tuple[int, int, Pcm, int]] = []
-        sim_cursor, sim_last, pos = cursor, to_caller._last, 0
-        for t_send, piece in sends:
-            arrival = max(ms_to_ns(t_send), sim_last + 1)
-            sim_last = arrival
-            play = max(arrival, sim_cursor)
-            starts.append((arrival, play, piece, pos))
-            sim_cursor = play + piece.size * NS_PER_S // arate
-            pos += piece.size
-        agent_onset_ns = _play_time(starts, round(a.onset_ms * aspm), arate)
-        barge_onset_ms: float | None = None
-        stop_send_ms: float | None = None
-        if barge is not None:
-            barge_onset_ms = agent_onset_ns / NS_PER_MS + barge.after_agent_onset_ms
-            if barge.reaction != "never":
-                stop_send_ms = barge_onset_ms + barge.reaction_ms
-        actual: list[tuple[int, int, Pcm, int]] = []
-        pos = 0
-        last_send_ms = audio_start_ms
-        for t_send, piece in sends:
-            if stop_send_ms is not None and t_send >= stop_send_ms:
-                break
-            arrival = to_caller.arrival(t_send)
-            msgs.append((arrival, AGENT_TO_CALLER, kit.agent_audio(piece, i)))
-            play = max(arrival, cursor)
-            actual.append((arrival, play, piece, pos))
-            pos += piece.size
-            cursor = play + piece.size * NS_PER_S // arate
-            last_send_ms = t_send
-        starts = actual
-        agent_onset_ns = _play_time(starts, round(a.onset_ms * aspm), arate)
-        if starts:
-            stage["first_audio_delta"] = starts[0][0]
-        mark_name: str | None = None
-        echo_at = 0
-        if kit.marks:
-            mark_name = f"resp-{i}"
-            t_mark = sends[-1][0] if stop_send_ms is None else min(stop_send_ms, sends[-1][0])
-            mark_arrival = to_caller.arrival(t_mark)
-            msgs.append((mark_arrival, AGENT_TO_CALLER, kit.mark(mark_name)))
-            echo_at = max(mark_arrival, cursor)
-        stop_ns: int | None = None
-        if barge is not None and barge.reaction == "flush":
-            assert stop_send_ms is not None
-            if realtime is not None:
-                assert rt is not None
-                # The client flushes its own playout and tells the server what it played.
-                t_sent = ms_to_ns(stop_send_ms)
-                flush_arrival = t_sent + ms_to_ns(rng.uniform(0.0, plan.jitter_ms))
-                claimed = played_ns(starts, t_sent, arate) / NS_PER_MS + rt.claim_offset_ms
-                claimed_ms = max(0, round(claimed))
-                truncate = realtime.client.truncate(f"item_{i}", claimed_ms)
-                msgs.append((flush_arrival, CALLER_TO_AGENT, truncate))
-                msgs.append((flush_arrival + 1, CALLER_TO_AGENT, realtime.client.response_cancel()))
-                truncations.append(
-                    (flush_arrival, claimed_ms, played_ns(starts, flush_arrival, arate))
-                )
-                done = realtime.server.response_done(response_id, "cancelled", "client_cancelled")
-                control.append((stop_send_ms + 5.0, done, None))
-                last_done_ms = stop_send_ms + 5.0
-                if len(actual) < len(sends):
-                    # A delta already on its way when the cancel reached the server: the
-                    # client does not play it (nor does the playout model).
-                    late_ms = max(stop_send_ms + 2.0, flush_arrival / NS_PER_MS + 1.0)
-                    late = kit.agent_audio(sends[len(actual)][1], i)
-                    msgs.append((to_caller.arrival(late_ms), AGENT_TO_CALLER, late))
-            else:
-                flush_arrival = to_caller.arrival(stop_send_ms)
-                msgs.append((flush_arrival, AGENT_TO_CALLER, kit.flush()))
-            # Audible speech ends at the flush, or earlier if the flush only cut silence.
-            cursor = min(cursor, flush_arrival)
-            stop_ns = _last_speech_before(a, arate, starts, cursor)
-            if mark_name is not None:
-                if kit.echo_at_flush:
-                    echo_at = flush_arrival
-                elif kit.echo_on_flush:
-                    echo_at = min(echo_at, flush_arrival)
-                elif echo_at > flush_arrival:
-                    mark_name = None  # dropped by the flush: never reported as played
-        elif barge is not None:
-            stop_ns = _last_speech_before(a, arate, starts, cursor)
-            if realtime is not None and stop_send_ms is not None:
-                done = realtime.server.response_done(response_id, "cancelled", "turn_detected")
-                control.append((stop_send_ms, done, None))
-                last_done_ms = stop_send_ms
-        if realtime is not None and (barge is None or barge.reaction == "never"):
-            control.append(
-                (last_send_ms + 0.5, realtime.server.audio_done(response_id, f"item_{i}"), None)
-            )
-            control.append((last_send_ms + 1.0, realtime.server.response_done(response_id), None))
-            last_done_ms = last_send_ms + 1.0
-        if mark_name is not None:
-            echoes.append((echo_at, mark_name))
-        stages.append(stage)
-        truth.append(
-            TurnTruth(
-                caller_onset_ns=ms_to_ns(c_on),
-                caller_offset_ns=ms_to_ns(c_off),
-                agent_onset_ns=agent_onset_ns,
-                ttfs_ns=agent_onset_ns - ms_to_ns(c_off),
-                barge_onset_ns=None if barge_onset_ms is None else ms_to_ns(barge_onset_ms),
-                stop_ns=stop_ns,
-                reaction=barge.reaction if barge is not None else None,
-            )
-        )
-        if barge_onset_ms is not None and i + 1 < len(plan.turns):
-            caller_start_ms = barge_onset_ms - plan.turns[i + 1].caller.onset_ms
-        else:
-            caller_start_ms = cursor / NS_PER_MS + plan.caller_gap_ms
-        end_ms = max(end_ms, cursor / NS_PER_MS, c_off)
-    end_ms += plan.tail_ms
-    # Server events, in send order, over their own link (they interleave with deltas).
-    ctl_link = _Link(rng, plan.jitter_ms)
-    for t_ms, message, tag in sorted(control, key=lambda x: x[0]):
-        arrival = ctl_link.arrival(t_ms)
-        msgs.append((arrival, AGENT_TO_CALLER, message))
-        if tag is not None and tag[0] == "created":
-            stages[tag[1]]["response_created"] = arrival
-        elif tag is not None and tag[0] == "tool_start":
-            next(t for t in tools if t[0] == f"call_{tag[1]}")[1] = arrival
-    # The caller's audio: continuous frames from t=0, each sent when its interval ends.
-    total = round(end_ms * cspm)
-    total -= total % frame
-    if isinstance(plan, CallPlan):
-        caller_all = mix_caller_track(caller_track, total, plan.caller_noise_dbfs, plan.seed)
-        if plan.caller_bed is not None:
-            bed = to_rate(plan.caller_bed, 16000, crate)
-            caller_all = add_bed(caller_all, bed, plan.caller_bed_dbfs)
-    else:
-        caller_all = mix_caller_track(caller_track, total)
-    to_agent = _Link(rng, plan.jitter_ms)
-    upstream: list[tuple[float, bytes | str, tuple[str, int] | None]] = [
-        (1.0 if realtime is not None else 0.0, m, None) for m in kit.setup()
-    ]
-    frames = [(k, (k + frame) / cspm) for k in range(0, total, frame)]
-    echo_iter = iter(sorted(echoes))
-    next_echo = next(echo_iter, None)
-    for k, t_ms in frames:
-        while next_echo is not None and next_echo[0] <= ms_to_ns(t_ms):
-            upstream.append((next_echo[0] / NS_PER_MS, kit.echo(next_echo[1]), None))
-            next_echo = next(echo_iter, None)
-        upstream.append((t_ms, kit.caller_audio(caller_all[k : k + frame]), None))
-    upstream.extend(client_extra)
-    upstream.extend((end_ms, m, None) for m in kit.end())
-    for t_ms, payload, tag in sorted(upstream, key=lambda x: x[0]):
-        arrival = to_agent.arrival(t_ms)
-        msgs.append((arrival, CALLER_TO_AGENT, payload))
-        if tag is not None and tag[0] == "tool_finish":
-            next(t for t in tools if t[0] == f"call_{tag[1]}")[2] = arrival
-    msgs.sort(key=lambda m: m[0])
-    return ScriptedCall(
-        messages=msgs,
-        truth=truth,
-        end_ns=max(msgs[-1][0], ms_to_ns(end_ms)) + 1,
-        sample_rate_hz=crate,
-        wire_call_id=kit.wire_call_id,
-        meta={}
-        if rt is None
-        else {
-            "stages": stages,
-            "truncations": truncations,
-            "tools": [tuple(t) for t in tools],
-        },
-    )
+        call.turn(i, turn)
+    call.end_ms += plan.tail_ms
+    call.send_server_events()
+    call.send_caller_side()
+    return call.result()
