@@ -179,3 +179,35 @@ def test_arrival_rate_flags_go_together(
 ) -> None:
     assert main(["load", "normal_question", "--target", "ws://127.0.0.1:9", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--calls", "0"], "--calls, --concurrency and --workers must be at least 1"),
+        (["--workers", "0"], "--calls, --concurrency and --workers must be at least 1"),
+        (["--proxy-secret", "s"], "--proxy-receipts and --proxy-secret go together"),
+        (["--header", "a:b", "--header", ":v"], "--header wants NAME:VALUE, got ':v'"),
+        (["--dialect", "twilio", "--param", "ab"], "--param wants NAME=VALUE, got 'ab'"),
+        (
+            ["--target", "http://agent"],
+            "--target must be a ws:// or wss:// URL, got 'http://agent'",
+        ),
+        (
+            ["--transport", "webrtc"],
+            "--transport webrtc needs an http(s):// target, got 'ws://127.0.0.1:9'",
+        ),
+        (
+            ["--transport", "webrtc", "--target", "http://agent", "--proxy-receipts", "r.jsonl"],
+            "--proxy-receipts cannot be matched to WebRTC calls",
+        ),
+    ],
+)
+def test_a_mistaken_flag_is_named_before_anything_is_played(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["load", "normal_question", "--target", "ws://127.0.0.1:9", *argv]) == 2
+    err = capsys.readouterr().err
+    assert f"voxproxy: error: {message}" in err
+    # The flags are checked before the default wire is said: a mistake is the only line.
+    assert "speaking the raw wire" not in err

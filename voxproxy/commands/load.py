@@ -9,10 +9,17 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from voxproxy.commands.load_merge import add_shard_arguments, sharding
+from voxproxy.commands.load_merge import Sharding, add_shard_arguments, sharding
+
+if TYPE_CHECKING:
+    from voxproxy.loadgen.progress import CallCounter, CallDone
+    from voxproxy.loadgen.results import CallOutcome
+    from voxproxy.loadgen.runner import LoadPlan
+    from voxproxy.transcripts.score import Scoring
 
 
 def add_parser(sub: Any) -> None:
@@ -137,37 +144,112 @@ def add_parser(sub: Any) -> None:
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    from voxproxy.errors import ConfigError
-    from voxproxy.loadgen.progress import CallCounter, CallDone
-    from voxproxy.loadgen.runner import (
-        LoadPlan,
-        outcomes,
-        play,
-        print_summary,
-        receipts_by_call,
-        write_results,
-    )
+    """Check the flags, play the calls, write and print the results; 1 when a call failed."""
+    load = _settings(args)
+    counter = _counter(load)
+    started = time.monotonic()
+    records, interrupted = _play(load, counter)
+    calls = _call_outcomes(load, records)
+    summary = _write_results(load, calls, interrupted)
+    _print_results(summary, len(calls), load.out, started)
+    return _exit_status(load, summary, len(calls), interrupted)
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """How many calls, how many at once, and (with --arrival-rate) when each starts."""
+
+    calls: int
+    concurrency: int
+    arrivals: tuple[float, ...] | None  # start offsets (s), the open model; None: closed
+
+
+@dataclass(frozen=True)
+class _LoadSettings:
+    """``voxproxy load``'s flags, checked: the plan and how to run and report it."""
+
+    plan: LoadPlan  # with its run id when sharded (or given --run-id)
+    shards: Sharding | None  # None: an ordinary run
+    scoring: Scoring
+    workers: int
+    out: Path
+    receipts: tuple[Path, str] | None  # --proxy-receipts and --proxy-secret, when given
+
+    @property
+    def calls_here(self) -> int:
+        """Calls this process plays (a shard's, or all of them)."""
+        return self.shards.calls if self.shards else self.plan.calls
+
+
+def _settings(args: argparse.Namespace) -> _LoadSettings:
+    """Check the flags (ConfigError on a mistake, in this order) and build the load plan."""
+    from voxproxy.loadgen.runner import LoadPlan
     from voxproxy.loadgen.scenario import find_scenario
     from voxproxy.transcripts.score import Scoring
 
+    schedule = _schedule(args)
+    _check_transport(args)
+    headers = _headers(args.header)
+    dialect = _dialect(args.dialect)
+    params = _custom_parameters(args.param, dialect)
+    scenarios = tuple(find_scenario(ref) for ref in args.scenarios)
+    scoring = Scoring.load(args.transcript_policy, args.transcript_terms)
+    plan = LoadPlan(
+        target=args.target,
+        dialect=dialect,
+        scenarios=scenarios,
+        calls=schedule.calls,
+        concurrency=schedule.concurrency,
+        sample_rate_hz=args.sample_rate,
+        headers=headers,
+        seed=args.seed,
+        transport=args.transport,
+        signaling=args.signaling,
+        custom_parameters=params,
+        arrivals=schedule.arrivals,
+    )
+    shards = sharding(args, plan)  # --shard/--start-at/--run-id (voxproxy.loadgen.shard)
+    return _LoadSettings(
+        plan=shards.plan if shards is not None else plan,
+        shards=shards,
+        scoring=scoring,
+        workers=args.workers,
+        out=Path(args.out),
+        receipts=(Path(args.proxy_receipts), args.proxy_secret) if args.proxy_receipts else None,
+    )
+
+
+def _schedule(args: argparse.Namespace) -> _Schedule:
+    """--calls and --concurrency (defaults 1 and 10), or the --arrival-rate schedule."""
+    from voxproxy.errors import ConfigError
+
+    calls: int | None = args.calls
+    concurrency: int | None = args.concurrency
     arrivals = None
     if args.arrival_rate is not None:
         from voxproxy.loadgen.arrivals import arrival_times, default_cap
 
-        if args.calls is not None:
+        if calls is not None:
             raise ConfigError("--arrival-rate plays calls on a schedule: give no --calls")
         if args.duration is None:
             raise ConfigError("--arrival-rate needs --duration (seconds at the rate)")
         arrivals = arrival_times(args.arrival_rate, args.ramp_up, args.duration)
-        args.calls = len(arrivals)
-        if args.concurrency is None:
-            args.concurrency = default_cap(args.arrival_rate)
+        calls = len(arrivals)
+        if concurrency is None:
+            concurrency = default_cap(args.arrival_rate)
     elif args.duration is not None or args.ramp_up:
         raise ConfigError("--duration and --ramp-up go with --arrival-rate")
-    args.calls = 1 if args.calls is None else args.calls
-    args.concurrency = 10 if args.concurrency is None else args.concurrency
-    if args.calls < 1 or args.concurrency < 1 or args.workers < 1:
+    calls = 1 if calls is None else calls
+    concurrency = 10 if concurrency is None else concurrency
+    if calls < 1 or concurrency < 1 or args.workers < 1:
         raise ConfigError("--calls, --concurrency and --workers must be at least 1")
+    return _Schedule(calls, concurrency, arrivals)
+
+
+def _check_transport(args: argparse.Namespace) -> None:
+    """The target's scheme fits --transport; --proxy-receipts comes with --proxy-secret."""
+    from voxproxy.errors import ConfigError
+
     if args.transport == "webrtc":
         from voxproxy.extras import require
 
@@ -182,61 +264,74 @@ def _cmd(args: argparse.Namespace) -> int:
         raise ConfigError(f"--target must be a ws:// or wss:// URL, got {args.target!r}")
     if bool(args.proxy_receipts) != bool(args.proxy_secret):
         raise ConfigError("--proxy-receipts and --proxy-secret go together")
-    headers = []
-    for h in args.header:
-        name, sep, value = h.partition(":")
-        if not sep or not name.strip():
-            raise ConfigError(f"--header wants NAME:VALUE, got {h!r}")
-        headers.append((name.strip(), value.strip()))
-    if args.dialect is None:
-        args.dialect = "raw"
-        print(
-            "voxproxy load: speaking the raw wire (the default); pass --dialect to speak "
-            "another (twilio, telnyx, plivo, vonage, exotel, openai-realtime)",
-            file=sys.stderr,
-        )
-    params = []
-    for item in args.param:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"--param wants NAME=VALUE, got {item!r}")
-        params.append((name.strip(), value))
-    if params and args.dialect not in ("twilio", "telnyx"):
-        raise ConfigError("--param: only the twilio and telnyx wires carry custom parameters")
-    scenarios = tuple(find_scenario(ref) for ref in args.scenarios)
-    scoring = Scoring.load(args.transcript_policy, args.transcript_terms)
-    plan = LoadPlan(
-        target=args.target,
-        dialect=args.dialect,
-        scenarios=scenarios,
-        calls=args.calls,
-        concurrency=args.concurrency,
-        sample_rate_hz=args.sample_rate,
-        headers=tuple(headers),
-        seed=args.seed,
-        transport=args.transport,
-        signaling=args.signaling,
-        custom_parameters=tuple(params),
-        arrivals=arrivals,
-    )
-    shards = sharding(args, plan)  # --shard/--start-at/--run-id (voxproxy.loadgen.shard)
-    if shards is not None:
-        plan = shards.plan
 
+
+def _name_value(item: str, sep: str, flag: str) -> tuple[str, str]:
+    """``NAME<sep>VALUE`` split in two, the name stripped (and not empty)."""
+    from voxproxy.errors import ConfigError
+
+    name, found, value = item.partition(sep)
+    if not found or not name.strip():
+        raise ConfigError(f"{flag} wants NAME{sep}VALUE, got {item!r}")
+    return name.strip(), value
+
+
+def _headers(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """The --header flags (NAME:VALUE), name and value stripped."""
+    pairs = (_name_value(h, ":", "--header") for h in items)
+    return tuple((name, value.strip()) for name, value in pairs)
+
+
+def _dialect(dialect: str | None) -> str:
+    """The wire to speak: --dialect, or raw (said on stderr, not assumed silently)."""
+    if dialect is not None:
+        return dialect
+    print(
+        "voxproxy load: speaking the raw wire (the default); pass --dialect to speak "
+        "another (twilio, telnyx, plivo, vonage, exotel, openai-realtime)",
+        file=sys.stderr,
+    )
+    return "raw"
+
+
+def _custom_parameters(items: list[str], dialect: str) -> tuple[tuple[str, str], ...]:
+    """The --param flags (NAME=VALUE, the value as given), for the wires that carry them."""
+    from voxproxy.errors import ConfigError
+
+    params = tuple(_name_value(item, "=", "--param") for item in items)
+    if params and dialect not in ("twilio", "telnyx"):
+        raise ConfigError("--param: only the twilio and telnyx wires carry custom parameters")
+    return params
+
+
+def _counter(load: _LoadSettings) -> CallCounter:
+    """The progress count of this process's calls, started now."""
+    from voxproxy.loadgen.progress import CallCounter
+
+    shards, plan = load.shards, load.plan
+    at_once = shards.shard.concurrency(plan.concurrency) if shards and shards.shard else None
+    last = plan.arrivals[-1] if plan.arrivals else None
+    return CallCounter(load.calls_here, at_once or plan.concurrency, time.monotonic(), last)
+
+
+def _play(load: _LoadSettings, counter: CallCounter) -> tuple[list[Any], bool]:
+    """Play the calls, showing progress; Ctrl-C stops them.
+
+    Returns the calls' records and whether Ctrl-C interrupted the run (then the records
+    are those of the calls that finished)."""
+    from voxproxy.loadgen.runner import play
+
+    shards, plan = load.shards, load.plan
     finished: list[Any] = []  # the calls that finished, as they finish
     stop = threading.Event()  # set on Ctrl-C: workers stop and report what finished
 
     def run(progress: Callable[[CallDone], None] | None) -> Awaitable[list[Any]]:
         if shards:
             return shards.play(progress, finished)
-        return play(plan, args.workers, progress, finished, stop)
+        return play(plan, load.workers, progress, finished, stop)
 
-    total = shards.calls if shards else plan.calls
-    at_once = shards.shard.concurrency(plan.concurrency) if shards and shards.shard else None
-    last = plan.arrivals[-1] if plan.arrivals else None
-    counter = CallCounter(total, at_once or plan.concurrency, time.monotonic(), last)
     # Played on this loop (else by worker processes, told through `stop`).
-    one_loop = shards is not None or min(args.workers, plan.calls, plan.concurrency) <= 1
+    one_loop = shards is not None or min(load.workers, plan.calls, plan.concurrency) <= 1
     interrupted = False
 
     async def main() -> list[Any]:
@@ -261,64 +356,90 @@ def _cmd(args: argparse.Namespace) -> int:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
 
-    def _logged(counter: CallCounter) -> Callable[[CallDone], None]:
-        """Without a terminal: a progress line at each tenth of the calls (for CI logs)."""
-        said = [0]
-
-        def tick(call: CallDone) -> None:
-            counter.add(call)
-            tenth = 10 * counter.done // counter.total
-            if tenth > said[0]:
-                said[0] = tenth
-                print(f"voxproxy load: {counter.line(time.monotonic())}", file=sys.stderr)
-
-        return tick
-
-    async def _shown(
-        play_with: Callable[[Callable[[CallDone], None]], Awaitable[list[Any]]],
-        counter: CallCounter,
-    ) -> list[Any]:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        columns = (BarColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn())
-        with Progress(*columns, transient=True) as bar:
-            task = bar.add_task("calls", total=counter.total, info=counter.line(time.monotonic()))
-
-            def tick(call: CallDone | None = None) -> None:
-                if call is not None:
-                    counter.add(call)
-                bar.update(task, completed=counter.done, info=counter.line(time.monotonic()))
-
-            async def clock() -> None:  # the ETA counts down between calls too
-                while True:
-                    await asyncio.sleep(1.0)
-                    tick()
-
-            ticking = asyncio.ensure_future(clock())
-            try:
-                return await play_with(tick)
-            finally:
-                ticking.cancel()
-
-    started = time.monotonic()
     try:
         import uvloop
 
-        records = uvloop.run(main())
+        records: list[Any] = uvloop.run(main())
     except ImportError:
         records = asyncio.run(main())
+    return records, interrupted
+
+
+def _logged(counter: CallCounter) -> Callable[[CallDone], None]:
+    """Without a terminal: a progress line at each tenth of the calls (for CI logs)."""
+    said = [0]
+
+    def tick(call: CallDone) -> None:
+        counter.add(call)
+        tenth = 10 * counter.done // counter.total
+        if tenth > said[0]:
+            said[0] = tenth
+            print(f"voxproxy load: {counter.line(time.monotonic())}", file=sys.stderr)
+
+    return tick
+
+
+async def _shown(
+    play_with: Callable[[Callable[[CallDone], None]], Awaitable[list[Any]]],
+    counter: CallCounter,
+) -> list[Any]:
+    """On a terminal: a progress bar (calls done, failed, ETA), gone when the run ends."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (BarColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn())
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task("calls", total=counter.total, info=counter.line(time.monotonic()))
+
+        def tick(call: CallDone | None = None) -> None:
+            if call is not None:
+                counter.add(call)
+            bar.update(task, completed=counter.done, info=counter.line(time.monotonic()))
+
+        async def clock() -> None:  # the ETA counts down between calls too
+            while True:
+                await asyncio.sleep(1.0)
+                tick()
+
+        ticking = asyncio.ensure_future(clock())
+        try:
+            return await play_with(tick)
+        finally:
+            ticking.cancel()
+
+
+def _call_outcomes(load: _LoadSettings, records: list[Any]) -> list[CallOutcome]:
+    """The calls' outcomes, with the target voxproxy's receipts when --proxy-receipts."""
+    from voxproxy.loadgen.runner import outcomes, receipts_by_call
+
     receipts = None
     secret = None
-    if args.proxy_receipts:
+    if load.receipts is not None:
+        path, proxy_secret = load.receipts
         time.sleep(0.5)  # the proxy writes each receipt as its call ends
-        secret = args.proxy_secret.encode()
-        receipts = receipts_by_call(Path(args.proxy_receipts), secret)
-    calls = outcomes(plan, records, receipts, secret)
-    out = Path(args.out)
-    view = shards.view() if shards else plan
-    _results, summary = write_results(out, view, calls, scoring, interrupted=interrupted)
+        secret = proxy_secret.encode()
+        receipts = receipts_by_call(path, secret)
+    return outcomes(load.plan, records, receipts, secret)
+
+
+def _write_results(
+    load: _LoadSettings, calls: list[CallOutcome], interrupted: bool
+) -> dict[str, Any]:
+    """results.json, summary.json and report.html (and a shard's shard.json.gz, unless
+    interrupted) in --out; returns the summary."""
+    from voxproxy.loadgen.runner import write_results
+
+    shards = load.shards
+    view = shards.view() if shards else load.plan
+    _results, summary = write_results(load.out, view, calls, load.scoring, interrupted=interrupted)
     if shards is not None and not interrupted:
-        shards.save(out, calls)
+        shards.save(load.out, calls)
+    return summary
+
+
+def _print_results(summary: dict[str, Any], calls: int, out: Path, started: float) -> None:
+    """The run's table, what the agent heard (when scored) and a line on the whole run."""
+    from voxproxy.loadgen.runner import print_summary
+
     print_summary(summary)
     heard = summary["all"].get("transcripts") or {}
     if heard.get("scorecard"):
@@ -332,19 +453,25 @@ def _cmd(args: argparse.Namespace) -> int:
     failed = summary["all"]["failed_calls"]
     errors = summary["all"]["errors"]
     print(
-        f"{len(calls)} calls in {time.monotonic() - started:.0f} s; {failed} failed an "
+        f"{calls} calls in {time.monotonic() - started:.0f} s; {failed} failed an "
         "expectation"
         + (f" ({errors} did not get through: causes above)" if errors else "")
         + f". Results: {out / 'results.json'}, {out / 'summary.json'}, {out / 'report.html'}"
     )
+
+
+def _exit_status(
+    load: _LoadSettings, summary: dict[str, Any], finished: int, interrupted: bool
+) -> int:
+    """130 when interrupted (said on stderr), 0 for a shard, else 1 when a call failed."""
     if interrupted:
         print(
-            f"interrupted: {len(calls)} of {total} calls had finished; the results, summary "
-            "and report above are theirs (calls cut off in flight are left out)"
-            + ("; no shard.json.gz was written" if shards is not None else ""),
+            f"interrupted: {finished} of {load.calls_here} calls had finished; the results, "
+            "summary and report above are theirs (calls cut off in flight are left out)"
+            + ("; no shard.json.gz was written" if load.shards is not None else ""),
             file=sys.stderr,
         )
         return 130
-    if shards is not None and shards.shard is not None:
+    if load.shards is not None and load.shards.shard is not None:
         return 0  # a shard's calls are judged by `voxproxy load merge` (exit 1 there)
-    return 1 if failed else 0
+    return 1 if summary["all"]["failed_calls"] else 0
