@@ -22,11 +22,14 @@ sys.path.insert(0, str(ROOT))
 
 from voxproxy import native  # noqa: E402
 
+PACKAGE = ROOT / "voxproxy"
+
 
 def clean() -> list[Path]:
-    """Remove every compiled module of the package (also of modules no longer listed)."""
+    """Remove every compiled module of this checkout's package (also of modules no longer
+    listed), never another checkout's."""
     removed = []
-    for path in native.compiled_files():
+    for path in native.compiled_files(PACKAGE):
         path.unlink()
         removed.append(path)
     shutil.rmtree(ROOT / "build" / "native", ignore_errors=True)
@@ -56,6 +59,16 @@ def main() -> int:
     ap.add_argument("--strict", action="store_true", help="exit 1 when the build fails")
     args = ap.parse_args()
     os.chdir(ROOT)
+    imported = Path(native.__file__).resolve().parent
+    if imported != PACKAGE.resolve():
+        # (A worktree sharing another checkout's environment, whose editable install
+        # maps the package there: its NATIVE_MODULES may not be this checkout's.)
+        print(
+            f"voxproxy is imported from {imported}, not {PACKAGE}: run this checkout's "
+            "build with its own package first on the path (PYTHONPATH)",
+            file=sys.stderr,
+        )
+        return 1
     removed = clean()
     if args.clean:
         print(f"removed {len(removed)} compiled module(s): the measurement core runs from source")
