@@ -4,13 +4,19 @@ The tables follow ITU-T Recommendation G.711 (1988): μ-law with bias 0x84 (132)
 A-law with the even-bit inversion mask 0x55; they agree bit for bit with the
 classic Sun reference coder (tested against CPython's ``audioop``). Decoding is one
 256-entry table; encoding is one 65536-entry table indexed by the sample's
-unsigned 16-bit pattern, both built once with numpy at import.
+unsigned 16-bit pattern, both built once with numpy at import. Where the standard
+library's ``audioop`` (Python 3.12 and before) or its continuation ``audioop-lts``
+(3.13 on) is present, decoding runs through it instead: the same samples, for less
+than half the work (a 20 ms frame at 8 kHz: 4,300 against 9,600 instructions,
+callgrind), and a wire's frame is decoded once per message.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import warnings
+from collections.abc import Callable
 from typing import Final
 
 import numpy as np
@@ -95,16 +101,55 @@ _ALAW_ENCODE = _build_alaw_encode()
 # the cost of one named by its type (170 against 330 ns).
 # (Final: the compiled build, voxproxy/native.py, holds them as constants, no look-up.)
 _U8: Final = np.dtype(np.uint8)
+_I16: Final = np.dtype(np.int16)
 _frombuffer: Final = np.frombuffer
 _ulaw_take: Final = ULAW_DECODE.take
 _alaw_take: Final = ALAW_DECODE.take
 
+Decode = Callable[[bytes, int], bytes]
+
+
+def _audioop_decoders() -> tuple[Decode, Decode] | None:
+    """``audioop``'s μ-law and A-law decoders to 16-bit samples, when they agree with the
+    tables on every code (else, or without the module: None, and the tables decode)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # (3.11-3.12: deprecated)
+            import audioop
+    except ImportError:
+        return None
+    codes = bytes(range(256))
+    for decode, table in ((audioop.ulaw2lin, ULAW_DECODE), (audioop.alaw2lin, ALAW_DECODE)):
+        if not np.array_equal(_frombuffer(decode(codes, 2), _I16), table):
+            return None
+    return audioop.ulaw2lin, audioop.alaw2lin
+
+
+_decoders = _audioop_decoders()
+AUDIOOP: Final = _decoders is not None  # decoding runs through audioop
+_ulaw2lin: Final = _decoders[0] if _decoders is not None else None
+_alaw2lin: Final = _decoders[1] if _decoders is not None else None
+
+
+def _ulaw_tables(data: bytes) -> Pcm:
+    return _ulaw_take(_frombuffer(data, _U8))
+
+
+def _alaw_tables(data: bytes) -> Pcm:
+    return _alaw_take(_frombuffer(data, _U8))
+
 
 def ulaw_to_pcm(data: bytes) -> Pcm:
+    """μ-law bytes to 16-bit samples (through audioop: read-only, on its buffer)."""
+    if _ulaw2lin is not None:
+        return _frombuffer(_ulaw2lin(data, 2), _I16)
     return _ulaw_take(_frombuffer(data, _U8))
 
 
 def alaw_to_pcm(data: bytes) -> Pcm:
+    """A-law bytes to 16-bit samples (through audioop: read-only, on its buffer)."""
+    if _alaw2lin is not None:
+        return _frombuffer(_alaw2lin(data, 2), _I16)
     return _alaw_take(_frombuffer(data, _U8))
 
 
