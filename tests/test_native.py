@@ -147,3 +147,31 @@ def test_the_makefile_rebuilds_when_a_compiled_module_changes_and_only_then() ->
     expected = [m.replace(".", "/") + ".py" for m in native.NATIVE_MODULES]
     assert out.stdout.split() == expected
     assert all((ROOT / path).is_file() for path in expected)
+
+
+def test_a_build_from_another_checkout_leaves_this_ones_compiled_modules_alone(
+    tmp_path: Path,
+) -> None:
+    """``tools/build_native.py`` of a checkout (a worktree) whose ``voxproxy`` imports
+    from elsewhere (a shared environment's editable install) refuses before it removes
+    or builds anything: it once removed another checkout's compiled core."""
+    other = tmp_path / "worktree"
+    (other / "tools").mkdir(parents=True)
+    script = other / "tools" / "build_native.py"
+    script.write_text((ROOT / "tools" / "build_native.py").read_text())
+    here = native.compiled_files()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # voxproxy imports from this checkout
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"imported from {ROOT / 'voxproxy'}" in done.stderr
+    assert str(other / "voxproxy") in done.stderr
+    assert native.compiled_files() == here  # (every one of them still there)
+    assert not (other / "build").exists()  # nor built anything
