@@ -54,6 +54,23 @@ def _alone(calls: list[tuple[list[Item], int, int, str]]) -> list[Receipt]:
     return out
 
 
+def _free_queue(soon: list[Callable[[], None]], max_backlog: int) -> MeasurementQueue:
+    """A grouped queue whose clocks never move (no budget is ever spent, nothing is
+    shed); its turns are appended to ``soon``, for the test to run."""
+    return MeasurementQueue(
+        group_ms=50.0,
+        budget_ms=0.25,
+        max_budget_ms=1.0,
+        shed_after_ms=1e9,
+        max_backlog=max_backlog,
+        cpu_ns=lambda: 0,
+        loop_cpu_ns=lambda: 0,
+        now_ns=lambda: 0,
+        call_soon=soon.append,
+        call_later=lambda _s, fn: soon.append(fn),
+    )
+
+
 def _grouped(
     calls: list[tuple[list[Item], int, int, str]], cost: int
 ) -> tuple[list[Receipt], PumpGroup, int]:
@@ -162,18 +179,7 @@ def test_a_pump_due_on_a_calls_last_queued_item_is_passed_in_the_same_turn(seed:
     # refers to is freed at once (the proxy's calls are).
     (items, start, end, dialect), *_ = _calls(seed, 1)
     soon: list[Callable[[], None]] = []
-    queue = MeasurementQueue(
-        group_ms=50.0,
-        budget_ms=0.25,
-        max_budget_ms=1.0,
-        shed_after_ms=1e9,
-        max_backlog=1 << 30,
-        cpu_ns=lambda: 0,
-        loop_cpu_ns=lambda: 0,
-        now_ns=lambda: 0,
-        call_soon=soon.append,
-        call_later=lambda _s, fn: soon.append(fn),
-    )
+    queue = _free_queue(soon, max_backlog=1 << 30)
     session = _session(start, dialect)
     session.pumps = queue.pumps
     call = QueuedSession(session)
@@ -226,17 +232,7 @@ def test_a_call_given_up_through_the_queue_keeps_its_traffic_and_counts_what_it_
     (items, start, end, dialect), *_ = _calls(7, 1)
     assert len(items) > 120
     soon: list[Callable[[], None]] = []
-    queue = MeasurementQueue(
-        group_ms=50.0,
-        budget_ms=0.25,
-        shed_after_ms=1e9,
-        max_backlog=100,
-        cpu_ns=lambda: 0,
-        loop_cpu_ns=lambda: 0,
-        now_ns=lambda: 0,
-        call_soon=soon.append,
-        call_later=lambda _s, fn: soon.append(fn),
-    )
+    queue = _free_queue(soon, max_backlog=100)
     session = _session(start, dialect)
     session.pumps = queue.pumps
     call = QueuedSession(session)

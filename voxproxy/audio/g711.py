@@ -143,14 +143,14 @@ def ulaw_to_pcm(data: bytes) -> Pcm:
     """μ-law bytes to 16-bit samples (through audioop: read-only, on its buffer)."""
     if _ulaw2lin is not None:
         return _frombuffer(_ulaw2lin(data, 2), _I16)
-    return _ulaw_take(_frombuffer(data, _U8))
+    return _ulaw_tables(data)
 
 
 def alaw_to_pcm(data: bytes) -> Pcm:
     """A-law bytes to 16-bit samples (through audioop: read-only, on its buffer)."""
     if _alaw2lin is not None:
         return _frombuffer(_alaw2lin(data, 2), _I16)
-    return _alaw_take(_frombuffer(data, _U8))
+    return _alaw_tables(data)
 
 
 def pcm_to_ulaw(pcm: Pcm) -> bytes:
