@@ -171,6 +171,37 @@ def test_caller_wire_field_types_follow_the_protocol() -> None:
     assert [json.loads(x)["sequenceNumber"] for x in (wire.mark("y"), wire.stop())] == ["9", "10"]
 
 
+def test_caller_media_text_is_what_json_dumps_writes() -> None:
+    # The caller's media message is laid out by hand (the load generator's hot path); it
+    # must be the very text json.dumps gives for the message, whatever the stream id
+    # (quotes, backslashes, non-ASCII: escaped as json.dumps escapes them), with the
+    # sequence number shared with the wire's other messages.
+    rng = np.random.default_rng(5)
+    for sid in (STREAM, 'MZ"quoted"\\back', "MZ\u00e9\u2028\n", ""):
+        wire = TwilioCallerWire(sid, CALL)
+        wire.connected()
+        seq, chunk, sent_ms = 1, 0, 0  # start carries sequence number 1
+        wire.start()
+        for n in (160, 0, 80, 161, 4000):
+            ulaw = rng.bytes(n)
+            seq, chunk = seq + 1, chunk + 1
+            expected = {
+                "event": "media",
+                "sequenceNumber": str(seq),
+                "media": {
+                    "track": "inbound",
+                    "chunk": str(chunk),
+                    "timestamp": str(sent_ms),
+                    "payload": base64.b64encode(ulaw).decode(),
+                },
+                "streamSid": sid,
+            }
+            assert wire.media(ulaw) == json.dumps(expected)
+            sent_ms += n // 8
+            seq += 1
+            assert json.loads(wire.mark("m"))["sequenceNumber"] == str(seq)
+
+
 def test_agent_wire_messages_follow_the_protocol() -> None:
     wire = TwilioAgentWire(STREAM)
     media = json.loads(wire.media(b"\x00\x01"))

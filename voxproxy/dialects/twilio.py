@@ -10,6 +10,8 @@ Source: https://www.twilio.com/docs/voice/media-streams/websocket-messages
 
 from __future__ import annotations
 
+import json
+
 from voxproxy.dialects._common import b64encode
 from voxproxy.dialects._stream import MarkWire
 from voxproxy.dialects.base import DialectOptions, register
@@ -36,6 +38,7 @@ class TwilioCallerWire(MarkWire):
         self.stream_sid = stream_sid
         self.call_sid = call_sid
         self.account_sid = account_sid
+        self._id_tail = f", {json.dumps({'streamSid': stream_sid})[1:-1]}"
 
     def connected(self) -> str:
         return self.message("connected", {"protocol": "Call", "version": "1.0.0"}, "f")
@@ -56,9 +59,18 @@ class TwilioCallerWire(MarkWire):
         return self.message("start", {"start": start}, "sfi")
 
     def media(self, ulaw: bytes) -> str:
+        """``{"event": "media", <seq>, "media": {track, chunk, timestamp, payload}, <id>}``,
+        the text ``json.dumps`` gives for it, laid out directly: a load generator sends
+        50 a second per caller, and the dict and the encoder's passes over it were a
+        tenth of its CPU (the other fields are digits and base64, which JSON leaves as
+        they are; the stream id is encoded once)."""
         chunk, sent_ms = self.next_chunk(len(ulaw) // 8)
-        media = {"track": "inbound", "chunk": str(chunk), "timestamp": str(sent_ms)}
-        return self.message("media", {"media": {**media, "payload": b64encode(ulaw)}}, "sfi")
+        self._seq += 1
+        return (
+            f'{{"event": "media", "sequenceNumber": "{self._seq}", "media": {{"track": '
+            f'"inbound", "chunk": "{chunk}", "timestamp": "{sent_ms}", "payload": '
+            f'"{b64encode(ulaw)}"}}{self._id_tail}}}'
+        )
 
     def dtmf(self, digit: str) -> str:
         return self.message("dtmf", {"dtmf": {"track": "inbound_track", "digit": digit}}, "isf")
