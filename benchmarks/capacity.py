@@ -33,9 +33,11 @@ frame; it reuses overhead.py's helpers (speech frames, pinning, CPU from /proc,
 ports). Its own limit is reported: a level where the direct path itself misses the
 bound, or where its pacing lags, is load-limited, and the search stops there.
 
-Search: levels grow geometrically (``--start`` 100, x``--growth`` 1.4) while any relay
-still passes and the load keeps up; then each relay's bound is bisected
-(``--bisect-steps`` 2). The direct path is measured once per level and shared; its
+Search: levels grow geometrically (``--start`` 100, or 100 x F with ``--core-share F``,
+x``--growth`` 1.4) while any relay still passes and the load keeps up; then each relay's
+bound is bisected (at most ``--bisect-steps`` 5, until the bracket is within
+``--resolution``; the summary gives each count with the least count seen to fail, and
+the 2-worker ratio with the range those brackets allow). The direct path is measured once per level and shared; its
 median at a bisection point is interpolated between levels. The machine may be
 shared: a run during which other processes used more than ``--max-foreign`` (5%) of
 a core (the machine's busy time in /proc/stat less ours) is repeated, up to 3 runs
@@ -249,16 +251,30 @@ def measure_settled(
 # -- the search ---------------------------------------------------------------------------------
 
 
+def _ratio_range(
+    passed_a: int, failed_a: int | None, passed_b: int, failed_b: int | None
+) -> list[float | None]:
+    """The least and most ``a / b`` can be when each count lies between what passed and
+    one call fewer than what failed (None: no failure seen, no upper bound)."""
+    low = round(passed_a / (failed_b - 1), 3) if failed_b is not None and failed_b > 1 else None
+    high = round((failed_a - 1) / passed_b, 3) if failed_a is not None else None
+    return [low, high]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--load", nargs=3, type=int, metavar=("TARGET", "AGENT", "CALLS"))
     parser.add_argument("--warmup", type=float, default=1.5)
     parser.add_argument("--window", type=float, default=4.0, help="seconds measured per run")
     parser.add_argument("--max-p99-ms", type=float, default=5.0)
-    parser.add_argument("--start", type=int, default=100, help="first level (calls)")
+    parser.add_argument(
+        "--start",
+        type=int,
+        help="first level (calls; default 100, with --core-share F: 100 x F)",
+    )
     parser.add_argument("--growth", type=float, default=1.4, help="level factor")
     parser.add_argument("--resolution", type=float, default=0.05, help="bisect to this fraction")
-    parser.add_argument("--bisect-steps", type=int, default=2, help="at most, per relay")
+    parser.add_argument("--bisect-steps", type=int, default=5, help="at most, per relay")
     parser.add_argument("--max-calls", type=int, default=800)
     parser.add_argument("--max-lag-ms", type=float, default=3.0, help="load pacing lag limit")
     parser.add_argument(
@@ -292,6 +308,8 @@ def main() -> None:
     args = parser.parse_args()
     global SHARE
     SHARE = args.core_share
+    if args.start is None:
+        args.start = max(10, round(100 * (SHARE or 1.0)))
     if args.load:
         import uvloop
 
@@ -460,6 +478,7 @@ def main() -> None:
     }
     for p in relays:
         summary[f"{p}_calls"] = passed[p]
+        summary[f"{p}_failed_at"] = failed[p]  # the least count seen to fail (None: none)
         bound = "relay" if failed[p] is not None else "load"
         if failed[p] is None and p not in load_bound and load_limit is None:
             bound = "max_calls"  # never failed up to --max-calls
@@ -477,6 +496,9 @@ def main() -> None:
     summary["load_shares_relay_core"] = [p for p in relays if load_shares_relay(p)]
     if "voxproxy" in relays and "voxproxy-2w" in relays and passed["voxproxy"]:
         summary["voxproxy_2w_over_1w"] = round(passed["voxproxy-2w"] / passed["voxproxy"], 3)
+        summary["voxproxy_2w_over_1w_range"] = _ratio_range(
+            passed["voxproxy-2w"], failed["voxproxy-2w"], passed["voxproxy"], failed["voxproxy"]
+        )
     if "voxproxy" in relays and "bare" in relays and passed["bare"]:
         summary["voxproxy_over_bare"] = round(passed["voxproxy"] / passed["bare"], 3)
     if "voxproxy" in relays and "nginx" in relays and passed["nginx"]:
@@ -495,12 +517,15 @@ def main() -> None:
         }[summary[f"{p}_bound"]]
         cores = f"{cores_of(p):g}"
         shared = " (the load shares one of its cores)" if load_shares_relay(p) else ""
+        fails = f", {failed[p]} failed" if failed[p] is not None else ""
         console.print(
-            f"{p}: {passed[p]} calls on {cores} core(s), {summary[f'{p}_calls_per_core']} per "
-            f"core ({bound}){shared}"
+            f"{p}: {passed[p]} calls on {cores} core(s){fails}, "
+            f"{summary[f'{p}_calls_per_core']} per core ({bound}){shared}"
         )
     if "voxproxy_2w_over_1w" in summary:
-        console.print(f"voxproxy 2 workers / 1 worker = {summary['voxproxy_2w_over_1w']}")
+        low, high = summary["voxproxy_2w_over_1w_range"]
+        within = f" (the counts' brackets allow {low}-{high})" if high != low else ""
+        console.print(f"voxproxy 2 workers / 1 worker = {summary['voxproxy_2w_over_1w']}{within}")
     if "voxproxy_over_bare" in summary:
         ratios = f"voxproxy / bare = {summary['voxproxy_over_bare']}"
         if "voxproxy_over_nginx" in summary:
