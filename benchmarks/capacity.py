@@ -37,12 +37,12 @@ Search: levels grow geometrically (``--start`` 100, or 100 x F with ``--core-sha
 x``--growth`` 1.4) while any relay still passes and the load keeps up; then each relay's
 bound is bisected (at most ``--bisect-steps`` 5, until the bracket is within
 ``--resolution``; the summary gives each count with the least count seen to fail, and
-the 2-worker ratio with the range those brackets allow). The direct path is measured once per level and shared; its
-median at a bisection point is interpolated between levels. The machine may be
-shared: a run during which other processes used more than ``--max-foreign`` (5%) of
-a core (the machine's busy time in /proc/stat less ours) is repeated, up to 3 runs
-(the table shows how many); runs still disturbed are counted in the JSON line and
-flagged in a warning.
+the 2-worker ratio with the range those brackets allow). The direct path is measured
+once per level and shared; its median at a bisection point is interpolated between
+levels. The machine may be shared: a run during which other processes used more than
+``--max-foreign`` (5%) of a core (the machine's busy time in /proc/stat less ours) is
+repeated, up to 3 runs (the table shows how many); runs still disturbed are counted in
+the JSON line and flagged in a warning.
 
 Also printed: each relay's CPU per call-second (median over its runs below 90% of a
 core) and what a full core would carry on CPU alone. Per-message costs measured at
