@@ -39,9 +39,9 @@ bound is bisected (at most ``--bisect-steps`` 5, until the bracket is within
 ``--resolution``; the summary gives each count with the least count seen to fail, and
 the 2-worker ratio with the range those brackets allow). One 4 s window's p99 is a noisy
 pass or fail near the bound (2026-12-04: two workers failed 92 and 105 calls in two
-searches, then passed 110 in 4 runs of 4): ``--runs-per-level 3`` takes the majority of
-up to three runs at each count, for the relays and for the direct path's check that the
-load keeps up. The direct path is measured
+searches, then passed 110 in 4 runs of 4): so each count's verdict is the majority of up
+to ``--runs-per-level`` 3 runs, for the relays and for the direct path's check that the
+load keeps up (1: one run each, half the time). The direct path is measured
 once per level and shared; its median at a bisection point is interpolated between
 levels. The machine may be shared: a run during which other processes used more than
 ``--max-foreign`` (5%) of a core (the machine's busy time in /proc/stat less ours) is
@@ -282,7 +282,7 @@ def main() -> None:
     parser.add_argument(
         "--runs-per-level",
         type=int,
-        default=1,
+        default=3,
         help="a relay holds a count (and the load keeps up with it) when most of this many "
         "runs at it pass (odd; runs stop once the majority is decided): one window's p99 "
         "is a noisy pass or fail",
