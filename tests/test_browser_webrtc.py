@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,16 +49,13 @@ def _run_in_namespace(out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path) -> None:
-    # Missing tools are a broken setup, not a reason to skip: `make test` installs chromium.
-    assert CHROMIUM is not None, (
-        "Debian's chromium is not installed (`make test` installs it: tools/system-deps)"
-    )
-    assert shutil.which("unshare") is not None and shutil.which("ip") is not None, (
-        "needs unshare and ip (util-linux, iproute2) for a private network namespace"
-    )
-    assert os.geteuid() == 0, "needs root to make a private network namespace"
-    out = tmp_path / "browser.json"
+# Why a figure may be withheld because the machine was busy, not because the call was odd.
+LOAD_REASONS = ("clock_lag", "measurement_shed", "caller_unanalysed", "agent_unanalysed")
+
+
+def _call(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One browser call through the proxy: what the run wrote, and the receipt's one
+    response turn (the page, the agent and the receipt checked on the way)."""
     proc = _run_in_namespace(out)
     if proc.returncode != 0 or not out.exists():
         # One retry, said out loud: Chromium's start-up in a fresh namespace is the only part
@@ -66,7 +64,7 @@ def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path
         proc = _run_in_namespace(out)
     assert proc.returncode == 0 and out.exists(), (proc.returncode, proc.stderr[-3000:])
     r = json.loads(out.read_text())
-    page, truth, receipt = r["page"], r["truth_file"], r["receipt"]
+    page, receipt = r["page"], r["receipt"]
     assert page["status"] == 201 and page["connectionState"] == "connected", page
     assert page["delete_status"] == 200
     assert page["errors"] == []
@@ -81,7 +79,30 @@ def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path
     assert receipt["dialect"] == "openai-realtime"  # the oai-events channel was decoded
     responses = [t for t in receipt["turns"] if t["kind"] == "response"]
     assert len(responses) == 1, receipt["turns"]
-    turn = responses[0]
+    return r, responses[0]
+
+
+def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path) -> None:
+    # Missing tools are a broken setup, not a reason to skip: `make test` installs chromium.
+    assert CHROMIUM is not None, (
+        "Debian's chromium is not installed (`make test` installs it: tools/system-deps)"
+    )
+    assert shutil.which("unshare") is not None and shutil.which("ip") is not None, (
+        "needs unshare and ip (util-linux, iproute2) for a private network namespace"
+    )
+    assert os.geteuid() == 0, "needs root to make a private network namespace"
+    r, turn = _call(tmp_path / "browser.json")
+    if turn["ttfs_ms"] is None:
+        # The proxy withholds a figure it cannot stand behind (MEASUREMENT.md): on a machine
+        # busy enough (the whole suite and a browser on two cores) its clock readings may run
+        # late or its measurement shed audio. That is the product working, not a wrong
+        # figure; one more call, said out loud, must then publish one. Any other reason is a
+        # failure here.
+        assert turn["reason"] in LOAD_REASONS, turn
+        print(f"ttfs withheld ({turn['reason']}) on a busy machine: calling once more")
+        r, turn = _call(tmp_path / "browser-again.json")
+    assert turn["ttfs_ms"] is not None, turn
+    page, truth = r["page"], r["truth_file"]
 
     # Everything on this process's monotonic clock, in ms. Where the microphone's file
     # started playing is known to lie between two instants: the fake device cannot play
