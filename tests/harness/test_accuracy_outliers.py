@@ -3,11 +3,11 @@ uncertainty is kept (its caller record, receipt and agent log) to be studied lat
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 import sys
 from pathlib import Path
-from types import ModuleType
+
+from support.benchmarks import load_benchmark
 
 from voxproxy.analysis.vadconfig import Spurt
 from voxproxy.harness.bench import BenchCall
@@ -16,23 +16,9 @@ from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.scenario import find_scenario
 from voxproxy.simcall.log import CallLog
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _benchmark(name: str) -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        f"bench_{name}", ROOT / "benchmarks" / f"{name}.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_a_call_with_a_figure_outside_its_uncertainty_is_kept(tmp_path: Path) -> None:
-    accuracy = _benchmark("accuracy")
+    accuracy = load_benchmark("accuracy")
     compare = sys.modules["accuracy_compare"]
     inside = compare.Figure("stop", "published", err_ms=9.0, uncertainty_ms=10.0)
     far = compare.Figure("stop", "published", err_ms=39.0, uncertainty_ms=16.9)

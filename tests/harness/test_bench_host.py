@@ -3,13 +3,10 @@ process, benchmarks/proxyhost.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
+from support.benchmarks import load_benchmark
 
 from voxproxy.errors import UsageError
 from voxproxy.harness.bench import BenchAgent, run_bench
@@ -18,17 +15,6 @@ from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import MockAgentConfig
 
 SECRET = b"bench-host-test"
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _proxyhost() -> ModuleType:
-    path = ROOT / "benchmarks" / "proxyhost.py"
-    spec = importlib.util.spec_from_file_location("bench_proxyhost", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _scenario() -> Scenario:
@@ -38,7 +24,7 @@ def _scenario() -> Scenario:
 
 async def test_posting_events_needs_the_in_process_proxies() -> None:
     agent = BenchAgent("a", MockAgentConfig(), 1, post_events=True)
-    host = _proxyhost().SubprocessProxyHost()
+    host = load_benchmark("proxyhost").SubprocessProxyHost()
     with pytest.raises(UsageError, match="post_events"):
         await run_bench([agent], ((_scenario(), None),), secret=SECRET, proxy_host=host)
 
@@ -58,7 +44,7 @@ async def test_calls_go_through_the_hosts_proxies_and_get_its_receipts() -> None
         )
         for dialect in ("raw", "twilio")
     ]
-    host = _proxyhost().SubprocessProxyHost(max_seconds=120.0)
+    host = load_benchmark("proxyhost").SubprocessProxyHost(max_seconds=120.0)
     calls = await run_bench(agents, ((_scenario(), None),), secret=SECRET, proxy_host=host)
     assert [c.label for c in calls] == ["raw", "twilio"]
     assert host.stats["calls"] == 2  # both went through the child's proxies
@@ -76,7 +62,7 @@ async def test_calls_go_through_the_hosts_proxies_and_get_its_receipts() -> None
 def test_receipts_from_a_newer_tree_are_read_without_the_fields_this_one_lacks() -> None:
     from support.receipt_samples import sample_receipt
 
-    parse = _proxyhost().parse_receipt
+    parse = load_benchmark("proxyhost").parse_receipt
     receipt = sample_receipt()
     data = json.loads(receipt.model_dump_json(by_alias=True))
     data["traffic"]["a_field_added_later"] = 1.0

@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _capacity() -> object:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "bench_capacity", ROOT / "benchmarks" / "capacity.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from support.benchmarks import load_benchmark
 
 
 def test_the_ratio_range_follows_both_brackets() -> None:
-    ratio_range = _capacity()._ratio_range  # type: ignore[attr-defined]
+    ratio_range = load_benchmark("capacity")._ratio_range
     # 2026-12-04's run: 2 workers passed 137 and failed 140, 1 worker passed 53, failed 56.
     assert ratio_range(137, 140, 53, 56) == [round(137 / 55, 3), round(139 / 53, 3)]
     # The default search of the same day: 75 / 100 against 50 / 75: anything from 1 to 2.
