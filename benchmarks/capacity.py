@@ -84,6 +84,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,6 +266,23 @@ def _ratio_range(
     return [low, high]
 
 
+def _majority(
+    trial: Callable[[], bool], runs: int, stop: Callable[[], bool] = lambda: False
+) -> bool:
+    """Whether most of up to ``runs`` calls of ``trial`` pass: calls stop once the majority
+    is decided, or after a failing one when ``stop()`` says more would not tell."""
+    need = runs // 2 + 1
+    passes = fails = 0
+    while passes < need and fails < need:
+        if trial():
+            passes += 1
+        else:
+            fails += 1
+            if stop():
+                break
+    return passes >= need
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--load", nargs=3, type=int, metavar=("TARGET", "AGENT", "CALLS"))
@@ -342,13 +360,17 @@ def main() -> None:
     direct: dict[int, Run] = {}
     t_begin = time.monotonic()
 
+    def measure_direct(n: int) -> Run:
+        d = measure_settled("direct", n, args.warmup, args.window, foreign)
+        d.added_p99_ms = d.p99_ms - d.p50_ms
+        runs.append(d)
+        print(_line(d), file=sys.stderr, flush=True)
+        return d
+
     def run_direct(n: int) -> Run:
+        """The direct path at ``n`` calls, measured once (its figures serve every relay)."""
         if n not in direct:
-            d = measure_settled("direct", n, args.warmup, args.window, foreign)
-            d.added_p99_ms = d.p99_ms - d.p50_ms
-            direct[n] = d
-            runs.append(d)
-            print(_line(d), file=sys.stderr, flush=True)
+            direct[n] = measure_direct(n)
         return direct[n]
 
     def direct_ok(d: Run) -> bool:
@@ -359,19 +381,14 @@ def main() -> None:
     def load_ok(n: int) -> bool:
         """Whether the load keeps up at ``n`` calls on the direct path: the majority of up
         to ``--runs-per-level`` runs, as for a relay (the first run's figures are kept)."""
-        need = args.runs_per_level // 2 + 1
-        passes = int(direct_ok(run_direct(n)))
-        fails = 1 - passes
-        while passes < need and fails < need:
-            again = measure_settled("direct", n, args.warmup, args.window, foreign)
-            again.added_p99_ms = again.p99_ms - again.p50_ms
-            runs.append(again)
-            print(_line(again), file=sys.stderr, flush=True)
-            if direct_ok(again):
-                passes += 1
-            else:
-                fails += 1
-        return passes >= need
+        tried: list[bool] = []
+
+        def trial() -> bool:
+            d = measure_direct(n) if tried else run_direct(n)
+            tried.append(True)
+            return direct_ok(d)
+
+        return _majority(trial, args.runs_per_level)
 
     def direct_p50(n: int) -> float:
         """The direct path's median one-way latency at ``n`` calls: measured at each level,
@@ -396,16 +413,7 @@ def main() -> None:
     def run(path: str, n: int) -> bool:
         """Whether ``path`` holds ``n`` calls: the majority of up to ``--runs-per-level``
         runs (they stop once the majority is decided, or the load runs out of CPU)."""
-        need = args.runs_per_level // 2 + 1
-        passes = fails = 0
-        while passes < need and fails < need:
-            if run_once(path, n):
-                passes += 1
-            else:
-                fails += 1
-                if path in load_bound:
-                    break
-        return passes >= need
+        return _majority(lambda: run_once(path, n), args.runs_per_level, lambda: path in load_bound)
 
     passed = {p: 0 for p in relays}
     failed: dict[str, int | None] = {p: None for p in relays}
