@@ -10,6 +10,7 @@ once both sockets are gone. The relay adds what passes between the legs.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import sys
 import time
@@ -58,15 +59,29 @@ def log_failure(message: str) -> None:
     log.error("%s: %s (message withheld)\n%s", message, type(exc).__name__, where.rstrip())
 
 
+class LegMode(enum.Enum):
+    """How the relay reads a leg's bytes (relay.py, "Reading a leg")."""
+
+    HEAD = "head"  # the handshake's HTTP head, up to its blank line
+    FRAMES = "frames"  # whole frames: data frames spliced, the rest to the protocol
+    PROTOCOL = "protocol"  # everything through websockets' protocol, as it comes
+
+
 class _Leg(asyncio.Protocol):
     """One TCP connection of a call; forwards everything to its relay."""
 
-    __slots__ = ("direction", "relay", "transport")
+    __slots__ = ("direction", "inbuf", "mode", "parser", "relay", "tail", "transport")
 
     def __init__(self, relay: Relay | None, direction: Direction) -> None:
         self.relay = relay
         self.direction = direction  # the direction of the messages this leg *receives*
         self.transport: asyncio.Transport | None = None
+        # How the relay reads this leg (relay.py, "Reading a leg"): its handshake head
+        # first, then whole frames, or everything through websockets' protocol.
+        self.mode = LegMode.HEAD
+        self.tail = b""  # the head's last bytes so far (its end may span two reads)
+        self.inbuf = bytearray()  # a frame's first bytes, until it is whole
+        self.parser: object = None  # the protocol's frame parser while frames are read
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but quack alike.

@@ -20,6 +20,12 @@ from websockets.exceptions import InvalidStatus
 from websockets.frames import Close, CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
+from websockets.server import ServerProtocol
+
+try:  # websockets' C masking, as its own frames use it (else its pure-Python one)
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover (a build of websockets without its C speedups)
+    from websockets.utils import apply_mask
 
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.fdwatch import FD_ALARM, FD_ERRNOS
@@ -38,7 +44,7 @@ from voxproxy.transports.websocket.handshake import (
     pass_request_headers,
     pass_response_headers,
 )
-from voxproxy.transports.websocket.legs import CallLegs, _Leg, log, log_failure
+from voxproxy.transports.websocket.legs import CallLegs, LegMode, _Leg, log, log_failure
 from voxproxy.transports.websocket.observer import EndInfo, ObserverFactory
 
 
@@ -69,8 +75,18 @@ class Relay(CallLegs):
             self.agent = leg
 
     def data(self, leg: _Leg, data: bytes) -> None:
-        # (Bytes are not activity: only a whole message with media is, see _measure.)
+        # (Bytes are not activity: only a whole message with media is, see _deliver.)
         t_ns = time.monotonic_ns()
+        mode = leg.mode
+        if mode is LegMode.FRAMES:
+            self._frames(leg, data, t_ns)
+        elif mode is LegMode.HEAD:
+            self._head(leg, data, t_ns)
+        else:
+            self._feed(leg, data, t_ns)
+
+    def _feed(self, leg: _Leg, data: bytes, t_ns: int) -> None:
+        """Bytes through the leg's websockets protocol, and what comes out acted on."""
         if leg is self.caller:
             self.server.receive_data(data)
             self._caller_events(self.server.events_received(), t_ns)
@@ -80,7 +96,173 @@ class Relay(CallLegs):
             self._agent_events(self.client.events_received(), t_ns)
             self._flush_agent()
 
+    # -- reading a leg -------------------------------------------------------------------
+    #
+    # A leg's handshake head (the caller's request, the agent's response) goes through
+    # websockets' protocol, and not one byte after it: the protocol's parser then waits
+    # at the start of a frame. From there on the relay cuts the stream into whole frames
+    # itself (RFC 6455 5.2) and keeps the parser at a frame's start: a whole, unfragmented
+    # text or binary frame with the reserved bits clear, masked as its sender must mask it
+    # and within the size limit, is written to the other leg as the very bytes that came
+    # (the caller's masking key included: a client's frame stays a client's frame) and
+    # then measured; every other frame (control frames, fragments, anything malformed or
+    # too big) goes through the protocol whole, as before. Once the protocol stops
+    # parsing frames (a close received, a failure, a refusal: it replaced its parser) or
+    # the leg's handshake did not open, the rest of the leg goes through the protocol as
+    # it comes. The protocol never sees the spliced frames, and needs not: for a whole
+    # data frame it keeps no state (websockets' ``Protocol.recv_frame``), and the relay
+    # writes nothing on a leg between two of the protocol's own writes (each is flushed
+    # at once). What this saves: the protocol's generator-based parsing, a Frame object
+    # and its serialization with a fresh mask for every message.
+
+    def _protocol(self, leg: _Leg) -> ServerProtocol | ClientProtocol | None:
+        return self.server if leg is self.caller else self.client
+
+    def _head(self, leg: _Leg, data: bytes, t_ns: int) -> None:
+        """A read while the leg's handshake head is not yet whole."""
+        protocol = self._protocol(leg)
+        if protocol is None:
+            return
+        seen = leg.tail + data
+        at = seen.find(b"\r\n\r\n")
+        if at < 0:
+            leg.tail = seen[-3:]
+            self._feed(leg, data, t_ns)
+            return
+        cut = at + 4 - len(leg.tail)
+        leg.tail = b""
+        parser = protocol.parser
+        self._feed(leg, data[:cut], t_ns)
+        rest = data[cut:]
+        opened = protocol.state is State.OPEN or (
+            leg is self.caller and protocol.state is State.CONNECTING
+        )
+        if (
+            opened
+            and protocol.parser is parser
+            and protocol.handshake_exc is None
+            and not protocol.available_extensions
+        ):
+            leg.mode = LegMode.FRAMES
+            leg.parser = parser
+            if rest:
+                self._frames(leg, rest, t_ns)
+        else:
+            leg.mode = LegMode.PROTOCOL
+            if rest:
+                self._feed(leg, rest, t_ns)
+
+    def _frames(self, leg: _Leg, data: bytes, t_ns: int) -> None:
+        """A read once the leg's frames are cut by the relay."""
+        protocol = self._protocol(leg)
+        if protocol is None:
+            return
+        pending = leg.inbuf
+        buf: bytes | bytearray = data
+        if pending:
+            pending += data
+            buf = pending
+        from_caller = leg is self.caller
+        masked = 0x80 if from_caller else 0  # RFC 6455 5.1: clients mask, servers do not
+        direction = CALLER_TO_AGENT if from_caller else AGENT_TO_CALLER
+        limit = protocol.max_message_size
+        if protocol.max_fragment_size is not None:
+            limit = min(limit or protocol.max_fragment_size, protocol.max_fragment_size)
+        n = len(buf)
+        pos = 0
+        while n - pos >= 2:
+            b0 = buf[pos]
+            b1 = buf[pos + 1]
+            size = b1 & 0x7F
+            start = pos + 2
+            if size == 126:
+                if n - pos < 4:
+                    break
+                size = int.from_bytes(buf[start : start + 2], "big")
+                start += 2
+            elif size == 127:
+                if n - pos < 10:
+                    break
+                size = int.from_bytes(buf[start : start + 8], "big")
+                start += 8
+            if limit is not None and size > limit:
+                # Too big: the protocol fails the connection on its header (1009), without
+                # waiting for a payload that is not to be read into memory.
+                self._leave_frames(leg, bytes(buf[pos:]), t_ns)
+                if pending:
+                    pending.clear()
+                return
+            key = start
+            if b1 & 0x80:
+                start += 4
+            end = start + size
+            if end > n:
+                break
+            if (
+                (b0 == 0x81 or b0 == 0x82)
+                and b1 & 0x80 == masked
+                and self._frag_count[direction] == 0
+            ):
+                self._splice(leg, buf, pos, key, start, end, direction, t_ns)
+            else:
+                self._feed(leg, bytes(buf[pos:end]), t_ns)
+                if protocol.parser is not leg.parser:
+                    self._leave_frames(leg, bytes(buf[end:]), t_ns)
+                    if pending:
+                        pending.clear()
+                    return
+            pos = end
+        if pending:
+            del pending[:pos]
+        elif pos < n:
+            pending += buf[pos:]
+
+    def _leave_frames(self, leg: _Leg, rest: bytes, t_ns: int) -> None:
+        """The rest of the leg goes through the protocol as it comes."""
+        leg.mode = LegMode.PROTOCOL
+        leg.parser = None
+        if rest:
+            self._feed(leg, rest, t_ns)
+
+    def _splice(
+        self,
+        leg: _Leg,
+        buf: bytes | bytearray,
+        pos: int,
+        key: int,
+        start: int,
+        end: int,
+        direction: Direction,
+        t_ns: int,
+    ) -> None:
+        """A whole data frame: its bytes to the other leg as they came, then measured."""
+        if direction is CALLER_TO_AGENT:
+            client = self.client
+            if client is None or client.state is not State.OPEN or self._agent_gone:
+                return  # the other side is gone or closing: neither forwarded nor measured
+            out = self.agent
+        else:
+            if self.server.state is not State.OPEN or self._caller_gone:
+                return
+            out = self.caller
+        transport = out.transport if out is not None else None
+        if transport is not None and not transport.is_closing():
+            transport.write(buf[pos:end])  # (the whole read when it is one frame: no copy)
+        if self.observer is None:
+            self._last_activity = time.monotonic()
+            return
+        payload = buf[start:end]
+        if key != start:
+            payload = apply_mask(payload, buf[key:start])
+        self._frag_text[direction] = buf[pos] == 0x81
+        self._deliver(direction, bytes(payload), t_ns)
+
     def eof(self, leg: _Leg) -> None:
+        if leg.mode is LegMode.FRAMES:
+            # A frame cut short by the end of the stream: the protocol sees it, as before.
+            rest = bytes(leg.inbuf)
+            leg.inbuf.clear()
+            self._leave_frames(leg, rest, time.monotonic_ns())
         if leg is self.caller:
             self.server.receive_eof()
             self._flush_caller()
@@ -390,6 +572,14 @@ class Relay(CallLegs):
             frags.append(data)
             data = b"".join(frags)
             frags.clear()
+        self._deliver(direction, data, t_ns)
+
+    def _deliver(self, direction: Direction, data: bytes, t_ns: int) -> None:
+        """A whole message, forwarded: to the observer, as text if it came as text."""
+        observer = self.observer
+        if observer is None:
+            self._last_activity = time.monotonic()
+            return
         payload: bytes | str = data
         if self._frag_text[direction]:
             payload = data.decode("utf-8", "replace")

@@ -1,0 +1,405 @@
+"""The relay cuts each leg's stream into frames itself once the handshake is through
+(relay.py, "Reading a leg"): whole data frames go to the other leg as the very bytes that
+came, whatever the reads' boundaries; every other frame goes through websockets' protocol
+as before. Raw sockets on both sides, so that the bytes on the wire are what is compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+
+from websockets.http11 import Request
+from websockets.utils import accept_key
+
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
+from voxproxy.transports.ends import EndCause
+from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer
+
+KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+TEXT, BINARY, CONT, CLOSE, PING, PONG = 1, 2, 0, 8, 9, 10
+
+
+def frame(
+    opcode: int,
+    payload: bytes,
+    *,
+    fin: bool = True,
+    mask: bytes | None = None,
+    rsv: int = 0,
+    size: int | None = None,
+) -> bytes:
+    """One websocket frame laid out by hand (RFC 6455 5.2). ``size`` overrides the
+    length the header declares (for a header whose payload is never sent)."""
+    n = len(payload) if size is None else size
+    head = bytes([(0x80 if fin else 0) | rsv << 4 | opcode])
+    bit = 0x80 if mask is not None else 0
+    if n < 126:
+        head += bytes([bit | n])
+    elif n < 1 << 16:
+        head += bytes([bit | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([bit | 127]) + n.to_bytes(8, "big")
+    if mask is None:
+        return head + payload
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def unmasked_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """(first byte, payload) of each whole frame in ``data``, a server's or a client's."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        b0, b1 = data[pos], data[pos + 1]
+        n, at = b1 & 0x7F, pos + 2
+        if n == 126:
+            n, at = int.from_bytes(data[at : at + 2], "big"), at + 2
+        elif n == 127:
+            n, at = int.from_bytes(data[at : at + 8], "big"), at + 8
+        key = b""
+        if b1 & 0x80:
+            key, at = data[at : at + 4], at + 4
+        body = data[at : at + n]
+        if key:
+            body = bytes(b ^ key[i % 4] for i, b in enumerate(body))
+        out.append((b0, body))
+        pos = at + n
+    return out
+
+
+def chunks(data: bytes, rng: random.Random, most: int = 40) -> Iterable[bytes]:
+    """``data`` cut at random places (one byte at a time now and then)."""
+    pos = 0
+    while pos < len(data):
+        n = 1 if rng.random() < 0.3 else rng.randint(1, most)
+        yield data[pos : pos + n]
+        pos += n
+
+
+@dataclass
+class Recorder:
+    """A call's observer that keeps what it is told."""
+
+    messages: list[tuple[Direction, bytes | str]] = field(default_factory=list)
+    ends: list[EndInfo] = field(default_factory=list)
+    last_media_s: float = 0.0
+
+    def upstream_headers(self, request: Request) -> list[tuple[str, str]]:
+        del request
+        return []
+
+    def on_upstream_open(self, t_ns: int, status: int) -> None:
+        del t_ns, status
+
+    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
+        del t_ns
+        self.messages.append((direction, payload))
+        return True
+
+    def on_end(self, t_ns: int, info: EndInfo) -> None:
+        del t_ns
+        self.ends.append(info)
+
+
+@dataclass
+class RawAgent:
+    """What a hand-written agent read after its handshake, and its writer."""
+
+    read: bytearray = field(default_factory=bytearray)
+    writer: asyncio.StreamWriter | None = None
+    connected: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@asynccontextmanager
+async def relay_between(
+    after_101: bytes = b"", max_message_bytes: int | None = 1 << 20
+) -> AsyncIterator[tuple[int, RawAgent, list[Recorder]]]:
+    """A relay on loopback to a raw agent that answers the handshake (with ``after_101``
+    in the same write) and records every byte it reads after it."""
+    agent = RawAgent()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        key = next(
+            line.split(b":", 1)[1].strip().decode()
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"sec-websocket-key:")
+        )
+        writer.write(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: " + accept_key(key).encode() + b"\r\n\r\n" + after_101
+        )
+        agent.writer = writer
+        agent.connected.set()
+        try:
+            while data := await reader.read(1 << 16):
+                agent.read += data
+        except ConnectionError:
+            pass
+        finally:
+            agent.closed.set()
+            await hang_up(writer)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    agent_port = server.sockets[0].getsockname()[1]
+    observers: list[Recorder] = []
+
+    def factory(t_ns: int) -> Recorder:
+        del t_ns
+        observers.append(Recorder())
+        return observers[-1]
+
+    relay = RelayServer(
+        RelayConfig(
+            f"ws://127.0.0.1:{agent_port}",
+            close_timeout_s=1.0,
+            max_message_bytes=max_message_bytes,
+        ),
+        factory,
+    )
+    port = await relay.start("127.0.0.1", 0)
+    try:
+        yield port, agent, observers
+    finally:
+        await relay.stop()
+        if agent.writer is not None:
+            agent.writer.close()
+            with suppress(ConnectionError):
+                await agent.writer.wait_closed()
+        server.close()
+        await server.wait_closed()
+
+
+async def raw_caller(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A caller's connection, through its handshake."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"GET /call HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: " + KEY.encode() + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    return reader, writer
+
+
+async def hang_up(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with suppress(ConnectionError):
+        await writer.wait_closed()
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    for _ in range(500):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def read_at_least(reader: asyncio.StreamReader, n: int) -> bytes:
+    got = b""
+    while len(got) < n:
+        more = await asyncio.wait_for(reader.read(1 << 16), 5)
+        if not more:
+            break
+        got += more
+    return got
+
+
+def data_frames(rng: random.Random, masked: bool) -> list[tuple[int, bytes, bytes]]:
+    """(opcode, payload, frame bytes) of data frames of every length encoding."""
+    out = []
+    for n in (0, 1, 125, 126, 127, 400, 65535, 65536, 70000):
+        opcode = TEXT if n % 2 else BINARY
+        payload = (
+            "".join(rng.choice("aé€\U0001f600 ") for _ in range(n)).encode()[:n]
+            if opcode == TEXT
+            else os.urandom(n)
+        )
+        mask = os.urandom(4) if masked else None
+        out.append((opcode, payload, frame(opcode, payload, mask=mask)))
+    return out
+
+
+def as_received(opcode: int, payload: bytes) -> bytes | str:
+    return payload.decode("utf-8", "replace") if opcode == TEXT else payload
+
+
+async def test_the_callers_frames_reach_the_agent_as_the_bytes_that_came() -> None:
+    rng = random.Random(5)
+    sent = data_frames(rng, masked=True)
+    wire = b"".join(f for _, _, f in sent)
+    async with relay_between() as (port, agent, observers):
+        _, writer = await raw_caller(port)
+        await asyncio.wait_for(agent.connected.wait(), 5)
+        for piece in chunks(wire, rng, most=3000):
+            writer.write(piece)
+            if rng.random() < 0.2:
+                await writer.drain()
+                await asyncio.sleep(0)
+        await until(lambda: len(agent.read) >= len(wire), "the agent to read every frame")
+        assert bytes(agent.read) == wire  # the caller's masking keys included
+        await until(lambda: len(observers[0].messages) == len(sent), "every message measured")
+        assert observers[0].messages == [(CALLER_TO_AGENT, as_received(op, p)) for op, p, _ in sent]
+        await hang_up(writer)
+
+
+async def test_the_agents_frames_reach_the_caller_as_the_bytes_that_came() -> None:
+    rng = random.Random(7)
+    sent = data_frames(rng, masked=False)
+    # The first two frames come in the same write as the agent's 101.
+    first = b"".join(f for _, _, f in sent[:2])
+    rest = b"".join(f for _, _, f in sent[2:])
+    async with relay_between(after_101=first) as (port, agent, observers):
+        reader, writer = await raw_caller(port)
+        await asyncio.wait_for(agent.connected.wait(), 5)
+        assert agent.writer is not None
+        for piece in chunks(rest, rng, most=3000):
+            agent.writer.write(piece)
+            if rng.random() < 0.2:
+                await agent.writer.drain()
+                await asyncio.sleep(0)
+        got = await read_at_least(reader, len(first) + len(rest))
+        assert got == first + rest
+        await until(lambda: len(observers[0].messages) == len(sent), "every message measured")
+        assert observers[0].messages == [(AGENT_TO_CALLER, as_received(op, p)) for op, p, _ in sent]
+        await hang_up(writer)
+
+
+async def test_pings_and_fragments_go_through_the_protocol_and_the_splice_resumes() -> None:
+    mask = b"\x01\x02\x03\x04"
+    whole = frame(TEXT, b'{"event":"media"}', mask=mask)
+    wire = (
+        whole
+        + frame(PING, b"are you there", mask=mask)
+        + frame(TEXT, b"first half, ", fin=False, mask=mask)
+        + frame(PING, b"mid-message", mask=mask)
+        + frame(CONT, b"second half", mask=mask)
+        + frame(BINARY, b"\x00\x01\x02", mask=mask)
+    )
+    async with relay_between() as (port, agent, observers):
+        reader, writer = await raw_caller(port)
+        await asyncio.wait_for(agent.connected.wait(), 5)
+        for piece in chunks(wire, random.Random(3), most=7):
+            writer.write(piece)
+        await writer.drain()
+        last = frame(BINARY, b"\x00\x01\x02", mask=mask)
+        await until(lambda: bytes(agent.read).endswith(last), "the last frame at the agent")
+        got = bytes(agent.read)
+        # Whole frames pass as they came; the fragments, re-masked by the relay's own
+        # client side, keep their payloads, their opcodes and their FIN bits.
+        assert got.startswith(whole)
+        middle = unmasked_frames(got[len(whole) : len(got) - len(last)])
+        assert middle == [(0x01, b"first half, "), (0x80, b"second half")]
+        # Both pings were answered by the relay, per hop.
+        pongs = unmasked_frames(await read_at_least(reader, 2 * 2 + 13 + 11))
+        assert pongs == [(0x8A, b"are you there"), (0x8A, b"mid-message")]
+        await until(lambda: len(observers[0].messages) == 3, "three messages measured")
+        assert [p for _, p in observers[0].messages] == [
+            '{"event":"media"}',
+            "first half, second half",
+            b"\x00\x01\x02",
+        ]
+        await hang_up(writer)
+
+
+async def _closed_with(
+    wire: bytes, max_message_bytes: int | None = 1 << 20
+) -> tuple[int | None, bytes, list[tuple[Direction, bytes | str]]]:
+    """Send ``wire`` after a whole frame; the close code the caller got, what the agent
+    read, and what was measured."""
+    good = frame(TEXT, b"fine", mask=b"\x09\x08\x07\x06")
+    async with relay_between(max_message_bytes=max_message_bytes) as (port, agent, observers):
+        reader, writer = await raw_caller(port)
+        await asyncio.wait_for(agent.connected.wait(), 5)
+        writer.write(good + wire)
+        answer = await read_at_least(reader, 4)
+        code = None
+        for b0, body in unmasked_frames(answer):
+            if b0 == 0x88:
+                code = int.from_bytes(body[:2], "big")
+        await hang_up(writer)
+        await until(lambda: bool(observers[0].ends), "the call's end")
+        return code, bytes(agent.read), observers[0].messages
+
+
+async def test_a_caller_frame_without_a_mask_fails_the_connection_as_before() -> None:
+    code, at_agent, measured = await _closed_with(frame(TEXT, b"not masked"))
+    assert code == 1002
+    assert measured == [(CALLER_TO_AGENT, "fine")]
+    assert b"not masked" not in at_agent
+
+
+async def test_reserved_bits_fail_the_connection_as_before() -> None:
+    code, at_agent, measured = await _closed_with(frame(TEXT, b"rsv", mask=b"abcd", rsv=4))
+    assert code == 1002
+    assert measured == [(CALLER_TO_AGENT, "fine")]
+    assert b"rsv" not in at_agent
+
+
+async def test_a_frame_over_the_limit_fails_on_its_header_without_its_payload() -> None:
+    # The header says 2 MiB; only 10 bytes of it ever come.
+    head = frame(BINARY, b"", mask=b"abcd", size=2 << 20)
+    code, at_agent, measured = await _closed_with(head + b"x" * 10, max_message_bytes=1 << 20)
+    assert code == 1009
+    assert measured == [(CALLER_TO_AGENT, "fine")]
+    # The agent got the whole frame before it, then the relay's close: nothing of it.
+    assert [b0 for b0, _ in unmasked_frames(at_agent)] == [0x81, 0x88]
+
+
+async def test_a_close_ends_the_splice_and_what_follows_it_is_not_forwarded() -> None:
+    close = frame(CLOSE, (1000).to_bytes(2, "big") + b"bye", mask=b"wxyz")
+    after = frame(TEXT, b"after the close", mask=b"wxyz")
+    code, at_agent, measured = await _closed_with(close + after)
+    assert code == 1000
+    assert b"after the close" not in at_agent
+    assert measured == [(CALLER_TO_AGENT, "fine")]
+
+
+async def test_a_stream_that_ends_inside_a_frame_ends_the_call_as_a_vanished_caller() -> None:
+    good = frame(TEXT, b"fine", mask=b"\x09\x08\x07\x06")
+    cut = frame(TEXT, b"never finished", mask=b"\x01\x01\x01\x01")[:9]
+    async with relay_between() as (port, agent, observers):
+        _, writer = await raw_caller(port)
+        await asyncio.wait_for(agent.connected.wait(), 5)
+        writer.write(good + cut)
+        await writer.drain()
+        await until(lambda: len(observers[0].messages) == 1, "the whole frame measured")
+        writer.write_eof()
+        await until(lambda: bool(observers[0].ends), "the call's end")
+        assert observers[0].ends[0].cause is EndCause.CALLER_VANISHED
+        assert b"never" not in bytes(agent.read)
+        await hang_up(writer)
+
+
+async def test_the_callers_handshake_and_first_frames_in_one_write() -> None:
+    """Frames right behind the request, before the agent has answered: as before, they
+    are not forwarded (the agent's side is not open yet), and the call goes on."""
+    mask = b"\x05\x06\x07\x08"
+    early = frame(TEXT, b"too early", mask=mask)
+    later = frame(TEXT, b"in time", mask=mask)
+    async with relay_between() as (port, agent, observers):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        request = (
+            b"GET /call HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: " + KEY.encode() + b"\r\n"
+            b"Sec-WebSocket-Version: 13\r\n\r\n"
+        )
+        # The request's blank line cut across two writes, the first frame behind it.
+        writer.write(request[:-3])
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(request[-3:] + early)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 101 ")
+        await asyncio.wait_for(agent.connected.wait(), 5)
+        writer.write(later)
+        await until(lambda: bytes(agent.read).endswith(later), "the later frame at the agent")
+        assert bytes(agent.read) == later
+        assert observers[0].messages == [(CALLER_TO_AGENT, "in time")]
+        await hang_up(writer)
