@@ -1,8 +1,10 @@
 """One call: the caller's leg, the agent's leg, and the :class:`Relay` between them.
 
-Bytes read from a leg go through websockets' sans-I/O protocol for it; each data
-frame that comes out is written to the other leg at once, and only then handed to
-the observer (:meth:`Relay._measure`). The handshake's HTTP pieces are in
+A leg's handshake goes through websockets' sans-I/O protocol for it; after it the
+relay cuts the leg's stream into frames ("Reading a leg" below): a whole data frame is
+written to the other leg as the bytes that came, any other frame goes through the
+protocol and each data frame that comes out of it is written at once; only then is a
+message handed to the observer (:meth:`Relay._deliver`). The handshake's HTTP pieces are in
 :mod:`.handshake`, the settings in :mod:`.config`, the accepting server in
 :mod:`.server`; the package docstring tells the whole story.
 """
