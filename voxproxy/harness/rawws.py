@@ -9,8 +9,11 @@ import asyncio
 from websockets.utils import accept_key
 
 
-async def accept_handshake(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Read the client's upgrade request and answer ``101 Switching Protocols``."""
+async def accept_handshake(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, after: bytes = b""
+) -> None:
+    """Read the client's upgrade request and answer ``101 Switching Protocols``, with
+    ``after`` (the first frames, say) in the same write."""
     head = await reader.readuntil(b"\r\n\r\n")
     key = next(
         line.split(b":", 1)[1].strip().decode()
@@ -19,5 +22,5 @@ async def accept_handshake(reader: asyncio.StreamReader, writer: asyncio.StreamW
     )
     writer.write(
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Accept: " + accept_key(key).encode() + b"\r\n\r\n"
+        b"Sec-WebSocket-Accept: " + accept_key(key).encode() + b"\r\n\r\n" + after
     )

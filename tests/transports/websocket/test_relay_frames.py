@@ -14,9 +14,9 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
 from websockets.http11 import Request
-from websockets.utils import accept_key
 
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
+from voxproxy.harness.rawws import accept_handshake
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer
 
@@ -124,16 +124,7 @@ async def relay_between(
     agent = RawAgent()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        key = next(
-            line.split(b":", 1)[1].strip().decode()
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"sec-websocket-key:")
-        )
-        writer.write(
-            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Accept: " + accept_key(key).encode() + b"\r\n\r\n" + after_101
-        )
+        await accept_handshake(reader, writer, after_101)
         agent.writer = writer
         agent.connected.set()
         try:
