@@ -197,17 +197,19 @@ def test_messages_that_waited_too_long_are_shed_and_counted() -> None:
     a = Call("a", cpu, cost_ns=MS)
     for k in range(4):
         a.message(queue, f"m{k}", k * 20 * MS)  # 20 ms frames
+    assert not queue.shedding
     now[0] = 560 * MS  # the loop was stalled: m1 and m2 waited more than 500 ms
-    assert queue.shedding is False  # nothing measured late yet
+    # The queue says it sheds while an item queued now has waited too long.
+    assert queue.shedding and queue.behind_ns == 540 * MS
     while queue.queued:
         loop.turn()
     assert a.measured == [("m0", False), ("m1", True), ("m2", True), ("m3", False)]
     assert queue.shed == 2
-    # The queue says it sheds while the oldest item it measured last turn waited too long.
+    assert not queue.shedding and queue.behind_ns == 0  # caught up
     a.message(queue, "m4", 0)
+    assert queue.shedding  # (queued behind nothing, but the budget is spent)
     loop.turn()
-    assert a.measured[-1] == ("m4", True) and queue.shed == 3 and queue.shedding
-    loop.turn()
+    assert a.measured[-1] == ("m4", True) and queue.shed == 3
     assert not queue.shedding
 
 
@@ -333,3 +335,41 @@ def test_grouped_a_group_over_the_budget_goes_on_after_forwardings_turns() -> No
 def test_a_negative_group_time_is_refused() -> None:
     with pytest.raises(ValueError, match="group_ms"):
         MeasurementQueue(group_ms=-1.0)
+
+
+def fresh_state(queue: MeasurementQueue) -> dict[str, object]:
+    """What of the queue gates anything (admission, the next turn's budget): an idle
+    queue must read as a fresh one's."""
+    return {
+        "queued": queue.queued,
+        "behind_ns": queue.behind_ns,
+        "shedding": queue.shedding,
+        "oldest": queue.oldest_queued_ns(),
+        "waiting": len(queue._waiting),
+        "parked": len(queue._parked),
+    }
+
+
+@pytest.mark.parametrize("group_ms", [0.0, DEFAULT_GROUP_MS])
+@pytest.mark.parametrize("idle_s", [0.0, 0.6, 40.0])
+def test_a_drained_queue_is_not_behind_however_long_it_stays_idle(
+    group_ms: float, idle_s: float
+) -> None:
+    # The sticky 503 of 8235969: a turn that emptied the queue kept the arrival of the
+    # oldest item it had measured, so "behind" grew with the idle time after one call and
+    # admission refused every later caller (measurement "shedding").
+    queue, loop, cpu, now = make(budget_ms=0.25, group_ms=group_ms)
+    fresh = fresh_state(make(budget_ms=0.25, group_ms=group_ms)[0])
+    a = Call("a", cpu, cost_ns=MS)  # over the budget: items queue
+    for k in range(50):  # one second of 20 ms frames
+        now[0] = k * 20 * MS
+        a.message(queue, f"m{k}", now[0])
+    while queue.queued:
+        loop.elapse()
+        loop.turn()
+    assert len(a.measured) == 50
+    now[0] += int(idle_s * 1e9)
+    assert fresh_state(queue) == fresh
+    loop.turn()
+    loop.elapse()
+    assert fresh_state(queue) == fresh

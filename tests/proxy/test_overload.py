@@ -247,25 +247,29 @@ async def test_a_lagging_loop_refuses_new_callers_with_503_and_admits_again_afte
             await proxy.stop()
 
 
-async def test_measurement_far_behind_refuses_new_callers_before_it_sheds() -> None:
+async def test_measurement_far_behind_refuses_new_callers_before_it_sheds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     clock = FakeClock(10**12)
+    oldest = [0]
     async with router_agent() as agent:
         proxy = Proxy(ProxyConfig(RelayConfig(agent.url), dialect="twilio", secret=b"behind"))
         proxy.clock_lag = LagMonitor(period_s=3600.0, clock=clock.now_ns)
         proxy.measuring = MeasurementQueue(now_ns=clock.now_ns, lagging=proxy._lagging)
+        monkeypatch.setattr(proxy.measuring, "oldest_queued_ns", lambda: oldest[0])
         port = await proxy.start("127.0.0.1", 0)
         try:
-            # The oldest item measured on the last turn had waited 350 ms (injected).
-            proxy.measuring.oldest_ns = clock.now_ns() - 350 * NS_PER_MS
+            # The oldest item queued has waited 350 ms (injected).
+            oldest[0] = clock.now_ns() - 350 * NS_PER_MS
             assert not proxy.measuring.shedding  # 350 ms: nothing shed yet
             with pytest.raises(InvalidStatus) as info:
                 async with connect(f"ws://127.0.0.1:{port}/echo/behind"):
                     pass
             assert info.value.response.status_code == 503
             assert b"overloaded (measurement 350 ms behind)" in info.value.response.body
-            proxy.measuring.oldest_ns = clock.now_ns() - 250 * NS_PER_MS  # a burst's wait
+            oldest[0] = clock.now_ns() - 250 * NS_PER_MS  # a burst's wait
             assert (await healthy_call(port, "burst", frames=3)).close_code == 1000
-            proxy.measuring.oldest_ns = clock.now_ns() - 20 * NS_PER_MS  # caught up
+            oldest[0] = clock.now_ns() - 20 * NS_PER_MS  # caught up
             assert (await healthy_call(port, "after", frames=3)).close_code == 1000
             assert proxy.refused_calls == 1
         finally:

@@ -231,7 +231,6 @@ class MeasurementQueue:
         self.shed = 0  # messages whose analysis was shed
         self.given_up = 0  # calls that gave up measuring (backlog over max_backlog)
         self.queued = 0  # items queued now, all calls
-        self.oldest_ns: int | None = None  # arrival of the oldest item measured last turn
         # Grouped: the pumps that fall due while a turn measures, finished together (one
         # energies pass: session/pumps.py). Its calls are given it (CallSession.pumps).
         self.pumps = PumpGroup()
@@ -272,18 +271,33 @@ class MeasurementQueue:
             call.give_up()  # counts what was queued and empties the backlog
         self._schedule(group=not urgent)
 
+    def oldest_queued_ns(self) -> int | None:
+        """The arrival time of the oldest item queued now, or None when nothing is.
+
+        Read from the queue itself, never remembered: once the queue is empty the
+        proxy is caught up, however long ago its last turn ran (an idle proxy is a
+        fresh one)."""
+        oldest: int | None = None
+        for calls in (self._waiting, self._parked):
+            for call in calls:
+                backlog = call.backlog
+                if backlog:
+                    t_ns = backlog[0][2]  # a call's first item is its oldest
+                    if oldest is None or t_ns < oldest:
+                        oldest = t_ns
+        return oldest
+
     @property
     def shedding(self) -> bool:
-        """Measurement is so far behind that it sheds (the oldest queued item waited
-        past ``shed_after_ms``)."""
-        oldest = self.oldest_ns
-        return oldest is not None and self._now_ns() - oldest > self.shed_after_ns
+        """Measurement is so far behind that it sheds (the oldest queued item has
+        waited past ``shed_after_ms``)."""
+        return self.behind_ns > self.shed_after_ns
 
     @property
     def behind_ns(self) -> int:
-        """How long the oldest item measured on the last turn had waited (0: nothing
-        queued): how far measurement is behind the calls."""
-        oldest = self.oldest_ns
+        """How long the oldest item queued now has waited (0: nothing queued): how
+        far measurement is behind the calls."""
+        oldest = self.oldest_queued_ns()
         return 0 if oldest is None else max(0, self._now_ns() - oldest)
 
     # -- the loop's turns ----------------------------------------------------------------
@@ -357,15 +371,12 @@ class MeasurementQueue:
         self._turn_budget_ns = budget
         self._spent_ns = 0
         if not waiting and not parked:
-            self.oldest_ns = None
             self._turn_end_ns = loop_cpu
             return
         assert loop_cpu is not None  # read: items are queued
         cpu = self._cpu_ns
         start = cpu()
-        now = self._now_ns()
-        shed_before = now - self.shed_after_ns
-        oldest: int | None = None
+        shed_before = self._now_ns() - self.shed_after_ns
         spent = 0
         # A call whose pump falls due waits (parked), its later items with it, until every
         # call has measured up to its own pump (or PASS_PUMPS wait): then the group's one
@@ -378,11 +389,7 @@ class MeasurementQueue:
             call = waiting.popleft()
             backlog = call.backlog
             if backlog:
-                # A few of a call's items, then the next call. A call's items are in the
-                # order they arrived: its first is its oldest.
-                t_ns = backlog[0][2]
-                if oldest is None or t_ns < oldest:
-                    oldest = t_ns
+                # A few of a call's items, then the next call.
                 before = len(backlog)
                 self.shed += call.measure_queued(_ITEMS_PER_VISIT, cpu, start + budget, shed_before)
                 self.queued -= before - len(backlog)
@@ -401,13 +408,8 @@ class MeasurementQueue:
             if spent >= budget:
                 break
         pumps.open = False
-        for call in parked:  # (still waiting: its oldest item counts)
-            held = call.backlog
-            if held and (oldest is None or held[0][2] < oldest):
-                oldest = held[0][2]
         self._spent_ns = spent
         self._turn_end_ns = loop_cpu + spent
-        self.oldest_ns = oldest
         if waiting or parked or (spent and not self.group_s):
             # The next turn measures the rest (after forwarding's turn), or just starts
             # afresh (measuring at once: the budget is spent).
