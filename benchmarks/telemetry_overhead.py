@@ -42,8 +42,8 @@ import overhead  # noqa: E402  (benchmarks/overhead.py: the load and the measure
 from voxproxy.harness.ports import free_port  # noqa: E402
 
 TELEMETRY_ENV = (
-    "VOXPROXY_OTEL",
-    "VOXPROXY_METRICS_LISTEN",
+    "VOXPROXY_PROXY_OTEL",
+    "VOXPROXY_PROXY_METRICS_LISTEN",
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_PROTOCOL",
     "OTEL_METRIC_EXPORT_INTERVAL",
@@ -104,11 +104,11 @@ def measure(mode: str, calls: int, args: argparse.Namespace, otlp_port: int) -> 
     metrics_port = free_port()
     _set_env(
         {
-            "VOXPROXY_OTEL": "1",
+            "VOXPROXY_PROXY_OTEL": "1",
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_port}",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_METRIC_EXPORT_INTERVAL": str(args.export_interval_ms),
-            "VOXPROXY_METRICS_LISTEN": f"127.0.0.1:{metrics_port}",
+            "VOXPROXY_PROXY_METRICS_LISTEN": f"127.0.0.1:{metrics_port}",
         }
     )
     scraper = Scraper(metrics_port, args.scrape_interval)

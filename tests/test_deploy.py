@@ -22,7 +22,7 @@ import pytest
 import yaml
 from support.receipt_samples import sample_receipt
 
-from voxproxy.cli import build_parser, env_name
+from voxproxy.cli import build_parser, subcommand_parsers
 from voxproxy.telemetry import TelemetryConfig, make_telemetry
 from voxproxy.telemetry.metrics import LEGACY_PROMETHEUS_NAMES, PROMETHEUS_NAMES
 from voxproxy.telemetry.otel import OtelTelemetry
@@ -166,22 +166,21 @@ def test_the_compose_stack_matches_the_repository_and_the_proxy_s_flags() -> Non
             source = volume.split(":")[0]
             if source.startswith("./"):
                 assert (DEPLOY / source).exists(), source
-    # Every VOXPROXY_* setting of the proxy is one of its flags.
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    proxy = sub.choices["proxy"]  # type: ignore[attr-defined]
-    known = {
-        env_name(opt) for a in proxy._actions for opt in a.option_strings if opt.startswith("--")
-    }
+    # Every VOXPROXY_* setting of a service is a variable of the subcommand it runs.
+    commands = {p.command: p for p in subcommand_parsers(build_parser())}
+    for service in services.values():
+        command = service.get("command") or []
+        settings = {k for k in service.get("environment", {}) if k.startswith("VOXPROXY_")}
+        if settings:
+            known = set(commands[command[0]].env_vars)
+            assert settings <= known, settings - known
     env = services["voxproxy"]["environment"]
-    settings = {k for k in env if k.startswith("VOXPROXY_")}
-    assert settings <= known, settings - known
-    assert env["VOXPROXY_UPSTREAM"].startswith("ws://agent:")
+    assert env["VOXPROXY_PROXY_UPSTREAM"].startswith("ws://agent:")
     scrape = _load(DEPLOY / "prometheus" / "prometheus.yml")
     targets = [
         t for job in scrape["scrape_configs"] for c in job["static_configs"] for t in c["targets"]
     ]
-    assert "voxproxy:" + env["VOXPROXY_METRICS_LISTEN"].rsplit(":", 1)[1] in targets
+    assert "voxproxy:" + env["VOXPROXY_PROXY_METRICS_LISTEN"].rsplit(":", 1)[1] in targets
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     for line in dockerfile.splitlines():
         if line.startswith("COPY "):

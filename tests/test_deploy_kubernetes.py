@@ -124,7 +124,9 @@ def _proxy_flags() -> set[str]:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     proxy = sub.choices["proxy"]  # type: ignore[attr-defined]
-    return {env_name(o) for a in proxy._actions for o in a.option_strings if o.startswith("--")}
+    return {
+        env_name("proxy", o) for a in proxy._actions for o in a.option_strings if o.startswith("--")
+    }
 
 
 def test_the_proxy_container_is_configured_with_real_flags_and_secrets() -> None:
@@ -136,24 +138,24 @@ def test_the_proxy_container_is_configured_with_real_flags_and_secrets() -> None
     assert settings <= _proxy_flags(), settings - _proxy_flags()
     # The two credentials come from the Secret whose shape secret.example.yaml shows.
     secret = _load(PROXY / "secret.example.yaml")
-    for name in ("VOXPROXY_SECRET", "VOXPROXY_EVENTS_TOKEN"):
+    for name in ("VOXPROXY_PROXY_SECRET", "VOXPROXY_PROXY_EVENTS_TOKEN"):
         ref = env[name]["secretKeyRef"]
         assert ref["name"] == secret["metadata"]["name"]
         assert ref["key"] in secret["stringData"]
-    assert "VOXPROXY_SECRET" not in str(_load(PROXY / "kustomization.yaml"))
+    assert "VOXPROXY_PROXY_SECRET" not in str(_load(PROXY / "kustomization.yaml"))
     # The ports the container declares are the ones the proxy listens on.
     ports = {p["name"]: p["containerPort"] for p in proxy["ports"]}
     for flag, port_name in (
-        ("VOXPROXY_LISTEN", "ws"),
-        ("VOXPROXY_EVENTS_LISTEN", "events"),
-        ("VOXPROXY_METRICS_LISTEN", "metrics"),
+        ("VOXPROXY_PROXY_LISTEN", "ws"),
+        ("VOXPROXY_PROXY_EVENTS_LISTEN", "events"),
+        ("VOXPROXY_PROXY_METRICS_LISTEN", "metrics"),
     ):
         assert int(env[flag].rsplit(":", 1)[1]) == ports[port_name], flag
 
 
 def test_probes_use_the_health_path_on_the_listen_port() -> None:
     proxy = _container(_one("Deployment"), "voxproxy")
-    listen_port = int(_env_map(proxy)["VOXPROXY_LISTEN"].rsplit(":", 1)[1])
+    listen_port = int(_env_map(proxy)["VOXPROXY_PROXY_LISTEN"].rsplit(":", 1)[1])
     ports = {p["name"]: p["containerPort"] for p in proxy["ports"]}
     for probe in ("readinessProbe", "livenessProbe"):
         get = proxy[probe]["httpGet"]
@@ -172,7 +174,7 @@ def test_the_grace_period_covers_the_pre_stop_pause_and_the_drain() -> None:
     command = proxy["lifecycle"]["preStop"]["exec"]["command"]
     assert command[0] == "sleep"
     pause = float(command[1])
-    drain = float(_env_map(proxy)["VOXPROXY_DRAIN_TIMEOUT"])
+    drain = float(_env_map(proxy)["VOXPROXY_PROXY_DRAIN_TIMEOUT"])
     grace = spec["terminationGracePeriodSeconds"]
     # Enough to drain and write the receipts, not so much that a stuck pod lingers.
     assert pause + drain + 5 <= grace <= pause + drain + 30, (pause, drain, grace)
@@ -213,7 +215,7 @@ def test_the_collector_ships_the_receipts_file_the_proxy_writes() -> None:
     deploy = _one("Deployment")
     proxy = _container(deploy, "voxproxy")
     collector = _container(deploy, "otel-collector")
-    receipts = _env_map(proxy)["VOXPROXY_RECEIPTS"]
+    receipts = _env_map(proxy)["VOXPROXY_PROXY_RECEIPTS"]
     filelog = config["receivers"]["filelog/receipts"]
     assert filelog["include"] == [receipts]
     assert "filelog/receipts" in pipelines["logs"]["receivers"]

@@ -105,8 +105,8 @@ def test_limit_flags_and_their_environment_variables(monkeypatch: pytest.MonkeyP
     cfg = _relay(build_parser().parse_args([*args, "--max-message-bytes", "4096"]))
     assert (cfg.max_calls, cfg.stall_timeout_s, cfg.idle_timeout_s) == (300, None, 20.0)
     assert cfg.max_message_bytes == 4096
-    monkeypatch.setenv("VOXPROXY_MAX_CALLS", "250")
-    monkeypatch.setenv("VOXPROXY_STALL_TIMEOUT", "12.5")
+    monkeypatch.setenv("VOXPROXY_PROXY_MAX_CALLS", "250")
+    monkeypatch.setenv("VOXPROXY_PROXY_STALL_TIMEOUT", "12.5")
     cfg = _relay(build_parser().parse_args(base))
     assert (cfg.max_calls, cfg.stall_timeout_s) == (250, 12.5)
     with pytest.raises(SystemExit):
@@ -307,7 +307,7 @@ async def test_event_api_needs_its_token_binds_loopback_and_logs_hold_no_secrets
         port = free_port()
         upstream = f"ws://user:{URL_PASSWORD}@127.0.0.1:{agent.port}/?api_key={URL_KEY}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VOXPROXY_", "OTEL_"))}
-        env |= {"VOXPROXY_SECRET": SECRET, "VOXPROXY_EVENTS_TOKEN": TOKEN}
+        env |= {"VOXPROXY_PROXY_SECRET": SECRET, "VOXPROXY_PROXY_EVENTS_TOKEN": TOKEN}
         cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", "1"]
         cmd += ["--listen", f"127.0.0.1:{port}"]
         cmd += ["--upstream", upstream, "--dialect", "twilio", "--log-level", "debug"]

@@ -105,21 +105,21 @@ def test_the_cli_parses_into_a_serve_config(tmp_path: Path) -> None:
 def test_every_subcommand_reads_its_flags_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("VOXPROXY_DELAY_MS", "250")
-    monkeypatch.setenv("VOXPROXY_JSON", "true")
+    monkeypatch.setenv("VOXPROXY_MOCK_AGENT_DELAY_MS", "250")
+    monkeypatch.setenv("VOXPROXY_RECEIPTS_JSON", "true")
     args = build_parser().parse_args(["mock-agent"])
     assert args.delay_ms == 250.0
     assert build_parser().parse_args(["receipts"]).json is True
     assert build_parser().parse_args(["mock-agent", "--delay-ms", "10"]).delay_ms == 10.0
     # A variable that does not parse fails only the subcommands that have the flag.
-    monkeypatch.setenv("VOXPROXY_DELAY_MS", "soon")
+    monkeypatch.setenv("VOXPROXY_MOCK_AGENT_DELAY_MS", "soon")
     assert build_parser().parse_args(["proxy", "--upstream", "ws://a"]).upstream == "ws://a"
-    with pytest.raises(ConfigError, match="VOXPROXY_DELAY_MS='soon'"):
+    with pytest.raises(ConfigError, match="VOXPROXY_MOCK_AGENT_DELAY_MS='soon'"):
         build_parser().parse_args(["mock-agent"])
-    monkeypatch.setenv("VOXPROXY_DIALECT", "morse")
+    monkeypatch.setenv("VOXPROXY_PROXY_DIALECT", "morse")
     with pytest.raises(ConfigError, match="not one of"):
         build_parser().parse_args(["proxy", "--upstream", "ws://a"])
-    monkeypatch.delenv("VOXPROXY_DIALECT")
+    monkeypatch.delenv("VOXPROXY_PROXY_DIALECT")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["load", "--help"])
     assert "[env VOXPROXY_" in capsys.readouterr().out

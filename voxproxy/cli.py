@@ -1,12 +1,16 @@
 """The ``voxproxy`` command: a thin layer over the Python API.
 
 Every flag of every subcommand can also be set with an environment variable named
-``VOXPROXY_`` + the flag in upper case with dashes as underscores (``--receipts`` ->
-``VOXPROXY_RECEIPTS``); a flag given on the command line wins. The names are shared:
-``VOXPROXY_EVENTS_TOKEN`` is the proxy's ``--events-token`` and the mock agent's.
+``VOXPROXY_`` + the subcommand + the flag, in upper case with dashes and spaces as
+underscores (``proxy --receipts`` -> ``VOXPROXY_PROXY_RECEIPTS``, ``receipts export
+--out`` -> ``VOXPROXY_RECEIPTS_EXPORT_OUT``); a flag given on the command line wins. Each
+subcommand has its own names because the same flag means different things to different
+subcommands (``--listen``, ``--dialect``, ``--policy``, ``--out``): a variable exported for
+one never changes another. ``proxy`` also reads the old names without the subcommand
+(``VOXPROXY_LISTEN``), with a one-line warning, for one release (:data:`LEGACY_COMMAND`).
 Repeatable flags (``--scenario A --scenario B``) and positional arguments are read from
-the command line only. A variable that does not parse is an error only for a subcommand
-that has the flag and is run.
+the command line only. A variable that does not parse is an error only for the
+subcommand that has the flag, when it is run.
 
 Here: the parser machinery (:class:`EnvParser`, :class:`DefaultsShown`, the argument
 types) and :func:`main`. Every subcommand, ``voxproxy proxy`` included, is a module of
@@ -31,38 +35,80 @@ from voxproxy.errors import ConfigError, VoxproxyError
 log = logging.getLogger("voxproxy")
 
 
-def env_name(flag: str) -> str:
-    return "VOXPROXY_" + flag.lstrip("-").upper().replace("-", "_")
+def _upper(words: str) -> str:
+    return re.sub(r"[- ]+", "_", words.strip().lstrip("-")).upper()
 
+
+def env_name(command: str, flag: str) -> str:
+    """The variable that sets ``flag`` of ``command`` (``"receipts export"``, ``"--out"``
+    -> ``VOXPROXY_RECEIPTS_EXPORT_OUT``)."""
+    return f"VOXPROXY_{_upper(command)}_{_upper(flag)}"
+
+
+def legacy_env_name(flag: str) -> str:
+    """The old name without the subcommand (``--listen`` -> ``VOXPROXY_LISTEN``), read by
+    :data:`LEGACY_COMMAND` only."""
+    return "VOXPROXY_" + _upper(flag)
+
+
+LEGACY_COMMAND = "proxy"
+"""The one subcommand that still reads the old names (it is the container's command, and
+what they meant there was never in doubt), with a warning; the next release drops them."""
 
 _ENV_ACTIONS = (None, "store", "store_true")
 
 
 class EnvParser(argparse.ArgumentParser):
-    """An ArgumentParser whose options fall back to VOXPROXY_* environment variables, that
-    names the closest flag for a mistyped one, and errs in one line, not a usage dump."""
+    """An ArgumentParser whose options fall back to ``VOXPROXY_<COMMAND>_<FLAG>``
+    environment variables, that names the closest flag for a mistyped one, and errs in one
+    line, not a usage dump."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._env_errors: list[str] = []  # variables that did not parse, raised if run
+        self._env_legacy: list[tuple[str, str, str]] = []  # (old name read, new, flag)
+        self.env_vars: dict[str, str] = {}  # variable -> the dest it sets
         super().__init__(*args, **kwargs)
+
+    @property
+    def command(self) -> str:
+        """The subcommand this parser parses (``"receipts export"``; ``""`` for the top):
+        its ``prog`` without the program's name."""
+        return self.prog.partition(" ")[2]
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        if any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
-            return super().parse_known_args(args, namespace)  # its subcommands check
-        if self._env_errors:
-            raise ConfigError(self._env_errors[0])
+        tokens = list(args if args is not None else sys.argv[1:])
+        sub = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        if sub:  # its subcommands check their own flags; its own variables count only
+            parsed = super().parse_known_args(tokens, namespace)  # when none is chosen
+            if getattr(parsed[0], sub[0].dest, None) is None:
+                self._check_env(tokens)
+            return parsed
+        self._check_env(tokens)
         known = {o for action in self._actions for o in action.option_strings}
-        for token in list(args if args is not None else sys.argv[1:]):
-            if token == "--":
-                break
-            flag = token.split("=", 1)[0]
-            if flag.startswith("--") and flag not in known:
+        for flag in _flags(tokens):
+            if flag not in known:
                 close = difflib.get_close_matches(flag, sorted(known), n=1)
                 hint = f"; did you mean {close[0]}?" if close else ""
                 self.error(f"unknown option {flag}{hint}")
-        return super().parse_known_args(args, namespace)
+        return super().parse_known_args(tokens, namespace)
+
+    def _check_env(self, tokens: list[str]) -> None:
+        """Raise the first variable that did not parse; in one line, warn of the old names
+        read for flags the command line does not give."""
+        if self._env_errors:
+            raise ConfigError(self._env_errors[0])
+        given = set(_flags(tokens))
+        legacy = [(o, n, f) for o, n, f in self._env_legacy if f not in given]
+        if legacy:
+            old = ", ".join(o for o, _, _ in legacy)
+            new = ", ".join(n for _, n, _ in legacy)
+            print(
+                f"voxproxy {self.command}: warning: {old}: old name(s), read for one more "
+                f"release; rename to {new}",
+                file=sys.stderr,
+            )
 
     def error(self, message: str) -> NoReturn:
         choice = re.fullmatch(
@@ -79,12 +125,18 @@ class EnvParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
-        """As argparse's; a ``--flag`` that stores one value also reads ``VOXPROXY_FLAG``."""
+        """As argparse's; a ``--flag`` that stores one value also reads
+        ``VOXPROXY_<COMMAND>_<FLAG>`` (see :func:`env_name`)."""
         flag = next((n for n in names if isinstance(n, str) and n.startswith("--")), None)
-        if flag is not None and kwargs.get("action") in _ENV_ACTIONS:
-            env = env_name(flag)
+        if flag is not None and self.command and kwargs.get("action") in _ENV_ACTIONS:
+            env = env_name(self.command, flag)
+            old = legacy_env_name(flag)
+            self.env_vars[env] = kwargs.get("dest") or flag.lstrip("-").replace("-", "_")
             if env in os.environ:
                 self._env_default(env, os.environ[env], kwargs)
+            elif self.command == LEGACY_COMMAND and old in os.environ:
+                self._env_legacy.append((old, env, flag))
+                self._env_default(old, os.environ[old], kwargs)
             if kwargs.get("help") is not argparse.SUPPRESS:
                 kwargs["help"] = f"{kwargs.get('help') or ''} [env {env}]".lstrip()
         return super().add_argument(*names, **kwargs)
@@ -187,6 +239,29 @@ def non_negative_float(value: str) -> float:
 
 
 # -- main ---------------------------------------------------------------------------------
+
+
+def _flags(tokens: Sequence[str]) -> list[str]:
+    """The ``--flags`` among command-line words (``--out=x`` -> ``--out``), up to ``--``."""
+    out = []
+    for token in tokens:
+        if token == "--":
+            break
+        if token.startswith("--"):
+            out.append(token.split("=", 1)[0])
+    return out
+
+
+def subcommand_parsers(parser: argparse.ArgumentParser) -> list[EnvParser]:
+    """Every subcommand's parser under ``parser``, nested ones (``receipts export``)
+    included, in help order."""
+    out: list[EnvParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # aliases once
+                out.append(child)
+                out.extend(subcommand_parsers(child))
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ from voxproxy.receipts.store import connect, insert
 @pytest.fixture(autouse=True)
 def _wide_and_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-    for name in ("VOXPROXY_POLICY", "VOXPROXY_STORE"):
+    for name in ("VOXPROXY_GATE_POLICY", "VOXPROXY_GATE_STORE"):
         monkeypatch.delenv(name, raising=False)
 
 

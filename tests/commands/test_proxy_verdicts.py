@@ -18,7 +18,7 @@ from voxproxy.receipts.store import query_receipts
 
 
 def test_store_and_policy_flags_and_their_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("VOXPROXY_POLICY", "VOXPROXY_STORE"):
+    for name in ("VOXPROXY_PROXY_POLICY", "VOXPROXY_PROXY_STORE"):
         monkeypatch.delenv(name, raising=False)
     args = build_parser().parse_args(["proxy", "--upstream", "ws://a"])
     assert (args.store, args.policy) == (None, None)
@@ -26,8 +26,8 @@ def test_store_and_policy_flags_and_their_environment(monkeypatch: pytest.Monkey
         ["proxy", "--upstream", "ws://a", "--store", "r.db", "--policy", "p.yaml"]
     )
     assert (args.store, args.policy) == ("r.db", "p.yaml")
-    monkeypatch.setenv("VOXPROXY_STORE", "/data/receipts.db")
-    monkeypatch.setenv("VOXPROXY_POLICY", "/etc/voxproxy/policy.yaml")
+    monkeypatch.setenv("VOXPROXY_PROXY_STORE", "/data/receipts.db")
+    monkeypatch.setenv("VOXPROXY_PROXY_POLICY", "/etc/voxproxy/policy.yaml")
     args = build_parser().parse_args(["proxy", "--upstream", "ws://a"])
     assert (args.store, args.policy) == ("/data/receipts.db", "/etc/voxproxy/policy.yaml")
 

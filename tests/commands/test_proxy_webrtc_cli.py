@@ -27,8 +27,8 @@ pytestmark = pytest.mark.slow
 def test_transport_flags_and_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     args = build_parser().parse_args(["proxy", "--upstream", "ws://a"])
     assert args.transport == "websocket" and args.signaling == "whip"
-    monkeypatch.setenv("VOXPROXY_TRANSPORT", "webrtc")
-    monkeypatch.setenv("VOXPROXY_SIGNALING", "pipecat")
+    monkeypatch.setenv("VOXPROXY_PROXY_TRANSPORT", "webrtc")
+    monkeypatch.setenv("VOXPROXY_PROXY_SIGNALING", "pipecat")
     args = build_parser().parse_args(["proxy", "--upstream", "http://a/api/offer"])
     assert args.transport == "webrtc" and args.signaling == "pipecat"
 
@@ -46,7 +46,7 @@ async def test_the_webrtc_proxy_process_relays_a_call_and_writes_its_receipt(
     receipts = tmp_path / "receipts.jsonl"
     port = free_port()
     async with WebRtcMockAgent(MockAgentConfig(delay_ms=400)) as agent:
-        env = dict(os.environ, VOXPROXY_TRANSPORT="webrtc")
+        env = dict(os.environ, VOXPROXY_PROXY_TRANSPORT="webrtc")
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

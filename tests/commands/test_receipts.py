@@ -18,7 +18,7 @@ from voxproxy.receipts.verdict import judged
 @pytest.fixture(autouse=True)
 def _wide_and_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-    for name in ("VOXPROXY_POLICY", "VOXPROXY_STORE", "VOXPROXY_RECEIPTS"):
+    for name in ("VOXPROXY_RECEIPTS_STORE", "VOXPROXY_RECEIPTS_RECEIPTS"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -98,7 +98,7 @@ def test_the_store_can_come_from_the_environment(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     path, receipts = store
-    monkeypatch.setenv("VOXPROXY_STORE", str(path))
+    monkeypatch.setenv("VOXPROXY_RECEIPTS_STORE", str(path))
     assert main(["receipts", "--json"]) == 0
     assert len(json_calls(capsys.readouterr().out)) == len(receipts)
 
@@ -232,7 +232,7 @@ def test_without_receipts_here_listing_says_what_to_give(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("VOXPROXY_RECEIPTS", raising=False)
+    monkeypatch.delenv("VOXPROXY_RECEIPTS_RECEIPTS", raising=False)
     assert main(["receipts"]) == 2
     err = capsys.readouterr().err
     assert "receipts.jsonl is not a file; give --receipts PATH" in err and "--store" in err
@@ -246,7 +246,7 @@ def test_the_proxy_receipts_file_lists_like_the_store_with_latency_columns(
 ) -> None:
     path, receipts = store
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("VOXPROXY_RECEIPTS", raising=False)
+    monkeypatch.delenv("VOXPROXY_RECEIPTS_RECEIPTS", raising=False)
     # The proxy's default --receipts file, read without a flag.
     (tmp_path / "receipts.jsonl").write_text("".join(r.to_json_line() for r in receipts))
     for filters in (

@@ -17,7 +17,7 @@ from voxproxy.receipts.verdict import judge, judged
 @pytest.fixture(autouse=True)
 def _wide_and_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # rich tables on one line per row
-    for name in ("VOXPROXY_POLICY", "VOXPROXY_STORE"):
+    for name in ("VOXPROXY_VERDICT_POLICY", "VOXPROXY_VERDICT_STORE"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -99,7 +99,7 @@ def test_the_policy_can_come_from_the_environment(
     path = write_jsonl(tmp_path / "r.jsonl", [healthy(agent=[(3000, 3900)])])
     policy = tmp_path / "lax.yaml"
     policy.write_text("max_first_response_ms: 2000\n")
-    monkeypatch.setenv("VOXPROXY_POLICY", str(policy))
+    monkeypatch.setenv("VOXPROXY_VERDICT_POLICY", str(policy))
     assert main(["verdict", str(path)]) == 0
 
 

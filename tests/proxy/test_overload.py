@@ -338,7 +338,7 @@ def test_the_lag_bound_flag_and_its_environment_variable(monkeypatch: pytest.Mon
     assert _proxy_config(build_parser().parse_args(base)).max_loop_lag_ms == 100.0
     off = [*base, "--max-loop-lag-ms", "0"]
     assert _proxy_config(build_parser().parse_args(off)).max_loop_lag_ms is None
-    monkeypatch.setenv("VOXPROXY_MAX_LOOP_LAG_MS", "40")
+    monkeypatch.setenv("VOXPROXY_PROXY_MAX_LOOP_LAG_MS", "40")
     assert _proxy_config(build_parser().parse_args(base)).max_loop_lag_ms == 40.0
     with pytest.raises(SystemExit):
         build_parser().parse_args([*base, "--max-loop-lag-ms", "-1"])

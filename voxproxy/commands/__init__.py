@@ -1,6 +1,6 @@
 """Where the subcommands of ``voxproxy`` live: one rule.
 
-:mod:`voxproxy.cli` holds only the parser machinery (``VOXPROXY_*`` environment
+:mod:`voxproxy.cli` holds only the parser machinery (``VOXPROXY_<COMMAND>_*`` environment
 defaults, one-line errors, the argument types) and ``main``. Every subcommand is a
 module here, ``proxy`` (the product itself: its flags into a
 :class:`voxproxy.server.ServeConfig`, then :func:`voxproxy.server.serve`) included,

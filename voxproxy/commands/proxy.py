@@ -1,6 +1,6 @@
 """``voxproxy proxy``: the measuring proxy in front of an agent.
 
-Parses its flags (each also ``VOXPROXY_`` + the flag, see :mod:`voxproxy.cli`) into a
+Parses its flags (each also ``VOXPROXY_PROXY_`` + the flag, see :mod:`voxproxy.cli`) into a
 :class:`voxproxy.server.ServeConfig` (:func:`serve_config`) and runs
 :func:`voxproxy.server.serve`, for either transport: websocket (the default) or
 webrtc (``--transport webrtc``, the webrtc extra).
@@ -355,7 +355,7 @@ def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
     if not token:
         if args.events_listen is not None:
             raise ConfigError(
-                "--events-listen needs --events-token (or VOXPROXY_EVENTS_TOKEN): "
+                "--events-listen needs --events-token (or VOXPROXY_PROXY_EVENTS_TOKEN): "
                 "the event API does not run without a token"
             )
         return None

@@ -376,8 +376,8 @@ class ReceiptOutlet:
     ) -> None:
         if secret is None:
             log.warning(
-                "no secret configured (--secret / VOXPROXY_SECRET): call ids are keyed with a "
-                "random per-process secret and will not match across restarts"
+                "no secret configured (--secret / VOXPROXY_PROXY_SECRET): call ids are keyed "
+                "with a random per-process secret and will not match across restarts"
             )
         self.secret = secret or new_secret()
         # Dialects that hash what the wire carries (tool arguments) use the same secret.
