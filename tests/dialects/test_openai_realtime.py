@@ -24,6 +24,7 @@ from support.realtimekit import (
 
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeAgentWire, OpenAIRealtimeCallerWire
 from voxproxy.events import (
     RESPONSE_CANCELLED_WITH_TOOL,
@@ -35,7 +36,7 @@ from voxproxy.events import (
     ToolEvent,
     Transcript,
 )
-from voxproxy.ids import keyed_hash
+from voxproxy.ids import keyed_hash, name_digest
 
 anomaly = kit.anomaly_at(T)
 unknown = kit.unknown_at(T)
@@ -456,6 +457,46 @@ def test_a_call_finished_in_a_response_already_cancelled_is_flagged() -> None:
         "tool.started",
         RESPONSE_CANCELLED_WITH_TOOL,
     ]
+
+
+HOSTILE_TOOL_NAMES = (
+    "lookup_4111111111111111",
+    "mail:jane.doe@example.com",
+    "call_+14155550123",
+    "q" * 300,
+    "réserver_table",
+    "予約する",
+    "lookup\norder",
+)
+"""Tool names a caller can put on the wire (``session.update`` names the tools)."""
+
+
+def _started_tool(dec: object, name: str, t: int = 1) -> str | None:
+    wire = OpenAIRealtimeAgentWire()
+    call = wire.function_call_arguments_done("r", "i", f"call_{t}", name, "{}")
+    (started,) = dec.decode(AGENT, call, t)  # type: ignore[attr-defined]
+    assert isinstance(started, ToolEvent) and started.kind == "tool.started"
+    return started.tool
+
+
+def test_tool_names_from_the_wire_follow_the_event_api_s_rule() -> None:
+    dec = decoder()
+    for t, name in enumerate(HOSTILE_TOOL_NAMES, start=1):
+        tool = _started_tool(dec, name, t)
+        assert tool == name_digest(SECRET, name)  # the same n_ hash the event API gives
+        assert tool is not None and tool.startswith("n_") and len(tool) == 18
+    # A name-shaped name is kept; equal names hash alike, so retries still pair up.
+    assert _started_tool(dec, "lookup_order") == "lookup_order"
+    assert _started_tool(decoder(), HOSTILE_TOOL_NAMES[0]) == name_digest(
+        SECRET, HOSTILE_TOOL_NAMES[0]
+    )
+
+
+def test_a_declared_vocabulary_keeps_its_names_and_only_them() -> None:
+    options = DialectOptions(secret=SECRET, names=frozenset({"get_weather_v2"}))
+    dec = make_decoder("openai-realtime", options)
+    assert _started_tool(dec, "get_weather_v2") == "get_weather_v2"  # a digit, but declared
+    assert _started_tool(dec, "lookup_order", 2) == name_digest(SECRET, "lookup_order")
 
 
 def test_without_a_secret_hashes_still_compare_within_the_call() -> None:

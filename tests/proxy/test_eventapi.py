@@ -20,15 +20,13 @@ from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
 from voxproxy.errors import ConfigError
 from voxproxy.events import TOOL_EVENT_KINDS, ToolEvent
-from voxproxy.ids import keyed_hash
+from voxproxy.ids import keyed_hash, name_digest, plain_name
 from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.eventapi import (
     API_EVENT_TYPES,
     EventApi,
-    name_digest,
     operation_digest,
-    plain_name,
     value_digest,
 )
 from voxproxy.proxy.livecalls import LiveCalls, wire_ids

@@ -20,6 +20,11 @@ class DialectOptions:
     # and results on OpenAI Realtime). None: a random per-call secret (hashes then only
     # compare within one call).
     secret: bytes | None = field(default=None, repr=False)
+    # The declared vocabulary of tool names (``--event-names``): a tool name the wire
+    # carries (OpenAI Realtime) is kept as it is only when declared, or, with none
+    # declared, when it has the shape of a name; any other becomes its keyed hash
+    # (voxproxy.ids.safe_name: the event API's rule).
+    names: frozenset[str] | None = None
 
 
 class Decoder(Protocol):

@@ -31,8 +31,9 @@ name and not content (a phone number in a ``tool``, an SSN in a ``field``):
 - ``tool`` and ``field`` are kept when they are in the declared vocabulary
   (``EventApi(names=...)``, ``--event-names``); without one, when they have the
   shape of a name: letters and ``_ . : / -``, no digits, at most
-  :data:`MAX_PLAIN_NAME_CHARS` characters. Anything else becomes ``n_`` + its
-  keyed hash.
+  :data:`~voxproxy.ids.MAX_PLAIN_NAME_CHARS` characters. Anything else becomes
+  ``n_`` + its keyed hash (:func:`voxproxy.ids.safe_name`, the rule the OpenAI
+  Realtime decoder applies to the wire's tool names too).
 - a posted ``*_hash`` is kept when it looks like a hash (hex digits, 8 to 128, with
   an optional short prefix); anything else is hashed again.
 
@@ -79,7 +80,7 @@ from voxproxy.httpserve import (
     body_timeout_response,
     read_body,
 )
-from voxproxy.ids import keyed_hash, value_digest
+from voxproxy.ids import keyed_hash, safe_name, value_digest
 from voxproxy.proxy.livecalls import LiveCalls
 
 log = logging.getLogger("voxproxy.eventapi")
@@ -88,9 +89,6 @@ MAX_BODY_BYTES = 256 * 1024
 MAX_EVENTS_PER_REQUEST = 256
 MIN_TOKEN_CHARS = 16
 OPERATION_PREFIX = "op_"
-NAME_PREFIX = "n_"
-MAX_PLAIN_NAME_CHARS = 48
-_PLAIN_NAME = re.compile(r"[A-Za-z][A-Za-z_.:/-]*")
 _HASH_SHAPE = re.compile(r"(?:[A-Za-z]{1,8}[_:])?[0-9A-Fa-f]{8,128}")
 
 Name = Annotated[
@@ -215,18 +213,6 @@ def operation_digest(secret: bytes, operation_id: str) -> str:
     return keyed_hash(secret, f"operation\x00{operation_id}", OPERATION_PREFIX)
 
 
-def name_digest(secret: bytes, name: str) -> str:
-    """What a ``tool`` or ``field`` name outside the vocabulary becomes in the receipt."""
-    return keyed_hash(secret, f"name\x00{name}", NAME_PREFIX)
-
-
-def plain_name(name: str, names: frozenset[str] | None) -> bool:
-    """Whether ``name`` may be kept verbatim: declared, or (with no vocabulary) name-shaped."""
-    if names is not None:
-        return name in names
-    return len(name) <= MAX_PLAIN_NAME_CHARS and _PLAIN_NAME.fullmatch(name) is not None
-
-
 class _Scrub:
     """Turns the names and ids of one request's events into receipt-safe ones."""
 
@@ -240,7 +226,7 @@ class _Scrub:
         return None if operation_id is None else operation_digest(self.secret, operation_id)
 
     def name(self, name: str) -> str:
-        return name if plain_name(name, self.names) else name_digest(self.secret, name)
+        return safe_name(self.secret, name, self.names)
 
     def hashed(self, e: _In, raw: str, hashed: str, domain: str) -> str | None:
         if raw in e.model_fields_set:

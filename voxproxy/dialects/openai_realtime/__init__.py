@@ -48,7 +48,9 @@ Stages (``StageMark``; MEASUREMENT.md 4, "Stage breakdown")
 Tool calls (MEASUREMENT.md 5)
 
 * ``response.function_call_arguments.done`` -> ``tool.started`` (``operation_id`` =
-  ``call_id``, ``tool`` = ``name``, ``args_hash`` = keyed hash of the canonical
+  ``call_id``, ``tool`` = ``name`` as the event API keeps names: declared
+  (``DialectOptions.names``) or name-shaped, else its keyed hash, since the caller
+  names the tools in ``session.update``; ``args_hash`` = keyed hash of the canonical
   arguments); ``conversation.item.create`` with a ``function_call_output`` item ->
   ``tool.finished`` (``ok``, ``result_hash``). Argument and output text is hashed
   and dropped at once: it is never kept.

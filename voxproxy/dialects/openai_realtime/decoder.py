@@ -30,7 +30,7 @@ from voxproxy.events import (
     ToolEvent,
     Transcript,
 )
-from voxproxy.ids import keyed_hash, new_secret
+from voxproxy.ids import keyed_hash, new_secret, safe_name
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 NAME = "openai-realtime"
@@ -148,6 +148,7 @@ class OpenAIRealtimeDecoder:
 
     def __init__(self, options: DialectOptions) -> None:
         self._secret = options.secret if options.secret is not None else new_secret()
+        self._names = options.names
         self._formats = [PCM16, PCM16]
         self._pcm = [PcmDecoder(PCM16.encoding), PcmDecoder(PCM16.encoding)]
         # The appended-audio timeline: cumulative duration after each append, and its arrival.
@@ -399,7 +400,7 @@ class OpenAIRealtimeDecoder:
                 t_ns,
                 source="wire",
                 operation_id=call_id,
-                tool=name,
+                tool=safe_name(self._secret, name, self._names),
                 args_hash=self._args_hash(arguments),
             )
         ]
