@@ -5,12 +5,20 @@ where the first call's measurement left the queue "behind" for good)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from support.faultkit import healthy_call, router_agent
+from support.faultkit import call_hash, call_sid, healthy_call, router_agent
+from support.waiting import wait_until
 
 from voxproxy.clock import LagMonitor
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
+from voxproxy.receipts.writer import read_receipts
 from voxproxy.transports.websocket import RelayConfig
 
 
@@ -46,3 +54,51 @@ async def test_every_caller_after_an_idle_gap_is_served(gaps_s: tuple[float, ...
             assert proxy.server.admission.refused == 0
         finally:
             await proxy.stop()
+
+
+def _start_cli_proxy(
+    log: Path, upstream: str, receipts: Path, workers: int
+) -> subprocess.Popen[bytes]:
+    """``voxproxy proxy`` as a user starts it: the command line's defaults (admission on
+    loop lag and measurement included), ``--workers N``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
+    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", str(workers)]
+    cmd += ["--listen", "127.0.0.1:0", "--upstream", upstream, "--dialect", "twilio"]
+    cmd += ["--secret", "fault-secret", "--receipts", str(receipts), "--drain-timeout", "5"]
+    with open(log, "w") as err:
+        return subprocess.Popen(cmd, stderr=err, env=env)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_callers_one_after_another_are_all_served_by_the_command(
+    tmp_path: Path, workers: int
+) -> None:
+    # 8235969: `--workers 1`, one call then callers at 1, 5, 20, 40 s: 101 503 503 503 503;
+    # `--workers 2`, twelve callers in a row: two 101s, then ten 503s.
+    receipts, log = tmp_path / "receipts.jsonl", tmp_path / "proxy.log"
+    gaps_s = [0.0, 0.7, 0.7, 1.2, 0.0, 0.7, 0.2, 0.7]
+    async with router_agent() as agent:
+        proc = _start_cli_proxy(log, agent.url, receipts, workers)
+        try:
+            await wait_until(lambda: "listening on ws://" in log.read_text(), 60)
+            found = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", log.read_text())
+            assert found is not None, log.read_text()
+            port = int(found[1])
+            codes = []
+            for k, gap in enumerate(gaps_s):
+                await asyncio.sleep(gap)
+                codes.append((await healthy_call(port, f"day{k}", frames=10)).close_code)
+            assert codes == [1000] * len(gaps_s), log.read_text()
+            await wait_until(lambda: len(list(read_receipts(receipts))) >= len(gaps_s), 30)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+    assert code == 0, log.read_text()
+    assert "503" not in log.read_text() and "overloaded" not in log.read_text()
+    written = sorted(r.call for r in read_receipts(receipts))
+    assert written == sorted(call_hash(call_sid(f"day{k}")) for k in range(len(gaps_s)))
