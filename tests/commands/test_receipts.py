@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from support.flowkit import flow_receipts
 from voxproxy.cli import main
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import load_policy
-from voxproxy.receipts.store import connect, insert
+from voxproxy.receipts.store import connect, insert, query_receipts
 from voxproxy.receipts.verdict import judged
 
 
@@ -209,7 +211,7 @@ def test_export_without_pyarrow_names_the_extra_in_one_line(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ([], "give --store PATH and/or --receipts PATH"),
+        ([], "receipts.jsonl is not a file here; give --receipts PATH"),
         (["--receipts", "/nonexistent/r.jsonl"], "no such file"),
         (["--receipts", "{r}", "--out", "x.csv"], "cannot tell from --out"),
         (["--receipts", "{r}", "--tag", "call=x"], "a column of that name exists"),
@@ -217,8 +219,13 @@ def test_export_without_pyarrow_names_the_extra_in_one_line(
     ],
 )
 def test_export_mistakes_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    message: str,
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     r = tmp_path / "r.jsonl"
     r.write_text("")
     argv = ["receipts", "export", *(a.replace("{r}", str(r)) for a in extra)]
@@ -269,3 +276,110 @@ def test_the_proxy_receipts_file_lists_like_the_store_with_latency_columns(
     row = next(line for line in out.splitlines() if timed.call in line)
     assert f"{timed.summary.ttfs_ms_median:.0f} ms" in row, row
     assert f"{timed.summary.barge_ins_stopped}/{timed.summary.barge_ins}" in row
+
+
+def _lines(receipts: list[Receipt]) -> list[bytes]:
+    return [r.to_json_line().encode() for r in receipts]
+
+
+def test_export_skips_and_names_bad_lines_and_recovers_a_receipt_after_a_torn_fragment(
+    store: tuple[Path, list[Receipt]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, receipts = store
+    good = _lines(receipts[:4])
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(
+        good[0]
+        + b'{"hello": "not a receipt"}\n'
+        + b"\xff\xfe\xfd\n"  # not UTF-8
+        + good[1][:50]  # a writer killed mid-line; the next line glued to it
+        + good[2]
+        + good[3]
+    )
+    out = tmp_path / "calls.jsonl"
+    assert main(["receipts", "export", "--receipts", str(path), "--out", str(out)]) == 0
+    exported = [json.loads(line)["call"] for line in out.read_text().splitlines()]
+    assert exported == [receipts[0].call, receipts[2].call, receipts[3].call]
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 4 and err[-1] == f"3 calls row(s) -> {out} (jsonl)", err
+    assert f"{path}:2: not a receipt" in err[0] and f"{path}:3: not UTF-8" in err[1]
+    assert f"{path}:4: a torn fragment (50 bytes)" in err[2] and "receipt kept" in err[2]
+    # The listing reads the same way.
+    assert main(["receipts", "--receipts", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json_calls(captured.out) == exported and len(captured.err.splitlines()) == 3
+
+
+def test_many_bad_lines_are_shown_ten_then_counted_in_one_line(
+    store: tuple[Path, list[Receipt]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, receipts = store
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"".join(_lines(receipts[:2])) + b"garbage\n" * 25)
+    assert main(["receipts", "export", "--receipts", str(path), "--out", "-"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2
+    err = captured.err.splitlines()
+    assert len(err) == 11 and "25 line(s) that are not receipts skipped" in err[-1], err
+
+
+def test_export_refuses_to_write_over_an_input_by_any_name(
+    store: tuple[Path, list[Receipt]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, receipts = store
+    path = tmp_path / "receipts.jsonl"
+    path.write_bytes(b"".join(_lines(receipts)))
+    before = path.read_bytes()
+    (tmp_path / "link.jsonl").hardlink_to(path)
+    (tmp_path / "sym.jsonl").symlink_to(path)
+    for out in (path, tmp_path / "link.jsonl", tmp_path / "sym.jsonl", tmp_path / "." / path.name):
+        argv = ["receipts", "export", "--receipts", str(path), "--out", str(out)]
+        assert main(argv) == 2, out
+        assert "is the input" in capsys.readouterr().err
+        assert path.read_bytes() == before
+    argv = ["receipts", "export", "--store", str(db), "--out", str(db), "--format", "jsonl"]
+    assert main(argv) == 2 and "is the input" in capsys.readouterr().err
+    assert len(list(query_receipts(str(db)))) == len(receipts)
+
+
+def test_an_export_that_fails_midway_leaves_the_old_file_whole(
+    store: tuple[Path, list[Receipt]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import voxproxy.receipts.export as export
+
+    db, _ = store
+    out = tmp_path / "calls.jsonl"
+    out.write_text("the export of yesterday\n")
+    real = export.rows
+
+    def rows_then_fail(*args: object, **kwargs: object) -> Iterator[dict[str, object]]:
+        it = real(*args, **kwargs)  # type: ignore[arg-type]
+        yield next(it)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(export, "rows", rows_then_fail)
+    with pytest.raises(OSError):
+        main(["receipts", "export", "--store", str(db), "--out", str(out)])
+    assert out.read_text() == "the export of yesterday\n"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_export_defaults_read_receipts_jsonl_here_like_the_listing(
+    store: tuple[Path, list[Receipt]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import pyarrow.parquet as pq
+
+    _, receipts = store
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "receipts.jsonl").write_bytes(b"".join(_lines(receipts)))
+    # As the README writes it: no --receipts, no --out.
+    assert main(["receipts", "export"]) == 0
+    out = [json.loads(line)["call"] for line in capsys.readouterr().out.splitlines()]
+    assert out == [r.call for r in receipts]
+    assert main(["receipts", "export", "--format", "parquet", "--table", "turns"]) == 0
+    assert pq.read_table(tmp_path / "turns.parquet").num_rows == sum(len(r.turns) for r in receipts)

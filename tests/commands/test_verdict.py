@@ -113,8 +113,9 @@ def test_receipts_from_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_bad_input_exits_2_naming_the_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # no receipts.jsonl here
     good = write_jsonl(tmp_path / "good.jsonl", [healthy()])
 
     def err(argv: list[str]) -> str:
@@ -135,7 +136,7 @@ def test_bad_input_exits_2_naming_the_file(
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert "no receipts found in" in err(["verdict", str(empty)])
-    assert "no receipts given" in err(["verdict"])
+    assert "no receipts given and no receipts.jsonl here" in err(["verdict"])
     binary = tmp_path / "bin.jsonl"
     binary.write_bytes(b"\xff\xfe\xfa\n")
     assert "bin.jsonl: not a JSON-lines receipt file" in err(["verdict", str(binary)])
@@ -145,3 +146,15 @@ def test_bad_input_exits_2_naming_the_file(
     assert "cannot write JUnit XML" in err(
         ["verdict", str(good), "--junit", str(good / "under-a-file.xml")]
     )
+
+
+def test_without_inputs_the_proxy_s_default_file_here_is_judged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As `voxproxy receipts` and `receipts export` do: the proxy's default --receipts.
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "receipts.jsonl", [healthy(name="a"), healthy(name="b", outcome=False)])
+    assert main(["verdict"]) == 1
+    assert "2 call(s): 1 pass, 1 not passing" in capsys.readouterr().out
+    assert main(["gate"]) == 0
+    assert "release gate: passed" in capsys.readouterr().out

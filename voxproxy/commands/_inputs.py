@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voxproxy.errors import ConfigError
+
+DEFAULT_RECEIPTS = "receipts.jsonl"
+"""The proxy's default --receipts file: what the commands that read receipts read when
+they are given none (``receipts``, ``receipts export``, ``verdict``, ``gate``)."""
 
 if TYPE_CHECKING:
     from voxproxy.receipts.model import Receipt
@@ -15,7 +20,13 @@ if TYPE_CHECKING:
 
 def add_receipt_inputs(p: Any) -> None:
     """The receipt files, ``--store`` and ``--policy`` arguments of a judging command."""
-    p.add_argument("receipts", nargs="*", metavar="RECEIPTS", help="JSON-lines receipt files")
+    p.add_argument(
+        "receipts",
+        nargs="*",
+        metavar="RECEIPTS",
+        help=f"JSON-lines receipt files (default, without --store: {DEFAULT_RECEIPTS} here, "
+        "the proxy's default --receipts)",
+    )
     p.add_argument("--store", default=None, metavar="PATH", help="read receipts from this store")
     p.add_env_argument(
         "--policy",
@@ -40,7 +51,12 @@ def load_receipts(paths: Sequence[str], store: str | None) -> list[Sourced]:
     from voxproxy.receipts.writer import read_receipts
 
     if not paths and store is None:
-        raise ConfigError("no receipts given: name JSON-lines receipt files or --store PATH")
+        if not Path(DEFAULT_RECEIPTS).is_file():
+            raise ConfigError(
+                f"no receipts given and no {DEFAULT_RECEIPTS} here: name JSON-lines receipt "
+                "files (the proxy's --receipts) or --store PATH"
+            )
+        paths = [DEFAULT_RECEIPTS]
     out: list[Sourced] = []
     for path in paths:
         n = 0  # receipts read from this file so far

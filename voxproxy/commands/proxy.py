@@ -21,6 +21,7 @@ from voxproxy.cli import (
     positive_int,
     upstream_url,
 )
+from voxproxy.commands._inputs import DEFAULT_RECEIPTS
 from voxproxy.errors import ConfigError
 
 # Defaults a staging deployment can live with: idle calls (and the agent sessions behind
@@ -57,7 +58,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_env_argument(
         "--receipts",
-        default="receipts.jsonl",
+        default=DEFAULT_RECEIPTS,
         help="JSON-lines file the receipts are appended to; a journal of the calls in progress "
         "is kept beside it (FILE.open-calls), so that after a crash the next start writes "
         "their receipts (terminal proxy_crashed)",

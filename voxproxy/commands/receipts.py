@@ -9,10 +9,18 @@ a table, or the receipts themselves as JSON lines with ``--json``.
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
 import sys
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from voxproxy.commands._inputs import DEFAULT_RECEIPTS
 from voxproxy.errors import ConfigError
+
+if TYPE_CHECKING:
+    from voxproxy.receipts.model import Receipt
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +39,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="PATH",
         help="without --store: the proxy's JSON-lines receipts file (proxy --receipts; "
-        "default: receipts.jsonl here, when it exists)",
+        f"default: {DEFAULT_RECEIPTS} here, when it exists)",
     )
     p.add_argument(
         "--verdict",
@@ -67,13 +75,14 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="a JSON-lines receipt file (voxproxy proxy --receipts); repeatable",
+        help="a JSON-lines receipt file (voxproxy proxy --receipts); repeatable. Without "
+        f"--store or --receipts: {DEFAULT_RECEIPTS} here, as for `voxproxy receipts`",
     )
     e.add_argument(
         "--format",
         choices=("parquet", "jsonl"),
         default=None,
-        help="parquet or jsonl (default: from --out's suffix)",
+        help="parquet or jsonl (default: from --out's suffix; jsonl on stdout)",
     )
     e.add_argument(
         "--table",
@@ -82,7 +91,11 @@ def add_parser(sub: Any) -> None:
         help="one row per call (default), per turn, or per tool call",
     )
     e.add_argument(
-        "--out", required=True, metavar="PATH", help="the file to write ('-': stdout, jsonl)"
+        "--out",
+        default=None,
+        metavar="PATH",
+        help="the file to write, replaced whole once every row is written ('-': stdout, "
+        "jsonl; default: stdout, or TABLE.parquet here with --format parquet)",
     )
     e.add_argument(
         "--tag",
@@ -95,12 +108,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
     from typing import get_args
 
     source = args.store
     if source is None:
-        source = args.receipts or "receipts.jsonl"
+        source = args.receipts or DEFAULT_RECEIPTS
         if not Path(source).is_file():
             raise ConfigError(
                 f"no receipts to show: {source} is not a file; give --receipts PATH (the "
@@ -135,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
     if args.store is not None:
         receipts = list(query_receipts(args.store, query))
     else:
-        receipts = _filtered(source, query)
+        skips = Skips("voxproxy receipts")
+        receipts = _filtered(skips.receipts([source]), query)
+        skips.summary()
     if args.json:
         for r in receipts:
             sys.stdout.write(r.to_json_line())
@@ -175,11 +189,46 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _filtered(path: str, q: Any) -> list[Any]:
-    """The receipts of a JSON-lines file that match the query, oldest first (as the
-    store answers it)."""
+class Skips:
+    """The receipts of JSON-lines files, the lines that are not receipts skipped and
+    counted: one warning line each (the first :data:`SHOWN`), then one summary line."""
+
+    SHOWN = 10
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.skipped = 0  # lines that gave no receipt
+        self.recovered = 0  # receipts read from after a torn fragment
+
+    def receipts(self, paths: Iterable[str]) -> Iterator[Receipt]:
+        from voxproxy.receipts.lines import scan_receipts
+        from voxproxy.receipts.model import Receipt
+
+        for path in paths:
+            for item in scan_receipts(path):
+                if isinstance(item, Receipt):
+                    yield item
+                    continue
+                if item.problem == "torn_fragment":
+                    self.recovered += 1
+                else:
+                    self.skipped += 1
+                if self.skipped + self.recovered <= self.SHOWN:
+                    print(f"{self.command}: warning: {item.describe()}", file=sys.stderr)
+
+    def summary(self) -> None:
+        """The counts, in one line, when more lines were bad than were shown."""
+        if self.skipped + self.recovered > self.SHOWN:
+            print(
+                f"{self.command}: warning: {self.skipped} line(s) that are not receipts "
+                f"skipped, {self.recovered} receipt(s) recovered from after a torn fragment",
+                file=sys.stderr,
+            )
+
+
+def _filtered(found: Iterable[Receipt], q: Any) -> list[Any]:
+    """The receipts that match the query, oldest first (as the store answers it)."""
     from voxproxy.receipts.store import utc_text
-    from voxproxy.receipts.writer import read_receipts
 
     try:
         since = utc_text(q.since) if q.since is not None else None
@@ -187,7 +236,7 @@ def _filtered(path: str, q: Any) -> list[Any]:
     except ValueError:
         raise ConfigError(f"not an ISO 8601 time: {q.since or q.until!r}") from None
     out = []
-    for r in read_receipts(path):
+    for r in found:
         verdict = r.verdict.verdict if r.verdict is not None else "none"
         started = utc_text(r.started_at)
         if (
@@ -206,6 +255,8 @@ def _filtered(path: str, q: Any) -> list[Any]:
 def _export_format(args: argparse.Namespace) -> str:
     if args.format is not None:
         return str(args.format)
+    if args.out is None or args.out == "-":
+        return "jsonl"
     suffix = args.out.rsplit(".", 1)[-1].lower() if "." in args.out else ""
     if suffix == "parquet":
         return "parquet"
@@ -214,24 +265,54 @@ def _export_format(args: argparse.Namespace) -> str:
     raise ConfigError(f"--format parquet or jsonl: cannot tell from --out {args.out!r}")
 
 
+def _export_inputs(args: argparse.Namespace) -> list[str]:
+    """The JSON-lines files to read: --receipts, or without it and --store the proxy's
+    default file here."""
+    if args.receipts or args.export_store is not None:
+        for path in args.receipts:
+            if not Path(path).is_file():
+                raise ConfigError(f"--receipts {path}: no such file")
+        return list(args.receipts)
+    if not Path(DEFAULT_RECEIPTS).is_file():
+        raise ConfigError(
+            f"no receipts to export: {DEFAULT_RECEIPTS} is not a file here; give --receipts "
+            "PATH (the proxy's --receipts file) and/or --store PATH (its --store)"
+        )
+    return [DEFAULT_RECEIPTS]
+
+
+def _refuse_overwriting_an_input(out: str, inputs: Iterable[str]) -> None:
+    """--out must not be one of the inputs (the same file by device and inode: a link or
+    another spelling of the path counts): writing it would lose the receipts."""
+    try:
+        target = os.stat(out)
+    except OSError:
+        return  # not there yet: nothing to lose
+    for path in inputs:
+        try:
+            source = os.stat(path)
+        except OSError:
+            continue
+        if (source.st_dev, source.st_ino) == (target.st_dev, target.st_ino):
+            raise ConfigError(
+                f"--out {out} is the input {path}: writing it would replace the receipts "
+                "with the export; choose another --out"
+            )
+
+
 def run_export(args: argparse.Namespace) -> int:
-    from collections.abc import Iterator
-    from pathlib import Path
-
-    from voxproxy.receipts.export import parse_tags, rows, write_jsonl, write_parquet
-    from voxproxy.receipts.model import Receipt
+    from voxproxy.receipts.export import parse_tags, rows, write_jsonl
     from voxproxy.receipts.store import query_receipts
-    from voxproxy.receipts.writer import read_receipts
 
-    if args.export_store is None and not args.receipts:
-        raise ConfigError("receipts export: give --store PATH and/or --receipts PATH")
     fmt = _export_format(args)
     tags = parse_tags(args.tag)
-    if args.out == "-" and fmt == "parquet":
+    out = args.out or ("-" if fmt == "jsonl" else f"{args.table}.parquet")
+    if out == "-" and fmt == "parquet":
         raise ConfigError("--out -: stdout takes jsonl only; give a file for parquet")
-    for path in args.receipts:
-        if not Path(path).is_file():
-            raise ConfigError(f"--receipts {path}: no such file")
+    files = _export_inputs(args)
+    stores = [args.export_store] if args.export_store is not None else []
+    if out != "-":
+        _refuse_overwriting_an_input(out, [*files, *stores])
     if fmt == "parquet":
         import importlib.util
 
@@ -239,21 +320,45 @@ def run_export(args: argparse.Namespace) -> int:
 
         if importlib.util.find_spec("pyarrow") is None:  # say so before reading anything
             raise ConfigError(f"--format parquet needs pyarrow: {PARQUET_EXTRA}")
+    skips = Skips("voxproxy receipts export")
 
     def receipts() -> Iterator[Receipt]:
-        if args.export_store is not None:
-            yield from query_receipts(args.export_store)
-        for path in args.receipts:
-            yield from read_receipts(path)
+        for store in stores:
+            yield from query_receipts(store)
+        yield from skips.receipts(files)
 
     table_rows = rows(receipts(), args.table, tags)
-    if fmt == "parquet":
-        n = write_parquet(args.out, args.table, table_rows, tags)
-    elif args.out == "-":
-        n = write_jsonl(sys.stdout, table_rows)
+    if out == "-":
+        write_jsonl(sys.stdout, table_rows)
+        skips.summary()
         return 0
-    else:
-        with open(args.out, "w", encoding="utf-8") as out:
-            n = write_jsonl(out, table_rows)
-    print(f"{n} {args.table} row(s) -> {args.out} ({fmt})", file=sys.stderr)
+    n = _write_whole(out, lambda tmp: _write(tmp, fmt, args.table, table_rows, tags))
+    skips.summary()
+    print(f"{n} {args.table} row(s) -> {out} ({fmt})", file=sys.stderr)
     return 0
+
+
+def _write(
+    path: str, fmt: str, table: Any, table_rows: Iterable[dict[str, Any]], tags: dict[str, str]
+) -> int:
+    from voxproxy.receipts.export import write_jsonl, write_parquet
+
+    if fmt == "parquet":
+        return write_parquet(path, table, table_rows, tags)
+    with open(path, "x", encoding="utf-8") as fh:
+        return write_jsonl(fh, table_rows)
+
+
+def _write_whole(out: str, write: Callable[[str], int]) -> int:
+    """``write(tmp)`` into a new file beside ``out``, then renamed over it: ``out`` is
+    either what it was or the whole export, never a part (a failure, Ctrl-C, a bad line
+    midway)."""
+    target = Path(out)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        n = write(str(tmp))
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return n

@@ -18,7 +18,6 @@ and no writer cuts another's line in progress.
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import queue
@@ -168,16 +167,15 @@ class ReceiptWriter(BackgroundSink):
 
 
 def read_receipts(path: str | Path) -> Iterator[Receipt]:
-    """Every complete receipt line in ``path`` (a torn last line is skipped)."""
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.endswith("\n"):
-                return
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                json.loads(line)
-            except ValueError:
-                continue
-            yield Receipt.model_validate_json(line)
+    """Every receipt in ``path``, strictly: lines that are not JSON (a torn last line, a
+    garbled one) are skipped and a receipt glued to a torn fragment is read (see
+    :func:`voxproxy.receipts.lines.scan_receipts`), but a line that is JSON and not a
+    receipt raises pydantic's ``ValidationError``, one that is not UTF-8
+    ``UnicodeDecodeError``. Commands that should go on past those use ``scan_receipts``."""
+    from voxproxy.receipts.lines import scan_receipts
+
+    for item in scan_receipts(path):
+        if isinstance(item, Receipt):
+            yield item
+        elif item.error is not None:
+            raise item.error
