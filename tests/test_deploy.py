@@ -24,7 +24,7 @@ from support.receipt_samples import sample_receipt
 
 from voxproxy.cli import build_parser, subcommand_parsers
 from voxproxy.telemetry import TelemetryConfig, make_telemetry
-from voxproxy.telemetry.metrics import LEGACY_PROMETHEUS_NAMES, PROMETHEUS_NAMES
+from voxproxy.telemetry.metrics import PROMETHEUS_NAMES
 from voxproxy.telemetry.otel import OtelTelemetry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,9 +142,8 @@ async def test_the_dashboard_queries_metrics_the_proxy_really_exports(
     # The names documented in voxproxy.telemetry.metrics are the ones served.
     for name in PROMETHEUS_NAMES.values():
         assert name in series or f"{name}_count" in series, name
-    # Without --metrics-legacy-ms, none of the old names.
-    for name in LEGACY_PROMETHEUS_NAMES.values():
-        assert name not in series and f"{name}_count" not in series, name
+    # None of the milliseconds names of 0.1.
+    assert not any("milliseconds" in name for name in series), series
     assert any("by (voxproxy_verdict)" in e for e in _dashboard_exprs())
 
 

@@ -19,23 +19,35 @@ What is searched, and for what:
   words may appear there: scoring what the agent heard is the user's own output.
 
 Positive controls make sure each marker really was on the wire.
+
+Tool names a caller chooses (OpenAI Realtime's ``session.update`` names the tools the
+model calls) reach no receipt, span, OTLP log record or ``/metrics`` label verbatim:
+only a declared name, or one with the shape of a name, is kept (the event API's rule).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from support.otlp_receiver import HttpReceiver
 from support.privacy import content_leaks
 from support.waiting import wait_until
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 
 from voxproxy.dialects import twilio as twilio_dialect
+from voxproxy.dialects.base import DialectOptions
+from voxproxy.dialects.openai_realtime import OpenAIRealtimeAgentWire, OpenAIRealtimeCallerWire
 from voxproxy.loadgen import wires as wires_module
 from voxproxy.loadgen.runner import (
     LoadPlan,
@@ -247,6 +259,130 @@ async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
         for name in ("results.json", "summary.json", "report.html"):
             text = (tmp_path / f"results-{d}" / name).read_text()
             assert not leaks(text, ids_and_numbers), (d, name)
+
+
+HOSTILE_TOOL_NAMES = (
+    "lookup_4111111111111111",
+    "mail:jane.doe@example.com",
+    "call_+14155550123",
+    "q" * 300,
+    "réserver_table",
+    "予約する",
+    "lookup\norder",
+    'x"} injected_total 1',
+    "lookup_order",  # name-shaped, but a vocabulary is declared: hashed too
+)
+DECLARED_TOOL = "get_weather_v2"  # a digit: kept only because it is declared
+
+
+def _hostile_in(text: str) -> list[str]:
+    return [h for h in HOSTILE_TOOL_NAMES if h in text]
+
+
+def _span_strings(receiver: HttpReceiver) -> list[str]:
+    """Every span's name and every string of its attributes and events, as exported."""
+    out: list[str] = []
+    for s in receiver.received.spans:
+        out.append(s.name)
+        for attrs in [s.attributes, *(e.attributes for e in s.events)]:
+            out += [str(v) for v in attrs.values()]
+        out += [e.name for e in s.events]
+    return out
+
+
+async def test_caller_chosen_tool_names_reach_no_receipt_span_or_metric_label(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = (*HOSTILE_TOOL_NAMES, DECLARED_TOOL)
+    vocabulary = frozenset({DECLARED_TOOL})
+    receiver = await HttpReceiver().start()
+    _otel_env(monkeypatch, receiver.endpoint)
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")  # /metrics is the one read here
+    telemetry = make_telemetry(
+        TelemetryConfig(otlp=True, metrics_listen=("127.0.0.1", 0), tool_names=vocabulary)
+    )
+    assert isinstance(telemetry, OtelTelemetry)
+    await telemetry.start()
+    server = OpenAIRealtimeAgentWire()
+    client = OpenAIRealtimeCallerWire()
+
+    async def agent(ws: ServerConnection) -> None:
+        # The model calls every tool the caller's session.update declared.
+        for i, name in enumerate(names):
+            args = '{"card": "4111111111111111"}'
+            call = server.function_call_arguments_done("r1", f"i{i}", f"call_{i}", name, args)
+            await ws.send(call)
+        with contextlib.suppress(ConnectionClosed):
+            async for _ in ws:
+                pass
+
+    ended: list[Receipt] = []
+    writer = ReceiptWriter(tmp_path / "receipts.jsonl", fsync=False)
+    async with serve(agent, "127.0.0.1", 0) as upstream:
+        agent_port = upstream.sockets[0].getsockname()[1]
+        proxy = Proxy(
+            ProxyConfig(
+                RelayConfig(f"ws://127.0.0.1:{agent_port}/"),
+                dialect="openai-realtime",
+                dialect_options=DialectOptions(names=vocabulary),
+                secret=SECRET,
+            ),
+            sinks=[writer.write, ended.append],
+            telemetry=telemetry,
+        )
+        port = await proxy.start("127.0.0.1", 0)
+        try:
+            async with connect(f"ws://127.0.0.1:{port}/") as ws:
+                heard = [await ws.recv() for _ in names]
+                for i in range(len(names)):
+                    await ws.send(client.function_call_output(f"call_{i}", "done"))
+            await wait_until(lambda: len(ended) == 1, what="the receipt")
+        finally:
+            await proxy.stop()
+    writer.close()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{telemetry.metrics_port}/metrics") as answer,
+    ):
+        metrics = await answer.text()
+    await asyncio.to_thread(telemetry.flush)
+    await receiver.wait_for(
+        lambda r: (
+            any(s.name == "voxproxy.call" for s in r.spans)
+            and any(x.event_name == "voxproxy.call.receipt" for x in r.logs)
+        )
+    )
+    await telemetry.aclose()
+    await receiver.stop()
+
+    # Positive controls: every name crossed the proxy, and every call was measured.
+    assert all(name in json.loads(m)["name"] for m, name in zip(heard, names, strict=True))
+    (receipt,) = ended
+    assert len(receipt.tools) == len(names)
+    assert all(c.latency_ms is not None and c.source == "wire" for c in receipt.tools)
+    kept = [c.tool for c in receipt.tools]
+    assert kept[-1] == DECLARED_TOOL
+    assert all(t is not None and t.startswith("n_") for t in kept[:-1])
+    assert len(set(kept)) == len(names)  # distinct names stay distinct
+    # The receipt, as written and as sent over OTLP: no hostile name.
+    line = (tmp_path / "receipts.jsonl").read_text()
+    assert content_leaks(line, HOSTILE_TOOL_NAMES) == []
+    bodies = [json.dumps(x.body, ensure_ascii=False) for x in receiver.received.logs]
+    assert bodies and not any(_hostile_in(b) for b in bodies)
+    # The spans: one execute_tool span per call, named by what the receipt kept.
+    strings = _span_strings(receiver)
+    assert sum(1 for s in strings if s.startswith("execute_tool ")) == len(names)
+    assert f"execute_tool {DECLARED_TOOL}" in strings
+    assert not [s for s in strings if _hostile_in(s)]
+    # /metrics: the declared name as it is, every other under _OTHER.
+    assert not _hostile_in(metrics)
+    tools = {
+        s.labels["gen_ai_tool_name"]: s.value
+        for f in text_string_to_metric_families(metrics)
+        for s in f.samples
+        if s.name == "gen_ai_execute_tool_duration_seconds_count"
+    }
+    assert tools == {DECLARED_TOOL: 1.0, "_OTHER": float(len(HOSTILE_TOOL_NAMES))}
 
 
 def test_the_structural_check_finds_leaks_and_ignores_chance_in_hashes() -> None:

@@ -7,6 +7,7 @@ import pytest
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
 from voxproxy.proxy.websocket import DEFAULT_MAX_LOOP_LAG_MS
+from voxproxy.telemetry.metrics import MAX_TOOL_NAME_LABELS
 
 
 @pytest.mark.parametrize(
@@ -24,3 +25,38 @@ def test_the_loop_lag_bound_reaches_both_transports(transport: list[str]) -> Non
     assert serve_config(bounded).proxy.max_loop_lag_ms == 250.0
     off = parser.parse_args([*base, "--max-loop-lag-ms", "0"])
     assert serve_config(off).proxy.max_loop_lag_ms is None
+
+
+@pytest.mark.parametrize(
+    "transport",
+    [
+        ["--upstream", "ws://127.0.0.1:1"],
+        ["--transport", "webrtc", "--upstream", "http://127.0.0.1:1/offer"],
+    ],
+)
+def test_the_declared_names_reach_the_wire_s_decoder_the_metrics_and_the_event_api(
+    transport: list[str],
+) -> None:
+    parser = build_parser()
+    base = ["proxy", *transport, "--events-token", "t" * 16]
+    undeclared = serve_config(parser.parse_args(base))
+    assert undeclared.proxy.dialect_options.names is None
+    assert undeclared.telemetry.tool_names is None
+    declared = serve_config(parser.parse_args([*base, "--event-names", "get_weather_v2, order"]))
+    names = frozenset({"get_weather_v2", "order"})
+    assert declared.proxy.dialect_options.names == names
+    assert declared.telemetry.tool_names == names
+    assert declared.events is not None and declared.events.names == names
+
+
+def test_the_help_states_the_metrics_bound_on_undeclared_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["proxy", "--help"])
+    assert f"the first {MAX_TOOL_NAME_LABELS} such" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_milliseconds_metrics_of_0_1_are_gone() -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["proxy", "--upstream", "ws://x", "--metrics-legacy-ms"])

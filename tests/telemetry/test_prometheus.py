@@ -108,7 +108,6 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
             *("--upstream", agent.url, "--dialect", "twilio"),
             *("--receipts", str(tmp_path / "receipts.jsonl"), "--secret", "prometheus-test"),
             *("--metrics-listen", "127.0.0.1:0", "--log-level", "info", "--drain-timeout", "0"),
-            "--metrics-legacy-ms",
         ),
         cwd=ROOT,
         env=clean_env("OTEL_"),
@@ -219,15 +218,9 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
             assert {s["voxproxy_dialect"] for s in buckets["data"]} == {"twilio"}
             les = {float(s["le"]) for s in buckets["data"] if s["le"] != "+Inf"}
             assert max(les) == 10.0 and 0.3 in les and 1.2 in les and 0.05 in les
-            # --metrics-legacy-ms: the milliseconds histogram of the release before holds
-            # the same samples, a thousand times larger.
-            legacy_count = await _query(http, base, "sum(voxproxy_turn_ttfs_milliseconds_count)")
-            legacy_sum = await _query(http, base, "sum(voxproxy_turn_ttfs_milliseconds_sum)")
-            seconds_sum = await _query(http, base, "sum(voxproxy_turn_ttfs_seconds_sum)")
-            assert legacy_count == calls
-            assert legacy_sum is not None and seconds_sum is not None
-            assert abs(legacy_sum - 1000.0 * seconds_sum) < 1e-6 * legacy_sum
-            assert await _query(http, base, "sum(voxproxy_calls_active)") == 0.0
+            # The milliseconds names of 0.1 are gone.
+            for old_name in ("voxproxy_turn_ttfs_milliseconds_count", "voxproxy_calls_active"):
+                assert await _query(http, base, f"sum({old_name})") is None, old_name
     finally:
         _stop(prometheus)
         _stop(proxy)

@@ -256,13 +256,6 @@ def _add_observability(p: EnvParser) -> None:
         help="HOST:PORT to serve Prometheus metrics on (/metrics; an empty HOST is loopback)",
     )
     p.add_env_argument(
-        "--metrics-legacy-ms",
-        action="store_true",
-        default=False,
-        help="also serve the latency histograms of voxproxy 0.1 in milliseconds "
-        "(voxproxy_turn_ttfs_milliseconds ...) beside the seconds ones; for one release",
-    )
-    p.add_env_argument(
         "--events-listen",
         type=host_port,
         default=None,
@@ -272,9 +265,11 @@ def _add_observability(p: EnvParser) -> None:
     p.add_env_argument(
         "--event-names",
         default=None,
-        help="comma-separated tool and field names the event API writes into receipts as they "
-        "are; any other name is replaced by its keyed hash (default: names of letters and "
-        "_ . : / - without digits, up to 48 characters, are kept). operation_id is always hashed",
+        help="comma-separated tool and field names written as they are into receipts, spans "
+        "and the gen_ai_tool_name label (from the event API and the OpenAI Realtime wire); "
+        "any other name is replaced by its keyed hash (default: names of letters and "
+        "_ . : / - without digits, up to 48 characters, are kept; in metrics, the first 32 "
+        "such, the rest counted as _OTHER). operation_id is always hashed",
     )
     p.add_env_argument(
         "--events-token",
@@ -307,7 +302,9 @@ def _proxy_config(args: argparse.Namespace) -> Any:
         relay=relay,
         dialect=args.dialect,
         dialect_options=DialectOptions(
-            sample_rate_hz=args.sample_rate, agent_sample_rate_hz=args.agent_sample_rate
+            sample_rate_hz=args.sample_rate,
+            agent_sample_rate_hz=args.agent_sample_rate,
+            names=_names(args),
         ),
         session=_session_config(args),
         secret=args.secret.encode() if args.secret else None,
@@ -366,6 +363,11 @@ def _events_listen(args: argparse.Namespace) -> tuple[str, int] | None:
     return listen
 
 
+def _names(args: argparse.Namespace) -> frozenset[str] | None:
+    """``--event-names``: the declared vocabulary of tool and field names, or None."""
+    return frozenset(_csv(args.event_names)) if args.event_names else None
+
+
 def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in (value or "").split(",") if v.strip())
 
@@ -399,7 +401,7 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
     return WebRtcProxyConfig(
         relay=relay,
         dialect=args.dialect,
-        dialect_options=DialectOptions(),
+        dialect_options=DialectOptions(names=_names(args)),
         session=_session_config(args),
         secret=args.secret.encode() if args.secret else None,
         max_loop_lag_ms=args.max_loop_lag_ms or None,
@@ -433,7 +435,7 @@ def serve_config(args: argparse.Namespace) -> Any:
         events = EventsConfig(
             args.events_token,
             events_listen,
-            names=frozenset(_csv(args.event_names)) if args.event_names else None,
+            names=_names(args),
             header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
         )
     return ServeConfig(
@@ -446,7 +448,7 @@ def serve_config(args: argparse.Namespace) -> Any:
         telemetry=TelemetryConfig(
             otlp=args.otel or otlp_requested(),
             metrics_listen=args.metrics_listen,
-            legacy_ms_metrics=args.metrics_legacy_ms,
+            tool_names=_names(args),
         ),
         events=events,
         drain_timeout_s=args.drain_timeout,

@@ -22,7 +22,8 @@ What a call goes through::
 Nothing here runs per message, and nothing here may raise into the proxy.
 
 May import: the standard library, OpenTelemetry (only this folder does), and from
-voxproxy ``receipts``, ``timebase`` and ``httpserve``. Never a transport, the proxy,
+voxproxy ``receipts``, ``timebase``, ``httpserve``, and ``events`` and ``ids`` (the
+enumerations and the name rule that bound metric labels). Never a transport, the proxy,
 the load generator or the mock agent (enforced by tests/test_layers.py).
 """
 
@@ -88,7 +89,10 @@ class TelemetryConfig:
     metrics_listen: tuple[str, int] | None = None  # serve Prometheus /metrics here
     service_name: str = "voxproxy"  # unless OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES say
     shutdown_timeout_s: float = 5.0  # longest wait for the last spans on shutdown
-    legacy_ms_metrics: bool = False  # also serve the ms histograms of 0.1 (one release)
+    tool_names: frozenset[str] | None = None
+    """The declared vocabulary of tool names (``--event-names``): each is a
+    ``gen_ai.tool.name`` label value of its own; undeclared ones are bounded
+    (:mod:`voxproxy.telemetry.metrics`)."""
     experimental_gen_ai: bool | None = None
     """The GenAI names that exist only in open proposals; None: on when
     ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai_latest_experimental``."""

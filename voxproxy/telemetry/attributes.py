@@ -259,13 +259,3 @@ CALL_BUCKETS_S: Final = (
     7200.0,
 )
 """Call durations: a second to two hours."""
-
-# -- the legacy milliseconds metrics (voxproxy proxy --metrics-legacy-ms; one release) -----
-
-LEGACY_METRIC_TOOL_LATENCY: Final = "voxproxy.tool.latency"
-LEGACY_METRIC_ACTIVE_CALLS: Final = "voxproxy.calls.active"
-LEGACY_LABEL_DIALECT: Final = "dialect"
-LEGACY_LABEL_STATUS: Final = "status"
-
-LATENCY_BUCKETS_MS: Final = tuple(round(b * 1000.0, 1) for b in LATENCY_BUCKETS_S[:21])
-"""The old milliseconds boundaries (0-5000 ms), for the legacy histograms only."""

@@ -25,23 +25,30 @@ time to first sound) has no place in a duration histogram; it is counted in
 ``voxproxy.turn.talk_over`` instead, so that ``ttfs_count + talk_over`` is every
 answered turn and the histogram's share of them is visible.
 
-``voxproxy proxy --metrics-legacy-ms`` also serves the metrics of the release before,
-for one release (see :data:`LEGACY_PROMETHEUS_NAMES`): the three histograms in
-milliseconds, with their bare ``dialect`` / ``status`` labels, and the old name of the
-active-calls gauge, on a meter (instrumentation scope) of their own.
+Every label value is bounded, so that neither the number of series nor what they
+say is the caller's to choose (a label value is also text a caller would otherwise
+write into every scrape). Each label has a set of values that pass as they are (its
+enumeration in the code; for ``gen_ai.tool.name`` the declared vocabulary,
+``--event-names``); a value outside it passes only when it has the shape of a name
+(:func:`voxproxy.ids.name_shaped`) and fewer than the label's bound of such values were
+let in by this process; anything else is recorded as :data:`OTHER`. A receipt's tool
+name is already declared, name-shaped or a keyed hash (``n_...``): hashes, a series
+each, always fall to :data:`OTHER`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import get_args
 
 from opentelemetry.metrics import Meter
 from opentelemetry.util.types import AttributeValue
 
+from voxproxy.events import AnomalyKind
+from voxproxy.ids import name_shaped
+from voxproxy.receipts.model import TERMINALS, BargeInRecord, Receipt
+from voxproxy.receipts.verdict import VERDICTS
 from voxproxy.telemetry import attributes as A
-
-if TYPE_CHECKING:
-    from voxproxy.receipts.model import Receipt
 
 PROMETHEUS_NAMES = {
     A.METRIC_TTFS: "voxproxy_turn_ttfs_seconds",
@@ -57,14 +64,6 @@ PROMETHEUS_NAMES = {
     A.METRIC_LOGS_DROPPED: "voxproxy_telemetry_log_records_dropped_total",
 }
 """Instrument name -> the family name Prometheus sees (checked by the tests)."""
-
-LEGACY_PROMETHEUS_NAMES = {
-    A.METRIC_TTFS: "voxproxy_turn_ttfs_milliseconds",
-    A.METRIC_STOP_LATENCY: "voxproxy_barge_in_stop_latency_milliseconds",
-    A.LEGACY_METRIC_TOOL_LATENCY: "voxproxy_tool_latency_milliseconds",
-    A.LEGACY_METRIC_ACTIVE_CALLS: "voxproxy_calls_active",
-}
-"""What ``--metrics-legacy-ms`` adds: the names of the release before."""
 
 TOOL_ERRORS = frozenset({"error", "timeout", "malformed"})
 """Tool statuses that mean the tool call failed (its ``error.type``)."""
@@ -86,11 +85,56 @@ FAILED_TERMINALS = frozenset(
 
 MS_PER_S = 1000.0
 
+OTHER = "_OTHER"
+"""The label value of whatever a label may not show: OpenTelemetry's own word for a value
+outside a known set (``http.request.method``, ``error.type``). No name-shaped value can
+be it (those start with a letter)."""
+MAX_TOOL_NAME_LABELS = 32
+"""Undeclared tool names (name-shaped ones) that pass as ``gen_ai.tool.name``, per
+process; declare the rest with ``--event-names``."""
+MAX_EXTRA_LABELS = 16
+"""Values outside its enumeration a label lets pass (name-shaped ones), per process: a
+wire's name for a dialect, a kind a later release adds."""
+UNKNOWN_TOOL = "unknown"  # a tool call whose start named no tool
+DROP_REASONS = ("export_failed", "queue_full", "shutdown")
+BARGE_IN_OUTCOMES: tuple[str, ...] = get_args(BargeInRecord.model_fields["outcome"].annotation)
+ANOMALY_KINDS = (*AnomalyKind, "dialect_mismatch")
+
+
+class LabelValues:
+    """The values one label may take: ``known`` ones as they are; up to ``extra`` others,
+    first come, when name-shaped; everything else :data:`OTHER`. The values let in stay
+    let in, so a series never changes its label."""
+
+    __slots__ = ("admitted", "extra", "known")
+
+    def __init__(self, known: Iterable[str], extra: int) -> None:
+        self.known = frozenset(known)
+        self.extra = extra
+        self.admitted: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        if value in self.known or value in self.admitted:
+            return value
+        if len(self.admitted) < self.extra and name_shaped(value):
+            self.admitted.add(value)
+            return value
+        return OTHER
+
 
 class Instruments:
-    """Every instrument voxproxy records, created on one meter."""
+    """Every instrument voxproxy records, created on one meter. ``tool_names``: the
+    declared vocabulary of tool names (``--event-names``), each its own
+    ``gen_ai.tool.name`` value whatever its shape."""
 
-    def __init__(self, meter: Meter) -> None:
+    def __init__(self, meter: Meter, tool_names: Iterable[str] = ()) -> None:
+        self.tool_label = LabelValues((*tool_names, UNKNOWN_TOOL), MAX_TOOL_NAME_LABELS)
+        self.dialect_label = LabelValues((), MAX_EXTRA_LABELS)
+        self.terminal_label = LabelValues(TERMINALS, MAX_EXTRA_LABELS)
+        self.verdict_label = LabelValues((*VERDICTS, "none"), MAX_EXTRA_LABELS)
+        self.kind_label = LabelValues(ANOMALY_KINDS, MAX_EXTRA_LABELS)
+        self.outcome_label = LabelValues(BARGE_IN_OUTCOMES, MAX_EXTRA_LABELS)
+        self.reason_label = LabelValues(DROP_REASONS, MAX_EXTRA_LABELS)
         latency = list(A.LATENCY_BUCKETS_S)
         self.ttfs = meter.create_histogram(
             A.METRIC_TTFS,
@@ -149,24 +193,23 @@ class Instruments:
             description="Receipt log records that could not be exported (the receipt is "
             "written to the proxy's own sinks all the same).",
         )
-        self.legacy: LegacyInstruments | None = None
-
-    def add_legacy(self, meter: Meter) -> None:
-        """Also record the milliseconds metrics of the release before (on ``meter``)."""
-        self.legacy = LegacyInstruments(meter)
 
     def call_opened(self) -> None:
         self.active.add(1)
-        if self.legacy is not None:
-            self.legacy.active.add(1)
 
     def call_closed(self) -> None:
         self.active.add(-1)
-        if self.legacy is not None:
-            self.legacy.active.add(-1)
+
+    def spans_lost(self, n: int, reason: str) -> None:
+        self.spans_dropped.add(n, {A.LABEL_REASON: self.reason_label(reason)})
+
+    def log_records_lost(self, n: int, reason: str) -> None:
+        self.logs_dropped.add(n, {A.LABEL_REASON: self.reason_label(reason)})
 
     def record(self, r: Receipt) -> None:
-        dialect: dict[str, AttributeValue] = {A.LABEL_DIALECT: r.dialect}
+        dialect_name = self.dialect_label(r.dialect)
+        terminal = self.terminal_label(r.terminal)
+        dialect: dict[str, AttributeValue] = {A.LABEL_DIALECT: dialect_name}
         for t in r.turns:
             if t.ttfs_ms is None:
                 continue
@@ -177,67 +220,25 @@ class Instruments:
         for t in r.turns:
             b = t.barge_in
             if b is not None:
-                self.barge_ins.add(1, {A.LABEL_OUTCOME: b.outcome})
+                self.barge_ins.add(1, {A.LABEL_OUTCOME: self.outcome_label(b.outcome)})
                 if b.stop_latency_ms is not None and b.stop_latency_ms >= 0:
                     self.stop_latency.record(b.stop_latency_ms / MS_PER_S, dialect)
         for c in r.tools:
             if c.latency_ms is None or c.latency_ms < 0:
                 continue  # unfinished or cancelled: no duration was measured
-            attrs: dict[str, AttributeValue] = {A.GEN_AI_TOOL_NAME: c.tool or "unknown"}
+            tool = self.tool_label(c.tool or UNKNOWN_TOOL)
+            attrs: dict[str, AttributeValue] = {A.GEN_AI_TOOL_NAME: tool}
             if c.status in TOOL_ERRORS:
                 attrs[A.ERROR_TYPE] = c.status or "error"
             self.tool_duration.record(c.latency_ms / MS_PER_S, attrs)
-        call: dict[str, AttributeValue] = {A.LABEL_DIALECT: r.dialect, A.LABEL_TERMINAL: r.terminal}
+        call: dict[str, AttributeValue] = {
+            A.LABEL_DIALECT: dialect_name,
+            A.LABEL_TERMINAL: terminal,
+        }
         if r.terminal in FAILED_TERMINALS:
             call[A.ERROR_TYPE] = r.terminal
         self.call_duration.record(max(0.0, r.duration_ms) / MS_PER_S, call)
-        verdict = r.verdict.verdict if r.verdict is not None else "none"
-        self.calls.add(1, {A.LABEL_VERDICT: verdict, A.LABEL_TERMINAL: r.terminal})
+        verdict = self.verdict_label(r.verdict.verdict if r.verdict is not None else "none")
+        self.calls.add(1, {A.LABEL_VERDICT: verdict, A.LABEL_TERMINAL: terminal})
         for kind, count in r.anomalies.items():
-            self.anomalies.add(count, {A.LABEL_KIND: kind})
-        if self.legacy is not None:
-            self.legacy.record(r)
-
-
-class LegacyInstruments:
-    """The milliseconds histograms (and gauge name) of the release before: recorded only
-    under ``--metrics-legacy-ms``, to be removed in the next release."""
-
-    def __init__(self, meter: Meter) -> None:
-        buckets = list(A.LATENCY_BUCKETS_MS)
-        self.ttfs = meter.create_histogram(
-            A.METRIC_TTFS,
-            unit="ms",
-            description="Deprecated (use voxproxy_turn_ttfs_seconds): time to first sound.",
-            explicit_bucket_boundaries_advisory=buckets,
-        )
-        self.stop_latency = meter.create_histogram(
-            A.METRIC_STOP_LATENCY,
-            unit="ms",
-            description="Deprecated (use voxproxy_barge_in_stop_latency_seconds): barge-in "
-            "stop latency.",
-            explicit_bucket_boundaries_advisory=buckets,
-        )
-        self.tool_latency = meter.create_histogram(
-            A.LEGACY_METRIC_TOOL_LATENCY,
-            unit="ms",
-            description="Deprecated (use gen_ai_execute_tool_duration_seconds): tool latency.",
-            explicit_bucket_boundaries_advisory=buckets,
-        )
-        self.active = meter.create_up_down_counter(
-            A.LEGACY_METRIC_ACTIVE_CALLS,
-            unit="{call}",
-            description="Deprecated (use voxproxy_call_active): calls in progress.",
-        )
-
-    def record(self, r: Receipt) -> None:
-        dialect = {A.LEGACY_LABEL_DIALECT: r.dialect}
-        for t in r.turns:
-            if t.ttfs_ms is not None and t.ttfs_ms >= 0:
-                self.ttfs.record(t.ttfs_ms, dialect)
-            b = t.barge_in
-            if b is not None and b.stop_latency_ms is not None and b.stop_latency_ms >= 0:
-                self.stop_latency.record(b.stop_latency_ms, dialect)
-        for c in r.tools:
-            if c.latency_ms is not None and c.latency_ms >= 0:
-                self.tool_latency.record(c.latency_ms, {A.LEGACY_LABEL_STATUS: c.status or "none"})
+            self.anomalies.add(count, {A.LABEL_KIND: self.kind_label(kind)})

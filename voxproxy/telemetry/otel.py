@@ -310,11 +310,9 @@ class OtelTelemetry(Telemetry):
             if exporter is not None:
                 readers.append(PeriodicExportingMetricReader(exporter))
         self.meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-        self.instruments = Instruments(self.meter_provider.get_meter("voxproxy", __version__))
-        if config.legacy_ms_metrics:
-            self.instruments.add_legacy(
-                self.meter_provider.get_meter("voxproxy.legacy_ms", __version__)
-            )
+        self.instruments = Instruments(
+            self.meter_provider.get_meter("voxproxy", __version__), config.tool_names or ()
+        )
         self.experimental = (
             experimental_requested(env)
             if config.experimental_gen_ai is None
@@ -447,7 +445,7 @@ class OtelTelemetry(Telemetry):
             if due:
                 self._last_drop_log = now
         with contextlib.suppress(Exception):
-            self.instruments.spans_dropped.add(n, {A.LABEL_REASON: reason})
+            self.instruments.spans_lost(n, reason)
         if due:
             log.warning(
                 "telemetry: %d span(s) dropped so far (%s); calls are not affected",
@@ -459,7 +457,7 @@ class OtelTelemetry(Telemetry):
         """``n`` receipt log records were lost (called from the exporter's thread)."""
         if n > 0:
             with contextlib.suppress(Exception):
-                self.instruments.logs_dropped.add(n, {A.LABEL_REASON: reason})
+                self.instruments.log_records_lost(n, reason)
 
     def dropped_spans(self) -> int:
         with self._lock:
