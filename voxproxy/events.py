@@ -65,6 +65,9 @@ class AnomalyKind(enum.StrEnum):
     # message's audio: counted per message; the audio is not analysed (still forwarded),
     # and figures near it are withheld (reason measurement_shed).
     MEASUREMENT_SHED = "measurement_shed"
+    # A message the proxy could not forward: the other leg was not open (still in its
+    # handshake, closing, or gone). Counted per message; it is not measured either.
+    UNDELIVERED = "undelivered"
 
 
 @dataclass(frozen=True, slots=True)

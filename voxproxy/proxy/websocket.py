@@ -337,6 +337,8 @@ class CallContext(MeasuredCall):
             terminal = "completed"
         if info.cause is EndCause.MESSAGE_TOO_BIG:
             self.session.note_anomaly(AnomalyKind.OVERSIZED)
+        if info.undelivered:
+            self.session.note_anomaly(AnomalyKind.UNDELIVERED, info.undelivered)
         close = CloseInfo(
             initiator=info.initiator,  # type: ignore[arg-type]
             caller_code=info.caller_code,

@@ -23,6 +23,7 @@ Terminal = Literal[
     "upstream_unreachable",  # no connection to the agent could be made
     "upstream_timeout",  # the agent did not answer the handshake in time
     "message_too_big",  # a message exceeded the configured maximum
+    "protocol_error",  # a peer broke the websocket protocol (close.initiator says which)
     "idle_timeout",  # nothing moved for longer than the idle timeout
     "proxy_shutdown",  # the proxy shut down while the call was up
     "proxy_error",  # the proxy failed (a bug); the call was closed

@@ -235,8 +235,8 @@ class CallSession:
         if self.anomalies[AnomalyKind.MEASUREMENT_ERROR.value] >= MAX_MEASUREMENT_ERRORS:
             self.measurement_disabled = True
 
-    def note_anomaly(self, kind: AnomalyKind) -> None:
-        self.anomalies[kind.value] += 1
+    def note_anomaly(self, kind: AnomalyKind, count: int = 1) -> None:
+        self.anomalies[kind.value] += count
 
     def on_upstream_connected(self, t_ns: int) -> None:
         self.upstream_connected_ns = t_ns

@@ -75,6 +75,7 @@ FAILED_TERMINALS = frozenset(
         "upstream_timeout",
         "agent_vanished",
         "message_too_big",
+        "protocol_error",
         "proxy_error",
         "bad_offer",
         "ice_failed",

@@ -27,6 +27,7 @@ class EndCause(enum.StrEnum):
     PROXY_ERROR = "proxy_error"
     # websocket only
     MESSAGE_TOO_BIG = "message_too_big"
+    PROTOCOL_ERROR = "protocol_error"  # a peer broke RFC 6455: its connection was failed
     BAD_REQUEST = "bad_request"  # the caller's handshake was not a valid websocket request
     OVER_CAPACITY = "over_capacity"  # refused with 503: max_calls calls were in progress
     HEALTH_CHECK = "health_check"  # a plain GET of HEALTH_PATH, answered 200: not a call

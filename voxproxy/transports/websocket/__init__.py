@@ -47,8 +47,15 @@ Without this a stalled agent would hold the call, and both sockets, forever:
 while its writes are paused the relay reads nothing from the other leg, so it
 would not even see that leg go away. Once a leg is gone (or closing), what the
 other peer still sends is read only to find its close frame: it is neither
-forwarded nor measured, so a flooding agent behind a dropped caller costs no
-memory during the close timeout.
+forwarded nor measured (only counted, :attr:`EndInfo.undelivered`), so a flooding
+agent behind a dropped caller costs no memory during the close timeout.
+
+Every way a leg fails ends the call (``legs``, "How a call ends"): a peer's protocol
+error (websockets' protocol fails its leg) closes the other side too (the caller with
+1014, the agent with the caller's failure code), and once a close frame went on a
+leg, its peer has ``close_timeout_s`` to close its TCP connection before it is
+aborted, so a peer that errs or closes but keeps its socket open cannot hold the
+call, its admission slot and its receipt.
 
 ``idle_timeout_s`` closes a call (1001 both ways) after that long without
 media: only a complete message counts, and once the call's wire has carried

@@ -5,6 +5,26 @@ its relay). :class:`CallLegs` holds a call's state and what ends it: writing wha
 websockets' protocols have to send to each leg, closing and aborting the legs, a
 refusal at the handshake, the idle timer, and reporting the end to the observer
 once both sockets are gone. The relay adds what passes between the legs.
+
+How a call ends, whichever leg fails first: the call is over once both sockets are
+gone, so every way a leg fails must lead there, with the other side told.
+
+* A close frame from a peer goes to the other side (:meth:`Relay._forward`); a
+  protocol error of a peer (websockets' protocol fails the leg: 1002, 1007, 1009) tells
+  the other side too (:meth:`CallLegs._check_failed`): the caller gets 1014 (bad
+  gateway) for an agent's error, the agent the code the caller's error was failed with.
+* Once a close frame was sent on a leg, by the relay or by the leg's protocol, the
+  leg's peer has ``close_timeout_s`` to close its TCP connection
+  (:meth:`CallLegs._close_deadline`); then it is aborted. Without this an agent that
+  erred or closed but kept its socket open held the call, its admission slot and its
+  receipt for as long as it liked (a client waits for the server to close TCP first,
+  RFC 6455 7.1.1).
+* A leg that vanishes (EOF, reset) closes the other side (``lost``); a peer that
+  reads nothing is dropped after ``stall_timeout_s``; a failed handshake to the agent
+  answers the caller with an HTTP error.
+* A message that cannot be forwarded because the other leg is not open (still in its
+  handshake, closing, gone) is counted (:attr:`CallLegs.undelivered`; the receipt's
+  anomaly ``undelivered``).
 """
 
 from __future__ import annotations
@@ -43,6 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("voxproxy.transport")
 
 _UNSENDABLE_CODES = frozenset({1005, 1006, 1015})
+_PEER = ("caller", "agent")
 
 
 def log_failure(message: str) -> None:
@@ -153,6 +174,10 @@ class CallLegs:
         self._end: EndInfo | None = None
         self._ended = False
         self.observer_errors = 0
+        # Messages that could not be forwarded: the other leg was not open.
+        self.undelivered = 0
+        self._close_sent = [False, False]  # a close went on the leg (caller, agent): seen
+        self._deadlines = [False, False]  # the leg's close deadline is armed
 
     def _register(self) -> None:
         """The call counts among its server's calls from now until its end."""
@@ -205,7 +230,8 @@ class CallLegs:
                 self._connect_task.cancel()
             return
         if client.state is State.OPEN:
-            self._send_close(client, code, reason, self._flush_agent, self._abort_agent)
+            self._close_sent[1] = True
+            self._send_close(client, code, reason, self._flush_agent)
         elif client.state is State.CONNECTING:
             self._abort_agent()
 
@@ -214,7 +240,8 @@ class CallLegs:
         if self._caller_gone:
             return
         if server.state is State.OPEN:
-            self._send_close(server, code, reason, self._flush_caller, self._abort_caller)
+            self._close_sent[0] = True
+            self._send_close(server, code, reason, self._flush_caller)
         elif server.state is State.CONNECTING:
             self._refuse(502, reason or "agent failed", EndCause.PROXY_ERROR)
 
@@ -224,16 +251,48 @@ class CallLegs:
         code: int,
         reason: str,
         flush: Callable[[], None],
-        abort: Callable[[], None],
     ) -> None:
-        """Send a close frame on an open leg (a code that may not be sent goes as none),
-        and abort the leg if the peer does not finish the close in time."""
+        """Send a close frame on an open leg (a code that may not be sent goes as none);
+        the flush arms the leg's close deadline."""
         if code in _UNSENDABLE_CODES:
             protocol.send_close()
         else:
             protocol.send_close(code, reason)
         flush()
+
+    def _close_deadline(self, side: int) -> None:
+        """A close frame went on the leg (``side`` 0: the caller's, 1: the agent's): its
+        peer has ``close_timeout_s`` to close the TCP connection, then it is aborted."""
+        if self._deadlines[side] or self._ended:
+            return
+        self._deadlines[side] = True
+        abort = self._abort_caller if side == 0 else self._abort_agent
         self._timers.append(self.loop.call_later(self.config.close_timeout_s, abort))
+
+    def _check_failed(self, from_caller: bool) -> None:
+        """After a leg's bytes went through its protocol: if the protocol failed the
+        leg (it sent a close frame that neither the relay nor the peer asked for: a
+        protocol error, a message too big), the call ends, and the other side is told."""
+        side = 0 if from_caller else 1
+        protocol = self.server if from_caller else self.client
+        if protocol is None or self._close_sent[side]:
+            return
+        sent = protocol.close_sent
+        if sent is None or protocol.close_rcvd is not None:
+            return
+        self._close_sent[side] = True
+        code = sent.code
+        too_big = code == CloseCode.MESSAGE_TOO_BIG
+        cause = EndCause.MESSAGE_TOO_BIG if too_big else EndCause.PROTOCOL_ERROR
+        what = "message too big" if too_big else "protocol error"
+        log.info("the %s's connection failed (%s, %d): call closed", _PEER[side], what, code)
+        if from_caller:
+            self._set_end(EndInfo(cause, caller_code=code, initiator="caller"))
+            self._close_agent(code, f"caller {what}")
+        else:
+            self._set_end(EndInfo(cause, agent_code=code, initiator="agent"))
+            told = code if too_big else CloseCode.BAD_GATEWAY
+            self._close_caller(told, f"agent {what}")
 
     def _abort_agent(self) -> None:
         if self.agent is not None and self.agent.transport is not None:
@@ -265,6 +324,8 @@ class CallLegs:
                 transport.close()  # a server closes the TCP connection first (RFC 6455 7.1.1)
             else:
                 transport.write(chunk)
+        if self.server.close_sent is not None:
+            self._close_deadline(0)
 
     def _flush_agent(self) -> None:
         client = self.client
@@ -284,6 +345,8 @@ class CallLegs:
                 transport.write(chunk)
         if client.state is State.CLOSED and transport is not None and not transport.is_closing():
             transport.close()
+        if client.close_sent is not None:
+            self._close_deadline(1)
 
     def _set_end(self, info: EndInfo) -> None:
         if self._end is None:
@@ -328,6 +391,7 @@ class CallLegs:
                 stall.cancel()
         self._registry.discard(self)
         info = self._end or EndInfo(EndCause.PROXY_ERROR, initiator="none")
+        info.undelivered = self.undelivered
         if info.caller_code is None and self.server.close_rcvd is not None:
             info.caller_code = self.server.close_rcvd.code
         elif info.caller_code is None and self.server.close_sent is not None:

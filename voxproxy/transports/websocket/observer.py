@@ -21,6 +21,7 @@ class EndInfo:
     upstream_status: int | None = None
     initiator: str = "none"  # "caller", "agent", "proxy" or "none"
     detail: str = ""  # a call refused at the handshake: why, and what the caller was answered
+    undelivered: int = 0  # messages not forwarded: the other leg was not open (or gone)
 
 
 class CallObserver(Protocol):

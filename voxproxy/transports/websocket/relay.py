@@ -241,10 +241,12 @@ class Relay(CallLegs):
         if direction is CALLER_TO_AGENT:
             client = self.client
             if client is None or client.state is not State.OPEN or self._agent_gone:
-                return  # the other side is gone or closing: neither forwarded nor measured
+                self.undelivered += 1  # the other side is not open: not forwarded, not measured
+                return
             out = self.agent
         else:
             if self.server.state is not State.OPEN or self._caller_gone:
+                self.undelivered += 1
                 return
             out = self.caller
         transport = out.transport if out is not None else None
@@ -289,7 +291,7 @@ class Relay(CallLegs):
             self._agent_gone = True
             client = self.client
             if client is not None and client.close_rcvd is None:
-                if client.state is State.CONNECTING:
+                if client.state is State.CONNECTING or client.handshake_exc is not None:
                     self._refuse(
                         502,
                         "agent closed the connection during the handshake",
@@ -338,13 +340,7 @@ class Relay(CallLegs):
                 self._on_request(ev, t_ns)
             elif isinstance(ev, Frame):
                 self._forward(ev, CALLER_TO_AGENT, t_ns)
-        if self.server.state is State.CLOSING and self.server.close_sent is not None:
-            code = self.server.close_sent.code
-            if code == CloseCode.MESSAGE_TOO_BIG and self.server.close_rcvd is None:
-                self._set_end(
-                    EndInfo(EndCause.MESSAGE_TOO_BIG, caller_code=code, initiator="caller")
-                )
-                self._close_agent(CloseCode.MESSAGE_TOO_BIG, "caller message too big")
+        self._check_failed(True)
         if self.request is None and self.server.handshake_exc is not None:
             self._set_end(EndInfo(EndCause.BAD_REQUEST, initiator="caller"))
 
@@ -468,11 +464,7 @@ class Relay(CallLegs):
                 self._on_response(ev, t_ns)
             elif isinstance(ev, Frame):
                 self._forward(ev, AGENT_TO_CALLER, t_ns)
-        if client.state is State.CLOSING and client.close_sent is not None:
-            code = client.close_sent.code
-            if code == CloseCode.MESSAGE_TOO_BIG and client.close_rcvd is None:
-                self._set_end(EndInfo(EndCause.MESSAGE_TOO_BIG, agent_code=code, initiator="agent"))
-                self._close_caller(CloseCode.MESSAGE_TOO_BIG, "agent message too big")
+        self._check_failed(False)
 
     def _on_response(self, response: Response, t_ns: int) -> None:
         client = self.client
@@ -518,8 +510,10 @@ class Relay(CallLegs):
             if not dst_ok:
                 # The other side is gone or closing: nothing is forwarded, so nothing is
                 # measured either (a flooding peer must not be read into memory for the
-                # close timeout, see _stalled).
+                # close timeout, see _stalled). It is counted, once a message.
                 self._frags[direction].clear()
+                if frame.fin:
+                    self.undelivered += 1
                 return
             assert dst is not None
             if opcode is Opcode.TEXT:
