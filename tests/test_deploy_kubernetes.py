@@ -3,7 +3,7 @@
 Every manifest is validated against the Kubernetes API's JSON schemas (the
 ``kubernetes-validate`` package ships them; strict mode rejects unknown fields),
 with the network switched off to show it needs none. Then what a schema cannot
-see: the probes hit the proxy's own health path on its listen port, the grace
+see: the probes hit the proxy's own readiness and liveness paths on its listen port, the grace
 period covers the preStop pause and ``--drain-timeout``, every ``VOXPROXY_*``
 setting is a flag of ``voxproxy proxy``, the selectors find the pods, the
 collector tails the receipts file the proxy writes, and the load Job's arguments
@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from voxproxy.cli import build_parser, env_name
+from voxproxy.health import LIVE_PATH, READY_PATH
 from voxproxy.loadgen.shard import Shard
-from voxproxy.transports.websocket import HEALTH_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "kubernetes"
@@ -153,13 +153,16 @@ def test_the_proxy_container_is_configured_with_real_flags_and_secrets() -> None
         assert int(env[flag].rsplit(":", 1)[1]) == ports[port_name], flag
 
 
-def test_probes_use_the_health_path_on_the_listen_port() -> None:
+def test_probes_use_the_health_paths_on_the_listen_port() -> None:
     proxy = _container(_one("Deployment"), "voxproxy")
     listen_port = int(_env_map(proxy)["VOXPROXY_PROXY_LISTEN"].rsplit(":", 1)[1])
     ports = {p["name"]: p["containerPort"] for p in proxy["ports"]}
-    for probe in ("readinessProbe", "livenessProbe"):
+    # Readiness fails while the proxy refuses callers; liveness only when it answers not
+    # at all (a full proxy restarted would cut every call it carries).
+    paths = {"readinessProbe": READY_PATH, "livenessProbe": LIVE_PATH}
+    for probe, path in paths.items():
         get = proxy[probe]["httpGet"]
-        assert get["path"] == HEALTH_PATH, probe
+        assert get["path"] == path, probe
         assert ports[get["port"]] == listen_port, probe
     # Liveness is the more patient of the two: a restart would cut every call.
     live, ready = proxy["livenessProbe"], proxy["readinessProbe"]

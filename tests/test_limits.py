@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from support.faultkit import (
+    ULAW_SILENCE,
     assert_healthy,
     call_sid,
     healthy_call,
@@ -85,6 +86,43 @@ async def test_calls_over_max_calls_are_refused_with_503_and_counted(
     assert proxy.server.admission.active == 0
     logged = [r.getMessage() for r in caplog.records if "at capacity" in r.getMessage()]
     assert len(logged) == 2  # the 1st, 2nd, 4th, 8th ... refusal: never a flood
+
+
+async def _health(port: int, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}{path}") as answer:
+            return answer.status, await answer.text()
+
+
+async def test_readiness_says_503_and_why_while_callers_would_be_refused() -> None:
+    """Issue 35 item 1: /healthz answered 200 while every caller was refused with 503, so a
+    load balancer or a Kubernetes readiness probe kept the proxy in service."""
+    ok = (200, "ok\n")
+    async with router_agent() as agent:
+        async with running_proxy(agent.url, max_calls=1) as (port, receipts, proxy):
+            idle = {p: await _health(port, p) for p in ("/healthz", "/readyz", "/livez")}
+            async with connect(f"ws://127.0.0.1:{port}/echo/held", compression=None) as ws:
+                sid = call_sid("held")
+                wire = TwilioCallerWire("MZ" + sid[2:], sid)
+                await ws.send(wire.start())
+                await ws.send(wire.media(ULAW_SILENCE))
+                await asyncio.wait_for(ws.recv(), 10)  # the call is up: the one slot is taken
+                full = {p: await _health(port, p) for p in ("/healthz", "/readyz", "/livez")}
+                refused_meanwhile = proxy.refused_calls
+            await wait_until(lambda: proxy.server.admission.active == 0)
+            again = await _health(port, "/healthz")
+            proxy.server.admission.overloaded = lambda: "measurement is shedding"
+            overloaded = {p: await _health(port, p) for p in ("/healthz", "/livez")}
+            await wait_until(lambda: len(receipts) == 1)
+    assert idle == dict.fromkeys(("/healthz", "/readyz", "/livez"), ok)
+    at_capacity = (503, "refusing callers: at capacity (1 calls in progress)\n")
+    assert full == {"/healthz": at_capacity, "/readyz": at_capacity, "/livez": ok}
+    assert again == ok
+    shedding = (503, "refusing callers: overloaded (measurement is shedding)\n")
+    assert overloaded == {"/healthz": shedding, "/livez": ok}
+    # Asking is not a call: nothing refused, counted or written.
+    assert refused_meanwhile == 0 and proxy.refused_calls == 0
+    assert len(receipts) == 1
 
 
 def _relay(args: argparse.Namespace) -> RelayConfig:

@@ -21,6 +21,7 @@ from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.store import query_receipts
 from voxproxy.receipts.writer import read_receipts
 from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
+from voxproxy.telemetry import TelemetryConfig
 from voxproxy.transports.websocket import RelayConfig
 
 TOKEN = "server-test-token-0123456789"
@@ -71,6 +72,63 @@ async def test_a_served_call_reaches_the_file_the_store_and_takes_posted_events(
     assert [e.kind for e in written[0].events] == ["tool.started"]
     assert [r.call for r in query_receipts(store)] == [call_hash(sid)]
     assert not journal_path(receipts).exists()  # closed with no call left open
+
+
+async def test_every_listener_s_readiness_says_whether_a_caller_would_be_admitted(
+    tmp_path: Path,
+) -> None:
+    """Issue 35 item 1: the health paths of /metrics' port and the event API's answer
+    as the proxy port's: 503 and why while a caller would be refused, liveness 200."""
+    async with router_agent() as agent:
+        server = ProxyServer(
+            ServeConfig(
+                ProxyConfig(
+                    RelayConfig(agent.url, max_calls=1),
+                    dialect="twilio",
+                    secret=SECRET,
+                    max_loop_lag_ms=None,  # the test's own loop: no refusal on its lag
+                ),
+                listen=("127.0.0.1", 0),
+                receipts=tmp_path / "r.jsonl",
+                telemetry=TelemetryConfig(metrics_listen=("127.0.0.1", 0)),
+                events=EventsConfig(TOKEN, ("127.0.0.1", 0)),
+                drain_timeout_s=2.0,
+            )
+        )
+        await server.start()
+        assert server.events_api is not None and server.telemetry.metrics_port is not None
+        ports = {
+            "proxy": server.port,
+            "metrics": server.telemetry.metrics_port,
+            "events": server.events_api.port,
+        }
+
+        async def health(path: str) -> dict[str, tuple[int, str]]:
+            got = {}
+            async with aiohttp.ClientSession() as http:
+                for name, port in ports.items():
+                    async with http.get(f"http://127.0.0.1:{port}{path}") as answer:
+                        got[name] = (answer.status, await answer.text())
+            return got
+
+        try:
+            idle = await health("/readyz")
+            sid = call_sid("held")
+            wire = TwilioCallerWire("MZ" + sid[2:], sid)
+            async with connect(f"{server.url}/echo/held", compression=None) as ws:
+                await ws.send(wire.start())
+                await ws.send(wire.media(ULAW_SILENCE))
+                await asyncio.wait_for(ws.recv(), 10)
+                full, live = await health("/healthz"), await health("/livez")
+        finally:
+            await server.stop()
+    ok = (200, "ok\n")
+    assert idle == dict.fromkeys(ports, ok)
+    assert full == dict.fromkeys(
+        ports, (503, "refusing callers: at capacity (1 calls in progress)\n")
+    )
+    assert live == dict.fromkeys(ports, ok)
+    assert server.refusal() == "shutting down"
 
 
 def test_the_cli_parses_into_a_serve_config(tmp_path: Path) -> None:

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+
+from voxproxy.health import HEALTH_PATH, LIVE_PATH, READY_PATH, health_answer
 
 HEADER_TIMEOUT_S = 10.0  # as the websocket listener's --handshake-timeout default
 BODY_TIMEOUT_S = 10.0
@@ -77,11 +80,16 @@ def app_runner(
 
 class HttpListener:
     """An aiohttp app served on one address with the limits above (the event API and
-    /metrics): ``_listen`` in the subclass's ``start``; ``/healthz`` and ``stop`` here."""
+    /metrics): ``_listen`` in the subclass's ``start``; the health paths and ``stop`` here.
+
+    The health paths answer as the proxy port's do: ``/healthz`` and ``/readyz`` say
+    whether the process would admit a caller now (``ready``: the reason it would not, or
+    None; unset, the listener is ready while it answers), ``/livez`` that it answers."""
 
     header_timeout_s: float
     _runner: web.AppRunner | None
     port: int | None
+    ready: Callable[[], str | None] | None = None
 
     async def _listen(self, app: web.Application, host: str, port: int) -> int:
         """Serve ``app`` on ``host:port``; the bound port (port 0 picks a free one)."""
@@ -92,15 +100,30 @@ class HttpListener:
         self.port = int(runner.addresses[0][1])
         return self.port
 
-    async def _health(self, request: web.Request) -> web.Response:
-        """``GET /healthz``: the listener answers."""
+    def _add_health(self, app: web.Application) -> None:
+        """Route the health paths of ``app`` here."""
+        for path in (HEALTH_PATH, READY_PATH):
+            app.router.add_get(path, self._ready)
+        app.router.add_get(LIVE_PATH, self._live)
+
+    async def _ready(self, request: web.Request) -> web.Response:
         del request
-        return web.Response(text="ok\n")
+        return health_web_response(self.ready() if self.ready is not None else None)
+
+    async def _live(self, request: web.Request) -> web.Response:
+        del request
+        return health_web_response(None)
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+def health_web_response(refusal: str | None, note: str | None = None) -> web.Response:
+    """A health path's answer (see :func:`health_answer`), never cached."""
+    status, text = health_answer(refusal, note)
+    return web.Response(status=status, text=text, headers={"Cache-Control": "no-store"})
 
 
 async def read_body(request: web.Request, timeout_s: float = BODY_TIMEOUT_S) -> bytes:

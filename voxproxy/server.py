@@ -124,6 +124,7 @@ class ProxyServer:
         self.telemetry: Telemetry = NULL_TELEMETRY
         self.events_api: EventApi | None = None
         self.port: int | None = None
+        self.stopping = False
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- what it serves -------------------------------------------------------------------
@@ -139,6 +140,15 @@ class ProxyServer:
     @property
     def active(self) -> int:
         return self.proxy.active if self.proxy is not None else 0
+
+    def refusal(self) -> str | None:
+        """Why a caller arriving now would be refused (one line), or None: the readiness
+        answer of every listener's health paths (:mod:`voxproxy.health`)."""
+        if self.stopping:
+            return "shutting down"
+        if self.proxy is None or self.port is None:
+            return "starting"
+        return self.proxy.server.admission.refusal()
 
     # -- start and stop -------------------------------------------------------------------
 
@@ -166,6 +176,8 @@ class ProxyServer:
             sinks.append(self.store.write)
         sinks.extend(cfg.sinks)
         self.telemetry = make_telemetry(cfg.telemetry)
+        if self.telemetry is not NULL_TELEMETRY:  # shared: it serves no /metrics anyway
+            self.telemetry.ready = self.refusal
         policy = self.policy
         proxy = self._make_proxy(sinks, lambda r: judged(r, policy))
         self.proxy = proxy
@@ -220,6 +232,7 @@ class ProxyServer:
             header_timeout_s=events.header_timeout_s,
             names=events.names,
         )
+        self.events_api.ready = self.refusal
         await self.events_api.start(*events.listen)
 
     def _log_metrics_listener(self) -> None:
@@ -232,6 +245,7 @@ class ProxyServer:
     async def stop(self, drain_s: float | None = None) -> None:
         """Stop taking calls, let those in progress finish for ``drain_s`` (default: the
         config's), close the rest; then close telemetry and every sink, in that order."""
+        self.stopping = True
         for task in self._tasks:
             task.cancel()
         self._tasks.clear()

@@ -271,3 +271,47 @@ async def test_sigterm_lets_every_worker_s_calls_finish(tmp_path: Path) -> None:
     written = list(read_receipts(receipts))
     assert sorted(r.call for r in written) == sorted(call_hash(call_sid(n)) for n in names)
     assert {r.terminal for r in written} == {"completed"}
+
+
+class _Process:
+    def __init__(self, alive: bool) -> None:
+        self.alive = alive
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+
+async def test_the_parent_s_readiness_is_ready_while_one_worker_admits() -> None:
+    """The parent's /readyz over the workers: the kernel gives a new caller only to a
+    worker that listens, so the proxy admits while one worker would; each that would not
+    is named."""
+    from voxproxy.proxy.workers import Front, Worker
+
+    answers: dict[int, str | None] = {}
+
+    async def refusal(w: Worker) -> str | None:
+        return answers[w.index]
+
+    workers = [Worker(i, _Process(True), None) for i in range(2)]  # type: ignore[arg-type]
+    front = Front(workers, None)  # type: ignore[arg-type]
+    front._worker_refusal = refusal  # type: ignore[method-assign]
+
+    async def ready() -> tuple[int, str]:
+        answer = await front._ready(None)
+        return answer.status, answer.text
+
+    answers.update({0: None, 1: None})
+    assert await ready() == (200, "ok\n")
+    answers[1] = "down"
+    assert await ready() == (200, "ok: worker 1: down\n")
+    answers[0] = "at capacity (2 calls in progress)"
+    assert await ready() == (
+        503,
+        "refusing callers: worker 0: at capacity (2 calls in progress); worker 1: down\n",
+    )
+    live = await front._live(None)
+    assert (live.status, live.text) == (200, "ok\n")
+    for w in workers:
+        w.process.alive = False  # type: ignore[attr-defined]
+    live = await front._live(None)
+    assert (live.status, live.text) == (503, "refusing callers: no worker is running\n")

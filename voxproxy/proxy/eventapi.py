@@ -357,7 +357,7 @@ class EventApi(HttpListener):
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/v1/calls/{call}/events", self._post)
-        app.router.add_get("/healthz", self._health)
+        self._add_health(app)
         return app
 
     async def start(self, host: str, port: int) -> int:

@@ -51,6 +51,7 @@ from typing import Any
 from urllib.parse import quote
 
 from voxproxy.errors import ConfigError, VoxproxyError
+from voxproxy.health import HEALTH_PATH, LIVE_PATH, READY_PATH, REFUSING
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.server import ProxyServer, ServeConfig, log_started, run_loop
@@ -59,6 +60,7 @@ log = logging.getLogger("voxproxy")
 
 READY_TIMEOUT_S = 60.0  # a worker's start, from fork to listening
 FORWARD_TIMEOUT_S = 10.0  # the parent's requests to a worker's /metrics or event API
+HEALTH_TIMEOUT_S = 2.0  # the parent's question to a worker: would you admit a caller?
 LOOPBACK = "127.0.0.1"
 
 
@@ -356,7 +358,7 @@ class Front:
         if cfg.telemetry.metrics_listen is not None:
             app = web.Application()
             app.router.add_get("/metrics", self._metrics)
-            app.router.add_get("/healthz", self._health)
+            self._add_health(app)
             self.metrics_port = await self._serve(app_runner(app), cfg.telemetry.metrics_listen)
             log.info(
                 "metrics on http://%s:%d/metrics (merged over the workers)",
@@ -366,7 +368,7 @@ class Front:
         if cfg.events is not None:
             app = web.Application(client_max_size=MAX_BODY_BYTES)
             app.router.add_post("/v1/calls/{call}/events", self._event)
-            app.router.add_get("/healthz", self._health)
+            self._add_health(app)
             runner = app_runner(app, header_timeout_s=cfg.events.header_timeout_s)
             self.events_port = await self._serve(runner, cfg.events.listen)
             log.info(
@@ -391,13 +393,54 @@ class Front:
             await self._http.close()
             self._http = None
 
-    async def _health(self, request: Any) -> Any:
-        from aiohttp import web
+    def _add_health(self, app: Any) -> None:
+        for path in (HEALTH_PATH, READY_PATH):
+            app.router.add_get(path, self._ready)
+        app.router.add_get(LIVE_PATH, self._live)
+
+    async def _ready(self, request: Any) -> Any:
+        """Readiness over the workers: ready while one of them would admit a caller (the
+        kernel gives a new connection only to a worker that listens); each that would
+        not is named, with why."""
+        from voxproxy.httpserve import health_web_response
 
         del request
-        if all(w.process.is_alive() for w in self.workers):
-            return web.Response(text="ok\n")
-        return web.Response(status=503, text="a worker is down\n")
+        workers = list(self.workers)
+        answers = await asyncio.gather(*(self._worker_refusal(w) for w in workers))
+        refusing = [
+            f"worker {w.index}: {why}" for w, why in zip(workers, answers, strict=True) if why
+        ]
+        if len(refusing) == len(workers):
+            return health_web_response("; ".join(refusing))
+        return health_web_response(None, "; ".join(refusing) or None)
+
+    async def _live(self, request: Any) -> Any:
+        from voxproxy.httpserve import health_web_response
+
+        del request
+        if any(w.process.is_alive() for w in self.workers):
+            return health_web_response(None)
+        return health_web_response("no worker is running")
+
+    async def _worker_refusal(self, w: Worker) -> str | None:
+        """Why worker ``w`` would refuse a caller now (its own readiness), or None."""
+        if not w.process.is_alive():
+            return "down"
+        port = w.metrics_port if w.metrics_port is not None else w.events_port
+        if port is None:
+            return None  # no listener to ask: it runs
+        import aiohttp
+
+        try:
+            url = f"http://{LOOPBACK}:{port}{READY_PATH}"
+            timeout = aiohttp.ClientTimeout(total=HEALTH_TIMEOUT_S)
+            async with self._http.get(url, timeout=timeout) as answer:
+                text: str = (await answer.text()).strip()
+        except Exception:  # a worker gone or stuck
+            return "not answering"
+        if answer.status == 200:
+            return None
+        return text.removeprefix(REFUSING) or f"status {answer.status}"
 
     async def _metrics(self, request: Any) -> Any:
         from aiohttp import web

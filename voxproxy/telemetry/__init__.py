@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -103,6 +103,9 @@ class Telemetry:
 
     tracing = False
     metrics_port: int | None = None
+    # Why the process would refuse a caller now, or None: what /metrics' port answers on
+    # its readiness paths (voxproxy.health). Set before start; unset, ready while it answers.
+    ready: Callable[[], str | None] | None = None
 
     def call_opened(self) -> None:
         """A call started (the caller's handshake arrived)."""

@@ -472,6 +472,7 @@ class OtelTelemetry(Telemetry):
         from voxproxy.telemetry.prometheus import MetricsServer
 
         server = MetricsServer(self._registry)
+        server.ready = self.ready
         self.metrics_port = await server.start(*listen)
         self._metrics_server = server
 

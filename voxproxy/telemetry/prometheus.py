@@ -21,7 +21,8 @@ log = logging.getLogger("voxproxy.telemetry")
 
 
 class MetricsServer(HttpListener):
-    """``GET /metrics`` (Prometheus text or OpenMetrics, by ``Accept``) and ``GET /healthz``."""
+    """``GET /metrics`` (Prometheus text or OpenMetrics, by ``Accept``) and the health
+    paths (:class:`~voxproxy.httpserve.HttpListener`)."""
 
     def __init__(
         self, registry: CollectorRegistry, header_timeout_s: float = HEADER_TIMEOUT_S
@@ -39,7 +40,7 @@ class MetricsServer(HttpListener):
     async def start(self, host: str, port: int) -> int:
         app = web.Application()
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._health)
+        self._add_health(app)
         bound = await self._listen(app, host, port)
         log.info("Prometheus metrics on http://%s:%d/metrics", host, bound)
         return bound

@@ -34,10 +34,14 @@ def test_a_valid_handshake_is_not_rejected_and_a_broken_one_is_answered() -> Non
     assert answer is not None and answer.status_code == 400
 
 
-def test_the_health_answer_is_a_plain_200() -> None:
+def test_the_health_answer_is_a_plain_200_or_a_503_with_the_reason() -> None:
     answer = hs.health_response()
     assert (answer.status_code, answer.body) == (200, b"ok\n")
     assert answer.headers["Content-Length"] == "3"
+    answer = hs.health_response("at capacity (2 calls in progress)")
+    assert (answer.status_code, answer.reason_phrase) == (503, "Service Unavailable")
+    assert answer.body == b"refusing callers: at capacity (2 calls in progress)\n"
+    assert answer.headers["Content-Length"] == str(len(answer.body))
 
 
 def test_every_offered_subprotocol_is_passed_on_in_order() -> None:

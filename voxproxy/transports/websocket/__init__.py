@@ -23,11 +23,14 @@ The caller's handshake request is checked completely first (RFC 6455 4.2.1:
 ``GET``, HTTP/1.1, ``Upgrade``/``Connection``, a 16-byte key, version 13): a
 request that is not a valid websocket handshake is answered at once with
 websockets' own 4xx/505, with no admission, no agent connection and no receipt.
-A plain ``GET /healthz`` (no ``Upgrade``) is answered ``200 ok``: the health
-check of a load balancer. A valid handshake is answered only once the agent has
-answered ours, so the subprotocol the agent picked and its refusals pass
-through: a refusal is mirrored with the agent's own HTTP status, an unreachable
-agent is a 502 and a silent one a 504.
+A plain ``GET`` (no ``Upgrade``) of a health path is answered by the proxy itself
+(:mod:`voxproxy.health`): ``/healthz`` and ``/readyz`` (readiness, a load balancer's
+health check) ``200 ok`` while a caller would be admitted, else ``503`` with the
+reason on one line (at capacity, overloaded); ``/livez`` (liveness) ``200 ok`` while
+the process answers. A valid handshake is answered only once the agent has answered
+ours, so the subprotocol the agent picked and its refusals pass through: a refusal
+is mirrored with the agent's own HTTP status, an unreachable agent is a 502 and a
+silent one a 504.
 
 Limits: ``RelayConfig.max_calls`` caps the calls in progress (from the caller's
 handshake request until both sockets are gone). A caller over the cap is
@@ -72,9 +75,9 @@ pieces: hop-by-hop headers, the request check, the health answer), ``config``
 :class:`EndCause`, :class:`EndInfo`) and ``server`` (:class:`RelayServer`: accept, stop).
 """
 
+from voxproxy.health import HEALTH_PATH, HEALTH_PATHS, LIVE_PATH, READY_PATH
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.config import (
-    HEALTH_PATH,
     MAX_FRAGMENTS,
     WRITE_HIGH_WATER,
     Admission,
@@ -91,7 +94,10 @@ from voxproxy.transports.websocket.server import RelayServer
 
 __all__ = [
     "HEALTH_PATH",
+    "HEALTH_PATHS",
+    "LIVE_PATH",
     "MAX_FRAGMENTS",
+    "READY_PATH",
     "WRITE_HIGH_WATER",
     "Admission",
     "CallObserver",

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 from websockets.uri import WebSocketURI, parse_uri
 
 WRITE_HIGH_WATER = 512 * 1024
-HEALTH_PATH = "/healthz"  # a plain GET (no Upgrade) here is answered 200 by the proxy itself
 MAX_FRAGMENTS = 4096  # frames of one message; more close the call with 1009 (message too big)
 
 
@@ -65,10 +64,18 @@ class Admission:
         self.overloaded: Callable[[], str | None] | None = None
         self.reason = ""  # why the last caller was refused
 
+    def refusal(self) -> str | None:
+        """Why a caller arriving now would be refused, or None: what :meth:`admit` would
+        decide, without counting anything (the health paths' readiness)."""
+        if self._full():
+            return self._full_reason()
+        why = self.overloaded() if self.overloaded is not None else None
+        return None if why is None else f"overloaded ({why})"
+
     def admit(self) -> bool:
-        if self.limit is not None and self.active >= self.limit:
+        if self._full():
             self.refused += 1
-            self.reason = f"at capacity ({self.limit} calls in progress)"
+            self.reason = self._full_reason()
             return False
         why = self.overloaded() if self.overloaded is not None else None
         if why is not None:
@@ -78,6 +85,12 @@ class Admission:
             return False
         self.active += 1
         return True
+
+    def _full(self) -> bool:
+        return self.limit is not None and self.active >= self.limit
+
+    def _full_reason(self) -> str:
+        return f"at capacity ({self.limit} calls in progress)"
 
     def release(self) -> None:
         self.active -= 1

@@ -2,7 +2,7 @@
 the answers.
 
 Which headers are one hop's (never passed on) and which are end-to-end; the check of
-a caller's request against RFC 6455 4.2.1; the health check's answer; the request
+a caller's request against RFC 6455 4.2.1; the health paths' answer; the request
 we send the agent (the caller's end-to-end headers, our own added); the agent's
 answer headers passed back to the caller.
 """
@@ -16,6 +16,8 @@ from websockets.http11 import Request, Response
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 from websockets.uri import WebSocketURI
+
+from voxproxy.health import health_answer
 
 # Request headers that belong to one hop or to the handshake itself; everything
 # else is end-to-end and passes through to the agent.
@@ -70,9 +72,11 @@ def handshake_rejection(request: Request) -> Response | None:
     return None if response.status_code == 101 else response
 
 
-def health_response() -> Response:
-    """The answer to a plain ``GET`` of the health path: ``200 ok``."""
-    body = b"ok\n"
+def health_response(refusal: str | None = None) -> Response:
+    """The answer to a plain ``GET`` of a health path: ``200 ok``, or ``503`` with
+    ``refusal`` (why a caller would be refused now) on one line."""
+    status, text = health_answer(refusal)
+    body = text.encode()
     headers = Headers(
         [
             ("Content-Type", "text/plain; charset=utf-8"),
@@ -81,7 +85,7 @@ def health_response() -> Response:
             ("Cache-Control", "no-store"),
         ]
     )
-    return Response(200, "OK", headers, body)
+    return Response(status, "OK" if status == 200 else "Service Unavailable", headers, body)
 
 
 def offered_subprotocols(request: Request) -> list[Subprotocol]:

@@ -31,9 +31,9 @@ except ImportError:  # pragma: no cover (a build of websockets without its C spe
 
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.fdwatch import FD_ALARM, FD_ERRNOS
+from voxproxy.health import HEALTH_PATHS, LIVE_PATH
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.config import (
-    HEALTH_PATH,
     MAX_FRAGMENTS,
     Admission,
     RelayConfig,
@@ -354,8 +354,8 @@ class Relay(CallLegs):
         self.request = request
         # Everything about the caller's request is checked before anything is spent on it:
         # no admission slot, no measurement, no connection to the agent, no receipt.
-        if request.path == HEALTH_PATH and "Upgrade" not in request.headers:
-            self._answer_health()
+        if request.path in HEALTH_PATHS and "Upgrade" not in request.headers:
+            self._answer_health(request.path)
             return
         rejection = handshake_rejection(request)
         if rejection is not None:
@@ -381,9 +381,15 @@ class Relay(CallLegs):
         del task
         self._maybe_finish(time.monotonic_ns())
 
-    def _answer_health(self) -> None:
+    def _answer_health(self, path: str) -> None:
+        # Readiness says whether this process would admit a caller now; liveness only
+        # that it answers.
+        admission = self._admission
+        refusal = None
+        if path != LIVE_PATH and admission is not None:
+            refusal = admission.refusal()
         self._set_end(EndInfo(EndCause.HEALTH_CHECK, initiator="caller"))
-        self.server.send_response(health_response())
+        self.server.send_response(health_response(refusal))
         self._flush_caller()
 
     def _over_capacity(self, admission: Admission) -> None:
