@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+from support.flowkit import flow_receipts
 
 from voxproxy.cli import (
     EnvParser,
@@ -22,6 +25,7 @@ from voxproxy.cli import (
 )
 from voxproxy.commands import MODULES
 from voxproxy.errors import ConfigError
+from voxproxy.harness.child import clean_env, cli_command
 
 UPSTREAM = ["proxy", "--upstream", "ws://agent:1/"]
 PROBE = "zz-env-probe"  # no number, URL, HOST:PORT or choice: a typed flag fails on it
@@ -246,3 +250,46 @@ def test_an_old_name_the_command_line_overrides_is_not_warned_of(
     assert args.secret == "given" and capsys.readouterr().err == ""
     assert build_parser().parse_args(UPSTREAM).secret == "from-the-shell"
     assert "VOXPROXY_SECRET" in capsys.readouterr().err
+
+
+def test_bare_voxproxy_and_a_bare_group_print_their_help(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("usage: voxproxy") and "mock-agent" in out.out and out.err == ""
+    assert main(["transcripts"]) == 0
+    assert capsys.readouterr().out.startswith("usage: voxproxy transcripts")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["schema", "receipt"],
+        ["receipts", "--receipts", "{r}", "--json"],
+        ["receipts", "--receipts", "{r}"],
+        ["receipts", "export", "--receipts", "{r}"],
+        ["verdict", "{r}"],
+        ["gate", "{r}"],
+    ],
+)
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, argv: list[str]) -> None:
+    """`voxproxy receipts --json | head`: no BrokenPipeError traceback, the status of a
+    command that SIGPIPE ended (141)."""
+    receipts = tmp_path / "r.jsonl"
+    receipts.write_text("".join(r.to_json_line() for r in flow_receipts()))
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes its first byte
+    try:
+        done = subprocess.run(
+            cli_command(*(a.replace("{r}", str(receipts)) for a in argv)),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")

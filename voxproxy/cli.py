@@ -22,9 +22,12 @@ from __future__ import annotations
 import argparse
 import difflib
 import errno
+import io
 import logging
 import os
 import re
+import select
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -264,6 +267,19 @@ def subcommand_parsers(parser: argparse.ArgumentParser) -> list[EnvParser]:
     return out
 
 
+def print_help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """The ``func`` of a command that is only a group of others (``voxproxy``,
+    ``voxproxy transcripts``): given no subcommand, it prints its help and exits 0, as
+    ``docker``, ``kubectl`` and ``cargo`` do, rather than an error."""
+
+    def run(args: argparse.Namespace) -> int:
+        del args
+        parser.print_help()
+        return 0
+
+    return run
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = EnvParser(
         prog="voxproxy",
@@ -271,7 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
         "latency, one content-free receipt per call.",
     )
     parser.add_argument("--version", action="version", version=f"voxproxy {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=EnvParser)
+    parser.set_defaults(func=print_help(parser))  # bare `voxproxy`: the help, exit 0
+    sub = parser.add_subparsers(dest="command", parser_class=EnvParser)
     import importlib
 
     from voxproxy.commands import MODULES
@@ -294,11 +311,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         logging.getLogger("websockets").setLevel(logging.WARNING)
         logging.getLogger("matplotlib").setLevel(logging.WARNING)
+        _rich_passes_broken_pipes_on()
         result: int = args.func(args)
+        sys.stdout.flush()  # here, where a reader that went away is seen (below)
         return result
     except VoxproxyError as exc:
         print(f"voxproxy: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `voxproxy receipts --json | head`: the reader has what it wanted. Say nothing
+        # and exit as a command killed by SIGPIPE does (128 + 13), as `yes | head` does.
+        # (SIGPIPE itself stays ignored: a proxy must not die of a caller's socket.)
+        if not _stdout_gone():
+            raise
+        _quiet_stdout()
+        return 128 + signal.SIGPIPE
     except OSError as exc:
         # The common mistakes (a port already in use, a path that cannot be written)
         # deserve one line that says what to fix, not a traceback.
@@ -308,6 +335,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _rich_passes_broken_pipes_on() -> None:
+    """rich's consoles exit 1 on a broken pipe (``Console.on_broken_pipe``); ``verdict``
+    and ``gate`` mean a failed call by 1, so the pipe's end goes to :func:`main` instead,
+    which ends every command alike."""
+    from rich.console import Console
+
+    def on_broken_pipe(self: Console) -> None:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    setattr(Console, "on_broken_pipe", on_broken_pipe)  # noqa: B010 (a method, replaced)
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone: polled, it reports
+    an error. A broken pipe elsewhere (a socket of a call) is not this."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit does not
+    fail on the broken pipe again (and print a traceback of its own)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 _USER_ERRNOS = frozenset(

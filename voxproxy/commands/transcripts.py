@@ -23,7 +23,10 @@ def add_parser(sub: Any) -> None:
         help="score what the agent heard: WER, meaning-bearing terms, numbers, scorecard",
         description="Transcript scoring. See 'voxproxy transcripts score --help'.",
     )
-    tsub = p.add_subparsers(dest="transcripts_command", required=True)
+    from voxproxy.cli import print_help
+
+    p.set_defaults(func=print_help(p))  # `voxproxy transcripts` alone: its help
+    tsub = p.add_subparsers(dest="transcripts_command")
     s = tsub.add_parser(
         "score",
         help="score a load run's results.json, or a reference against a hypothesis",
