@@ -27,8 +27,13 @@ Classes:
 - ``corpus``: agents answering with the corpus voices (espeak-ng, flite, festival; male
   and female, English and Spanish, -40..-6 dBFS), callers speaking the corpus's caller
   lines, plain turns and barge-ins.
-- ``snr10``: the clean scenarios with pink and with white noise under the caller at
-  10 dB SNR (no street recording is in the fixtures).
+- ``snr10``: the clean scenarios with steady noise under the caller at 10 dB SNR: pink
+  (the fixture), white, brown and a street-like bed whose level drifts by up to ~8 dB
+  over seconds (``voxproxy.audio.noise``; no street recording is in the fixtures). The
+  truth is what a listener hears over the bed (MEASUREMENT.md 2). Goal: 90% of figures
+  published, p95 within 20 ms.
+- ``snr0``: the same beds at 0 dB SNR. Goal: each figure withheld with a reason or
+  within 30 ms (``published`` and ``within_30ms`` in the JSON).
 - ``babble``: the babble bed under the caller at 10 dB SNR. The goal is that no wrong
   figure is published: published, withheld and off-by-more-than-100-ms are counted.
 - ``contended``: the clean class with the proxy process pinned to one CPU and a busy
@@ -74,6 +79,7 @@ from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
 
 from voxproxy.analysis.vad import VadConfig  # noqa: E402
 from voxproxy.analysis.vadconfig import Spurt  # noqa: E402
+from voxproxy.audio.noise import noise_bed  # noqa: E402
 from voxproxy.audio.pcm import write_wav  # noqa: E402
 from voxproxy.clips import fixtures_dir, load_corpus  # noqa: E402
 from voxproxy.harness.bench import BenchAgent, run_bench  # noqa: E402
@@ -86,7 +92,8 @@ SNR_DB = 10.0
 NOISY_BUILTINS = {"background_noise"}
 # Scenarios put under noise (snr10, babble): the clean built-ins but the long number.
 NOISE_BASES = ("normal_question", "interruption", "topic_change", "silence_after_answer")
-CLASSES = ("clean", "speech_only", "corpus", "snr10", "babble", "contended")
+CLASSES = ("clean", "speech_only", "corpus", "snr10", "snr0", "babble", "contended")
+STEADY_BEDS = ("pink", "white", "brown", "street")
 HARMONIC = "synth_harmonic_trimmed"
 
 Scenarios = tuple[tuple[Scenario, Path | None], ...]
@@ -134,14 +141,14 @@ def clean_scenarios() -> Scenarios:
     return tuple(find_scenario(n) for n in builtin_names() if n not in NOISY_BUILTINS)
 
 
-def noisy_scenarios(beds: Sequence[tuple[str, str]]) -> Scenarios:
-    """The noise bases with each bed (tag, clip name or WAV path) at 10 dB SNR."""
+def noisy_scenarios(beds: Sequence[tuple[str, str]], snr_db: float = SNR_DB) -> Scenarios:
+    """The noise bases with each bed (tag, clip name or WAV path) at ``snr_db``."""
     out = []
     for name in NOISE_BASES:
         for tag, bed in beds:
             scenario, base = find_scenario(name)
             noisy = scenario.model_copy(
-                update={"name": f"{name}+{tag}", "noise": NoiseSpec(clip=bed, snr_db=SNR_DB)}
+                update={"name": f"{name}+{tag}", "noise": NoiseSpec(clip=bed, snr_db=snr_db)}
             )
             out.append((noisy, base))
     return tuple(out)
@@ -171,6 +178,18 @@ def white_noise_wav(directory: Path) -> str:
     path = directory / "noise_white.wav"
     write_wav(path, pcm, 16000)
     return str(path)
+
+
+def steady_beds(directory: Path) -> list[tuple[str, str]]:
+    """The steady beds (tag, clip name or WAV path): the pink fixture, the white noise
+    above, and 12 s of brown and of street-like noise (``voxproxy.audio.noise``, seeded)."""
+    beds = [("pink", "noise_pink"), ("white", white_noise_wav(directory))]
+    for kind in ("brown", "street"):
+        bed = noise_bed(kind, 12 * 16000, 16000, seed=13) * 3000.0
+        path = directory / f"noise_{kind}.wav"
+        write_wav(path, np.clip(np.round(bed), -32768, 32767).astype(np.int16), 16000)
+        beds.append((kind, str(path)))
+    return beds
 
 
 # -- running the classes --------------------------------------------------------------------
@@ -290,10 +309,11 @@ async def run_all(args: argparse.Namespace, workdir: Path) -> list[ClassRun]:
     if "corpus" in wanted:
         configs = agent_configs(responses=corpus_agent_names())
         runs.append(await run_class("corpus", bench_agents(configs, n), corpus_scenarios(), args))
-    if "snr10" in wanted:
-        beds = [("pink", "noise_pink"), ("white", white_noise_wav(workdir))]
-        agents = bench_agents(agent_configs(), n)
-        runs.append(await run_class("snr10", agents, noisy_scenarios(beds), args))
+    for cls, snr in (("snr10", SNR_DB), ("snr0", 0.0)):
+        if cls in wanted:
+            beds = [b for b in steady_beds(workdir) if b[0] in args.beds]
+            agents = bench_agents(agent_configs(), n)
+            runs.append(await run_class(cls, agents, noisy_scenarios(beds, snr), args))
     if "babble" in wanted:
         # Agents whose endpointing ignores the bed (else they would never answer): it
         # takes a turn only for audio within 12 dB of loud speech, not the bed 10 dB down.
@@ -353,6 +373,12 @@ def main() -> None:
         default=[1.0, 0.5],
         help="contended: the hog's busy share (0-1), one contended run for each "
         "(comma-separated; the first is reported as `contended`)",
+    )
+    parser.add_argument(
+        "--beds",
+        type=lambda s: [c.strip() for c in s.split(",") if c.strip()],
+        default=list(STEADY_BEDS),
+        help=f"snr10, snr0: comma-separated subset of {','.join(STEADY_BEDS)}",
     )
     parser.add_argument("--max-uncertainty-ms", type=float, default=50.0)
     parser.add_argument(

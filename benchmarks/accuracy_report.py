@@ -70,6 +70,7 @@ def summarize(results: list[CallResult], figures: list[Figure] | None = None) ->
         "unknown": sum(1 for f in figs if f.status == "unknown"),
         "missed": sum(1 for f in figs if f.status == "missed"),
         "unmatched": unmatched,
+        "within_30ms": sum(1 for f in pub if f.err_ms is not None and abs(f.err_ms) <= 30.0),
         "off_gt_100ms": sum(1 for f in pub if f.err_ms is not None and abs(f.err_ms) > WRONG_MS)
         + unmatched,
         "uncertainty_ms_p50": _pct(unc, 50),
@@ -94,6 +95,8 @@ def headline(cls: str, s: dict[str, Any]) -> dict[str, Any]:
     keys += ["stop_err_ms_p95", "stop_err_ms_max", "unknown", "missed", "unmatched"]
     if cls == "babble":
         keys += ["published", "off_gt_100ms"]
+    if cls.startswith("snr"):
+        keys += ["published", "within_30ms"]
     if cls.startswith("contended"):
         keys += ["within_uncertainty", "uncertainty_ms_p50", "uncertainty_ms_p95"]
         keys += ["uncertainty_ms_max"]
@@ -160,7 +163,10 @@ def report(runs: list[ClassRun], elapsed_s: float) -> dict[str, Any]:
         "nothing between responses; the harmonic complex among them)",
         "corpus": "corpus: corpus voices answering corpus callers (3 synthesizers, en/es, "
         "-40..-6 dBFS)",
-        "snr10": "snr10: pink and white noise under the caller at 10 dB SNR",
+        "snr10": "snr10: steady noise under the caller at 10 dB SNR (goal: 90% published, "
+        "p95 <= 20 ms)",
+        "snr0": "snr0: steady noise under the caller at 0 dB SNR (goal: withheld with a "
+        "reason or within 30 ms)",
         "babble": "babble: babble bed under the caller at 10 dB SNR (goal: no wrong figure)",
     }
     firsts: list[tuple[str, dict[str, Any]]] = []
@@ -206,6 +212,13 @@ def report(runs: list[ClassRun], elapsed_s: float) -> dict[str, Any]:
             notes.append(
                 f"published {total['published']}, withheld {total['unknown']}, off by more "
                 f"than {WRONG_MS:.0f} ms (or for no true turn): {total['off_gt_100ms']}"
+            )
+        if run.name.startswith("snr"):
+            figures = total["turns"] + total["barge_ins"]
+            share = 100 * total["published"] / figures if figures else 0.0
+            notes.append(
+                f"published {total['published']} of {figures} figures ({share:.0f}%), "
+                f"within 30 ms of the truth: {total['within_30ms']}"
             )
         title = titles.get(run.name, run.name)
         if run.name.startswith("contended"):

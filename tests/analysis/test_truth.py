@@ -7,10 +7,14 @@ import pytest
 
 from voxproxy.analysis.truth import (
     TRUTH_RANGE_DB,
+    audible_speech_edges,
+    audible_windows,
     heard_runs,
     speech_edges,
     truth_threshold_dbfs,
 )
+from voxproxy.audio.noise import BED_KINDS, noise_bed
+from voxproxy.clips import load_clips
 
 RATE = 16000
 SPM = RATE // 1000
@@ -154,3 +158,76 @@ def test_heard_runs_merge_across_short_pauses_and_drop_a_last_click() -> None:
     # A lone run is kept however short; no runs, none.
     assert heard_runs([(0, 5 * ms)]) == [(0, 5 * ms)]
     assert heard_runs([]) == []
+
+
+# -- under a noise bed: what a listener can hear (MEASUREMENT.md 2) --------------------------
+
+
+def tone(ms: float, hz: float, dbfs: float) -> np.ndarray:
+    """A sine of ``hz`` (a whole number of periods a 1 ms window: exact window powers)."""
+    t = np.arange(round(ms * SPM)) / RATE
+    return 32768 * 10 ** (dbfs / 20) * np.sqrt(2) * np.sin(2 * np.pi * hz * t)
+
+
+def ramped(total_ms: int, start_ms: int, rise_ms: int, top_ms: int, fall_ms: int) -> np.ndarray:
+    """A 1 kHz tone rising 1 dB a ms from -80.5 dBFS (``rise_ms`` = 60) to -20 and falling
+    back, over silence: a window's level is known, half a dB from any whole number."""
+    db = np.full(total_ms, -200.0)
+    rise = -80.5 + np.arange(rise_ms) * 60.0 / rise_ms
+    db[start_ms : start_ms + rise_ms] = rise
+    db[start_ms + rise_ms : start_ms + rise_ms + top_ms] = -20.0
+    end = start_ms + rise_ms + top_ms
+    db[end : end + fall_ms] = rise[::-1]
+    amp = np.repeat(10 ** (db / 20), SPM)
+    out: np.ndarray = tone(total_ms, 1000, 0.0) * amp
+    return out
+
+
+def test_a_steady_bed_moves_each_edge_to_where_the_speech_rises_out_of_it() -> None:
+    # Speech rising 1 dB a ms from -80.5 dBFS at 200 ms to -20.5, and falling likewise from
+    # 1260 ms. In quiet, with the threshold at -55 dBFS, its edges are the windows at -54.5:
+    # 226 ms and the end of 1293 ms. A 2 kHz bed at -40 dBFS hides what lies under it: the
+    # edges move to the windows at -39.5 dBFS (241 ms, the end of 1278), as heard.
+    speech = np.round(ramped(1600, 200, 60, 1000, 60)).astype(np.int16)
+    quiet = audible_speech_edges(speech, None, RATE, threshold_dbfs=-55.0)
+    assert quiet == speech_edges(speech, RATE, threshold_dbfs=-55.0) == [[226.0, 1294.0]]
+    bed = tone(1600, 2000, -40.0)
+    assert audible_speech_edges(speech, bed, RATE, threshold_dbfs=-55.0) == [[241.0, 1279.0]]
+    # A bed under the truth's threshold hides nothing: the quiet rule.
+    faint = tone(1600, 2000, -70.0)
+    assert audible_speech_edges(speech, faint, RATE, threshold_dbfs=-55.0) == quiet
+
+
+def test_the_bed_is_compared_window_by_window() -> None:
+    # A bed that is loud only where the speech's tail lies hides the tail alone.
+    speech = np.round(ramped(1600, 200, 60, 1000, 60)).astype(np.int16)
+    bed = np.zeros(speech.size)
+    bed[1200 * SPM :] = tone(400, 2000, -30.0)
+    (edges,) = audible_speech_edges(speech, bed, RATE, threshold_dbfs=-55.0)
+    assert edges == [226.0, 1269.0]  # the fall's window at -29.5 dBFS ends at 1269 ms
+    with pytest.raises(ValueError):
+        audible_windows(speech, bed[:100], RATE, -55.0)  # a bed shorter than the speech
+
+
+@pytest.mark.parametrize("kind", BED_KINDS)
+def test_audible_edges_lie_inside_the_quiet_ones_and_widen_with_the_snr(kind: str) -> None:
+    # Property over the noise's colour and its level: the same bed scaled from 0 to 60 dB
+    # SNR under a real clip. A window heard over a louder bed is heard over a quieter one
+    # too, so the edges only move outwards as the SNR rises, never past the clip's own
+    # (the quiet rule), which they reach once the bed is far below the talker.
+    c = load_clips()["caller_thanks"]
+    threshold = truth_threshold_dbfs(c.pcm, c.sample_rate_hz)
+    assert threshold is not None
+    quiet = speech_edges(c.pcm, c.sample_rate_hz)
+    unit = noise_bed(kind, c.pcm.size, c.sample_rate_hz, seed=5)
+    level = 32768 * 10 ** ((threshold + 35.0) / 20)
+    last: list[float] | None = None
+    for snr in (0.0, 5.0, 10.0, 20.0, 30.0, 60.0):
+        edges = audible_speech_edges(c.pcm, unit * level * 10 ** (-snr / 20), RATE)
+        assert edges, (kind, snr)
+        span = [edges[0][0], edges[-1][1]]
+        assert quiet[0][0] <= span[0] and span[1] <= quiet[-1][1], (kind, snr, span)
+        if last is not None:
+            assert span[0] <= last[0] and span[1] >= last[1], (kind, snr, span, last)
+        last = span
+    assert last == [quiet[0][0], quiet[-1][1]]

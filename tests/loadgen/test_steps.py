@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from voxproxy.analysis.truth import audible_speech_edges, truth_threshold_dbfs
+from voxproxy.audio.noise import noise_bed
 from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import clip
-from voxproxy.loadgen.steps import clip_at_rate
+from voxproxy.loadgen.steps import audible_clip_edges, clip_at_rate
 
 
 def test_a_clip_is_converted_once_per_rate_and_shared_read_only() -> None:
@@ -24,3 +26,25 @@ def test_a_clip_is_converted_once_per_rate_and_shared_read_only() -> None:
     assert clip_at_rate(c, 16000) is c.pcm  # its own rate: the clip itself
     with pytest.raises(ValueError):
         at8[0] = 1  # shared by every caller: nobody writes into it
+
+
+def test_a_said_clips_truth_is_what_is_heard_over_the_looping_bed_under_it() -> None:
+    # The caller loops its bed from the stream's first sample: under stream position p lies
+    # bed[p % len(bed)]. Said at a position where the bed wraps round, the clip's truth is
+    # its audible edges over exactly those samples (MEASUREMENT.md 2), inside its own edges.
+    c = clip("caller_thanks")
+    pcm = clip_at_rate(c, 8000)
+    threshold = truth_threshold_dbfs(c.pcm, c.sample_rate_hz)
+    assert threshold is not None
+    bed = noise_bed("pink", 8000 * 3, 8000, seed=4) * 32768 * 10 ** ((threshold + 25) / 20)
+    pos = bed.size - 4000  # half a second before the bed starts again
+    on, off = audible_clip_edges(c, pcm, bed, pos, 8000, 0.0)
+    under = np.concatenate((bed[pos:], bed))[: pcm.size]
+    edges = audible_speech_edges(pcm, under, 8000, threshold_dbfs=threshold)
+    assert (on, off) == (edges[0][0], edges[-1][1])
+    assert c.onset_ms <= on and off <= c.offset_ms and off < c.offset_ms - 10
+    # Louder by 6 dB (a step's gain): the threshold follows, the bed stays.
+    louder = np.round(pcm * 2.0).astype(np.int16)
+    on6, off6 = audible_clip_edges(c, louder, bed, pos, 8000, 20 * np.log10(2.0))
+    assert on6 <= on and off6 >= off
+    assert audible_clip_edges(c, pcm, None, pos, 8000, 0.0) == (c.onset_ms, c.offset_ms)

@@ -11,6 +11,11 @@ as a loud one:
    of L, i.e. above ``L - 35`` dBFS (for speech at -20 dBFS: above -55 dBFS);
 3. runs closer than ``merge_gap_ms`` (300) are merged, the detector's own rule;
    runs shorter than ``min_speech_ms`` (60) are dropped.
+
+Under a noise bed the truth is what a listener can hear (:func:`audible_speech_edges`):
+a window counts only where the clean speech also stands above the bed's own level in
+the same window, the bed taken alone before it was mixed in. Speech under the noise is
+masked, for a listener and for the agent's endpointer alike.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import numpy.typing as npt
 
 from voxproxy.audio.levels import active_speech_level, window_energy_db
 from voxproxy.events import Pcm
+
+# A noise bed on the scale of 16-bit samples: as recorded, or in floats before mixing.
+Noise = Pcm | npt.NDArray[np.float64]
 
 TRUTH_RANGE_DB = 35.0
 MERGE_GAP_MS = 300.0  # runs of speech windows closer than this are one
@@ -55,6 +63,65 @@ def speech_edges(
             return []
     window = sample_rate_hz // 1000
     active = window_energy_db(pcm, window) > threshold_dbfs
+    return speech_runs(active, merge_gap_ms=merge_gap_ms, min_speech_ms=min_speech_ms)
+
+
+def audible_windows(
+    speech: Pcm,
+    noise: Noise,
+    sample_rate_hz: int,
+    threshold_dbfs: float,
+) -> npt.NDArray[np.bool_]:
+    """Which 1 ms windows of ``speech`` a listener hears over ``noise`` (MEASUREMENT.md 2):
+    the clean speech's mean power is above ``threshold_dbfs`` (its level less 35 dB) and
+    above the noise's own in the same window. ``noise`` is the bed alone, sample for
+    sample under ``speech`` (as long, or longer: the rest is not read)."""
+    window = sample_rate_hz // 1000
+    if noise.size < speech.size:
+        raise ValueError(f"noise of {noise.size} samples under speech of {speech.size}")
+    s_db = window_energy_db(speech, window)
+    n_db = window_energy_db(noise[: speech.size], window)
+    heard: npt.NDArray[np.bool_] = (s_db > threshold_dbfs) & (s_db > n_db)
+    return heard
+
+
+def audible_speech_edges(
+    speech: Pcm,
+    noise: Noise | None,
+    sample_rate_hz: int,
+    *,
+    threshold_dbfs: float | None = None,
+    merge_gap_ms: float = MERGE_GAP_MS,
+    min_speech_ms: float = MIN_SPEECH_MS,
+) -> list[list[float]]:
+    """``[[onset_ms, offset_ms], ...]`` of the speech a listener hears in ``speech`` once
+    ``noise`` (the bed alone, sample for sample under it) is mixed in: the runs of
+    :func:`audible_windows`, merged and dropped as :func:`speech_edges` does. With no
+    noise, :func:`speech_edges` itself.
+
+    ``threshold_dbfs``: the clean recording's level less 35 dB (default: read from
+    ``speech``). A clip said over a bed is often at another rate than its recording, or
+    cut: pass the recording's own threshold so that only the noise moves an edge."""
+    if threshold_dbfs is None:
+        threshold_dbfs = truth_threshold_dbfs(speech, sample_rate_hz)
+        if threshold_dbfs is None:
+            return []
+    if noise is None:
+        active = window_energy_db(speech, sample_rate_hz // 1000) > threshold_dbfs
+    else:
+        active = audible_windows(speech, noise, sample_rate_hz, threshold_dbfs)
+    return speech_runs(active, merge_gap_ms=merge_gap_ms, min_speech_ms=min_speech_ms)
+
+
+def speech_runs(
+    active: npt.NDArray[np.bool_],
+    *,
+    merge_gap_ms: float = MERGE_GAP_MS,
+    min_speech_ms: float = MIN_SPEECH_MS,
+) -> list[list[float]]:
+    """The runs of speech windows (1 ms each) in ``active``, as ``[[onset_ms, offset_ms],
+    ...]``: runs closer than ``merge_gap_ms`` merged, runs shorter than ``min_speech_ms``
+    dropped."""
     idx = np.nonzero(active)[0]
     if idx.size == 0:
         return []
@@ -80,6 +147,18 @@ def speech_windows(pcm: Pcm, sample_rate_hz: int) -> npt.NDArray[np.bool_]:
 
 
 _NAMED: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
+_THRESHOLDS: dict[tuple[str, int, int], float | None] = {}
+
+
+def named_truth_threshold(name: str, pcm: Pcm, sample_rate_hz: int) -> float | None:
+    """:func:`truth_threshold_dbfs` of a named clip, computed once per clip (name, length
+    and rate): a load of callers says the same clips again and again."""
+    key = (name, pcm.size, sample_rate_hz)
+    if key not in _THRESHOLDS:
+        if len(_THRESHOLDS) > 256:
+            _THRESHOLDS.clear()
+        _THRESHOLDS[key] = truth_threshold_dbfs(pcm, sample_rate_hz)
+    return _THRESHOLDS[key]
 
 
 def named_speech_windows(name: str, pcm: Pcm, sample_rate_hz: int) -> npt.NDArray[np.bool_]:

@@ -11,8 +11,9 @@ FLOOR_DB = -100.0
 _FULL_SCALE_SQ = 32768.0 * 32768.0
 
 
-def window_energy_db(pcm: Pcm, window: int) -> npt.NDArray[np.float32]:
-    """Mean power of each complete ``window``-sample window, in dBFS (floor -100)."""
+def window_energy_db(pcm: Pcm | npt.NDArray[np.float64], window: int) -> npt.NDArray[np.float32]:
+    """Mean power of each complete ``window``-sample window, in dBFS (floor -100); of
+    16-bit samples, or of float samples on the same scale (a noise bed before mixing)."""
     n = (pcm.size // window) * window
     if n == 0:
         return np.zeros(0, dtype=np.float32)

@@ -47,7 +47,7 @@ from voxproxy.loadgen.steps import Step as Step
 from voxproxy.loadgen.steps import WaitAgentEnd as WaitAgentEnd
 from voxproxy.loadgen.steps import WaitAgentStart as WaitAgentStart
 from voxproxy.loadgen.steps import active_rms as active_rms
-from voxproxy.loadgen.steps import clip_at_rate
+from voxproxy.loadgen.steps import audible_clip_edges, clip_at_rate
 from voxproxy.loadgen.wires import CallerWire, caller_wire
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
@@ -474,8 +474,13 @@ class ScriptedCaller:
             pcm = np.clip(pcm * 10 ** (step.gain_db / 20), -32768, 32767).astype(np.int16)
         pos = self._enqueue(pcm)
         t0 = self.record.t0_ns
-        onset = t0 + (pos + round(c.onset_ms * self.rate / 1000)) * NS_PER_S // self.rate
-        offset = t0 + (pos + round(c.offset_ms * self.rate / 1000)) * NS_PER_S // self.rate
+        onset_ms, offset_ms = c.onset_ms, c.offset_ms
+        if not noise:
+            onset_ms, offset_ms = audible_clip_edges(
+                c, pcm, self._bed, pos, self.rate, step.gain_db
+            )
+        onset = t0 + (pos + round(onset_ms * self.rate / 1000)) * NS_PER_S // self.rate
+        offset = t0 + (pos + round(offset_ms * self.rate / 1000)) * NS_PER_S // self.rate
         if noise:
             self.record.noises.append(NoiseTruth(c.name, onset, offset))
         else:

@@ -7,7 +7,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
+from voxproxy.analysis.truth import audible_speech_edges, named_truth_threshold
 from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
 from voxproxy.events import Pcm
@@ -47,6 +49,27 @@ def active_rms(pcm: Pcm, c: Clip, rate: int) -> float:
     parts = [pcm[round(a * rate / 1000) : round(b * rate / 1000)] for a, b in c.segments_ms]
     x = np.concatenate(parts).astype(np.float64) if parts else pcm.astype(np.float64)
     return float(np.sqrt(np.mean(x**2))) if x.size else 0.0
+
+
+def audible_clip_edges(
+    c: Clip, pcm: Pcm, bed: npt.NDArray[np.float64] | None, pos: int, rate: int, gain_db: float
+) -> tuple[float, float]:
+    """A said clip's true onset and offset (ms into it) as a listener hears them over the
+    noise bed under it (MEASUREMENT.md 2: windows within 35 dB of the recording's level
+    and above the bed's own in the same window): ``pcm`` is the clip as said (at ``rate``,
+    ``gain_db`` applied) from stream position ``pos``, and the bed under position ``p`` is
+    ``bed[p % len(bed)]`` (the caller loops it from the stream's first sample). The clip's
+    own edges with no bed, or when nothing of it stands above the bed."""
+    if bed is None:
+        return c.onset_ms, c.offset_ms
+    threshold = named_truth_threshold(c.name, c.pcm, c.sample_rate_hz)
+    if threshold is None:
+        return c.onset_ms, c.offset_ms
+    under = bed[(np.arange(pos, pos + pcm.size)) % bed.size]
+    edges = audible_speech_edges(pcm, under, rate, threshold_dbfs=threshold + gain_db)
+    if not edges:
+        return c.onset_ms, c.offset_ms
+    return edges[0][0], edges[-1][1]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ sockets), numpy, and from voxproxy the core (``events``, ``timebase``, ``audio``
 ``dialects``, ``turns``, ``session``), ``clips`` and ``yamlmodel``.
 """
 
+from voxproxy.scripted.heard import add_bed
 from voxproxy.scripted.mixes import turn_taking_plans
 from voxproxy.scripted.plan import (
     WIRE_DIALECTS,
@@ -45,7 +46,7 @@ from voxproxy.scripted.plan import (
     WireDialect,
     WirePlan,
 )
-from voxproxy.scripted.render import add_bed, mix_caller_track, ms_to_ns, played_ns, render, to_rate
+from voxproxy.scripted.render import mix_caller_track, ms_to_ns, played_ns, render, to_rate
 
 __all__ = [
     "WIRE_DIALECTS",

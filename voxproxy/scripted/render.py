@@ -15,6 +15,7 @@ from voxproxy.analysis.truth import heard_runs, last_speech_end_ms, named_speech
 from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
+from voxproxy.scripted.heard import add_bed, caller_noise, heard_truth
 from voxproxy.scripted.kits import Realtime, call_kit, wire_kit
 from voxproxy.scripted.plan import (
     BargePlan,
@@ -57,16 +58,6 @@ def mix_caller_track(
         nrng = np.random.default_rng(seed)
         track += nrng.standard_normal(total) * 32768.0 * 10 ** (noise_dbfs / 20)
     mixed: Pcm = np.clip(track, -32768, 32767).astype(np.int16)
-    return mixed
-
-
-def add_bed(track: Pcm, bed: Pcm, dbfs: float) -> Pcm:
-    """``track`` with ``bed`` (looped) under it at an RMS of ``dbfs``."""
-    reps = -(-track.size // max(bed.size, 1))
-    loop = np.tile(bed.astype(np.float64), reps)[: track.size]
-    rms = float(np.sqrt(np.mean(loop**2))) or 1.0
-    loop *= 32768.0 * 10 ** (dbfs / 20) / rms
-    mixed: Pcm = np.clip(track.astype(np.float64) + loop, -32768, 32767).astype(np.int16)
     return mixed
 
 
@@ -283,6 +274,8 @@ class _CallRender:
         self.truth: list[TurnTruth] = []
         self.stages: list[dict[str, int]] = []  # a WirePlan's per turn (the Realtime truth)
         self.caller_track: list[tuple[int, Pcm]] = []
+        self.placed: list[tuple[float, int, Pcm, Clip]] = []  # each turn's caller clip
+        self.caller_total = 0  # samples of the caller's track
         self.cursor = 0  # ns: where the agent's playout ends so far
         self.caller_start_ms = plan.lead_ms
         self.end_ms = 0.0
@@ -332,7 +325,9 @@ class _CallRender:
         """The caller's clip on its track at ``caller_start_ms``; returns its speech onset
         and offset (ms)."""
         start = round(self.caller_start_ms * self.cspm)
-        self.caller_track.append((start, to_rate(clip.pcm, clip.sample_rate_hz, self.crate)))
+        pcm = to_rate(clip.pcm, clip.sample_rate_hz, self.crate)
+        self.caller_track.append((start, pcm))
+        self.placed.append((self.caller_start_ms, start, pcm, clip))
         return self.caller_start_ms + clip.onset_ms, self.caller_start_ms + clip.offset_ms
 
     def _chunk_sends(self, clip: Clip, audio_start_ms: float) -> list[tuple[float, Pcm]]:
@@ -509,6 +504,7 @@ class _CallRender:
         echoes, OpenAI Realtime's tool replies, and the wire's end at the call's end."""
         total = round(self.end_ms * self.cspm)
         total -= total % self.frame
+        self.caller_total = total
         caller_all = self._caller_audio(total)
         to_agent = _Link(self.rng, self.plan.jitter_ms)
         setup_ms = 1.0 if self.realtime is not None else 0.0
@@ -590,4 +586,8 @@ def render(plan: CallPlan | WirePlan) -> ScriptedCall:
     call.end_ms += plan.tail_ms
     call.send_server_events()
     call.send_caller_side()
+    if isinstance(plan, CallPlan):  # under its noise, the caller's truth is what is heard
+        bed = None if plan.caller_bed is None else to_rate(plan.caller_bed, 16000, call.crate)
+        noise = caller_noise(plan, call.caller_total, bed)
+        call.truth = heard_truth(call.truth, call.placed, noise, call.crate)
     return call.result()
