@@ -131,6 +131,38 @@ async def test_every_listener_s_readiness_says_whether_a_caller_would_be_admitte
     assert server.refusal() == "shutting down"
 
 
+async def test_a_proxy_that_cannot_listen_leaves_the_receipts_and_journal_alone(
+    tmp_path: Path,
+) -> None:
+    """A second proxy started by mistake on a served port and the same receipts file
+    must not take the running proxy's calls in progress for crashed ones."""
+    import socket
+
+    from voxproxy.proxy.listenclaim import AddressInUse
+
+    receipts = tmp_path / "r.jsonl"
+    journal = journal_path(receipts)
+    running = (
+        '{"open":"k1","started_at":"2026-01-01T00:00:00.000Z","start_wall_ns":1,"call":"c_1"}\n'
+    )
+    journal.write_text(running)
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        server = ProxyServer(
+            ServeConfig(
+                ProxyConfig(RelayConfig("ws://127.0.0.1:1"), secret=SECRET),
+                listen=("127.0.0.1", listener.getsockname()[1]),
+                receipts=receipts,
+            )
+        )
+        with pytest.raises(AddressInUse, match="already served by another process"):
+            await server.start()
+    assert not receipts.exists()
+    assert journal.read_text() == running
+
+
 def test_the_cli_parses_into_a_serve_config(tmp_path: Path) -> None:
     args = build_parser().parse_args(
         [

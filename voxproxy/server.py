@@ -160,6 +160,12 @@ class ProxyServer:
         from voxproxy.receipts.writer import ReceiptWriter
 
         cfg = self.config
+        if not cfg.reuse_port and cfg.listen[1] != 0:
+            from voxproxy.proxy.listenclaim import check_unserved
+
+            # Before the receipts file and its journal are touched: a proxy that cannot
+            # listen would write proxy_crashed receipts for the running one's calls.
+            check_unserved(*cfg.listen)
         sinks: list[Callable[[Receipt], None]] = []
         left: list[dict[str, Any]] = []
         if cfg.receipts is not None:

@@ -58,10 +58,12 @@ def _logged(log: Path, pattern: str) -> re.Match[str] | None:
     return re.search(pattern, log.read_text(errors="replace"))
 
 
-def _start_proxy(log: Path, upstream: str, receipts: Path) -> subprocess.Popen[bytes]:
+def _start_proxy(
+    log: Path, upstream: str, receipts: Path, port: int = 0, workers: int = 2
+) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
-    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", "2"]
-    cmd += ["--listen", "127.0.0.1:0", "--upstream", upstream, "--dialect", "twilio"]
+    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", str(workers)]
+    cmd += ["--listen", f"127.0.0.1:{port}", "--upstream", upstream, "--dialect", "twilio"]
     cmd += ["--secret", "fault-secret", "--receipts", str(receipts), "--drain-timeout", "5"]
     cmd += ["--metrics-listen", "127.0.0.1:0"]
     cmd += ["--events-token", TOKEN, "--events-listen", "127.0.0.1:0"]
@@ -315,3 +317,53 @@ async def test_the_parent_s_readiness_is_ready_while_one_worker_admits() -> None
         w.process.alive = False  # type: ignore[attr-defined]
     live = await front._live(None)
     assert (live.status, live.text) == (503, "refusing callers: no worker is running\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [2, 1])
+async def test_a_second_proxy_on_a_port_a_voxproxy_serves_refuses_to_start(
+    tmp_path: Path, workers: int
+) -> None:
+    """Issue 35 item 10: a second ``voxproxy proxy`` (with workers, SO_REUSEPORT) on the
+    port a voxproxy with workers serves started silently and took half the callers."""
+    async with router_agent() as agent:
+        first = _start_proxy(tmp_path / "first.log", agent.url, tmp_path / "first.jsonl")
+        try:
+            port, _pids = await _started(tmp_path / "first.log")
+            second_log = tmp_path / "second.log"
+            second = _start_proxy(
+                second_log, agent.url, tmp_path / "second.jsonl", port=port, workers=workers
+            )
+            try:
+                code = await asyncio.to_thread(second.wait, 60)
+            except subprocess.TimeoutExpired:
+                second.kill()
+                second.wait()
+                raise AssertionError(
+                    f"a second proxy started on port {port}:\n{second_log.read_text()}"
+                ) from None
+            # The first still serves, alone.
+            await healthy_twilio_call(port, "after")
+        finally:
+            first.send_signal(signal.SIGTERM)
+            first_code = await asyncio.to_thread(first.wait, 30)
+    assert code != 0
+    errors = [line for line in second_log.read_text().splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, second_log.read_text()
+    assert f"127.0.0.1:{port} is already served by " in errors[0], errors
+    if workers > 1:  # the claim on the address names its holder, the first proxy's parent
+        assert f"by another voxproxy proxy (pid {first.pid})" in errors[0], errors
+    assert "Traceback" not in second_log.read_text()
+    assert not (tmp_path / "second.jsonl").exists()
+    assert first_code == 0
+    assert [r.terminal for r in read_receipts(tmp_path / "first.jsonl")] == ["completed"]
+
+
+async def healthy_twilio_call(port: int, name: str) -> None:
+    sid = call_sid(name)
+    wire = TwilioCallerWire("MZ" + sid[2:], sid)
+    async with connect(f"ws://127.0.0.1:{port}/echo/{name}", compression=None) as ws:
+        await ws.send(wire.start())
+        await ws.send(wire.media(ULAW_SILENCE))
+        await asyncio.wait_for(ws.recv(), 10)
+        await ws.send(wire.stop())

@@ -8,7 +8,8 @@
   or shed past it;
 * ``eventapi`` and ``livecalls``: the HTTP event API (tool, state and outcome events)
   and the live calls it finds by any id the agent knows;
-* ``workers``: ``voxproxy proxy --workers N`` (N processes on one port, one proxy).
+* ``workers``: ``voxproxy proxy --workers N`` (N processes on one port, one proxy);
+  ``listenclaim``: the checks that keep a second proxy off a port a proxy serves.
 
 :mod:`voxproxy.server` (``ServeConfig``, ``ProxyServer``, ``serve()``) runs either proxy.
 

@@ -2,10 +2,11 @@
 
 The parent (:func:`run_workers`), before any event loop or thread exists in it:
 checks the configuration and loads the policy (a mistake fails once, here);
-reserves the port (a socket bound with ``SO_REUSEPORT`` that never listens, so
-the port is known even when asked for 0, and a port another program holds fails
-here); cuts a torn last line off the receipts file and folds the crash journals
-of workers that will not run again into worker 0's; then forks N workers.
+claims the address, reserves the port and checks that no other process serves it
+(:mod:`voxproxy.proxy.listenclaim`: a second proxy on the port fails to start, in
+one line, rather than take a share of the callers); cuts a torn last line off the
+receipts file and folds the crash journals of workers that will not run again into
+worker 0's; then forks N workers.
 
 Each worker is a :class:`voxproxy.server.ProxyServer` listening on the port with
 ``SO_REUSEPORT``: the kernel spreads new connections across the workers'
@@ -52,6 +53,7 @@ from urllib.parse import quote
 
 from voxproxy.errors import ConfigError, VoxproxyError
 from voxproxy.health import HEALTH_PATH, LIVE_PATH, READY_PATH, REFUSING
+from voxproxy.proxy.listenclaim import AddressClaim, check_unserved, reserve_port
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.server import ProxyServer, ServeConfig, log_started, run_loop
@@ -120,25 +122,6 @@ def fold_journals(receipts: str | Path, workers: int) -> int:
     return folded
 
 
-def reserve_port(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` with SO_REUSEPORT that never listens: it holds the
-    port (the one picked, for port 0) for the workers' listeners to share."""
-    info = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
-        0
-    ]
-    sock = socket.socket(info[0], socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(info[4])
-    except OSError as exc:
-        sock.close()
-        # As asyncio words it for a single process's listener.
-        where = f"error while attempting to bind on address {info[4][:2]!r}"
-        raise OSError(exc.errno, f"{where}: {(exc.strerror or '').lower()}") from None
-    return sock
-
-
 @dataclass
 class Worker:
     index: int
@@ -182,11 +165,16 @@ class _WorkerTag(logging.Filter):
 
 
 def _worker_main(
-    config: ServeConfig, index: int, ready: Connection, alive: tuple[int, int]
+    config: ServeConfig,
+    index: int,
+    ready: Connection,
+    alive: tuple[int, int],
+    claim: AddressClaim,
 ) -> None:
     """A forked worker: serve until told to stop, or until the parent is gone."""
     alive_r, alive_w = alive
     os.close(alive_w)  # only the parent keeps it: EOF on alive_r says the parent is gone
+    claim.close()  # the parent's: it lets go of it when it drains
     tag = _WorkerTag(index)
     for handler in logging.getLogger().handlers:
         handler.addFilter(tag)
@@ -224,7 +212,7 @@ def run_workers(config: ServeConfig) -> None:
         raise ConfigError("--workers > 1 needs --transport websocket")
     policy = config.policy if isinstance(config.policy, Policy) else load_policy(config.policy)
     host = config.listen[0]
-    reserved = reserve_port(host, config.listen[1])
+    claim, reserved = _take_address(host, config.listen[1])
     port = int(reserved.getsockname()[1])
     if config.receipts is not None:
         from voxproxy.receipts.writer import cut_torn_tail
@@ -240,7 +228,7 @@ def run_workers(config: ServeConfig) -> None:
             receive, send = ctx.Pipe(duplex=False)
             process = ctx.Process(
                 target=_worker_main,
-                args=(_worker_config(config, policy, index, port), index, send, alive),
+                args=(_worker_config(config, policy, index, port), index, send, alive, claim),
                 name=f"voxproxy-worker-{index}",
             )
             process.start()
@@ -252,13 +240,37 @@ def run_workers(config: ServeConfig) -> None:
     except BaseException:
         _terminate(workers)
         reserved.close()
+        claim.close()
         raise
     try:
-        run_loop(_supervise(config, policy, port, workers))
+        run_loop(_supervise(config, policy, port, workers, claim))
     finally:
         _terminate(workers)
         os.close(alive[1])
         reserved.close()
+        claim.close()
+
+
+def _take_address(host: str, port: int) -> tuple[AddressClaim, socket.socket]:
+    """Claim ``host:port`` for this proxy, reserve it, and check that nothing else listens
+    there (:mod:`voxproxy.proxy.listenclaim`); for port 0, the port picked is claimed."""
+    claim = AddressClaim(host, port) if port != 0 else None
+    try:
+        reserved = reserve_port(host, port)
+    except BaseException:
+        if claim is not None:
+            claim.close()
+        raise
+    try:
+        if claim is None:
+            claim = AddressClaim(host, int(reserved.getsockname()[1]))
+        check_unserved(host, int(reserved.getsockname()[1]))
+    except BaseException:
+        reserved.close()
+        if claim is not None:
+            claim.close()
+        raise
+    return claim, reserved
 
 
 def _await_ready(w: Worker) -> None:
@@ -285,7 +297,9 @@ def _terminate(workers: list[Worker], grace_s: float = 5.0) -> None:
             w.process.join()
 
 
-async def _supervise(config: ServeConfig, policy: Policy, port: int, workers: list[Worker]) -> None:
+async def _supervise(
+    config: ServeConfig, policy: Policy, port: int, workers: list[Worker], claim: AddressClaim
+) -> None:
     """The parent's loop: the public /metrics and event API, signals, the drain."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -314,6 +328,7 @@ async def _supervise(config: ServeConfig, policy: Policy, port: int, workers: li
     log_started(config, policy, port, f" ({len(workers)} workers, pids {pids})")
     try:
         await stop.wait()
+        claim.close()  # draining: a successor may take the address (our listeners close)
         log.info(
             "shutting down: %d worker(s) drain their calls for up to %.0f s",
             len(workers) - len(exited),
