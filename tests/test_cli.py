@@ -293,3 +293,23 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, argv: 
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_every_option_says_its_default_at_most_once_and_never_the_environment_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VOXPROXY_PROXY_SECRET", "hunter2-from-the-environment")
+    monkeypatch.setenv("VOXPROXY_PROXY_MAX_CALLS", "7")
+    for parser in subcommand_parsers(build_parser()):
+        for action in parser._actions:
+            if action.option_strings and action.help:
+                said = action.help.lower().count("default")
+                assert said <= 1, (parser.command, action.option_strings, action.help)
+        text = parser.format_help()
+        assert "hunter2" not in text and "(default: 7)" not in text, parser.command
+        if parser.env_vars:  # the variables' rule, once, at the end
+            assert f"VOXPROXY_{parser.command.upper().replace(' ', '_').replace('-', '_')}_" in text
+    proxy = {p.command: p for p in subcommand_parsers(build_parser())}["proxy"].format_help()
+    proxy = " ".join(proxy.split())
+    assert "(default: 200)" in proxy and "(default: 127.0.0.1:8765)" in proxy
+    assert "(default: 100.0)" not in proxy  # as typed

@@ -212,4 +212,4 @@ def test_every_subcommand_reads_its_flags_from_the_environment(
     monkeypatch.delenv("VOXPROXY_PROXY_DIALECT")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["load", "--help"])
-    assert "[env VOXPROXY_" in capsys.readouterr().out
+    assert "VOXPROXY_LOAD_<OPTION>" in capsys.readouterr().out

@@ -29,6 +29,7 @@ import re
 import select
 import signal
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -129,7 +130,40 @@ class EnvParser(argparse.ArgumentParser):
 
     def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
         """As argparse's; a ``--flag`` that stores one value also reads
-        ``VOXPROXY_<COMMAND>_<FLAG>`` (see :func:`env_name`)."""
+        ``VOXPROXY_<COMMAND>_<FLAG>`` (see :func:`env_name`), and its help says its
+        default once."""
+        return super().add_argument(*names, **self._prepared(names, kwargs))
+
+    def add_env_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
+        """The same as :meth:`add_argument` (every flag reads its variable now)."""
+        return self.add_argument(*names, **kwargs)
+
+    def add_group(self, title: str, description: str | None = None) -> EnvGroup:
+        """An argument group (a heading in ``--help``) whose flags read the environment
+        as this parser's do."""
+        return EnvGroup(self, self.add_argument_group(title, description))
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        if not self.env_vars:
+            return text
+        example = next(iter(self.env_vars))
+        width = self._get_formatter()._width
+        said = (
+            "Every option that takes one value (or none) can also be set with "
+            f"VOXPROXY_{_upper(self.command)}_<OPTION> ({example}, ...); the command line "
+            "wins."
+        )
+        return text + "\n" + textwrap.fill(said, width) + "\n"
+
+    def _prepared(self, names: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` with the default the code gives shown in the help (not one from
+        the environment: it may be a secret) and, for a ``--flag`` that stores one
+        value, the default its variable sets."""
+        kwargs = dict(kwargs)
+        help_text = kwargs.get("help")
+        if help_text is not argparse.SUPPRESS and any(str(n).startswith("-") for n in names):
+            kwargs["help"] = _with_default(help_text or "", kwargs.get("default"))
         flag = next((n for n in names if isinstance(n, str) and n.startswith("--")), None)
         if flag is not None and self.command and kwargs.get("action") in _ENV_ACTIONS:
             env = env_name(self.command, flag)
@@ -140,9 +174,7 @@ class EnvParser(argparse.ArgumentParser):
             elif self.command == LEGACY_COMMAND and old in os.environ:
                 self._env_legacy.append((old, env, flag))
                 self._env_default(old, os.environ[old], kwargs)
-            if kwargs.get("help") is not argparse.SUPPRESS:
-                kwargs["help"] = f"{kwargs.get('help') or ''} [env {env}]".lstrip()
-        return super().add_argument(*names, **kwargs)
+        return kwargs
 
     def _env_default(self, env: str, raw: str, kwargs: dict[str, Any]) -> None:
         if kwargs.get("action") == "store_true":
@@ -161,39 +193,38 @@ class EnvParser(argparse.ArgumentParser):
         kwargs["default"] = value
         kwargs.pop("required", None)
 
-    def add_env_argument(self, flag: str, **kwargs: Any) -> None:
-        """:meth:`add_argument`, with the default shown in the help."""
-        default = kwargs.get("default")
-        if isinstance(default, tuple) and len(default) == 2:
-            default = f"{default[0]}:{default[1]}"  # HOST:PORT as it is typed
-        shown = f" (default: {default})" if default not in (None, False) else ""
-        kwargs["help"] = kwargs.get("help", "") + shown
-        self.add_argument(flag, **kwargs)
+
+class EnvGroup:
+    """An argument group of an :class:`EnvParser`: its flags read the environment and
+    show their defaults as the parser's own do."""
+
+    def __init__(self, parser: EnvParser, group: argparse._ArgumentGroup) -> None:
+        self._parser = parser
+        self._group = group
+
+    def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
+        return self._group.add_argument(*names, **self._parser._prepared(names, kwargs))
+
+    add_env_argument = add_argument
+
+
+def _with_default(text: str, default: Any) -> str:
+    """``text`` and the default as it is typed (``HOST:PORT``, ``100`` not ``100.0``),
+    unless the text says its default already or there is none to say."""
+    none = default is None or default is False or default == argparse.SUPPRESS
+    if "default" in text or none or (isinstance(default, (str, list)) and not default):
+        return text
+    if isinstance(default, tuple) and len(default) == 2:
+        default = f"{default[0]}:{default[1]}"
+    elif isinstance(default, float):
+        default = f"{default:g}"
+    shown = f"(default: {default})".replace("%", "%%")
+    return f"{text} {shown}".lstrip()
 
 
 class DefaultsShown(argparse.HelpFormatter):
-    """Help that shows each option's default as it is typed (HOST:PORT, not a tuple),
-    unless the help already says it or there is none (None, False, empty)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if (
-            not action.option_strings
-            or "default" in text
-            or default is None
-            or default is False
-            or default == argparse.SUPPRESS
-            or default == []
-        ):
-            return text
-        if isinstance(default, tuple) and len(default) == 2:
-            default = f"{default[0]}:{default[1]}"
-        shown = f" (default: {default})"
-        head, env, tail = text.rpartition(" [env ")
-        # the default before the environment variable that can set it
-        out = f"{head}{shown}{env}{tail}" if env else f"{text}{shown}"
-        return out.replace("%", "%%").replace("%%(", "%(")
+    """The help formatter of voxproxy's parsers. Defaults are said by
+    :meth:`EnvParser.add_argument` (once, as typed); kept as a name subcommands pass."""
 
 
 def add_transport_arguments(add: Callable[..., object], transport: str, signaling: str) -> None:

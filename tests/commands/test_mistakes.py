@@ -121,12 +121,12 @@ def test_a_mistyped_command_or_value_names_the_closest_one(argv: list[str], expe
 
 def test_load_and_mock_agent_help_show_their_defaults() -> None:
     load = " ".join(_run("load", "--help").stdout.split())
-    for said in ("calls in all (default: 1)", "calls at once (default: 10)", "(default: 1)"):
+    for said in ("calls in all (default: 1)", "(default: 10; with --arrival-rate", "(default: 1)"):
         assert said in load, said
     assert "--seed SEED seed of the callers' random noise" in load
     assert "(default: None)" not in load
     agent = " ".join(_run("mock-agent", "--help").stdout.split())
-    for said in ("HOST:PORT (default: 127.0.0.1:8766)", "response delay (default: 600.0)"):
+    for said in ("HOST:PORT (default: 127.0.0.1:8766)", "response delay (default: 600)"):
         assert said in agent, said
-    assert "± response jitter (default: 0.0)" in agent and "(default: 0)" in agent
+    assert "± response jitter (default: 0)" in agent and "(default: 0)" in agent
     assert "('127.0.0.1'" not in agent and "(default: None)" not in agent

@@ -60,3 +60,21 @@ def test_the_help_states_the_metrics_bound_on_undeclared_names(
 def test_the_milliseconds_metrics_of_0_1_are_gone() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["proxy", "--upstream", "ws://x", "--metrics-legacy-ms"])
+
+
+def test_proxy_help_groups_its_options_by_concern() -> None:
+    from voxproxy.cli import build_parser, subcommand_parsers
+
+    proxy = next(p for p in subcommand_parsers(build_parser()) if p.command == "proxy")
+    groups = {
+        g.title: [a.option_strings[0] for a in g._group_actions]
+        for g in proxy._action_groups
+        if g._group_actions
+    }
+    assert groups.pop("options") == ["-h"]  # every flag under a heading of its own
+    assert len(groups) >= 5 and max(len(flags) for flags in groups.values()) <= 12, groups
+    assert "--upstream" in groups["the call"] and "--receipts" in groups["receipts and verdicts"]
+    assert "--max-calls" in groups["capacity and limits"]
+    help_text = proxy.format_help()
+    assert help_text.startswith("usage: voxproxy proxy --upstream URL")
+    assert len(help_text.split("\n\n")[0].splitlines()) == 1  # a usage line, not twenty

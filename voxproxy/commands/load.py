@@ -69,8 +69,9 @@ def add_parser(sub: Any) -> None:
         "--concurrency",
         type=int,
         default=None,
-        help="calls at once (default: 10); with --arrival-rate, the most in flight (default: "
-        "30 s of arrivals): an arrival that finds them all busy is dropped and counted",
+        help="calls at once; with --arrival-rate, the most in flight (an arrival that finds "
+        "them all busy is dropped and counted) (default: 10; with --arrival-rate, 30 s of "
+        "arrivals)",
     )
     p.add_argument(
         "--arrival-rate",

@@ -36,39 +36,45 @@ def add_parser(sub: Any) -> None:
         "proxy",
         help="run the measuring websocket proxy in front of an agent",
         description="Forward calls to the agent unchanged and write one receipt per call.",
+        usage="%(prog)s --upstream URL [--listen HOST:PORT] [--dialect WIRE] [options]",
     )
-    p.add_env_argument(
+    g = _Groups(p)
+    g.call.add_env_argument(
         "--listen",
+        metavar="HOST:PORT",
         type=host_port,
         default=("127.0.0.1", 8765),
         help="HOST:PORT to accept callers on",
     )
-    p.add_env_argument(
+    g.call.add_env_argument(
         "--upstream",
+        metavar="URL",
         type=upstream_url,
         required=True,
         help="the agent's ws:// or wss:// URL; with --transport webrtc, its http(s):// "
         "signaling URL (a WHIP endpoint, or Pipecat's .../api/offer)",
     )
-    p.add_env_argument(
+    g.call.add_env_argument(
         "--dialect",
         choices=["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime", "auto"],
         default="auto",
         help="the wire spoken on the call; auto detects it from the first messages",
     )
-    p.add_env_argument(
+    g.receipts.add_env_argument(
         "--receipts",
+        metavar="FILE",
         default=DEFAULT_RECEIPTS,
         help="JSON-lines file the receipts are appended to; a journal of the calls in progress "
         "is kept beside it (FILE.open-calls), so that after a crash the next start writes "
         "their receipts (terminal proxy_crashed)",
     )
-    p.add_env_argument(
+    g.receipts.add_env_argument(
         "--store",
+        metavar="FILE",
         default=None,
         help="also write receipts to this SQLite store (query it with `voxproxy receipts`)",
     )
-    p.add_env_argument(
+    g.receipts.add_env_argument(
         "--policy",
         default=None,
         metavar="FILE|PROFILE",
@@ -77,21 +83,27 @@ def add_parser(sub: Any) -> None:
         "turn timing, interruption), task-outcome (every gate, an outcome check required); "
         "each receipt carries its verdict, the policy hash and the gates it was held to",
     )
-    p.add_env_argument(
-        "--sample-rate", type=positive_int, default=16000, help="raw: caller audio rate in Hz"
+    g.measure.add_env_argument(
+        "--sample-rate",
+        metavar="HZ",
+        type=positive_int,
+        default=16000,
+        help="raw: caller audio rate in Hz",
     )
-    p.add_env_argument(
+    g.measure.add_env_argument(
         "--agent-sample-rate",
+        metavar="HZ",
         type=positive_int,
         default=None,
         help="raw: agent audio rate in Hz (default: the caller's)",
     )
-    p.add_env_argument(
+    g.receipts.add_env_argument(
         "--secret",
+        metavar="KEY",
         default=None,
         help="key for pseudonymous call ids (HMAC); without it a random per-process key is used",
     )
-    p.add_env_argument(
+    g.call.add_env_argument(
         "--pass-path",
         choices=["auto", "yes", "no"],
         default="auto",
@@ -99,7 +111,7 @@ def add_parser(sub: Any) -> None:
         "upstream URL has no path of its own, e.g. ws://agent:8766/); the query is "
         "--pass-query's",
     )
-    p.add_env_argument(
+    g.call.add_env_argument(
         "--pass-query",
         choices=["yes", "no"],
         default="yes",
@@ -107,31 +119,34 @@ def add_parser(sub: Any) -> None:
         "(default yes: /media/stream?tenant=42 reaches --upstream wss://a/stream as "
         "/stream?tenant=42)",
     )
-    p.add_env_argument(
+    g.limits.add_env_argument(
         "--max-message-bytes",
+        metavar="BYTES",
         type=positive_int,
         default=1 << 20,
         help="largest message accepted from either side; larger ones close the call with 1009",
     )
-    p.add_env_argument(
+    g.limits.add_env_argument(
         "--max-calls",
+        metavar="N",
         type=non_negative_int,
         default=DEFAULT_MAX_CALLS,
         help="calls in progress at most (0: no limit); a caller over the limit is refused at "
         "the handshake (webrtc: its offer) with HTTP 503 and Retry-After (no agent session, no "
-        "receipt; counted and logged). The default is about what one proxy core carries in "
-        "real time",
+        "receipt; counted and logged), about what one proxy core carries in real time",
     )
-    p.add_env_argument(
+    g.limits.add_env_argument(
         "--workers",
+        metavar="N",
         type=positive_int,
         default=None,
         help="processes serving --listen, sharing its port (SO_REUSEPORT), one receipts file, "
         "one /metrics and one event API; --max-calls is each worker's. Default: one per CPU "
         "this process may run on (websocket), 1 (webrtc); 1 serves in this process",
     )
-    p.add_env_argument(
+    g.limits.add_env_argument(
         "--max-loop-lag-ms",
+        metavar="MS",
         type=non_negative_float,
         default=100.0,
         help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop runs "
@@ -139,43 +154,49 @@ def add_parser(sub: Any) -> None:
         "least), or while its measurement is shedding or more than 300 ms behind: the calls "
         "it has stay transparent (0: no such refusal; both transports; default 100)",
     )
-    p.add_env_argument(
+    g.limits.add_env_argument(
         "--idle-timeout",
+        metavar="S",
         type=non_negative_float,
         default=DEFAULT_IDLE_TIMEOUT_S,
         help="close a call (1001, receipt idle_timeout) after this many seconds without media "
         "either way; pings, pongs and unfinished frames do not count (0: never)",
     )
-    p.add_env_argument(
+    g.limits.add_env_argument(
         "--stall-timeout",
+        metavar="S",
         type=non_negative_float,
         default=30.0,
         help="drop a peer that reads nothing for this many seconds while the proxy has data "
         "for it, as if it had vanished (0: never)",
     )
-    p.add_env_argument(
+    g.limits.add_env_argument(
         "--handshake-timeout",
+        metavar="S",
         type=non_negative_float,
         default=10.0,
         help="seconds to wait for the agent's handshake before answering the caller 504; also "
         "how long a caller's handshake request, and the headers of any request to the HTTP "
         "listeners (WHIP, event API, /metrics), may take to arrive",
     )
-    p.add_env_argument(
+    g.limits.add_env_argument(
         "--drain-timeout",
+        metavar="S",
         type=non_negative_float,
         default=10.0,
         help="on SIGTERM, seconds to let calls finish before closing them with 1001",
     )
-    p.add_env_argument(
+    g.measure.add_env_argument(
         "--downstream-offset-ms",
+        metavar="MS",
         type=float,
         default=0.0,
         help="constant added to agent playout times for what the proxy cannot see "
         "(jitter buffer, handset)",
     )
-    p.add_env_argument(
+    g.measure.add_env_argument(
         "--max-uncertainty-ms",
+        metavar="MS",
         type=non_negative_float,
         default=50.0,
         help="withhold a figure (null, reason clock_lag, caller_noise, agent_noise, "
@@ -183,87 +204,117 @@ def add_parser(sub: Any) -> None:
         "uncertainty exceeds this: the detector's own 10 ms plus how late the proxy's clock "
         "readings ran near its edges (a busy CPU) plus what noise may hide of them; default 50",
     )
-    p.add_env_argument(
+    g.measure.add_env_argument(
         "--response-timeout-ms",
+        metavar="MS",
         type=float,
         default=8000.0,
         help="no agent onset by then: no response",
     )
-    p.add_env_argument(
+    g.measure.add_env_argument(
         "--barge-in-window-ms",
+        metavar="MS",
         type=float,
         default=2000.0,
         help="agent audio that ends within this window after a barge-in counts as stopped",
     )
-    p.add_env_argument(
+    g.measure.add_env_argument(
         "--vad-mode", type=int, choices=[0, 1, 2, 3], default=3, help="webrtcvad mode"
     )
-    p.add_env_argument("--tls-cert", default=None, help="certificate file: serve wss://")
-    p.add_env_argument("--tls-key", default=None, help="private key file for --tls-cert")
-    p.add_env_argument(
-        "--upstream-ca", default=None, help="CA file to verify a wss:// agent (default: system CAs)"
+    g.call.add_env_argument(
+        "--tls-cert", metavar="FILE", default=None, help="certificate file: serve wss://"
     )
-    p.add_env_argument("--log-level", default="info", help="debug, info, warning or error")
-    _add_webrtc(p)
-    _add_observability(p)
+    g.call.add_env_argument(
+        "--tls-key", metavar="FILE", default=None, help="private key file for --tls-cert"
+    )
+    g.call.add_env_argument(
+        "--upstream-ca",
+        metavar="FILE",
+        default=None,
+        help="CA file to verify a wss:// agent (default: system CAs)",
+    )
+    g.obs.add_env_argument(
+        "--log-level", metavar="LEVEL", default="info", help="debug, info, warning or error"
+    )
+    _add_webrtc(g)
+    _add_observability(g)
     p.set_defaults(func=_cmd_proxy)
 
 
-def _add_webrtc(p: EnvParser) -> None:
+class _Groups:
+    """``voxproxy proxy --help``'s headings, in the order it shows them."""
+
+    def __init__(self, p: EnvParser) -> None:
+        self.call = p.add_group("the call", "where callers come in and where they go")
+        self.receipts = p.add_group("receipts and verdicts")
+        self.limits = p.add_group("capacity and limits")
+        self.measure = p.add_group("measurement")
+        self.webrtc = p.add_group("webrtc (with --transport webrtc)")
+        self.obs = p.add_group("observability and logs")
+
+
+def _add_webrtc(g: _Groups) -> None:
     add_transport_arguments(
-        p.add_env_argument,
+        g.call.add_env_argument,
         "websocket: relay websocket messages; webrtc: answer callers' WebRTC offers (WHIP "
         "at /whip, Pipecat at /api/offer) and relay media and data channels to the agent",
         "webrtc: how the proxy offers to the agent (WHIP, RFC 9725, or Pipecat SmallWebRTC)",
     )
-    p.add_env_argument(
+    g.webrtc.add_env_argument(
         "--ice-host",
+        metavar="ADDRS",
         default=None,
         help="webrtc: comma-separated addresses to gather ICE host candidates on "
         "(default: every interface address but loopback, as aioice does)",
     )
-    p.add_env_argument(
+    g.webrtc.add_env_argument(
         "--ice-server",
+        metavar="URLS",
         default=None,
         help="webrtc: comma-separated STUN/TURN URLs (default: none; nothing is contacted)",
     )
-    p.add_env_argument(
+    g.webrtc.add_env_argument(
         "--ice-timeout",
+        metavar="S",
         type=non_negative_float,
         default=15.0,
         help="webrtc: seconds for both legs' media to connect after the answer",
     )
-    p.add_env_argument(
+    g.webrtc.add_env_argument(
         "--agent-codecs",
+        metavar="CODECS",
         default=None,
         help="webrtc: comma-separated audio codecs to offer the agent, in order (opus, pcmu, "
         "pcma, g722; default: all). Where the legs' codecs differ the proxy transcodes",
     )
 
 
-def _add_observability(p: EnvParser) -> None:
-    p.add_env_argument(
+def _add_observability(g: _Groups) -> None:
+    g.obs.add_env_argument(
         "--otel",
         action="store_true",
         default=False,
         help="export traces and metrics over OTLP, configured by the standard OTEL_* variables "
         "(also on when OTEL_EXPORTER_OTLP_ENDPOINT is set; OTEL_SDK_DISABLED=true turns it off)",
     )
-    p.add_env_argument(
+    g.obs.add_env_argument(
         "--metrics-listen",
+        metavar="HOST:PORT",
         type=host_port,
         default=None,
         help="HOST:PORT to serve Prometheus metrics on (/metrics; an empty HOST is loopback)",
     )
-    p.add_env_argument(
+    g.obs.add_env_argument(
         "--events-listen",
+        metavar="HOST:PORT",
         type=host_port,
         default=None,
         help="HOST:PORT of the event API for tool, state and outcome events "
         f"(needs --events-token; with a token alone: {EVENTS_DEFAULT[0]}:{EVENTS_DEFAULT[1]})",
     )
-    p.add_env_argument(
+    g.obs.add_env_argument(
         "--event-names",
+        metavar="NAMES",
         default=None,
         help="comma-separated tool and field names written as they are into receipts, spans "
         "and the gen_ai_tool_name label (from the event API and the OpenAI Realtime wire); "
@@ -271,8 +322,9 @@ def _add_observability(p: EnvParser) -> None:
         "_ . : / - without digits, up to 48 characters, are kept; in metrics, the first 32 "
         "such, the rest counted as _OTHER). operation_id is always hashed",
     )
-    p.add_env_argument(
+    g.obs.add_env_argument(
         "--events-token",
+        metavar="TOKEN",
         default=None,
         help="bearer token the event API requires (at least 16 characters); enables the API",
     )
