@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,13 @@ from voxproxy.analysis.truth import audible_speech_edges, truth_threshold_dbfs
 from voxproxy.audio.noise import noise_bed
 from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import clip
-from voxproxy.loadgen.steps import audible_clip_edges, clip_at_rate
+from voxproxy.loadgen.steps import (
+    BargeIn,
+    Say,
+    audible_clip_edges,
+    clip_at_rate,
+    prepare_heard_truth,
+)
 
 
 def test_a_clip_is_converted_once_per_rate_and_shared_read_only() -> None:
@@ -48,3 +56,27 @@ def test_a_said_clips_truth_is_what_is_heard_over_the_looping_bed_under_it() -> 
     on6, off6 = audible_clip_edges(c, louder, bed, pos, 8000, 20 * np.log10(2.0))
     assert on6 <= on and off6 >= off
     assert audible_clip_edges(c, pcm, None, pos, 8000, 0.0) == (c.onset_ms, c.offset_ms)
+
+
+def test_the_levels_a_noisy_script_needs_are_read_before_the_call(monkeypatch: Any) -> None:
+    # The first level reading imports scipy (over a second), each takes tens of ms: read on
+    # a caller's clock, it made the demo's first noisy caller send 0.7-1.4 s late, and the
+    # proxies in its loop refused callers for the lag. prepare_heard_truth reads them first.
+    from voxproxy.analysis import truth
+    from voxproxy.loadgen.scenario import find_scenario
+
+    scenario, base = find_scenario("background_noise")
+    assert scenario.noise is not None
+    steps = scenario.caller_steps(base)
+    said = [st for st in steps if isinstance(st, (Say, BargeIn))]
+    assert said
+    prepare_heard_truth(steps)
+
+    def no_reading(*_a: object) -> None:
+        raise AssertionError("a level read on the caller's clock")
+
+    monkeypatch.setattr(truth, "truth_threshold_dbfs", no_reading)
+    bed = np.zeros(16000)
+    for st in said:
+        pcm = clip_at_rate(st.clip, 8000)
+        audible_clip_edges(st.clip, pcm, bed + 1.0, 0, 8000, 0.0)

@@ -23,7 +23,7 @@ from voxproxy.errors import UsageError
 from voxproxy.harness.ports import free_port
 from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome
-from voxproxy.loadgen.runner import LoadPlan, run_calls
+from voxproxy.loadgen.runner import LoadPlan, prepare_scenarios, run_calls
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.websocket import ProxyConfig
@@ -86,6 +86,7 @@ async def run_bench(
     if proxy_host is not None and any(spec.post_events for spec in agents):
         raise UsageError("post_events needs the in-process proxies (no proxy_host)")
     policy = policy or load_policy()
+    prepare_scenarios(scenarios)  # before the proxies' clocks run
     receipts: dict[str, Receipt] = {}
     expected = [0]  # receipts awaited once the calls are done (0: not yet known)
     all_in = asyncio.Event()
@@ -119,6 +120,7 @@ async def run_bench(
                 ServeConfig(
                     ProxyConfig(RelayConfig(mock.url), dialect=proxy_dialect, secret=secret),
                     listen=("127.0.0.1", 0),
+                    workers=1,  # one proxy, one process: this one (with its agent and callers)
                     receipts=None,
                     policy=policy,
                     sinks=(keep, *extra_sinks),

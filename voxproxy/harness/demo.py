@@ -2,18 +2,24 @@
 run at once through voxproxy against mock agents, some of them with faults.
 
 Everything runs in one process on loopback: four mock agents with different
-behaviour, each behind its own proxy; every built-in scenario is called against
-several of them at once. The proxy's receipts, the load results, the summary and
-the HTML report land in the output directory; a table per scenario shows the
-caller's truth next to the proxy's figures and verdict.
+behaviour, each behind its own proxy (one worker each, in this process); every built-in
+scenario is called against each of them. The callers, the agents and the proxies share
+this process's event loop, so the calls run a few at a time (:func:`demo_concurrency`):
+28 real-time calls at once on a shared two-core machine made the callers send hundreds of
+ms late and the proxies withhold most figures. The proxy's receipts, the load results,
+the summary and the HTML report land in the output directory; a table per scenario shows
+the caller's truth next to the proxy's figures and verdict, and a sentence under it says
+what a ``—`` and an ``insufficient_evidence`` there mean.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -54,13 +60,53 @@ AGENTS = (
     ),
 )
 CALLS_PER_PAIR = 1
+# Real-time calls one event loop keeps on time beside its agents and proxies, with other
+# work on the machine (two agents' calls each at once).
+CALLS_AT_ONCE = 8
+WITHHELD_NOTE = (
+    "— : the proxy withheld the figure (null in the receipt, with the reason shown): its "
+    "evidence did not hold, e.g. noise over the caller's edge (caller_noise), a direction "
+    "that never went quiet, or the proxy's own clock running late on a busy machine "
+    "(clock_lag, measurement_shed). It says so rather than publish a number it cannot "
+    "stand behind."
+)
+INSUFFICIENT_NOTE = (
+    "insufficient_evidence: the verdict of a call whose figures the policy judges were "
+    "withheld (—) or too uncertain: neither pass nor fail; the gate in brackets names what "
+    "could not be judged."
+)
+
+
+def demo_concurrency(total: int, cpus: int | None = None) -> int:
+    """How many of the demo's ``total`` calls run at once: :data:`CALLS_AT_ONCE`, half that
+    on a machine with one CPU, never fewer than one per agent."""
+    n = cpus if cpus is not None else len(os.sched_getaffinity(0))
+    at_once = CALLS_AT_ONCE if n >= 2 else CALLS_AT_ONCE // 2
+    return max(len(AGENTS), min(total, at_once))
 
 
 def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.0f}"
 
 
-async def run_demo(out: str) -> int:
+def _figure(truth: float | None, proxy: dict[str, Any] | None, key: str) -> str:
+    """``truth/proxy`` of one figure, the reason after a withheld one."""
+    value = (proxy or {}).get(key)
+    cell = f"{_fmt(truth)}/{_fmt(value)}"
+    reason = (proxy or {}).get("reason")
+    return cell + (f" ({reason})" if value is None and reason else "")
+
+
+def _withheld(turn: dict[str, Any]) -> bool:
+    """A figure of the turn has a truth but no proxy figure."""
+    proxy = turn["proxy"] or {}
+    return any(
+        turn["truth"].get(key) is not None and proxy.get(key) is None
+        for key in ("ttfs_ms", "stop_latency_ms")
+    )
+
+
+async def run_demo(out: str, concurrency: int | None = None) -> int:
     # The demo's own proxies and event APIs are scaffolding: their start-up lines would
     # only stand in front of the results.
     logging.getLogger("voxproxy.eventapi").setLevel(logging.WARNING)
@@ -72,10 +118,12 @@ async def run_demo(out: str) -> int:
     writer = ReceiptWriter(receipts_path)
     names = builtin_names()
     scenarios = tuple(find_scenario(n) for n in names)
+    total = len(scenarios) * len(AGENTS) * CALLS_PER_PAIR
+    at_once = concurrency or demo_concurrency(total)
     console.print(
         f"[bold]voxproxy demo[/]: {len(scenarios)} scenarios x {len(AGENTS)} mock agents, "
-        f"{len(scenarios) * len(AGENTS) * CALLS_PER_PAIR} real-time calls at once through "
-        "voxproxy (about 40 s)…"
+        f"{total} real-time calls through voxproxy, {at_once} at a time "
+        f"(about {_minutes(total, at_once)})…"
     )
     started = time.monotonic()
     bench = await run_bench(
@@ -85,6 +133,7 @@ async def run_demo(out: str) -> int:
         ],
         scenarios,
         secret=SECRET,
+        concurrency=at_once,
         extra_sinks=[writer.write],
     )
     writer.close()
@@ -111,17 +160,16 @@ async def run_demo(out: str) -> int:
             "verdict",
             "expectations",
         ):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")
+        withheld = insufficient = False
         for c, r, label in zip(calls, results, labels, strict=True):
             if c.scenario.name != scenario.name:
                 continue
             ttfs = ", ".join(
-                f"{_fmt(t['truth']['ttfs_ms'])}/{_fmt((t['proxy'] or {}).get('ttfs_ms'))}"
-                for t in r["turns"]
+                _figure(t["truth"]["ttfs_ms"], t["proxy"], "ttfs_ms") for t in r["turns"]
             )
             stops = ", ".join(
-                f"{_fmt(t['truth']['stop_latency_ms'])}/"
-                f"{_fmt((t['proxy'] or {}).get('stop_latency_ms'))}"
+                _figure(t["truth"]["stop_latency_ms"], t["proxy"], "stop_latency_ms")
                 for t in r["turns"]
                 if t["barge_in"]
             )
@@ -137,8 +185,10 @@ async def run_demo(out: str) -> int:
             if c.receipt is not None and c.receipt.verdict is not None:
                 v = c.receipt.verdict
                 verdict = v.verdict + (f" ({v.gate})" if v.gate and v.verdict != "pass" else "")
+                insufficient |= v.verdict == "insufficient_evidence"
             elif c.receipt is None:
                 verdict = "no receipt"
+            withheld |= any(_withheld(t) for t in r["turns"])
             table.add_row(
                 label,
                 ttfs or "—",
@@ -149,7 +199,17 @@ async def run_demo(out: str) -> int:
                 "[green]met[/]" if r["passed"] else f"[red]{'; '.join(r['failures'])}[/]",
             )
         console.print(table)
+        for note, shown in ((WITHHELD_NOTE, withheld), (INSUFFICIENT_NOTE, insufficient)):
+            if shown:
+                console.print(f"  {note}", markup=False, highlight=False)
     print_summary(summary)
+    if summary.get("all", {}).get("generator_overloaded"):
+        console.print(
+            f"  (the demo's callers share this process with its agents and proxies: run it "
+            f"with fewer calls at once, voxproxy demo --concurrency {max(1, at_once // 2)})",
+            markup=False,
+            highlight=False,
+        )
     errors = sum(1 for c in calls if c.record.error or c.receipt is None)
     console.print(
         f"{len(calls)} calls in {time.monotonic() - started:.0f} s; "
@@ -158,3 +218,9 @@ async def run_demo(out: str) -> int:
         f"results in {out_dir / 'results.json'} and {out_dir / 'summary.json'}."
     )
     return 1 if errors else 0
+
+
+def _minutes(total: int, at_once: int) -> str:
+    """About how long the calls take, at about 15 s a round of calls."""
+    seconds = 15 * -(-total // at_once) + 10
+    return f"{seconds} s" if seconds < 90 else f"{round(seconds / 60)} min"

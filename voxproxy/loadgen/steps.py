@@ -72,6 +72,15 @@ def audible_clip_edges(
     return edges[0][0], edges[-1][1]
 
 
+def prepare_heard_truth(script: list[Step]) -> None:
+    """Read the level of every clip the script says (:func:`audible_clip_edges` needs it
+    under a bed) now, once per clip for the process, rather than on a caller's clock:
+    the first reading imports scipy (over a second) and each takes tens of ms."""
+    for step in script:
+        if isinstance(step, (Say, BargeIn)):
+            named_truth_threshold(step.clip.name, step.clip.pcm, step.clip.sample_rate_hz)
+
+
 @dataclass(frozen=True, slots=True)
 class Say:
     clip: Clip
