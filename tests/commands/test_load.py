@@ -211,3 +211,68 @@ def test_a_mistaken_flag_is_named_before_anything_is_played(
     assert f"voxproxy: error: {message}" in err
     # The flags are checked before the default wire is said: a mistake is the only line.
     assert "speaking the raw wire" not in err
+
+
+def test_ctrl_c_is_said_before_the_figures_of_the_calls_that_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    import voxproxy.commands.load as load_command
+    from voxproxy.loadgen.caller import CallRecord
+
+    # Two of five calls finished (one of them failed) when Ctrl-C came.
+    finished = [(0, "c0", CallRecord()), (1, "c1", CallRecord(error="OSError: reset"))]
+    monkeypatch.setattr(load_command, "_play", lambda load, counter: (finished, True))
+    both = io.StringIO()  # stdout and stderr as a terminal shows them, in order
+    monkeypatch.setattr(sys, "stdout", both)
+    monkeypatch.setattr(sys, "stderr", both)
+    status = run_load("ws://127.0.0.1:9", tmp_path / "run", "--dialect", "raw", "--calls", "5")
+    lines = both.getvalue().splitlines()
+    assert status == 130
+    assert lines[0].startswith("interrupted: 2 of 5 calls had finished"), lines
+    assert lines[-1].startswith("interrupted after "), lines[-1]
+    assert "of the 2 calls that finished, 1 failed an expectation" in lines[-1]
+
+
+def test_webrtc_calls_say_nothing_of_a_websocket_wire(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from voxproxy.cli import build_parser
+    from voxproxy.commands.load import _settings
+    from voxproxy.errors import ConfigError
+
+    argv = ["load", "normal_question", "--transport", "webrtc", "--target", "http://a:1/whip"]
+    assert _settings(build_parser().parse_args(argv)).plan.transport == "webrtc"
+    assert "raw wire" not in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="--transport webrtc calls send Opus"):
+        _settings(build_parser().parse_args([*argv, "--dialect", "twilio"]))
+    _settings(build_parser().parse_args([*argv[:2], "--target", "ws://a:1/"]))
+    assert "speaking the raw wire (the default)" in capsys.readouterr().err
+
+
+def test_the_quickstart_arrival_rate_holds_its_calls_by_default(tmp_path: Path) -> None:
+    """docs/quickstart-load.md's order_status.yaml at its --arrival-rate: its calls last
+    about 35 s against the mock agent (longer on a loaded machine), so the default cap
+    must hold the arrivals of a call as long as its script allows (30 s of arrivals was
+    too few and dropped arrivals against a healthy agent)."""
+    from voxproxy.cli import build_parser
+    from voxproxy.commands.load import _settings
+    from voxproxy.loadgen.scenario import find_scenario
+    from voxproxy.loadgen.steps import DEFAULT_TAIL_MS, caller_audio_s, longest_call_s
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "quickstart-load.md").read_text()
+    found = re.search(r"```yaml\n(# voxproxy load scenario: order_status.yaml.*?)```", doc, re.S)
+    command = re.search(r"voxproxy load order_status.yaml (.*--arrival-rate.*)", doc)
+    assert found is not None and command is not None
+    scenario = tmp_path / "order_status.yaml"
+    scenario.write_text(found.group(1))
+    flags = command.group(1).split()
+    settings = _settings(build_parser().parse_args(["load", str(scenario), *flags]))
+    rate = float(flags[flags.index("--arrival-rate") + 1])
+    steps = find_scenario(str(scenario))[0].caller_steps(tmp_path)
+    assert 10 < caller_audio_s(steps) < 35  # the caller's own clips and silences
+    longest = longest_call_s(steps, DEFAULT_TAIL_MS)
+    assert longest > 60  # two waits for the agent's answer, 40 s each at most
+    assert settings.plan.concurrency >= rate * longest > rate * 35

@@ -52,5 +52,6 @@ def test_a_schedule_without_calls_or_with_bad_figures_is_refused(
         arrival_times(rate, ramp, hold)
 
 
-def test_the_default_cap_holds_30_s_of_arrivals() -> None:
-    assert default_cap(0.1) == 10 and default_cap(5.0) == 150
+def test_the_default_cap_holds_the_arrivals_of_the_longest_call() -> None:
+    assert default_cap(0.1, 40.0) == 10  # never fewer than 10
+    assert default_cap(5.0, 103.2) == 516 and default_cap(2.0, 35.0) == 70

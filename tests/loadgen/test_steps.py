@@ -80,3 +80,28 @@ def test_the_levels_a_noisy_script_needs_are_read_before_the_call(monkeypatch: A
     for st in said:
         pcm = clip_at_rate(st.clip, 8000)
         audible_clip_edges(st.clip, pcm, bed + 1.0, 0, 8000, 0.0)
+
+
+def test_a_call_lasts_its_clips_and_silences_at_least_and_its_waits_at_most() -> None:
+    from voxproxy.loadgen.steps import (
+        Interject,
+        Silence,
+        WaitAgentEnd,
+        WaitAgentStart,
+        caller_audio_s,
+        longest_call_s,
+    )
+
+    a, b = clip("caller_where_is_order"), clip("noise_cough")
+    steps: list[Any] = [
+        Say(a),
+        WaitAgentEnd(quiet_ms=600, timeout_ms=30_000, start_timeout_ms=10_000),
+        BargeIn(after_ms=900, clip=a, timeout_ms=10_000),
+        Interject(after_ms=500, clip=b, timeout_ms=5_000),
+        Silence(1500),
+        WaitAgentStart(timeout_ms=8_000),
+    ]
+    clips_ms = 2 * a.duration_ms + b.duration_ms
+    assert caller_audio_s(steps) == pytest.approx((clips_ms + 1500) / 1000)
+    waits_ms = 40_000 + 10_900 + 5_500 + 8_000
+    assert longest_call_s(steps, 800) == pytest.approx((clips_ms + 1500 + waits_ms + 800) / 1000)

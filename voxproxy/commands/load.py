@@ -70,8 +70,9 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=None,
         help="calls at once; with --arrival-rate, the most in flight (an arrival that finds "
-        "them all busy is dropped and counted) (default: 10; with --arrival-rate, 30 s of "
-        "arrivals)",
+        "them all busy is dropped and counted) (default: 10; with --arrival-rate, the "
+        "arrivals of the longest call the scenarios allow: clips, silences, and waits for "
+        "the agent to their timeouts)",
     )
     p.add_argument(
         "--arrival-rate",
@@ -150,10 +151,12 @@ def _cmd(args: argparse.Namespace) -> int:
     counter = _counter(load)
     started = time.monotonic()
     records, interrupted = _play(load, counter)
+    if interrupted:  # said first: every figure below is of the calls that finished
+        _say_interrupted(load, len(records))
     calls = _call_outcomes(load, records)
     summary = _write_results(load, calls, interrupted)
-    _print_results(summary, len(calls), load.out, started)
-    return _exit_status(load, summary, len(calls), interrupted)
+    _print_results(summary, len(calls), load.out, started, interrupted)
+    return _exit_status(load, summary, interrupted)
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,9 @@ class _Schedule:
     """How many calls, how many at once, and (with --arrival-rate) when each starts."""
 
     calls: int
-    concurrency: int
+    concurrency: int | None  # None: --arrival-rate's default, once the scenarios are read
     arrivals: tuple[float, ...] | None  # start offsets (s), the open model; None: closed
+    rate: float | None = None  # --arrival-rate
 
 
 @dataclass(frozen=True)
@@ -191,7 +195,7 @@ def _settings(args: argparse.Namespace) -> _LoadSettings:
     schedule = _schedule(args)
     _check_transport(args)
     headers = _headers(args.header)
-    dialect = _dialect(args.dialect)
+    dialect = _dialect(args.dialect, args.transport)
     params = _custom_parameters(args.param, dialect)
     scenarios = tuple(find_scenario(ref) for ref in args.scenarios)
     scoring = Scoring.load(args.transcript_policy, args.transcript_terms)
@@ -200,7 +204,7 @@ def _settings(args: argparse.Namespace) -> _LoadSettings:
         dialect=dialect,
         scenarios=scenarios,
         calls=schedule.calls,
-        concurrency=schedule.concurrency,
+        concurrency=schedule.concurrency or _default_cap(schedule, scenarios),
         sample_rate_hz=args.sample_rate,
         headers=headers,
         seed=args.seed,
@@ -221,14 +225,15 @@ def _settings(args: argparse.Namespace) -> _LoadSettings:
 
 
 def _schedule(args: argparse.Namespace) -> _Schedule:
-    """--calls and --concurrency (defaults 1 and 10), or the --arrival-rate schedule."""
+    """--calls and --concurrency (defaults 1 and 10), or the --arrival-rate schedule
+    (--concurrency's default left to :func:`_default_cap`)."""
     from voxproxy.errors import ConfigError
 
     calls: int | None = args.calls
     concurrency: int | None = args.concurrency
     arrivals = None
     if args.arrival_rate is not None:
-        from voxproxy.loadgen.arrivals import arrival_times, default_cap
+        from voxproxy.loadgen.arrivals import arrival_times
 
         if calls is not None:
             raise ConfigError("--arrival-rate plays calls on a schedule: give no --calls")
@@ -236,15 +241,27 @@ def _schedule(args: argparse.Namespace) -> _Schedule:
             raise ConfigError("--arrival-rate needs --duration (seconds at the rate)")
         arrivals = arrival_times(args.arrival_rate, args.ramp_up, args.duration)
         calls = len(arrivals)
-        if concurrency is None:
-            concurrency = default_cap(args.arrival_rate)
     elif args.duration is not None or args.ramp_up:
         raise ConfigError("--duration and --ramp-up go with --arrival-rate")
+    else:
+        concurrency = 10 if concurrency is None else concurrency
     calls = 1 if calls is None else calls
-    concurrency = 10 if concurrency is None else concurrency
-    if calls < 1 or concurrency < 1 or args.workers < 1:
+    if calls < 1 or (concurrency is not None and concurrency < 1) or args.workers < 1:
         raise ConfigError("--calls, --concurrency and --workers must be at least 1")
-    return _Schedule(calls, concurrency, arrivals)
+    return _Schedule(calls, concurrency, arrivals, args.arrival_rate)
+
+
+def _default_cap(schedule: _Schedule, scenarios: tuple[tuple[Any, Path], ...]) -> int:
+    """--arrival-rate's --concurrency when not given: the arrivals of the longest call
+    the scenarios' scripts allow (:func:`voxproxy.loadgen.arrivals.default_cap`)."""
+    from voxproxy.loadgen.arrivals import default_cap
+    from voxproxy.loadgen.steps import DEFAULT_TAIL_MS, longest_call_s
+
+    assert schedule.rate is not None
+    longest = max(
+        longest_call_s(scenario.caller_steps(base), DEFAULT_TAIL_MS) for scenario, base in scenarios
+    )
+    return default_cap(schedule.rate, longest)
 
 
 def _check_transport(args: argparse.Namespace) -> None:
@@ -283,8 +300,18 @@ def _headers(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple((name, value.strip()) for name, value in pairs)
 
 
-def _dialect(dialect: str | None) -> str:
-    """The wire to speak: --dialect, or raw (said on stderr, not assumed silently)."""
+def _dialect(dialect: str | None, transport: str) -> str:
+    """The wire to speak: --dialect, or raw (said on stderr, not assumed silently).
+    WebRTC calls carry Opus media and no websocket wire: no --dialect, nothing said."""
+    from voxproxy.errors import ConfigError
+
+    if transport == "webrtc":
+        if dialect is not None:
+            raise ConfigError(
+                "--dialect is a websocket wire; --transport webrtc calls send Opus media "
+                "(give no --dialect)"
+            )
+        return "raw"
     if dialect is not None:
         return dialect
     print(
@@ -310,9 +337,16 @@ def _counter(load: _LoadSettings) -> CallCounter:
     from voxproxy.loadgen.progress import CallCounter
 
     shards, plan = load.shards, load.plan
-    at_once = shards.shard.concurrency(plan.concurrency) if shards and shards.shard else None
-    last = plan.arrivals[-1] if plan.arrivals else None
-    return CallCounter(load.calls_here, at_once or plan.concurrency, time.monotonic(), last)
+    shard = shards.shard if shards else None
+    at_once = shard.concurrency(plan.concurrency) if shard else None
+    arrivals = None
+    if plan.arrivals:
+        mine = shard.indices(plan.calls) if shard else range(plan.calls)
+        arrivals = {i: plan.arrivals[i] for i in mine}
+    started = time.monotonic()
+    if shards is not None and shards.start_at is not None:  # calls begin at the barrier
+        started += max(0.0, shards.start_at - time.time())
+    return CallCounter(load.calls_here, at_once or plan.concurrency, started, arrivals)
 
 
 def _play(load: _LoadSettings, counter: CallCounter) -> tuple[list[Any], bool]:
@@ -371,7 +405,7 @@ def _logged(counter: CallCounter) -> Callable[[CallDone], None]:
     said = [0]
 
     def tick(call: CallDone) -> None:
-        counter.add(call)
+        counter.add(call, time.monotonic())
         tenth = 10 * counter.done // counter.total
         if tenth > said[0]:
             said[0] = tenth
@@ -393,7 +427,7 @@ async def _shown(
 
         def tick(call: CallDone | None = None) -> None:
             if call is not None:
-                counter.add(call)
+                counter.add(call, time.monotonic())
             bar.update(task, completed=counter.done, info=counter.line(time.monotonic()))
 
         async def clock() -> None:  # the ETA counts down between calls too
@@ -437,7 +471,9 @@ def _write_results(
     return summary
 
 
-def _print_results(summary: dict[str, Any], calls: int, out: Path, started: float) -> None:
+def _print_results(
+    summary: dict[str, Any], calls: int, out: Path, started: float, interrupted: bool
+) -> None:
     """The run's table, what the agent heard (when scored) and a line on the whole run."""
     from voxproxy.loadgen.runner import print_summary
 
@@ -453,25 +489,32 @@ def _print_results(summary: dict[str, Any], calls: int, out: Path, started: floa
         )
     failed = summary["all"]["failed_calls"]
     errors = summary["all"]["errors"]
+    took = f"{time.monotonic() - started:.0f} s"
     print(
-        f"{calls} calls in {time.monotonic() - started:.0f} s; {failed} failed an "
-        "expectation"
+        (
+            f"interrupted after {took}: of the {calls} calls that finished, {failed} failed "
+            "an expectation"
+            if interrupted
+            else f"{calls} calls in {took}; {failed} failed an expectation"
+        )
         + (f" ({errors} did not get through: causes above)" if errors else "")
         + f". Results: {out / 'results.json'}, {out / 'summary.json'}, {out / 'report.html'}"
     )
 
 
-def _exit_status(
-    load: _LoadSettings, summary: dict[str, Any], finished: int, interrupted: bool
-) -> int:
-    """130 when interrupted (said on stderr), 0 for a shard, else 1 when a call failed."""
+def _say_interrupted(load: _LoadSettings, finished: int) -> None:
+    print(
+        f"interrupted: {finished} of {load.calls_here} calls had finished; the results, "
+        "summary and report below are theirs (calls cut off in flight are left out)"
+        + ("; no shard.json.gz is written" if load.shards is not None else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _exit_status(load: _LoadSettings, summary: dict[str, Any], interrupted: bool) -> int:
+    """130 when interrupted, 0 for a shard, else 1 when a call failed."""
     if interrupted:
-        print(
-            f"interrupted: {finished} of {load.calls_here} calls had finished; the results, "
-            "summary and report above are theirs (calls cut off in flight are left out)"
-            + ("; no shard.json.gz was written" if load.shards is not None else ""),
-            file=sys.stderr,
-        )
         return 130
     if load.shards is not None and load.shards.shard is not None:
         return 0  # a shard's calls are judged by `voxproxy load merge` (exit 1 there)

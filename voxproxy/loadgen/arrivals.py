@@ -43,6 +43,10 @@ def arrival_times(rate_per_s: float, ramp_up_s: float, duration_s: float) -> tup
     return tuple(times)
 
 
-def default_cap(rate_per_s: float) -> int:
-    """Calls in flight at most when --concurrency is not given: 30 s of arrivals."""
-    return max(10, math.ceil(rate_per_s * 30))
+def default_cap(rate_per_s: float, longest_call_s: float) -> int:
+    """Calls in flight at most when --concurrency is not given: the arrivals of the
+    longest a call of the run can last by its script (:func:`voxproxy.loadgen.steps.
+    longest_call_s`: its clips, its silences, its waits for the agent to their
+    timeouts). No arrival is dropped while calls keep to their scripts, so a drop says
+    the calls ran longer than their scripts allow, not that a default was short."""
+    return max(10, math.ceil(rate_per_s * longest_call_s))

@@ -38,6 +38,7 @@ from voxproxy.loadgen.record import AgentChunk as AgentChunk
 from voxproxy.loadgen.record import CallRecord as CallRecord
 from voxproxy.loadgen.record import NoiseTruth as NoiseTruth
 from voxproxy.loadgen.record import SpeechTruth as SpeechTruth
+from voxproxy.loadgen.steps import DEFAULT_TAIL_MS, audible_clip_edges, clip_at_rate
 from voxproxy.loadgen.steps import BargeIn as BargeIn
 from voxproxy.loadgen.steps import Interject as Interject
 from voxproxy.loadgen.steps import NoiseBed as NoiseBed
@@ -47,7 +48,6 @@ from voxproxy.loadgen.steps import Step as Step
 from voxproxy.loadgen.steps import WaitAgentEnd as WaitAgentEnd
 from voxproxy.loadgen.steps import WaitAgentStart as WaitAgentStart
 from voxproxy.loadgen.steps import active_rms as active_rms
-from voxproxy.loadgen.steps import audible_clip_edges, clip_at_rate
 from voxproxy.loadgen.wires import CallerWire, caller_wire
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
@@ -64,7 +64,7 @@ class CallerConfig:
     headers: dict[str, str] = field(default_factory=dict)
     subprotocols: tuple[str, ...] = ()
     call_id: str = "CA00000000000000000000000000000000"
-    tail_ms: float = 800.0  # silence after the script before hanging up
+    tail_ms: float = DEFAULT_TAIL_MS  # silence after the script before hanging up
     noise_dbfs: float | None = None  # steady white noise under the caller's audio
     noise_bed: NoiseBed | None = None  # recorded background noise at an SNR
     keep_messages: bool = True  # keep every message sent and received (transparency tests)

@@ -124,7 +124,7 @@ async def run_calls(
         if in_flight >= plan.concurrency:
             out.append((index, call_id(plan, index), CallRecord(error=DROPPED)))
             if progress is not None:
-                progress(CallDone(0.0, True))
+                progress(CallDone(0.0, True, index, dropped=True))
             return
         in_flight += 1
         try:
@@ -163,7 +163,7 @@ async def run_calls(
             record = await ScriptedCaller(config, scenario.caller_steps(base)).run()
         out.append((index, cid, record))
         if progress is not None:
-            progress(CallDone(time.monotonic() - started, record.error is not None))
+            progress(CallDone(time.monotonic() - started, record.error is not None, index))
 
     if plan.arrivals is not None:
         await asyncio.gather(*(arriving(i) for i in indices))

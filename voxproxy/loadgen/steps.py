@@ -14,6 +14,9 @@ from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
 from voxproxy.events import Pcm
 
+DEFAULT_TAIL_MS = 800.0
+"""The caller's silence after its script, before it hangs up."""
+
 _AT_RATE: OrderedDict[tuple[int, int], tuple[Pcm, Pcm]] = OrderedDict()
 _AT_RATE_KEEP = 64  # clips (at a rate) kept: a run's scenarios say a few
 
@@ -135,3 +138,29 @@ class NoiseBed:
 
 
 Step = Say | Silence | WaitAgentStart | WaitAgentEnd | BargeIn | Interject
+
+
+def _step_bounds_ms(step: Step) -> tuple[float, float]:
+    """(the caller's own audio, the longest the step can take) of one step, in ms."""
+    if isinstance(step, Say):
+        return step.clip.duration_ms, step.clip.duration_ms
+    if isinstance(step, Silence):
+        return step.ms, step.ms
+    if isinstance(step, WaitAgentStart):
+        return 0.0, step.timeout_ms
+    if isinstance(step, WaitAgentEnd):
+        return 0.0, step.start_timeout_ms + step.timeout_ms
+    # BargeIn, Interject: wait for the agent, let it talk, then the clip.
+    return step.clip.duration_ms, step.timeout_ms + step.after_ms + step.clip.duration_ms
+
+
+def caller_audio_s(steps: list[Step]) -> float:
+    """Seconds of audio the caller plays by itself (clips and silences): the least a
+    call following ``steps`` lasts."""
+    return sum(_step_bounds_ms(s)[0] for s in steps) / 1000
+
+
+def longest_call_s(steps: list[Step], tail_ms: float) -> float:
+    """The longest a call following ``steps`` can last: every clip and silence, every
+    wait for the agent to its timeout, and the tail before hanging up."""
+    return (sum(_step_bounds_ms(s)[1] for s in steps) + tail_ms) / 1000
