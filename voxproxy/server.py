@@ -360,9 +360,8 @@ def log_started(cfg: ServeConfig, policy: Policy, port: int, workers: str = "") 
     if warning is not None:
         log.warning("%s", warning)
     log.info(
-        "verdicts under policy %s (version %s)%s",
-        policy.hash,
-        policy.version,
+        "verdicts under policy %s%s",
+        policy.label,
         f"; receipts also stored in {cfg.store}" if cfg.store is not None else "",
     )
 

@@ -123,3 +123,16 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     policy.write_text("critical_tools: book\n")
     assert main(["gate", str(path), "--policy", str(policy)]) == 2
     assert "p.yaml: invalid policy" in capsys.readouterr().err
+
+
+def test_the_gate_names_the_policy_as_the_proxy_does_and_why_it_is_that_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from voxproxy.receipts.policy import load_policy
+    from voxproxy.receipts.verdict import judged
+
+    latency_only = load_policy("latency-only")
+    path = write_jsonl(tmp_path / "r.jsonl", [judged(healthy(name="a"), latency_only)])
+    assert main(["gate", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"policy {latency_only.label}; judged under latency-only" in out

@@ -30,7 +30,7 @@ def test_prints_verdicts_writes_junit_and_fails(
     assert main(["verdict", str(path), "--junit", str(junit)]) == 1
     out = capsys.readouterr().out
     policy = load_policy()
-    assert f"verdicts under policy {policy.hash} (version {policy.version})" in out
+    assert f"verdicts under policy {policy.hash} (auto, version {policy.version})" in out
     for r in receipts:
         v = judge(r, policy)
         row = next(line for line in out.splitlines() if r.call in line)
@@ -158,3 +158,33 @@ def test_without_inputs_the_proxy_s_default_file_here_is_judged(
     assert "2 call(s): 1 pass, 1 not passing" in capsys.readouterr().out
     assert main(["gate"]) == 0
     assert "release gate: passed" in capsys.readouterr().out
+
+
+def test_receipts_the_proxy_judged_under_a_profile_are_judged_under_it_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The proxy ran with --policy latency-only: its receipts carry that policy's hash.
+    # `verdict` without --policy judged them under auto and printed another hash, silently.
+    latency_only = load_policy("latency-only")
+    no_outcome = healthy(outcome=False)  # auto requires no outcome check here either
+    path = write_jsonl(tmp_path / "r.jsonl", [judged(no_outcome, latency_only)])
+    assert main(["verdict", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"verdicts under policy {latency_only.label}" in out
+    assert "judged under latency-only, the profile the receipts carry" in out
+    # Told another policy, it says why the hashes differ.
+    assert main(["verdict", str(path), "--policy", "task-outcome"]) in (0, 1)
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"the proxy judged 1 of 1 receipt(s) under another policy: {latency_only.hash}" in out
+    assert "(latency-only, 1 receipt(s)); judged here under task-outcome (as --policy says)" in out
+
+
+def test_receipts_judged_under_a_policy_file_say_how_to_judge_them_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lax = Policy(max_first_response_ms=2000)
+    path = write_jsonl(tmp_path / "r.jsonl", [judged(healthy(), lax)])
+    assert main(["verdict", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"under another policy: {lax.hash} (a policy file, 1 receipt(s))" in out
+    assert "judged here under auto (the default; no --policy given); give --policy" in out

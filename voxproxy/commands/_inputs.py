@@ -16,6 +16,7 @@ they are given none (``receipts``, ``receipts export``, ``verdict``, ``gate``)."
 
 if TYPE_CHECKING:
     from voxproxy.receipts.model import Receipt
+    from voxproxy.receipts.policy import Policy
 
 
 def add_receipt_inputs(p: Any) -> None:
@@ -80,3 +81,36 @@ def load_receipts(paths: Sequence[str], store: str | None) -> list[Sourced]:
         where = ", ".join([*paths, *([store] if store else [])])
         raise ConfigError(f"no receipts found in {where}")
     return out
+
+
+def judging_policy(given: str | None, inputs: Sequence[Sourced]) -> tuple[Policy, str | None]:
+    """The policy to judge ``inputs`` under, and a line saying why when it is not the
+    one the proxy judged them under (each receipt carries that one's hash).
+
+    ``--policy`` given: that one. Not given: the embedded profile the receipts carry,
+    when they all carry one (the proxy's ``--policy latency-only``, say), so that
+    ``verdict`` agrees with the proxy; else the default."""
+    from collections import Counter
+
+    from voxproxy.receipts.policy import PROFILES, load_policy
+
+    carried = Counter(item.receipt.policy for item in inputs if item.receipt.policy)
+    profiles = {load_policy(name).hash: name for name in PROFILES}
+    if given is None and len(carried) == 1:
+        (only,) = carried
+        if only in profiles:
+            policy = load_policy(profiles[only])
+            return policy, f"judged under {policy.profile}, the profile the receipts carry"
+    policy = load_policy(given)
+    other = {h: n for h, n in carried.items() if h != policy.hash}
+    if not other:
+        return policy, None
+    named = ", ".join(
+        f"{h} ({profiles.get(h, 'a policy file')}, {n} receipt(s))" for h, n in other.items()
+    )
+    why = "as --policy says" if given is not None else "the default; no --policy given"
+    hint = "" if given is not None else "; give --policy to judge them as the proxy did"
+    return policy, (
+        f"the proxy judged {sum(other.values())} of {len(inputs)} receipt(s) under another "
+        f"policy: {named}; judged here under {policy.profile} ({why}){hint}"
+    )

@@ -43,12 +43,15 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from voxproxy.commands._inputs import load_receipts
-    from voxproxy.receipts.policy import load_policy
+    from voxproxy.commands._inputs import judging_policy, load_receipts
     from voxproxy.receipts.release import release_gate
 
-    policy = load_policy(args.policy)
+    if args.policy is not None:  # a bad policy is named before the receipts are read
+        from voxproxy.receipts.policy import load_policy
+
+        load_policy(args.policy)
     inputs = load_receipts(args.receipts, args.store)
+    policy, why = judging_policy(args.policy, inputs)
     report = release_gate((item.receipt for item in inputs), policy)
     console = Console()
     counts = report.counts()
@@ -57,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         f"{report.calls} call(s), {report.tool_calls} tool call(s), "
         f"{report.confirmations} confirmation(s), {report.critical_calls} critical action(s) "
         f"(critical tools: {', '.join(policy.critical_tools) or 'none listed'}); "
-        f"policy {policy.hash}"
+        f"policy {policy.label}" + (f"; {why}" if why else "")
     )
     if report.passed:
         console.print(Text("release gate: passed", style="bold green"))

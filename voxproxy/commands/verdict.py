@@ -43,12 +43,15 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from voxproxy.commands._inputs import load_receipts
-    from voxproxy.receipts.policy import load_policy
+    from voxproxy.commands._inputs import judging_policy, load_receipts
     from voxproxy.receipts.verdict import judge
 
-    policy = load_policy(args.policy)
+    if args.policy is not None:  # a bad policy is named before the receipts are read
+        from voxproxy.receipts.policy import load_policy
+
+        load_policy(args.policy)
     inputs = load_receipts(args.receipts, args.store)
+    policy, why = judging_policy(args.policy, inputs)
     rows: list[tuple[Sourced, VerdictRecord]] = []
     changed = 0
     for item in inputs:
@@ -59,10 +62,9 @@ def run(args: argparse.Namespace) -> int:
         rows.append((item, record))
 
     console = Console()
-    table = Table(
-        title=f"verdicts under policy {policy.hash} (version {policy.version})",
-        title_justify="left",
-    )
+    if why is not None:
+        console.print(Text(f"policy: {why}"))
+    table = Table(title=f"verdicts under policy {policy.label}", title_justify="left")
     for col in ("call", "verdict", "gate", "cause", "reason"):
         table.add_column(col, overflow="fold")
     for item, record in rows:

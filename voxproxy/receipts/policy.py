@@ -124,6 +124,12 @@ class Policy(BaseModel):
         """``sha256:`` + 16 hex digits of the canonical dump."""
         return content_hash(self, _HASH_EXCLUDE)
 
+    @property
+    def label(self) -> str:
+        """How the policy is named wherever verdicts are printed (the proxy's log,
+        ``verdict``, ``gate``): ``sha256:... (auto, version 1)``."""
+        return f"{self.hash} ({self.profile}, version {self.version})"
+
 
 def _message(err: ErrorDetails) -> str:
     if err["type"] == "extra_forbidden":
