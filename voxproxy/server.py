@@ -206,7 +206,7 @@ class ProxyServer:
             assert isinstance(proxy, Proxy)
             self.port = await proxy.start(host, port, cfg.tls, reuse_port=cfg.reuse_port)
         if cfg.watch_fds:
-            self._tasks.append(_watch_fds())
+            self._tasks.append(_watch_fds(say=not cfg.reuse_port))  # a worker: said once
         if self.journal is not None:
             self._tasks.append(asyncio.get_running_loop().create_task(_keep_alive(self.journal)))
         return self.port
@@ -395,12 +395,13 @@ async def _keep_alive(journal: CallJournal) -> None:
         await asyncio.sleep(ALIVE_INTERVAL_S)
 
 
-def _watch_fds() -> asyncio.Task[None]:
-    """Raise the open-files limit as far as allowed, log it, and watch it (see fdwatch)."""
+def _watch_fds(say: bool = True) -> asyncio.Task[None]:
+    """Raise the open-files limit as far as allowed, log it (a worker of ``--workers``
+    does not: its parent says it once), and watch it (see fdwatch)."""
     from voxproxy.fdwatch import raise_fd_limit, watch_fds
 
     limit = raise_fd_limit()
-    if limit is not None:
+    if limit is not None and say:
         log.info("open files: up to %d", limit)
     return asyncio.get_running_loop().create_task(watch_fds())
 

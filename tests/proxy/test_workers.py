@@ -367,3 +367,49 @@ async def healthy_twilio_call(port: int, name: str) -> None:
         await ws.send(wire.media(ULAW_SILENCE))
         await asyncio.wait_for(ws.recv(), 10)
         await ws.send(wire.stop())
+
+
+def _unwritable(tmp_path: Path) -> Path:
+    """A receipts path this process cannot create: a read-only directory's (or, as root,
+    whom permissions do not stop, one in sysfs)."""
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        return locked / "receipts.jsonl"
+    return Path("/sys/voxproxy-test-receipts.jsonl")
+
+
+def test_an_unwritable_receipts_path_fails_once_in_one_line_before_any_worker(
+    tmp_path: Path,
+) -> None:
+    path = _unwritable(tmp_path)
+    with pytest.raises(OSError):  # the case is real here
+        open(path, "a").close()
+    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", "2", "--secret", "s"]
+    cmd += ["--listen", "127.0.0.1:0", "--upstream", "ws://127.0.0.1:9", "--receipts", str(path)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
+    # Before: every worker's traceback, 69-73 lines, and the parent's error.
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"voxproxy: error: Permission denied: '{path}'"]
+
+
+@pytest.mark.slow
+def test_two_workers_say_the_missing_secret_and_the_files_limit_once(tmp_path: Path) -> None:
+    log = tmp_path / "proxy.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
+    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", "2"]
+    cmd += ["--listen", "127.0.0.1:0", "--upstream", "ws://127.0.0.1:9"]
+    cmd += ["--receipts", str(tmp_path / "r.jsonl"), "--drain-timeout", "0"]
+    with open(log, "w") as err:
+        proc = subprocess.Popen(cmd, stderr=err, env=env)
+    try:
+        asyncio.run(_started(log))
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert text.count("no secret configured") == 1, text
+    assert len(re.findall(r"open files: up to \d+", text)) == 1, text

@@ -45,6 +45,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("voxproxy.proxy")
 
+NO_SECRET = (
+    "no secret configured (--secret / VOXPROXY_PROXY_SECRET): call ids are keyed with a "
+    "random secret made at start and will not match across restarts"
+)
+"""Said once per start (by the parent of ``--workers``, which hands its workers one key)."""
+
 DEFAULT_MAX_LOOP_LAG_MS = 100.0
 LAG_WINDOW_NS = 1_000 * NS_PER_MS  # admission looks at the loop's lag over the last second
 MIN_LAG_READINGS = 3  # readings in that second for their median to count (see loop_lag_over)
@@ -377,10 +383,7 @@ class ReceiptOutlet:
         judge: Callable[[Receipt], Receipt] | None,
     ) -> None:
         if secret is None:
-            log.warning(
-                "no secret configured (--secret / VOXPROXY_PROXY_SECRET): call ids are keyed "
-                "with a random per-process secret and will not match across restarts"
-            )
+            log.warning("%s", NO_SECRET)
         self.secret = secret or new_secret()
         # Dialects that hash what the wire carries (tool arguments) use the same secret.
         self.dialect_options = (

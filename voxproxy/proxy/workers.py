@@ -199,11 +199,39 @@ def _worker_main(
 
     try:
         run_loop(main())
-    except BaseException as exc:
-        if not isinstance(exc, KeyboardInterrupt):
-            with contextlib.suppress(OSError):
-                ready.send({"error": f"{type(exc).__name__}: {exc}"})
+    except KeyboardInterrupt:
         raise
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            ready.send({"error": f"{type(exc).__name__}: {exc}"})
+        raise SystemExit(1) from None  # the parent says it, once; no traceback per worker
+
+
+def _prepare_outputs(config: ServeConfig) -> ServeConfig:
+    """What every worker would otherwise find out, or say, for itself, done once here
+    before any starts: the receipts file and the store opened for writing (a path that
+    cannot be written fails here, in one line), the open-files limit raised and said,
+    and, without --secret, one key for every worker's call ids, made and warned of."""
+    from voxproxy.fdwatch import raise_fd_limit
+    from voxproxy.ids import new_secret
+    from voxproxy.proxy.websocket import NO_SECRET
+
+    if config.receipts is not None:
+        Path(config.receipts).parent.mkdir(parents=True, exist_ok=True)
+        with open(config.receipts, "a", encoding="utf-8"):
+            pass
+    if config.store is not None:
+        from voxproxy.receipts.store import connect
+
+        connect(config.store).close()
+    limit = raise_fd_limit()
+    if limit is not None:
+        log.info("open files: up to %d a worker", limit)
+    proxy = config.proxy
+    if getattr(proxy, "secret", b"") is None:
+        log.warning("%s", NO_SECRET)
+        config = replace(config, proxy=replace(proxy, secret=new_secret()))
+    return config
 
 
 def run_workers(config: ServeConfig) -> None:
@@ -211,6 +239,7 @@ def run_workers(config: ServeConfig) -> None:
     if config.transport != "websocket":
         raise ConfigError("--workers > 1 needs --transport websocket")
     policy = config.policy if isinstance(config.policy, Policy) else load_policy(config.policy)
+    config = _prepare_outputs(config)
     host = config.listen[0]
     claim, reserved = _take_address(host, config.listen[1])
     port = int(reserved.getsockname()[1])
