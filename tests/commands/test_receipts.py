@@ -383,3 +383,24 @@ def test_export_defaults_read_receipts_jsonl_here_like_the_listing(
     assert out == [r.call for r in receipts]
     assert main(["receipts", "export", "--format", "parquet", "--table", "turns"]) == 0
     assert pq.read_table(tmp_path / "turns.parquet").num_rows == sum(len(r.turns) for r in receipts)
+
+
+@pytest.mark.parametrize("columns", [80, 100, 120, 149])
+def test_the_listing_is_one_line_a_receipt_at_80_and_120_columns(
+    store: tuple[Path, list[Receipt]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    columns: int,
+) -> None:
+    # Before: 13 columns of full values; below ~150 columns each cell wrapped over 4-8 lines.
+    path, receipts = store
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["receipts", "--store", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    for r in receipts:
+        (row,) = [line for line in lines if r.call[:8] in line]  # one line, no more
+        assert r.verdict is not None and r.verdict.verdict[:12] in row, row
+        assert f"{r.summary.barge_ins_stopped}/{r.summary.barge_ins}" in row
+    rows = [line for line in lines if any(r.call[:8] in line for r in receipts)]
+    assert len(rows) == len(receipts)

@@ -119,8 +119,6 @@ def run(args: argparse.Namespace) -> int:
                 "proxy's --receipts file) or --store PATH (its --store)"
             )
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
     from voxproxy.receipts.model import Terminal
     from voxproxy.receipts.store import StoreQuery, query_receipts
@@ -154,38 +152,10 @@ def run(args: argparse.Namespace) -> int:
         for r in receipts:
             sys.stdout.write(r.to_json_line())
         return 0
-    table = Table(title=f"{len(receipts)} receipt(s) in {source}", title_justify="left")
-    numeric = ("duration", "turns", "ttfs p50", "ttfs max", "stop max", "barge-ins stopped")
-    for col in ("started", "call", "dialect", "terminal", *numeric, "verdict", "gate", "cause"):
-        table.add_column(col, justify="right" if col in numeric else "left", overflow="fold")
+    from voxproxy.commands._receipts_table import receipts_table
 
-    def ms(x: float | None) -> str:
-        return "—" if x is None else f"{x:.0f} ms"
-
-    for r in receipts:
-        v = r.verdict
-        if v is None:
-            verdict, gate, cause = Text("—"), "", ""
-        else:
-            style = "green" if v.verdict == "pass" else "red"
-            verdict, gate, cause = Text(v.verdict, style=style), v.gate or "", v.cause or ""
-        s = r.summary
-        table.add_row(
-            Text(r.started_at),
-            Text(r.call),
-            Text(r.dialect),
-            Text(r.terminal),
-            f"{r.duration_ms / 1000:.1f} s",
-            str(s.turns),
-            ms(s.ttfs_ms_median),
-            ms(s.ttfs_ms_max),
-            ms(s.stop_latency_ms_max),
-            f"{s.barge_ins_stopped}/{s.barge_ins}",
-            verdict,
-            Text(gate),
-            Text(cause),
-        )
-    Console().print(table)
+    console = Console()
+    console.print(receipts_table(receipts, source, console.width))
     return 0
 
 
