@@ -12,6 +12,7 @@ extra           modules                 needed by
 ``transcripts`` jiwer, meeteval         ``voxproxy transcripts``, and scoring what
                                         an agent reports it heard in a load run
 ``parquet``     pyarrow                 ``voxproxy receipts export --format parquet``
+``flac``        soundfile (libsndfile)  ``voxproxy analyze`` of FLAC recordings
 ``all``         every one of them
 ==============  ======================  ============================================
 
@@ -30,6 +31,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "report": ("matplotlib",),
     "transcripts": ("jiwer", "meeteval"),
     "parquet": ("pyarrow",),
+    "flac": ("soundfile",),
 }
 
 

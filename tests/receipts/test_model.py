@@ -153,3 +153,19 @@ def test_the_tool_event_has_one_schema_in_the_core_the_receipt_and_the_flows() -
     # The receipt's JSON keeps its order: the head first.
     assert list(EventRecord.model_fields) == ["kind", "t_ms", "source", *tool_fields]
     assert list(FlowEvent.model_fields)[4:] == tool_fields
+
+
+def test_receipts_from_before_the_source_field_still_read_as_the_proxys() -> None:
+    """Fields added to the receipt carry defaults, so a receipt written before them still
+    validates (the schema stays voxproxy.receipt/1): source, vantage and recording came
+    with voxproxy analyze."""
+    from support.receipt_samples import sample_receipt
+
+    data = json.loads(sample_receipt().to_json_line())
+    for added in ("source", "vantage", "recording"):
+        data.pop(added)
+    old = Receipt.model_validate(data)
+    assert (old.source, old.vantage, old.recording) == ("proxy", "proxy", None)
+    assert old.schema_ == SCHEMA == "voxproxy.receipt/1"
+    with pytest.raises(ValidationError, match="source"):
+        Receipt.model_validate({**data, "source": "hearsay"})

@@ -26,4 +26,5 @@ MODULES: list[str] = [
     "receipts",
     "gate",
     "transcripts",
+    "analyze",
 ]

@@ -319,12 +319,60 @@ class Summary(_Model):
     )
 
 
+class EchoRecord(_Model):
+    """The agent's audio leaking into the caller's channel of a recording (echo), as
+    found by cross-correlating the two channels (``voxproxy analyze``)."""
+
+    leak_db: float | None = Field(
+        description="The leak's level against the agent channel's (dB; null: none found)."
+    )
+    lag_ms: float | None = Field(description="How late the leak follows the agent's audio.")
+    residual_db: float | None = Field(
+        default=None, description="What is left of the leak after its removal (dB)."
+    )
+    action: Literal["none", "removed", "withheld"] = Field(
+        description="none: no leak found; removed: the estimated leak was subtracted from "
+        "the caller channel before its edges were taken; withheld: it could not be removed "
+        "well enough, and figures whose caller edge lies under agent audio are withheld "
+        "(reason caller_echo)."
+    )
+
+
+class RecordingInfo(_Model):
+    """What a recording was (``source: recording``): its shape, never its name or content."""
+
+    container: Literal["wav", "flac"]
+    encoding: str = Field(description="pcm_s16le, ulaw, alaw, flac, ... (the caller's file).")
+    sample_rate_hz: int
+    layout: Literal["stereo", "mono_pair"]
+    offset_ms: float = Field(
+        default=0.0, description="A pair: the agent file's first sample after the caller's."
+    )
+    echo: EchoRecord | None = None
+
+
 class Receipt(_Model):
     schema_: str = Field(default=SCHEMA, alias="schema")
     call: str = Field(description="Pseudonymous call id: a keyed hash of the wire's call id.")
-    call_id_source: Literal["wire", "proxy"]
+    call_id_source: Literal["wire", "proxy", "file"] = Field(
+        description="wire: the wire's call id; proxy: the proxy's own link id; file: the "
+        "recording's file name (voxproxy analyze). Always as a keyed hash."
+    )
     dialect: str
     transport: Literal["websocket", "webrtc", "offline"]
+    source: Literal["proxy", "recording", "capture"] = Field(
+        default="proxy",
+        description="Where the call was measured: live in the proxy, or afterwards from a "
+        "recording or a capture of its wire (voxproxy analyze). Receipts written before "
+        "this field existed are the proxy's.",
+    )
+    vantage: Literal["proxy", "listener"] = Field(
+        default="proxy",
+        description="Whose timeline the figures are on: the proxy's (agent audio placed on "
+        "the playout timeline, MEASUREMENT.md 1 and 3) or the listener's (a recording: "
+        "what the caller heard, when it heard it; no playout model).",
+    )
+    recording: RecordingInfo | None = None
     started_at: str = Field(description="Wall-clock time of call start (UTC, ISO 8601).")
     duration_ms: float
     terminal: Terminal

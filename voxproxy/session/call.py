@@ -241,6 +241,14 @@ class CallSession:
     def on_upstream_connected(self, t_ns: int) -> None:
         self.upstream_connected_ns = t_ns
 
+    def note_cut(self, t_ns: int) -> None:
+        """The agent's answer playing at ``t_ns`` was cut short there, as a shell that saw
+        the whole call knows (a recording, where no flush says so: ``voxproxy analyze``
+        finds where a barge-in stopped the agent in a first pass). Its level is then read
+        from its part heard, and its edges' band widened, as after a flush."""
+        if not self._closed:
+            self._cut_answer(t_ns)
+
     def advance(self, t_ns: int) -> None:
         """Time has passed with no message: let spurts close and turns settle."""
         if self.measurement_disabled or self._closed:

@@ -1,0 +1,161 @@
+"""Many recordings at once: one process per core, a progress bar, a line per damaged file.
+
+Each recording is a :class:`Job` (one dual-channel file, or a mono pair with its
+offset); :func:`run_batch` hands the jobs to a pool of worker processes
+(:mod:`concurrent.futures`), each of which reads, measures and judges its recording
+(:func:`analyze_one`) and sends back the receipt as JSON. A file that cannot be read
+(empty, truncated, not audio, the wrong channel count) comes back as an
+:class:`Outcome` with its one-line error and the batch goes on; so does any failure of
+the analysis itself, named but never a traceback. Outcomes keep the order of the jobs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from voxproxy.errors import VoxproxyError
+from voxproxy.receipts.model import Receipt
+from voxproxy.receipts.policy import Policy
+from voxproxy.receipts.verdict import judged
+from voxproxy.recordings.files import DEFAULT_CHANNELS, Recording, read_pair, read_stereo
+from voxproxy.recordings.measure import DEFAULT_CHUNK_MS, measure
+from voxproxy.session import SessionConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One recording to analyse: a dual-channel file (``paths`` of one) or a mono pair
+    (caller's file, agent's file) whose agent starts ``offset_ms`` after its caller."""
+
+    paths: tuple[str, ...]
+    channels: tuple[str, str] = DEFAULT_CHANNELS
+    offset_ms: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return " + ".join(self.paths)
+
+    def read(self) -> Recording:
+        if len(self.paths) == 2:
+            return read_pair(self.paths[0], self.paths[1], self.offset_ms)
+        return read_stereo(self.paths[0], self.channels)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    secret: bytes
+    policy: Policy
+    session: SessionConfig = field(default_factory=SessionConfig)
+    chunk_ms: int = DEFAULT_CHUNK_MS
+    echo: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A job's receipt (a JSON line, judged) or the one line that says why it has none;
+    ``audio_s``: the recording's length, ``cpu_s``: the CPU its analysis took."""
+
+    job: Job
+    receipt_json: str | None = None
+    error: str | None = None
+    audio_s: float = 0.0
+    cpu_s: float = 0.0
+
+    @property
+    def receipt(self) -> Receipt | None:
+        if self.receipt_json is None:
+            return None
+        return Receipt.model_validate_json(self.receipt_json)
+
+
+def started_wall_ns(rec: Recording) -> int:
+    """When the call started, as far as the files tell: a recorder writes its file as the
+    call ends, so the newest file's modification time less the recording's length."""
+    mtime = max(Path(p).stat().st_mtime_ns for p in rec.paths)
+    return mtime - rec.duration_ns
+
+
+def analyze_one(job: Job, options: Options) -> Outcome:
+    """Read, measure and judge one recording. Never raises: a failure is the outcome's
+    one-line ``error``."""
+    cpu0 = time.process_time()
+    try:
+        rec = job.read()
+        measured = measure(
+            rec,
+            secret=options.secret,
+            config=options.session,
+            started_wall_ns=started_wall_ns(rec),
+            chunk_ms=options.chunk_ms,
+            echo=options.echo,
+        )
+        receipt = judged(measured.receipt, options.policy)
+    except VoxproxyError as exc:
+        return Outcome(job, error=str(exc), cpu_s=time.process_time() - cpu0)
+    except MemoryError:
+        return Outcome(job, error="too large to analyse in this much memory")
+    except Exception as exc:  # a bug of ours: named, and the batch goes on
+        return Outcome(job, error=f"internal error ({type(exc).__name__}: {exc})")
+    return Outcome(
+        job,
+        receipt_json=receipt.model_dump_json(by_alias=True),
+        audio_s=rec.duration_ns / 1e9,
+        cpu_s=time.process_time() - cpu0,
+    )
+
+
+def default_workers() -> int:
+    """One worker per core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_batch(
+    jobs: Sequence[Job],
+    options: Options,
+    *,
+    workers: int | None = None,
+    on_done: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Every job's outcome, in the jobs' order. ``workers``: processes (default: one per
+    core; 1 runs in this process). ``on_done`` is called as each finishes."""
+    n = min(workers or default_workers(), max(1, len(jobs)))
+    results: list[Outcome | None] = [None] * len(jobs)
+    if n == 1:
+        for i, job in enumerate(jobs):
+            results[i] = out = analyze_one(job, options)
+            if on_done is not None:
+                on_done(out)
+        return [r for r in results if r is not None]
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        pending: dict[Future[Outcome], int] = {}
+        queue = list(enumerate(jobs))
+        queue.reverse()
+
+        def submit() -> None:
+            i, job = queue.pop()
+            pending[pool.submit(analyze_one, job, options)] = i
+
+        for _ in range(min(2 * n, len(queue))):  # a few ahead per worker, not all at once
+            submit()
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = pending.pop(fut)
+                try:
+                    out = fut.result()
+                except Exception as exc:  # the worker process itself died
+                    out = Outcome(jobs[i], error=f"its worker failed ({type(exc).__name__})")
+                results[i] = out
+                if on_done is not None:
+                    on_done(out)
+                if queue:
+                    submit()
+    return [r for r in results if r is not None]
