@@ -22,6 +22,7 @@ MODULES: list[str] = [
     "demo",
     "load",
     "load_merge",
+    "scenarios",
     "verdict",
     "receipts",
     "gate",

@@ -37,7 +37,8 @@ def add_parser(sub: Any) -> None:
         "scenarios",
         nargs="+",
         metavar="SCENARIO",
-        help="scenario YAML files, or names of built-in scenarios (e.g. normal_question)",
+        help="scenario YAML files, or names of built-in scenarios (e.g. normal_question; "
+        "`voxproxy scenarios` lists them and the clips a step can say)",
     )
     p.add_argument(
         "--target",
