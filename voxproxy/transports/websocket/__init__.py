@@ -68,11 +68,12 @@ frame that never ends keep nothing alive. A message may come in at most
 ``max_message_bytes`` does.
 
 The modules: ``relay`` (:class:`Relay`: the legs' callbacks, the handshake both ways,
-forwarding and measuring each frame), ``legs`` (a leg, and a call's state and end:
-writes, closes, the idle timer, the report to the observer), ``handshake`` (the HTTP
-pieces: hop-by-hop headers, the request check, the health answer), ``config``
-(:class:`RelayConfig`, :class:`Admission`), ``observer`` (:class:`CallObserver`,
-:class:`EndCause`, :class:`EndInfo`) and ``server`` (:class:`RelayServer`: accept, stop).
+routing and measuring each frame), ``frames`` (the frame cutter, on bytes alone),
+``legs`` (a leg, and a call's state and end: writes, closes, the idle timer, the report
+to the observer), ``handshake`` (the HTTP pieces: hop-by-hop headers, the request check,
+the health answer), ``config`` (:class:`RelayConfig`, :class:`Admission`), ``observer``
+(:class:`CallObserver`, :class:`EndCause`, :class:`EndInfo`) and ``server``
+(:class:`RelayServer`: accept, stop).
 """
 
 from voxproxy.health import HEALTH_PATH, HEALTH_PATHS, LIVE_PATH, READY_PATH

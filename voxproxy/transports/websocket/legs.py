@@ -50,6 +50,7 @@ from websockets.typing import Subprotocol
 from voxproxy.events import Direction
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.config import WRITE_HIGH_WATER, Admission, RelayConfig
+from voxproxy.transports.websocket.frames import FrameCutter
 from voxproxy.transports.websocket.handshake import pass_response_headers
 from voxproxy.transports.websocket.observer import (
     CallObserver,
@@ -91,7 +92,7 @@ class LegMode(enum.Enum):
 class _Leg(asyncio.Protocol):
     """One TCP connection of a call; forwards everything to its relay."""
 
-    __slots__ = ("direction", "inbuf", "mode", "parser", "relay", "tail", "transport")
+    __slots__ = ("cutter", "direction", "mode", "relay", "tail", "transport")
 
     def __init__(self, relay: Relay | None, direction: Direction) -> None:
         self.relay = relay
@@ -101,8 +102,7 @@ class _Leg(asyncio.Protocol):
         # first, then whole frames, or everything through websockets' protocol.
         self.mode = LegMode.HEAD
         self.tail = b""  # the head's last bytes so far (its end may span two reads)
-        self.inbuf = bytearray()  # a frame's first bytes, until it is whole
-        self.parser: object = None  # the protocol's frame parser while frames are read
+        self.cutter: FrameCutter | None = None  # cuts the leg's frames in LegMode.FRAMES
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but quack alike.

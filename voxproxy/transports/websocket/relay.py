@@ -1,7 +1,8 @@
 """One call: the caller's leg, the agent's leg, and the :class:`Relay` between them.
 
 A leg's handshake goes through websockets' sans-I/O protocol for it; after it the
-relay cuts the leg's stream into frames ("Reading a leg" below): a whole data frame is
+leg's stream is cut into frames by :mod:`.frames` and the relay routes each cut
+("Reading a leg" below): a whole data frame is
 written to the other leg as the bytes that came, any other frame goes through the
 protocol and each data frame that comes out of it is written at once; only then is a
 message handed to the observer (:meth:`Relay._deliver`). The handshake's HTTP pieces are in
@@ -38,6 +39,7 @@ from voxproxy.transports.websocket.config import (
     Admission,
     RelayConfig,
 )
+from voxproxy.transports.websocket.frames import Failure, FrameCutter, Handover, Splice
 from voxproxy.transports.websocket.handshake import (
     add_own_headers,
     handshake_rejection,
@@ -102,23 +104,30 @@ class Relay(CallLegs):
     #
     # A leg's handshake head (the caller's request, the agent's response) goes through
     # websockets' protocol, and not one byte after it: the protocol's parser then waits
-    # at the start of a frame. From there on the relay cuts the stream into whole frames
-    # itself (RFC 6455 5.2) and keeps the parser at a frame's start: a whole, unfragmented
-    # text or binary frame with the reserved bits clear, masked as its sender must mask it
-    # and within the size limit, is written to the other leg as the very bytes that came
-    # (the caller's masking key included: a client's frame stays a client's frame) and
-    # then measured; every other frame (control frames, fragments, anything malformed or
-    # too big) goes through the protocol whole, as before. Once the protocol stops
-    # parsing frames (a close received, a failure, a refusal: it replaced its parser) or
-    # the leg's handshake did not open, the rest of the leg goes through the protocol as
-    # it comes. The protocol never sees the spliced frames, and needs not: for a whole
-    # data frame it keeps no state (websockets' ``Protocol.recv_frame``), and the relay
-    # writes nothing on a leg between two of the protocol's own writes (each is flushed
-    # at once). What this saves: the protocol's generator-based parsing, a Frame object
-    # and its serialization with a fresh mask for every message.
+    # at the start of a frame. From there on the leg's FrameCutter (frames.py) cuts the
+    # stream into whole frames (RFC 6455 5.2), and the relay routes each cut: a whole,
+    # unfragmented text or binary frame that is valid as it stands is written to the
+    # other leg as the very bytes that came (the caller's masking key included: a
+    # client's frame stays a client's frame) and then measured; every other frame
+    # (control frames, fragments) goes through the protocol whole; a frame the cutter
+    # finds invalid at its header fails the leg's protocol with the cutter's close code.
+    # Once the protocol stops parsing frames (a close received or sent, a failure, a
+    # refusal) or the leg's handshake did not open, the rest of the leg goes through the
+    # protocol as it comes. The protocol never sees the spliced frames, and needs not:
+    # for a whole data frame it keeps no state (websockets' ``Protocol.recv_frame``),
+    # and the relay writes nothing on a leg between two of the protocol's own writes
+    # (each is flushed at once). What this saves: the protocol's generator-based
+    # parsing, a Frame object and its serialization with a fresh mask for every message.
 
     def _protocol(self, leg: _Leg) -> ServerProtocol | ClientProtocol | None:
         return self.server if leg is self.caller else self.client
+
+    @staticmethod
+    def _parsing(protocol: ServerProtocol | ClientProtocol) -> bool:
+        """Whether the protocol still reads frames as they come (the caller's while the
+        agent has not answered yet too), so that the leg's frames may be cut for it."""
+        state = protocol.state
+        return state is State.OPEN or (state is State.CONNECTING and not protocol.eof_sent)
 
     def _head(self, leg: _Leg, data: bytes, t_ns: int) -> None:
         """A read while the leg's handshake head is not yet whole."""
@@ -133,20 +142,19 @@ class Relay(CallLegs):
             return
         cut = at + 4 - len(leg.tail)
         leg.tail = b""
-        parser = protocol.parser
         self._feed(leg, data[:cut], t_ns)
         rest = data[cut:]
-        opened = protocol.state is State.OPEN or (
-            leg is self.caller and protocol.state is State.CONNECTING
-        )
+        # The agent's leg is cut only once its 101 made it OPEN (a refusal's body is no
+        # frame); the caller's from its request on, while the agent has yet to answer.
+        opened = protocol.state is State.OPEN or leg is self.caller
         if (
             opened
-            and protocol.parser is parser
+            and self._parsing(protocol)
             and protocol.handshake_exc is None
             and not protocol.available_extensions
         ):
             leg.mode = LegMode.FRAMES
-            leg.parser = parser
+            leg.cutter = FrameCutter.for_leg(self.config, from_client=leg is self.caller)
             if rest:
                 self._frames(leg, rest, t_ns)
         else:
@@ -155,89 +163,51 @@ class Relay(CallLegs):
                 self._feed(leg, rest, t_ns)
 
     def _frames(self, leg: _Leg, data: bytes, t_ns: int) -> None:
-        """A read once the leg's frames are cut by the relay."""
+        """A read once the leg's frames are cut: each cut routed."""
         protocol = self._protocol(leg)
-        if protocol is None:
+        cutter = leg.cutter
+        if protocol is None or cutter is None:
             return
-        pending = leg.inbuf
-        buf: bytes | bytearray = data
-        if pending:
-            pending += data
-            buf = pending
-        from_caller = leg is self.caller
-        masked = 0x80 if from_caller else 0  # RFC 6455 5.1: clients mask, servers do not
-        direction = CALLER_TO_AGENT if from_caller else AGENT_TO_CALLER
-        limit = protocol.max_message_size
-        if protocol.max_fragment_size is not None:
-            limit = min(limit or protocol.max_fragment_size, protocol.max_fragment_size)
-        n = len(buf)
-        pos = 0
-        while n - pos >= 2:
-            b0 = buf[pos]
-            b1 = buf[pos + 1]
-            size = b1 & 0x7F
-            start = pos + 2
-            if size == 126:
-                if n - pos < 4:
-                    break
-                size = int.from_bytes(buf[start : start + 2], "big")
-                start += 2
-            elif size == 127:
-                if n - pos < 10:
-                    break
-                size = int.from_bytes(buf[start : start + 8], "big")
-                start += 8
-            if limit is not None and size > limit:
-                # Too big: the protocol fails the connection on its header (1009), without
-                # waiting for a payload that is not to be read into memory.
-                self._leave_frames(leg, bytes(buf[pos:]), t_ns)
-                if pending:
-                    pending.clear()
-                return
-            key = start
-            if b1 & 0x80:
-                start += 4
-            end = start + size
-            if end > n:
-                break
-            if (
-                (b0 == 0x81 or b0 == 0x82)
-                and b1 & 0x80 == masked
-                and self._frag_count[direction] == 0
-            ):
-                self._splice(leg, buf, pos, key, start, end, direction, t_ns)
-            else:
-                self._feed(leg, bytes(buf[pos:end]), t_ns)
-                if protocol.parser is not leg.parser:
-                    self._leave_frames(leg, bytes(buf[end:]), t_ns)
-                    if pending:
-                        pending.clear()
+        cuts = cutter.feed(data)
+        for cut in cuts:
+            if type(cut) is Splice:
+                self._splice(leg, cut, t_ns)
+            elif type(cut) is Handover:
+                self._feed(leg, cut.data, t_ns)
+                if not self._parsing(protocol):
+                    after = cuts[cuts.index(cut) + 1 :]
+                    rest = b"".join([c.data for c in after]) + cutter.pending
+                    self._leave_frames(leg, rest, t_ns)
                     return
-            pos = end
-        if pending:
-            del pending[:pos]
-        elif pos < n:
-            pending += buf[pos:]
+            elif type(cut) is Failure:
+                self._fail(leg, protocol, cut, t_ns)
+                return
 
     def _leave_frames(self, leg: _Leg, rest: bytes, t_ns: int) -> None:
         """The rest of the leg goes through the protocol as it comes."""
         leg.mode = LegMode.PROTOCOL
-        leg.parser = None
+        leg.cutter = None
         if rest:
             self._feed(leg, rest, t_ns)
 
-    def _splice(
-        self,
-        leg: _Leg,
-        buf: bytes | bytearray,
-        pos: int,
-        key: int,
-        start: int,
-        end: int,
-        direction: Direction,
-        t_ns: int,
+    def _fail(
+        self, leg: _Leg, protocol: ServerProtocol | ClientProtocol, failure: Failure, t_ns: int
     ) -> None:
+        """A frame's header broke the protocol: the leg's protocol fails the connection
+        with the cutter's code (as it would have on that frame), and reads no more."""
+        leg.mode = LegMode.PROTOCOL
+        leg.cutter = None
+        protocol.fail(failure.code, failure.reason)
+        if leg is self.caller:
+            self._caller_events([], t_ns)
+            self._flush_caller()
+        else:
+            self._agent_events([], t_ns)
+            self._flush_agent()
+
+    def _splice(self, leg: _Leg, cut: Splice, t_ns: int) -> None:
         """A whole data frame: its bytes to the other leg as they came, then measured."""
+        direction = leg.direction
         if direction is CALLER_TO_AGENT:
             client = self.client
             if client is None or client.state is not State.OPEN or self._agent_gone:
@@ -249,24 +219,24 @@ class Relay(CallLegs):
                 self.undelivered += 1
                 return
             out = self.caller
+        data = cut.data
         transport = out.transport if out is not None else None
         if transport is not None and not transport.is_closing():
-            transport.write(buf[pos:end])  # (the whole read when it is one frame: no copy)
+            transport.write(data)
         if self.observer is None:
             self._last_activity = time.monotonic()
             return
-        payload = buf[start:end]
-        if key != start:
-            payload = apply_mask(payload, buf[key:start])
-        self._frag_text[direction] = buf[pos] == 0x81
-        self._deliver(direction, bytes(payload), t_ns)
+        head = cut.head
+        payload = data[head:]
+        if direction is CALLER_TO_AGENT:
+            payload = apply_mask(payload, data[head - 4 : head])
+        self._frag_text[direction] = cut.text
+        self._deliver(direction, payload, t_ns)
 
     def eof(self, leg: _Leg) -> None:
-        if leg.mode is LegMode.FRAMES:
+        if leg.mode is LegMode.FRAMES and leg.cutter is not None:
             # A frame cut short by the end of the stream: the protocol sees it, as before.
-            rest = bytes(leg.inbuf)
-            leg.inbuf.clear()
-            self._leave_frames(leg, rest, time.monotonic_ns())
+            self._leave_frames(leg, leg.cutter.pending, time.monotonic_ns())
         if leg is self.caller:
             self.server.receive_eof()
             self._flush_caller()

@@ -1,0 +1,310 @@
+"""The frame cutter (voxproxy/transports/websocket/frames.py) on byte strings, with
+websockets' own parser as the oracle: random frame sequences in every length encoding
+(non-minimal ones too), masked with random keys and with 00000000, fed in random read
+cuts, are cut into exactly the frames websockets parses, each routed as the relay
+must route it; a protocol that sees only the cutter's hand-overs and failures ends in
+the same place as one that sees the whole stream."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from websockets.frames import Frame, Opcode
+from websockets.protocol import Protocol, Side, State
+from websockets.streams import StreamReader
+from websockets.utils import apply_mask
+
+from voxproxy.transports.websocket import RelayConfig
+from voxproxy.transports.websocket.frames import (
+    Cut,
+    Failure,
+    FrameCutter,
+    Handover,
+    Splice,
+)
+
+CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+SIZES = (0, 1, 2, 125, 126, 127, 128, 65535, 65536, 70000)  # every length encoding's edges
+PROPERTY = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One frame to lay out: what its header says and how its length is written."""
+
+    opcode: int
+    size: int
+    fin: bool = True
+    rsv: int = 0
+    masked: bool = True
+    zero_key: bool = False
+    form: int = 0  # 0: the shortest length encoding; 2 or 8: that many length bytes
+    seed: int = 0
+
+    def lay(self) -> tuple[bytes, int]:
+        """The frame's bytes and its header's length (the masking key included)."""
+        rng = random.Random(self.seed)
+        payload = rng.randbytes(self.size)
+        head = bytes([(0x80 if self.fin else 0) | self.rsv << 4 | self.opcode])
+        bit = 0x80 if self.masked else 0
+        n = self.size
+        form = self.form if self.form else (0 if n < 126 else 2 if n < 1 << 16 else 8)
+        if form == 0:
+            head += bytes([bit | n])
+        elif form == 2:
+            head += bytes([bit | 126]) + n.to_bytes(2, "big")
+        else:
+            head += bytes([bit | 127]) + n.to_bytes(8, "big")
+        if self.masked:
+            key = b"\0\0\0\0" if self.zero_key else rng.randbytes(4)
+            head += key
+            payload = apply_mask(payload, key)
+        return head + payload, len(head)
+
+
+def forms(size: int) -> st.SearchStrategy[int]:
+    """The length encodings that can carry ``size`` (RFC 6455 5.2 asks for the shortest;
+    websockets, like most, takes any)."""
+    if size < 126:
+        return st.sampled_from((0, 0, 2, 8))
+    if size < 1 << 16:
+        return st.sampled_from((0, 0, 8))
+    return st.just(0)
+
+
+@st.composite
+def specs(
+    draw: st.DrawFn,
+    opcode: int,
+    *,
+    masked: bool,
+    fin: bool = True,
+    small: bool = False,
+) -> Spec:
+    size = draw(
+        st.integers(0, 125) if small else st.one_of(st.sampled_from(SIZES), st.integers(0, 300))
+    )
+    return Spec(
+        opcode,
+        size,
+        fin=fin,
+        masked=masked,
+        zero_key=draw(st.booleans()),
+        form=draw(forms(size)),
+        seed=draw(st.integers(0, 2**32)),
+    )
+
+
+@st.composite
+def valid_streams(draw: st.DrawFn, masked: bool) -> list[Spec]:
+    """Messages (whole, or fragmented with control frames between the fragments) and
+    control frames, as a sender that keeps the protocol would send them."""
+    out: list[Spec] = []
+    control = st.sampled_from((PING, PONG))
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(("whole", "fragmented", "control")))
+        if kind == "control":
+            out.append(draw(specs(draw(control), masked=masked, small=True)))
+            continue
+        opcode = draw(st.sampled_from((TEXT, BINARY)))
+        if kind == "whole":
+            out.append(draw(specs(opcode, masked=masked)))
+            continue
+        pieces = draw(st.integers(1, 4))
+        for i in range(pieces + 1):
+            last = i == pieces
+            out.append(draw(specs(opcode if i == 0 else CONT, masked=masked, fin=last)))
+            if not last and draw(st.booleans()):
+                out.append(draw(specs(draw(control), masked=masked, small=True)))
+    return out
+
+
+def read_cuts(stream: bytes, sizes: list[int]) -> list[bytes]:
+    """``stream`` as reads of ``sizes`` bytes, taken in turn."""
+    reads, pos, i = [], 0, 0
+    while pos < len(stream):
+        n = sizes[i % len(sizes)]
+        reads.append(stream[pos : pos + n])
+        pos += n
+        i += 1
+    return reads
+
+
+def parse_one(data: bytes, masked: bool) -> Frame:
+    """websockets' parser on ``data``, which must hold exactly one frame."""
+    reader = StreamReader()
+    reader.feed_data(data)
+    parser = Frame.parse(reader.read_exact, mask=masked, max_size=None)
+    try:
+        next(parser)
+    except StopIteration as done:
+        assert not reader.buffer, "bytes left after the frame"
+        frame: Frame = done.value
+        return frame
+    raise AssertionError("not a whole frame")
+
+
+def oracle(masked: bool, max_size: int | None) -> Protocol:
+    """websockets' protocol on the receiving side of a sender that masks or not."""
+    return Protocol(Side.SERVER if masked else Side.CLIENT, state=State.OPEN, max_size=max_size)
+
+
+def received(protocol: Protocol) -> list[tuple[Opcode, bytes, bool]]:
+    return [(f.opcode, bytes(f.data), f.fin) for f in protocol.events_received()]
+
+
+def code(protocol: Protocol) -> int | None:
+    """The close code the protocol sent (None: none sent)."""
+    return None if protocol.close_sent is None else int(protocol.close_sent.code)
+
+
+def cut_all(cutter: FrameCutter, reads: list[bytes]) -> list[Cut]:
+    """The cuts of ``reads`` fed in turn, up to a failure (the relay feeds no more)."""
+    cuts: list[Cut] = []
+    for piece in reads:
+        cuts += cutter.feed(piece)
+        if cuts and isinstance(cuts[-1], Failure):
+            break
+    return cuts
+
+
+def replay(cuts: list[Cut], masked: bool, max_size: int | None) -> Protocol:
+    """A protocol that sees what the relay gives it: every frame until it stops
+    reading frames (the spliced ones too: for them it keeps no state), and a failure."""
+    protocol = oracle(masked, max_size)
+    for cut in cuts:
+        if protocol.state is not State.OPEN:
+            break
+        if isinstance(cut, Failure):
+            protocol.fail(cut.code, cut.reason)
+        else:
+            protocol.receive_data(cut.data)
+    return protocol
+
+
+@given(
+    masked=st.booleans(),
+    stream=st.data(),
+    sizes=st.lists(st.integers(1, 80_000), min_size=1, max_size=12),
+)
+@PROPERTY
+def test_every_frame_is_cut_as_websockets_parses_it(
+    masked: bool, stream: st.DataObject, sizes: list[int]
+) -> None:
+    specs_ = stream.draw(valid_streams(masked))
+    laid = [s.lay()[0] for s in specs_]
+    wire = b"".join(laid)
+    cutter = FrameCutter(masked=masked, max_size=None)
+    cuts = cut_all(cutter, read_cuts(wire, sizes))
+    assert cutter.pending == b""
+    assert [c.data for c in cuts] == laid  # one cut a frame, each the bytes that came
+    expected = oracle(masked, None)
+    expected.receive_data(wire)
+    frames = received(expected)
+    assert len(frames) == len(cuts)
+    in_message = False
+    for cut, (opcode, payload, fin), spec in zip(cuts, frames, specs_, strict=True):
+        parsed = parse_one(cut.data, masked)
+        assert (parsed.opcode, bytes(parsed.data), parsed.fin) == (opcode, payload, fin)
+        spliceable = opcode in (Opcode.TEXT, Opcode.BINARY) and fin and not in_message
+        if spliceable:
+            assert isinstance(cut, Splice)
+            assert cut.text == (opcode is Opcode.TEXT)
+            body = cut.data[cut.head :]
+            if masked:
+                body = apply_mask(body, cut.data[cut.head - 4 : cut.head])
+            assert body == payload
+            assert cut.head == spec.lay()[1]
+        else:
+            assert isinstance(cut, Handover)
+        if opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+            in_message = not fin
+    assert cutter.in_message == in_message
+
+
+@given(masked=st.booleans(), stream=st.data(), sizes=st.lists(st.integers(1, 300), min_size=1))
+@PROPERTY
+def test_every_byte_comes_out_once_whatever_the_reads(
+    masked: bool, stream: st.DataObject, sizes: list[int]
+) -> None:
+    """Cut at any read boundary, short of the whole stream too: the cuts then what is
+    pending are the bytes fed, in order."""
+    wire = b"".join(s.lay()[0] for s in stream.draw(valid_streams(masked)))
+    upto = stream.draw(st.integers(0, len(wire)))
+    cutter = FrameCutter(masked=masked, max_size=None)
+    cuts = cut_all(cutter, read_cuts(wire[:upto], sizes))
+    assert b"".join(c.data for c in cuts) + cutter.pending == wire[:upto]
+
+
+@given(
+    masked=st.booleans(),
+    stream=st.data(),
+    limit=st.sampled_from((0, 1, 125, 126, 300, 65535, 65536)),
+    sizes=st.lists(st.integers(1, 5000), min_size=1, max_size=8),
+)
+@PROPERTY
+def test_the_size_limit_as_websockets_applies_it(
+    masked: bool, stream: st.DataObject, limit: int, sizes: list[int]
+) -> None:
+    """A frame over the limit (a message's fragments counted together, control frames
+    within a message included, as websockets counts) fails the stream with 1009, at its
+    header: its payload never needs to come."""
+    specs_ = stream.draw(valid_streams(masked))
+    wire = b"".join(s.lay()[0] for s in specs_)
+    expected = oracle(masked, limit)
+    expected.receive_data(wire)
+    cutter = FrameCutter(masked=masked, max_size=limit)
+    cuts = cut_all(cutter, read_cuts(wire, sizes))
+    got = replay(cuts, masked, limit)
+    assert received(got) == received(expected)
+    assert code(got) == code(expected)
+    failures = [c for c in cuts if isinstance(c, Failure)]
+    if expected.close_sent is None:
+        assert not failures
+        return
+    assert [f.code for f in failures] == [1009] == [expected.close_sent.code]
+    # The failing frame's header alone is enough.
+    at = len(b"".join(c.data for c in cuts[:-1]))
+    spec = next(s for s, pos in _offsets(specs_) if pos == at)
+    header = wire[: at + spec.lay()[1]]
+    again = cut_all(FrameCutter(masked=masked, max_size=limit), read_cuts(header, sizes))
+    assert isinstance(again[-1], Failure) and again[-1].code == 1009
+
+
+def _offsets(specs_: list[Spec]) -> list[tuple[Spec, int]]:
+    out, pos = [], 0
+    for spec in specs_:
+        out.append((spec, pos))
+        pos += len(spec.lay()[0])
+    return out
+
+
+def test_a_read_that_is_one_frame_is_cut_without_a_copy() -> None:
+    wire, _ = Spec(BINARY, 300, seed=1).lay()
+    (cut,) = FrameCutter(masked=True, max_size=None).feed(wire)
+    assert isinstance(cut, Splice) and cut.data is wire
+
+
+def test_the_cutters_limits_are_the_relays_config() -> None:
+    config = RelayConfig("ws://127.0.0.1:9/", max_message_bytes=100)
+    caller, _ = Spec(TEXT, 101).lay()
+    agent, _ = Spec(TEXT, 100, masked=False).lay()
+    (failed,) = FrameCutter.for_leg(config, from_client=True).feed(caller)
+    assert isinstance(failed, Failure) and failed.code == 1009
+    (whole,) = FrameCutter.for_leg(config, from_client=False).feed(agent)
+    assert isinstance(whole, Splice)
+
+
+def test_after_a_failure_every_feed_fails() -> None:
+    cutter = FrameCutter(masked=True, max_size=10)
+    head = Spec(BINARY, 11).lay()[0][:6]
+    assert [type(c) for c in cutter.feed(head)] == [Failure]
+    (again,) = cutter.feed(b"more")
+    assert isinstance(again, Failure) and again.data == b"more" and again.code == 1009

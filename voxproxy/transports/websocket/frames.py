@@ -1,0 +1,176 @@
+"""Cutting one leg's websocket byte stream into frames (RFC 6455 5.2), on bytes alone.
+
+The relay reads a leg's frames itself once its handshake is through (relay.py,
+"Reading a leg"). :class:`FrameCutter` is that reading, kept apart from sockets and
+from websockets' protocol objects so that it can be tested on byte strings (against
+websockets' own parser as the oracle, tests/transports/websocket/test_frames.py).
+Fed whatever bytes a read brought, it returns the cuts they complete, in order:
+
+* :class:`Splice`: a whole text or binary frame that is a message by itself
+  (unfragmented, reserved bits clear, masked as its sender must mask, within the size
+  limit): the relay writes it to the other leg and hands its payload to measurement;
+* :class:`Handover`: any other whole frame (control frames, fragments): for the leg's
+  websockets protocol, which answers pings, carries closes and reassembles fragments;
+* :class:`Failure`: a frame whose header already breaks the protocol: the leg's
+  connection is to be failed with ``code``, without waiting for the payload its
+  header declares.
+
+Every byte fed comes out exactly once: the cuts' ``data`` in order, then
+:attr:`FrameCutter.pending` (the start of a frame not yet whole). The cutter keeps
+the fragmentation state of the stream (a message in progress, and its size so far),
+as websockets' protocol does, so that it judges every frame as that protocol would.
+Its limits are its own (:meth:`FrameCutter.for_leg`: the relay's config), not read off
+a protocol object.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from voxproxy.transports.websocket.config import RelayConfig
+
+TEXT: Final = 0x1
+BINARY: Final = 0x2
+PROTOCOL_ERROR: Final = 1002  # close codes, RFC 6455 7.4.1
+MESSAGE_TOO_BIG: Final = 1009
+
+
+class Splice:
+    """A whole data frame that is a message by itself, as the bytes that came.
+
+    ``data[head:]`` is its payload (masked with ``data[head - 4 : head]`` when the
+    sender is a client); ``text`` says whether it is a text frame.
+    """
+
+    __slots__ = ("data", "head", "text")
+
+    def __init__(self, data: bytes, head: int, text: bool) -> None:
+        self.data = data
+        self.head = head
+        self.text = text
+
+
+class Handover:
+    """A whole frame for the leg's protocol (a control frame, a fragment)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+class Failure:
+    """The stream breaks the protocol at a frame's header: fail it with ``code``.
+
+    ``data`` is every byte fed from that frame's first byte on; the cutter takes no
+    more frames after a failure (each later feed is answered with a failure too).
+    """
+
+    __slots__ = ("code", "data", "reason")
+
+    def __init__(self, code: int, reason: str, data: bytes) -> None:
+        self.code = code
+        self.reason = reason
+        self.data = data
+
+
+Cut = Splice | Handover | Failure
+
+
+class FrameCutter:
+    """One direction of a websocket connection, cut into frames (see the module)."""
+
+    __slots__ = ("_buf", "_failure", "_mask_bit", "_max_size", "_message_size")
+
+    def __init__(self, *, masked: bool, max_size: int | None) -> None:
+        """``masked``: the sender is a client, whose frames must be masked (RFC 6455
+        5.1); ``max_size``: the most bytes a message may have (None: no limit)."""
+        self._mask_bit = 0x80 if masked else 0
+        self._max_size = max_size
+        self._buf = bytearray()  # the start of a frame not yet whole
+        self._message_size: int | None = None  # a fragmented message's bytes so far
+        self._failure: Failure | None = None
+
+    @classmethod
+    def for_leg(cls, config: RelayConfig, *, from_client: bool) -> FrameCutter:
+        """The cutter for a leg whose sender is the caller (a client) or the agent."""
+        return cls(masked=from_client, max_size=config.max_message_bytes)
+
+    @property
+    def pending(self) -> bytes:
+        """The bytes fed that no cut holds yet: the start of the next frame."""
+        return bytes(self._buf)
+
+    @property
+    def in_message(self) -> bool:
+        """Whether a fragmented message has begun and not ended."""
+        return self._message_size is not None
+
+    def feed(self, data: bytes) -> list[Cut]:
+        """The cuts that ``data``, after what was fed before, completes."""
+        failure = self._failure
+        if failure is not None:
+            return [Failure(failure.code, failure.reason, data)]
+        pending = self._buf
+        buf: bytes | bytearray = data
+        if pending:
+            pending += data
+            buf = pending
+        cuts: list[Cut] = []
+        n = len(buf)
+        pos = 0
+        while n - pos >= 2:
+            b0 = buf[pos]
+            b1 = buf[pos + 1]
+            size = b1 & 0x7F
+            head = pos + 2
+            if size == 126:
+                if n - pos < 4:
+                    break
+                size = buf[head] << 8 | buf[head + 1]
+                head += 2
+            elif size == 127:
+                if n - pos < 10:
+                    break
+                size = int.from_bytes(buf[head : head + 8], "big")
+                head += 8
+            so_far = self._message_size
+            limit = self._max_size
+            if limit is not None and size > (limit if so_far is None else limit - so_far):
+                reason = f"frame of {size} bytes over the limit of {limit}"
+                return self._fail(cuts, buf, pos, MESSAGE_TOO_BIG, reason)
+            if b1 & 0x80:
+                head += 4
+            end = head + size
+            if end > n:
+                break
+            if pos == 0 and end == n and type(buf) is bytes:
+                frame = buf  # the whole read is this frame: no copy
+            else:
+                with memoryview(buf) as view:
+                    frame = bytes(view[pos:end])
+            if (b0 == 0x81 or b0 == 0x82) and b1 & 0x80 == self._mask_bit and so_far is None:
+                cuts.append(Splice(frame, head - pos, b0 == 0x81))
+            else:
+                opcode = b0 & 0x0F
+                if opcode in (TEXT, BINARY):
+                    if not b0 & 0x80:
+                        self._message_size = size
+                elif opcode == 0 and so_far is not None:
+                    self._message_size = None if b0 & 0x80 else so_far + size
+                cuts.append(Handover(frame))
+            pos = end
+        if pending:
+            del pending[:pos]
+        elif pos < n:
+            pending += buf[pos:]
+        return cuts
+
+    def _fail(
+        self, cuts: list[Cut], buf: bytes | bytearray, pos: int, code: int, reason: str
+    ) -> list[Cut]:
+        failure = Failure(code, reason, bytes(buf[pos:]))
+        self._failure = failure
+        self._buf = bytearray()
+        cuts.append(failure)
+        return cuts
