@@ -144,8 +144,10 @@ def _timeline(view: CallView, index: int) -> str:
                 f"<title>truth stop {stop:.1f} ms</title></line>"
             )
     out.append(
-        f"<text x='2' y='{lanes['caller'] + 15}' font-size='10' fill='#fff'>caller</text>"
-        f"<text x='2' y='{lanes['agent'] + 15}' font-size='10' fill='#fff'>agent</text>"
+        f"<text class='lane' x='{WIDTH - 4}' y='{lanes['caller'] + 15}' font-size='10' "
+        "fill='#556' text-anchor='end'>caller</text>"
+        f"<text class='lane' x='{WIDTH - 4}' y='{lanes['agent'] + 15}' font-size='10' "
+        "fill='#556' text-anchor='end'>agent</text>"
         f"<line class='playhead' x1='0' x2='0' y1='0' y2='{height}' stroke='#b3261e' "
         "stroke-width='2'/></svg>"
     )

@@ -113,7 +113,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     for i, o in enumerate(outcomes):
         r = o.receipt
         if r is None:
-            failures.append((o.job.label, o.error or "failed"))
+            failures.append((" + ".join(Path(p).name for p in o.job.paths), o.error or "failed"))
             print(f"voxproxy analyze: skipped {o.job.label}: {o.error}", file=sys.stderr)
         else:
             receipts[i] = r
@@ -132,7 +132,7 @@ def run_analyze(args: argparse.Namespace) -> int:
             )
             views.append(
                 CallView(
-                    job.label,
+                    " + ".join(Path(p).name for p in job.paths),
                     r,
                     list(zip(job.paths, starts, strict=True)),
                     read_truth(job.paths[0]),
