@@ -7,12 +7,14 @@ is read from /proc (the worker whose socket is the one the agent sees the call f
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -275,27 +277,19 @@ async def test_sigterm_lets_every_worker_s_calls_finish(tmp_path: Path) -> None:
     assert {r.terminal for r in written} == {"completed"}
 
 
-class _Process:
-    def __init__(self, alive: bool) -> None:
-        self.alive = alive
-
-    def is_alive(self) -> bool:
-        return self.alive
-
-
-async def test_the_parent_s_readiness_is_ready_while_one_worker_admits() -> None:
-    """The parent's /readyz over the workers: the kernel gives a new caller only to a
+async def test_the_front_s_readiness_is_ready_while_one_worker_admits() -> None:
+    """The front's /readyz over the workers: the kernel gives a new caller only to a
     worker that listens, so the proxy admits while one worker would; each that would not
-    is named."""
-    from voxproxy.proxy.workers import Front, Worker
+    is named, with why (a worker down says when it starts again)."""
+    from voxproxy.proxy.front import DOWN, UP, Front, WorkerView
 
     answers: dict[int, str | None] = {}
 
-    async def refusal(w: Worker) -> str | None:
+    async def refusal(w: WorkerView) -> str | None:
         return answers[w.index]
 
-    workers = [Worker(i, _Process(True), None) for i in range(2)]  # type: ignore[arg-type]
-    front = Front(workers, None)  # type: ignore[arg-type]
+    views = {i: WorkerView(i, state=UP) for i in range(2)}
+    front = Front(views, None)  # type: ignore[arg-type]
     front._worker_refusal = refusal  # type: ignore[method-assign]
 
     async def ready() -> tuple[int, str]:
@@ -304,19 +298,80 @@ async def test_the_parent_s_readiness_is_ready_while_one_worker_admits() -> None
 
     answers.update({0: None, 1: None})
     assert await ready() == (200, "ok\n")
-    answers[1] = "down"
-    assert await ready() == (200, "ok: worker 1: down\n")
+    answers[1] = "down, restarting in 4 s"
+    assert await ready() == (200, "ok: worker 1: down, restarting in 4 s\n")
     answers[0] = "at capacity (2 calls in progress)"
     assert await ready() == (
         503,
-        "refusing callers: worker 0: at capacity (2 calls in progress); worker 1: down\n",
+        "refusing callers: worker 0: at capacity (2 calls in progress); "
+        "worker 1: down, restarting in 4 s\n",
     )
     live = await front._live(None)
     assert (live.status, live.text) == (200, "ok\n")
-    for w in workers:
-        w.process.alive = False  # type: ignore[attr-defined]
+    views[0] = WorkerView(0, state=DOWN)
+    views[1] = WorkerView(1, state=DOWN)
     live = await front._live(None)
     assert (live.status, live.text) == (503, "refusing callers: no worker is running\n")
+
+
+def test_a_worker_down_says_when_it_starts_again() -> None:
+    from voxproxy.proxy.front import DOWN, STARTING, WorkerView
+
+    assert WorkerView(0, state=STARTING).down_reason(100.0) == "starting"
+    assert WorkerView(0, state=DOWN, restart_at=104.2).down_reason(100.0) == (
+        "down, restarting in 4 s"
+    )
+    assert WorkerView(0, state=DOWN, restart_at=100.2).down_reason(100.0) == "down, restarting"
+
+
+def test_a_process_that_keeps_exiting_is_started_again_ever_later_never_in_a_spin() -> None:
+    from voxproxy.proxy.supervisor import RestartPolicy
+
+    policy = RestartPolicy(first_s=1.0, max_s=30.0, stable_s=60.0)
+    # Killed once after a long run: at once. Then crashing as it starts: 1, 2, 4 ... 30 s.
+    delays = [policy.delay_s(3600.0)] + [policy.delay_s(0.1) for _ in range(8)]
+    assert delays == [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    # A run of a minute or more puts it back to "at once".
+    assert policy.delay_s(60.0) == 0.0
+    assert policy.delay_s(5.0) == 1.0
+    # The very first exit is at once, however short the run (a kill -9 of a new worker).
+    assert RestartPolicy().delay_s(0.5) == 0.0
+
+
+def test_the_parent_writes_the_receipts_of_a_dead_worker_s_calls_from_its_journal(
+    tmp_path: Path,
+) -> None:
+    from voxproxy.proxy.websocket import ProxyConfig
+    from voxproxy.proxy.workers import recover_journal
+    from voxproxy.receipts.policy import load_policy
+    from voxproxy.server import ServeConfig
+    from voxproxy.transports.websocket import RelayConfig
+
+    receipts = tmp_path / "r.jsonl"
+    config = ServeConfig(
+        ProxyConfig(RelayConfig("ws://127.0.0.1:1"), secret=b"s"),
+        receipts=receipts,
+        workers=2,
+    )
+    policy = load_policy(None)
+    assert recover_journal(config, policy, 1) == 0  # no journal: nothing to do
+    started, wall = "2026-12-04T10:00:00.000Z", 1_796_378_400_000_000_000
+    lines = [
+        {"open": "k1", "started_at": started, "start_wall_ns": wall, "transport": "websocket"},
+        {"set": "k1", "dialect": "twilio", "call": "c_one", "call_id_source": "wire"},
+        {"set": "k1", "upstream_connect_ms": 12.5},
+        {"open": "k2", "started_at": started, "start_wall_ns": wall, "call": "c_two"},
+        {"close": "k2"},
+        {"alive": wall + 2_000_000_000},
+    ]
+    worker_journal(receipts, 1).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert recover_journal(config, policy, 1) == 1
+    (written,) = read_receipts(receipts)
+    assert (written.call, written.terminal, written.dialect) == ("c_one", "proxy_crashed", "twilio")
+    assert written.upstream_connect_ms == 12.5 and written.duration_ms == 2000.0
+    assert written.verdict is not None and written.policy == policy.hash
+    assert not worker_journal(receipts, 1).exists()  # every call written: nothing left open
+    assert recover_journal(config, policy, 1) == 0  # and never twice
 
 
 @pytest.mark.slow
@@ -413,3 +468,132 @@ def test_two_workers_say_the_missing_secret_and_the_files_limit_once(tmp_path: P
     text = log.read_text()
     assert text.count("no secret configured") == 1, text
     assert len(re.findall(r"open files: up to \d+", text)) == 1, text
+
+
+@pytest.mark.slow
+async def test_a_worker_killed_with_kill_9_is_replaced_and_its_calls_get_receipts_at_once(
+    tmp_path: Path,
+) -> None:
+    """Issue 35 item 9: a worker killed with kill -9 was not replaced, its calls' receipts
+    waited for a full restart and the health paths said ok. Killed once, it is replaced
+    at once and the replacement writes them as it starts; its replacement killed soon
+    after waits a second, so the parent writes them itself, and the front's readiness
+    says the worker is down meanwhile."""
+    receipts, log = tmp_path / "receipts.jsonl", tmp_path / "proxy.log"
+    peers: dict[str, int] = {}  # call name -> the proxy's port toward the agent
+
+    async def record(ws: ServerConnection) -> None:
+        assert ws.request is not None
+        peers[ws.request.path.rsplit("/", 1)[-1]] = ws.remote_address[1]
+        await echo_media(ws)
+
+    calls: dict[str, tuple[Any, TwilioCallerWire, int | None]] = {}  # name -> ws, wire, pid
+
+    async def open_call(port: int, name: str, pids: list[int]) -> int | None:
+        sid = call_sid(name)
+        wire = TwilioCallerWire("MZ" + sid[2:], sid)
+        ws = await connect(f"ws://127.0.0.1:{port}/record/{name}", compression=None)
+        await ws.send(wire.start())
+        await ws.send(wire.media(ULAW_SILENCE))
+        await asyncio.wait_for(ws.recv(), 10)  # echoed: the call is through
+        calls[name] = (ws, wire, _socket_owner(peers[name], pids))
+        return calls[name][2]
+
+    async def calls_on(port: int, pid: int, pids: list[int], prefix: str) -> list[str]:
+        """Calls opened until ``pid`` holds one (the kernel picks the worker)."""
+        for i in range(60):
+            if await open_call(port, f"{prefix}{i:02d}", pids) == pid:
+                break
+        mine = [n for n, c in calls.items() if c[2] == pid]
+        assert mine, f"no call reached pid {pid}"
+        return mine
+
+    def crashed() -> set[str]:
+        return {r.call for r in read_receipts(receipts) if r.terminal == "proxy_crashed"}
+
+    def journalled(index: int, names: list[str]) -> bool:
+        path = worker_journal(receipts, index)
+        text = path.read_text() if path.exists() else ""
+        return all(call_hash(call_sid(n)) in text for n in names)
+
+    async with router_agent(record=record) as agent:
+        proc = _start_proxy(log, agent.url, receipts)
+        readiness: list[tuple[int, str]] = []
+        try:
+            port, pids = await _started(log)
+            metrics = _logged(log, r"metrics on http://127\.0\.0\.1:(\d+)/metrics \(merged")
+            assert metrics is not None, log.read_text()
+            ready_url = f"http://127.0.0.1:{metrics[1]}/readyz"
+            # 1. Worker 1 killed while it holds calls: replaced at once.
+            first = await calls_on(port, pids[1], pids, "a")
+            await wait_until(lambda: journalled(1, first), 15, "worker 1's calls journalled")
+            os.kill(pids[1], signal.SIGKILL)
+            again = await wait_until(
+                lambda: _logged(log, r"worker 1 started again \(pid (\d+)\)"), 30, "a new worker 1"
+            )
+            second_pid = int(again[1])
+            want = {call_hash(call_sid(n)) for n in first}
+            await wait_until(lambda: crashed() == want, 30, "the killed calls' receipts")
+            assert second_pid not in pids and os.path.exists(f"/proc/{second_pid}")
+            # 2. The replacement killed soon after: it waits; the parent writes the receipts.
+            pids = [pids[0], second_pid]
+            later = await calls_on(port, second_pid, pids, "b")
+            await wait_until(
+                lambda: journalled(1, later), 15, "the new worker 1's calls journalled"
+            )
+            async with aiohttp.ClientSession() as http:
+
+                async def poll() -> None:
+                    while True:
+                        async with http.get(ready_url) as answer:
+                            readiness.append((answer.status, await answer.text()))
+                        await asyncio.sleep(0.05)
+
+                poller = asyncio.ensure_future(poll())
+                try:
+                    await wait_until(lambda: readiness, 10, "a first readiness answer")
+                    os.kill(second_pid, signal.SIGKILL)
+                    third = await wait_until(
+                        lambda: re.findall(
+                            r"worker 1 started again \(pid (\d+)\)", log.read_text()
+                        )[1:],
+                        30,
+                        "a third worker 1",
+                    )
+                    await wait_until(lambda: readiness[-1] == (200, "ok\n"), 15, "ready again")
+                finally:
+                    poller.cancel()
+            want |= {call_hash(call_sid(n)) for n in later}
+            assert crashed() == want
+            assert f"worker 1 (pid {second_pid}) was killed by signal 9" in log.read_text()
+            assert re.search(
+                r"worker 1's \d+ call\(s\) in progress: receipts written", log.read_text()
+            )
+            # The calls on worker 0 went on throughout; a new caller is served.
+            third_pid = int(third[0])
+            for ws, wire, pid in calls.values():
+                if pid == pids[0]:
+                    await ws.send(wire.media(ULAW_SILENCE))
+                    await asyncio.wait_for(ws.recv(), 10)
+                    await ws.send(wire.stop())
+                    await ws.close()
+                else:
+                    ws.transport.abort()
+            await open_call(port, "after", [pids[0], third_pid])
+            ws, wire, _ = calls["after"]
+            await ws.send(wire.stop())
+            await ws.close()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(proc.wait, 60)
+    assert code == 0, log.read_text()
+    # Every call has exactly one receipt: the killed workers' crashed, the others completed.
+    written = list(read_receipts(receipts))
+    assert sorted(r.call for r in written) == sorted(call_hash(call_sid(n)) for n in calls)
+    for r in written:
+        assert r.terminal == ("proxy_crashed" if r.call in want else "completed"), r
+    # The front said the truth meanwhile: ready (worker 0 admits), naming worker 1 as down.
+    assert all(status == 200 for status, _ in readiness), readiness
+    down = [text for _, text in readiness if text != "ok\n"]
+    assert down and all(t.startswith("ok: worker 1: ") for t in down), readiness
+    assert not any(worker_journal(receipts, i).exists() for i in (0, 1))

@@ -9,7 +9,9 @@
 * ``eventapi`` and ``livecalls``: the HTTP event API (tool, state and outcome events)
   and the live calls it finds by any id the agent knows;
 * ``workers``: ``voxproxy proxy --workers N`` (N processes on one port, one proxy);
-  ``listenclaim``: the checks that keep a second proxy off a port a proxy serves.
+  ``supervisor``, its parent (replaces a worker that dies); ``front``, its one
+  ``/metrics``, event API and health; ``listenclaim``, the checks that keep a second
+  proxy off a port a proxy serves.
 
 :mod:`voxproxy.server` (``ServeConfig``, ``ProxyServer``, ``serve()``) runs either proxy.
 
