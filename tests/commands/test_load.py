@@ -276,3 +276,19 @@ def test_the_quickstart_arrival_rate_holds_its_calls_by_default(tmp_path: Path) 
     longest = longest_call_s(steps, DEFAULT_TAIL_MS)
     assert longest > 60  # two waits for the agent's answer, 40 s each at most
     assert settings.plan.concurrency >= rate * longest > rate * 35
+
+
+def test_load_help_groups_its_options_by_concern() -> None:
+    from voxproxy.cli import build_parser, subcommand_parsers
+
+    load = next(p for p in subcommand_parsers(build_parser()) if p.command == "load")
+    groups = {
+        g.title: [a.option_strings[0] for a in g._group_actions if a.option_strings]
+        for g in load._action_groups
+        if g._group_actions
+    }
+    assert groups.pop("options") == ["-h"]
+    assert groups.pop("positional arguments") == []  # SCENARIO
+    assert len(groups) == 4 and max(len(flags) for flags in groups.values()) <= 8, groups
+    assert "--arrival-rate" in groups["how many, how fast"]
+    assert load.format_help().startswith("usage: voxproxy load SCENARIO [SCENARIO ...] --target")

@@ -123,7 +123,7 @@ def test_load_and_mock_agent_help_show_their_defaults() -> None:
     load = " ".join(_run("load", "--help").stdout.split())
     for said in ("calls in all (default: 1)", "(default: 10; with --arrival-rate", "(default: 1)"):
         assert said in load, said
-    assert "--seed SEED seed of the callers' random noise" in load
+    assert "--seed N seed of the callers' random noise" in load
     assert "(default: None)" not in load
     agent = " ".join(_run("mock-agent", "--help").stdout.split())
     for said in ("HOST:PORT (default: 127.0.0.1:8766)", "response delay (default: 600)"):

@@ -23,16 +23,20 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: Any) -> None:
-    from voxproxy.cli import DefaultsShown, add_transport_arguments
+    from voxproxy.cli import DefaultsShown, EnvParser, add_transport_arguments
 
-    p = sub.add_parser(
+    p: EnvParser = sub.add_parser(
         "load",
         formatter_class=DefaultsShown,
+        usage="%(prog)s SCENARIO [SCENARIO ...] --target URL [options]",
         help="replay scripted callers against a target, many at once; write results and a report",
         description="Each call streams recorded caller audio at real-time pace, plays the "
         "agent's audio with the playout rule and follows a scenario script. Writes "
         "results.json, summary.json and report.html to --out; exits 1 when an expectation fails.",
     )
+    g_calls = p.add_group("the calls")
+    g_how = p.add_group("how many, how fast")
+    g_out = p.add_group("results")
     p.add_argument(
         "scenarios",
         nargs="+",
@@ -40,34 +44,38 @@ def add_parser(sub: Any) -> None:
         help="scenario YAML files, or names of built-in scenarios (e.g. normal_question; "
         "`voxproxy scenarios` lists them and the clips a step can say)",
     )
-    p.add_argument(
+    g_calls.add_argument(
         "--target",
+        metavar="URL",
         required=True,
         help="ws:// URL of the agent or of a voxproxy; with --transport webrtc, the http(s):// "
         "signaling URL (a WHIP endpoint, or Pipecat's .../api/offer)",
     )
     add_transport_arguments(
-        p.add_argument,
+        g_calls.add_argument,
         "webrtc: each call is a WebRTC peer (aiortc) sending 20 ms Opus packets",
         "webrtc: how to offer",
     )
-    p.add_argument(
+    g_calls.add_argument(
         "--dialect",
         choices=["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime"],
         default=None,
         help="wire to speak (default: raw, said on stderr; a voxproxy target expects its own "
         "--dialect)",
     )
-    p.add_argument(
+    g_calls.add_argument(
         "--param",
         action="append",
         default=[],
         metavar="NAME=VALUE",
         help="twilio: a start.customParameters entry; telnyx: start.custom_parameters (repeatable)",
     )
-    p.add_argument("--calls", type=int, default=None, help="calls in all (default: 1)")
-    p.add_argument(
+    g_how.add_argument(
+        "--calls", metavar="N", type=int, default=None, help="calls in all (default: 1)"
+    )
+    g_how.add_argument(
         "--concurrency",
+        metavar="N",
         type=int,
         default=None,
         help="calls at once; with --arrival-rate, the most in flight (an arrival that finds "
@@ -75,7 +83,7 @@ def add_parser(sub: Any) -> None:
         "arrivals of the longest call the scenarios allow: clips, silences, and waits for "
         "the agent to their timeouts)",
     )
-    p.add_argument(
+    g_how.add_argument(
         "--arrival-rate",
         type=float,
         default=None,
@@ -84,65 +92,73 @@ def add_parser(sub: Any) -> None:
         "(calls per second) whether or not earlier ones finished, for --duration seconds "
         "(after --ramp-up); instead of --calls",
     )
-    p.add_argument(
+    g_how.add_argument(
         "--ramp-up",
         type=float,
         default=0.0,
         metavar="S",
         help="with --arrival-rate: seconds to climb linearly from 0 to the rate",
     )
-    p.add_argument(
+    g_how.add_argument(
         "--duration",
         type=float,
         default=None,
         metavar="S",
         help="with --arrival-rate: seconds to hold the rate (after --ramp-up)",
     )
-    p.add_argument(
+    g_how.add_argument(
         "--workers",
+        metavar="N",
         type=int,
         default=1,
         help="local processes to spread the calls over (shards of the run, started together "
         "and merged into one result)",
     )
-    p.add_argument("--out", default="voxproxy-load", help="output directory")
-    p.add_argument(
-        "--sample-rate", type=int, default=16000, help="raw and vonage: caller audio rate in Hz"
+    g_out.add_argument("--out", metavar="DIR", default="voxproxy-load", help="output directory")
+    g_calls.add_argument(
+        "--sample-rate",
+        metavar="HZ",
+        type=int,
+        default=16000,
+        help="raw and vonage: caller audio rate in Hz",
     )
-    p.add_argument(
+    g_calls.add_argument(
         "--header", action="append", default=[], metavar="NAME:VALUE", help="extra header"
     )
-    p.add_argument(
+    g_out.add_argument(
         "--proxy-receipts",
+        metavar="FILE",
         default=None,
         help="the target voxproxy's receipts file: adds its figures and their error",
     )
-    p.add_argument(
+    g_out.add_argument(
         "--proxy-secret",
+        metavar="KEY",
         default=None,
         help="the target voxproxy's --secret (to find each call's receipt)",
     )
-    p.add_argument(
+    g_calls.add_argument(
         "--seed",
+        metavar="N",
         type=int,
         default=0,
         help="seed of the callers' random noise (white noise under a call); call i uses "
         "SEED + i, so a run with the same seed plays the same calls",
     )
-    p.add_argument(
+    g_out.add_argument(
         "--transcript-policy",
         default=None,
         metavar="YAML",
         help="normalization policy for scoring the agent's transcripts (default: embedded)",
     )
-    p.add_argument(
+    g_out.add_argument(
         "--transcript-terms",
         action="append",
         default=[],
         metavar="YAML",
         help="meaning-bearing term list for transcript scores (repeatable; default: embedded)",
     )
-    add_shard_arguments(p)
+    add_shard_arguments(p.add_group("sharded runs (several processes or machines)"))
     p.set_defaults(func=_cmd)
 
 

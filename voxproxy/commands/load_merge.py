@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from voxproxy.loadgen.shard import Shard, ShardResult
 
 
-def add_shard_arguments(p: argparse.ArgumentParser) -> None:
+def add_shard_arguments(p: Any) -> None:
     """``voxproxy load``'s flags for sharded runs."""
     p.add_argument(
         "--shard",
