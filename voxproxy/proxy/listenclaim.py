@@ -10,8 +10,9 @@ callers. So before the parent reserves the port for its workers it:
    of one name fail, atomically; the name belongs to the network namespace, as the
    port does; it needs no file and the kernel drops it when its holder dies, however
    it dies. The holder's pid is read from a connection to it (``SO_PEERCRED``) for the
-   message. The parent lets go of the claim when it starts to drain, so that a
-   successor may start while the calls in progress finish.
+   message (Linux only: elsewhere, check 3 alone). The parent lets go of the claim
+   when it starts to drain, so that a successor may start while the calls in
+   progress finish.
 2. **reserves the port** (:func:`reserve_port`): a socket bound with ``SO_REUSEPORT``
    that never listens, so that the port is known (also when asked for 0) and a
    process holding it without ``SO_REUSEPORT`` fails the start here;
@@ -39,6 +40,7 @@ from __future__ import annotations
 import errno
 import socket
 import struct
+import sys
 from typing import Any
 
 from voxproxy.errors import VoxproxyError
@@ -106,7 +108,10 @@ class AddressClaim:
     def __init__(self, host: str, port: int) -> None:
         _family, address = _address(host, port)
         self.name = f"\0{CLAIM_PREFIX}/{address[0]}/{address[1]}"
-        self._sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock: socket.socket | None = None
+        if not sys.platform.startswith("linux"):
+            return  # no abstract namespace: check_unserved alone keeps the port
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.bind(self.name)
             self._sock.listen(8)  # only for the holder's pid: nothing is ever accepted
