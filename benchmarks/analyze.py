@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -119,7 +120,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=12, help="calls per accuracy class")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--hour-s", type=float, default=3600.0, help="length of the speed recording")
-    ap.add_argument("--scale-calls", type=int, default=16, help="calls of the scaling folder")
+    ap.add_argument("--scale-calls", type=int, default=48, help="calls of the scaling folder")
     ap.add_argument("--workers", type=int, default=2, help="workers of the scaling run")
     args = ap.parse_args()
     options = Options(secret=new_secret(), policy=load_policy(None))
@@ -138,21 +139,23 @@ def main() -> None:
             "x_real_time": round(out.audio_s / cpu, 1),
         }
         long_path.unlink()
-        jobs = [
-            Job((str(folder / f"8k_ulaw_echo_{k % args.calls}.wav"),))
-            for k in range(args.scale_calls)
-        ]
-        walls = {}
+        names = [f"{c}_{k}.wav" for c in CLASSES for k in range(args.calls)]
+        jobs = [Job((str(folder / names[k % len(names)]),)) for k in range(args.scale_calls)]
+        walls, audio = {}, 0.0
+        load_before = os.getloadavg()[0]
         for workers in (1, args.workers):
             t0 = time.perf_counter()
             outs = run_batch(jobs, options, workers=workers)
             walls[workers] = time.perf_counter() - t0
-            assert all(o.receipt is not None for o in outs)
+            assert all(o.receipt is not None for o in outs), [o.error for o in outs]
+            audio = sum(o.audio_s for o in outs)
         scaling = {
             "calls": len(jobs),
+            "audio_s": round(audio, 1),
             "wall_s_1": round(walls[1], 2),
             f"wall_s_{args.workers}": round(walls[args.workers], 2),
             "speedup": round(walls[1] / walls[args.workers], 2),
+            "load_average_before": round(load_before, 2),
         }
 
     from rich.console import Console
@@ -194,9 +197,11 @@ def main() -> None:
         f"= {speed['x_real_time']:.0f}x real time on one core ({build})"
     )
     console.print(
-        f"scaling: {scaling['calls']} calls, 1 worker {scaling['wall_s_1']:.2f} s, "
+        f"scaling: {scaling['calls']} calls ({scaling['audio_s']:.0f} s of audio, all four "
+        f"classes), 1 worker {scaling['wall_s_1']:.2f} s, "
         f"{args.workers} workers {scaling[f'wall_s_{args.workers}']:.2f} s "
-        f"(x{scaling['speedup']:.2f})"
+        f"(x{scaling['speedup']:.2f}; the machine's load average before: "
+        f"{scaling['load_average_before']})"
     )
     for r in rows:
         r.pop("notes")

@@ -15,7 +15,8 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from pathlib import Path
 
 from voxproxy.errors import VoxproxyError
@@ -48,9 +49,12 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Options:
+    """What every job is analysed with. It crosses to the worker processes by pickle, so
+    it holds no measurement-core object (a compiled core's frozen dataclasses do not
+    unpickle): each worker makes its own :class:`SessionConfig`."""
+
     secret: bytes
     policy: Policy
-    session: SessionConfig = field(default_factory=SessionConfig)
     chunk_ms: int = DEFAULT_CHUNK_MS
     echo: bool = True
 
@@ -89,7 +93,7 @@ def analyze_one(job: Job, options: Options) -> Outcome:
         measured = measure(
             rec,
             secret=options.secret,
-            config=options.session,
+            config=SessionConfig(),
             started_wall_ns=started_wall_ns(rec),
             chunk_ms=options.chunk_ms,
             echo=options.echo,
@@ -107,6 +111,37 @@ def analyze_one(job: Job, options: Options) -> Outcome:
         audio_s=rec.duration_ns / 1e9,
         cpu_s=time.process_time() - cpu0,
     )
+
+
+def _in_pool(
+    pool: ProcessPoolExecutor,
+    n: int,
+    jobs: Sequence[Job],
+    options: Options,
+    results: list[Outcome | None],
+    on_done: Callable[[Outcome], None] | None,
+) -> None:
+    """Keep ``2 n`` jobs submitted at a time until every one has its outcome."""
+    pending: dict[Future[Outcome], int] = {}
+    queue = [i for i in range(len(jobs)) if results[i] is None]
+    queue.reverse()
+
+    def submit() -> None:
+        i = queue.pop()
+        pending[pool.submit(analyze_one, jobs[i], options)] = i
+
+    for _ in range(min(2 * n, len(queue))):  # a few ahead per worker, not all at once
+        submit()
+    while pending:
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for fut in done:
+            i = pending.pop(fut)
+            out = fut.result()  # analyze_one never raises; a dead worker raises here
+            results[i] = out
+            if on_done is not None:
+                on_done(out)
+            if queue:
+                submit()
 
 
 def default_workers() -> int:
@@ -134,28 +169,15 @@ def run_batch(
             if on_done is not None:
                 on_done(out)
         return [r for r in results if r is not None]
-    with ProcessPoolExecutor(max_workers=n) as pool:
-        pending: dict[Future[Outcome], int] = {}
-        queue = list(enumerate(jobs))
-        queue.reverse()
-
-        def submit() -> None:
-            i, job = queue.pop()
-            pending[pool.submit(analyze_one, job, options)] = i
-
-        for _ in range(min(2 * n, len(queue))):  # a few ahead per worker, not all at once
-            submit()
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                i = pending.pop(fut)
-                try:
-                    out = fut.result()
-                except Exception as exc:  # the worker process itself died
-                    out = Outcome(jobs[i], error=f"its worker failed ({type(exc).__name__})")
-                results[i] = out
+    try:
+        with ProcessPoolExecutor(max_workers=n) as pool:
+            _in_pool(pool, n, jobs, options, results, on_done)
+    except BrokenProcessPool:
+        # A worker died (killed, out of memory): what it and the others had not finished is
+        # analysed here, one after the other; the batch goes on.
+        for i, job in enumerate(jobs):
+            if results[i] is None:
+                results[i] = out = analyze_one(job, options)
                 if on_done is not None:
                     on_done(out)
-                if queue:
-                    submit()
     return [r for r in results if r is not None]
