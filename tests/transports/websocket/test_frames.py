@@ -278,6 +278,62 @@ def test_the_size_limit_as_websockets_applies_it(
     assert isinstance(again[-1], Failure) and again[-1].code == 1009
 
 
+@st.composite
+def any_frames(draw: st.DrawFn, masked: bool) -> Spec:
+    """A frame of any header: every opcode, reserved bits, either masking, control
+    frames of any length, fragments in or out of sequence."""
+    opcode = draw(st.integers(0, 15))
+    size = draw(st.one_of(st.sampled_from((0, 125, 126, 65536)), st.integers(0, 200)))
+    return Spec(
+        opcode,
+        size,
+        fin=draw(st.booleans()),
+        rsv=draw(st.sampled_from((0, 0, 0, 1, 2, 4, 7))),
+        masked=draw(st.sampled_from((masked, masked, not masked))),
+        zero_key=draw(st.booleans()),
+        form=draw(forms(size)),
+        seed=draw(st.integers(0, 2**32)),
+    )
+
+
+@given(
+    masked=st.booleans(),
+    stream=st.data(),
+    limit=st.sampled_from((None, 100, 1 << 20)),
+    sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=8),
+)
+@PROPERTY
+def test_a_broken_stream_fails_as_websockets_fails_it_at_the_header(
+    masked: bool, stream: st.DataObject, limit: int | None, sizes: list[int]
+) -> None:
+    """Valid frames, then frames of any header: the protocol that sees the cutter's
+    hand-overs and failures receives the same frames and sends the same close code as
+    one that sees the whole stream; and a failure needs only the failing frame's
+    header (its payload, which websockets reads first for some faults, never)."""
+    specs_ = stream.draw(valid_streams(masked)) + stream.draw(
+        st.lists(any_frames(masked), min_size=1, max_size=4)
+    )
+    wire = b"".join(s.lay()[0] for s in specs_)
+    expected = oracle(masked, limit)
+    expected.receive_data(wire)
+    cuts = cut_all(FrameCutter(masked=masked, max_size=limit), read_cuts(wire, sizes))
+    got = replay(cuts, masked, limit)
+    frames = received(expected)
+    assert received(got) == frames
+    assert code(got) == code(expected)
+    if expected.parser_exc is None:
+        return  # no fault, or a close frame received (and echoed)
+    failing, at = _offsets(specs_)[len(frames)]
+    if failing.opcode == CLOSE:
+        return  # a close frame's payload is the protocol's to judge
+    # Any other fault is in the header: the cutter failed there, and needs no more.
+    assert isinstance(cuts[-1], Failure)
+    assert len(b"".join(c.data for c in cuts[:-1])) == at
+    header = wire[: at + failing.lay()[1]]
+    again = cut_all(FrameCutter(masked=masked, max_size=limit), read_cuts(header, sizes))
+    assert isinstance(again[-1], Failure) and again[-1].code == code(expected)
+
+
 def _offsets(specs_: list[Spec]) -> list[tuple[Spec, int]]:
     out, pos = [], 0
     for spec in specs_:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
+import pytest
 from websockets.http11 import Request
 
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
@@ -341,6 +342,65 @@ async def test_a_frame_over_the_limit_fails_on_its_header_without_its_payload() 
     assert measured == [(CALLER_TO_AGENT, "fine")]
     # The agent got the whole frame before it, then the relay's close: nothing of it.
     assert [b0 for b0, _ in unmasked_frames(at_agent)] == [0x81, 0x88]
+
+
+# Headers that already break the protocol, each declaring a payload (within the size
+# limit unless said) that is never sent: the answer must come at the header.
+ALMOST_1MIB = (1 << 20) - 1
+CALLER_HEADER_FAULTS = {
+    "opcode-3": (frame(3, b"", mask=b"abcd", size=ALMOST_1MIB), 1002),
+    "opcode-11": (frame(11, b"", mask=b"abcd", size=100), 1002),
+    "reserved-bit": (frame(TEXT, b"", mask=b"abcd", rsv=4, size=ALMOST_1MIB), 1002),
+    "unmasked": (frame(BINARY, b"", size=ALMOST_1MIB), 1002),
+    "long-ping": (frame(PING, b"", mask=b"abcd", size=ALMOST_1MIB), 1002),
+    "fragmented-ping": (frame(PING, b"", fin=False, mask=b"abcd", size=100), 1002),
+    "stray-continuation": (frame(CONT, b"", mask=b"abcd", size=ALMOST_1MIB), 1002),
+    "over-the-limit": (frame(BINARY, b"", mask=b"abcd", size=2 << 20), 1009),
+}
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"), CALLER_HEADER_FAULTS.values(), ids=CALLER_HEADER_FAULTS.keys()
+)
+async def test_a_caller_frame_with_a_broken_header_is_answered_at_its_header(
+    header: bytes, expected: int
+) -> None:
+    """The caller sends the header alone and waits: the close comes all the same (it
+    used to wait for the whole declared payload, which a peer could trickle forever)."""
+    code, at_agent, measured = await _closed_with(header)
+    assert code == expected
+    assert measured == [(CALLER_TO_AGENT, "fine")]
+    # The agent got the whole frame before it, then the relay's close.
+    assert [b0 for b0, _ in unmasked_frames(at_agent)] == [0x81, 0x88]
+
+
+AGENT_HEADER_FAULTS = {
+    "masked": frame(BINARY, b"", mask=b"abcd", size=ALMOST_1MIB),
+    "opcode-3": frame(3, b"", size=ALMOST_1MIB),
+    "reserved-bit": frame(BINARY, b"", rsv=2, size=ALMOST_1MIB),
+    "long-close": frame(CLOSE, b"", size=ALMOST_1MIB),
+}
+
+
+@pytest.mark.parametrize("header", AGENT_HEADER_FAULTS.values(), ids=AGENT_HEADER_FAULTS.keys())
+async def test_an_agent_frame_with_a_broken_header_is_answered_at_its_header(
+    header: bytes,
+) -> None:
+    async with relay_between() as (port, agent, _):
+        _, writer = await raw_caller(port)
+        await asyncio.wait_for(agent.connected.wait(), 5)
+        assert agent.writer is not None
+        agent.writer.write(header)
+
+        def close_read() -> bool:
+            got = agent.read
+            return len(got) >= 2 and len(got) >= 6 + (got[1] & 0x7F)
+
+        await until(close_read, "the relay's close at the agent")
+        ((b0, body),) = unmasked_frames(bytes(agent.read[: 6 + (agent.read[1] & 0x7F)]))
+        assert b0 == 0x88
+        assert int.from_bytes(body[:2], "big") == 1002
+        await hang_up(writer)
 
 
 async def test_a_close_ends_the_splice_and_what_follows_it_is_not_forwarded() -> None:

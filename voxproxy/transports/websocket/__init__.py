@@ -7,7 +7,9 @@ After it the relay cuts the leg's stream into frames itself: a whole data frame 
 or binary, unfragmented, well formed) is written to the other leg as the very bytes
 that came, the caller's masking key included; every other frame goes through the
 protocol, and every data frame that comes out of it is written to the other leg at
-once, with its opcode and FIN bit. So messages arrive unchanged and in order
+once, with its opcode and FIN bit; a frame whose header breaks the protocol fails the
+leg at its header (1002, or 1009 over the size limit, as websockets would), without
+waiting for the payload it declares. So messages arrive unchanged and in order
 (fragmentation included). Pings are answered per hop; close codes and reasons are
 carried across. No task runs per connection once the call is up, and the common
 message never enters websockets' parser: at 100 calls on one core the relay alone

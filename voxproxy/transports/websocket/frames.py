@@ -12,8 +12,11 @@ Fed whatever bytes a read brought, it returns the cuts they complete, in order:
 * :class:`Handover`: any other whole frame (control frames, fragments): for the leg's
   websockets protocol, which answers pings, carries closes and reassembles fragments;
 * :class:`Failure`: a frame whose header already breaks the protocol: the leg's
-  connection is to be failed with ``code``, without waiting for the payload its
-  header declares.
+  connection is to be failed with ``code``, as websockets would fail it on that frame
+  (1002: an unknown opcode, reserved bits set, the wrong masking for its sender, a
+  control frame longer than 125 bytes or fragmented, a fragment out of sequence; 1009:
+  over the size limit), without waiting for the payload its header declares (a peer
+  could otherwise hold an invalid frame open for as long as it trickles it).
 
 Every byte fed comes out exactly once: the cuts' ``data`` in order, then
 :attr:`FrameCutter.pending` (the start of a frame not yet whole). The cutter keeps
@@ -31,6 +34,7 @@ from voxproxy.transports.websocket.config import RelayConfig
 
 TEXT: Final = 0x1
 BINARY: Final = 0x2
+_OPCODES: Final = frozenset({0x0, 0x1, 0x2, 0x8, 0x9, 0xA})  # RFC 6455 5.2 (11.8)
 PROTOCOL_ERROR: Final = 1002  # close codes, RFC 6455 7.4.1
 MESSAGE_TOO_BIG: Final = 1009
 
@@ -122,6 +126,14 @@ class FrameCutter:
         while n - pos >= 2:
             b0 = buf[pos]
             b1 = buf[pos + 1]
+            usual = b0 == 0x81 or b0 == 0x82  # a whole text or binary frame, RSV clear
+            # Judged in websockets' order (Frame.parse, Frame.check, Protocol.recv_frame),
+            # each as soon as its bytes are in: the opcode and the mask bit, the length
+            # against the limit, then the rest of the header against the stream's state.
+            if not usual and b0 & 0x0F not in _OPCODES:
+                return self._fail(cuts, buf, pos, PROTOCOL_ERROR, "invalid opcode")
+            if b1 & 0x80 != self._mask_bit:
+                return self._fail(cuts, buf, pos, PROTOCOL_ERROR, "incorrect masking")
             size = b1 & 0x7F
             head = pos + 2
             if size == 126:
@@ -139,6 +151,10 @@ class FrameCutter:
             if limit is not None and size > (limit if so_far is None else limit - so_far):
                 reason = f"frame of {size} bytes over the limit of {limit}"
                 return self._fail(cuts, buf, pos, MESSAGE_TOO_BIG, reason)
+            if not usual or so_far is not None:
+                wrong = _header_error(b0, size, so_far)
+                if wrong is not None:
+                    return self._fail(cuts, buf, pos, PROTOCOL_ERROR, wrong)
             if b1 & 0x80:
                 head += 4
             end = head + size
@@ -149,14 +165,14 @@ class FrameCutter:
             else:
                 with memoryview(buf) as view:
                     frame = bytes(view[pos:end])
-            if (b0 == 0x81 or b0 == 0x82) and b1 & 0x80 == self._mask_bit and so_far is None:
+            if usual:  # (valid, so outside a fragmented message)
                 cuts.append(Splice(frame, head - pos, b0 == 0x81))
             else:
                 opcode = b0 & 0x0F
                 if opcode in (TEXT, BINARY):
-                    if not b0 & 0x80:
-                        self._message_size = size
-                elif opcode == 0 and so_far is not None:
+                    self._message_size = size  # (a first fragment: FIN clear)
+                elif opcode == 0:
+                    assert so_far is not None
                     self._message_size = None if b0 & 0x80 else so_far + size
                 cuts.append(Handover(frame))
             pos = end
@@ -174,3 +190,23 @@ class FrameCutter:
         self._buf = bytearray()
         cuts.append(failure)
         return cuts
+
+
+def _header_error(b0: int, size: int, so_far: int | None) -> str | None:
+    """What is wrong with a frame whose first byte is ``b0`` and payload ``size`` bytes,
+    ``so_far`` bytes into a fragmented message (None: none begun), or None. The words
+    are websockets' own for the same faults."""
+    opcode = b0 & 0x0F
+    if b0 & 0x70:
+        return "reserved bits must be 0"
+    if opcode >= 0x8:
+        if size > 125:
+            return "control frame too long"
+        if not b0 & 0x80:
+            return "fragmented control frame"
+    elif opcode:
+        if so_far is not None:
+            return "expected a continuation frame"
+    elif so_far is None:
+        return "unexpected continuation frame"
+    return None
