@@ -38,8 +38,13 @@ unsupported kind would be):
   section 3) cannot use it. So each receiver is *tapped*: its
   ``_handle_rtp_packet`` (which aiortc's ``RTCDtlsTransport`` calls for every
   decrypted RTP packet) is replaced on the instance by :func:`.media._tap`, which
-  stamps the arrival on the monotonic clock and hands the payload on at once.
+  stamps the packet with its datagram's arrival and hands the payload on at once.
   The stock path (jitter buffer, decoder thread) is bypassed entirely.
+- The arrival is when the datagram reached the host: the kernel's receive time
+  (``SIOCGSTAMPNS`` on the UDP socket right after the loop's read, Linux), not when
+  the event loop got round to it (:mod:`.arrival`); data channel messages take their
+  last datagram's. Where the kernel gives none, the read time, flagged
+  (``RtpIn.kernel``).
 - Where both legs send with the same codec, the payloads are forwarded as they
   came: the sending leg's track returns pre-encoded ``av.Packet`` objects, which
   aiortc's ``RTCRtpSender`` packs without re-encoding (``Encoder.pack``), with
@@ -64,6 +69,7 @@ before the other side's channel is open are held (bounded) until it opens.
 The package, one module a concern (each imports only those above it)::
 
     ice               ICE configuration, the host-address monkeypatch, open peer count
+    arrival           kernel receive times of the ICE connections' datagrams
     opus              libopus through ctypes (Opus straight to 16 kHz)
     codecs            negotiated codecs, RTP packets in, decoding for measurement, encoding
     media             the outbound track, the RTP tap, data channels

@@ -66,8 +66,9 @@ class RtpIn:
     timestamp: int  # RTP timestamp, unwrapped, from the stream's first packet
     sequence: int
     marker: bool
-    t_ns: int  # arrival, time.monotonic_ns()
+    t_ns: int  # arrival, time.monotonic_ns(): when its datagram reached the host
     codec: CodecInfo
+    kernel: bool = False  # t_ns is the kernel's receive time (else: when the loop read it)
 
 
 @functools.lru_cache(maxsize=16)

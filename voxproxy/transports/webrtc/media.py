@@ -20,6 +20,7 @@ from aiortc import (
 from aiortc.rtp import RtpPacket
 from av.packet import Packet
 
+from voxproxy.transports.webrtc.arrival import arrival_of
 from voxproxy.transports.webrtc.codecs import CodecInfo, RtpIn
 
 OUT_QUEUE_PACKETS = 8  # packets a sending leg may hold (160 ms at 20 ms): a relay does not buffer
@@ -116,8 +117,9 @@ def _tap(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> None:
     unwrap = _Unwrap()
 
     async def handle_rtp_packet(packet: RtpPacket, arrival_time_ms: int = 0) -> None:
-        del arrival_time_ms  # aiortc's is in whole ms on the wall clock; ours is monotonic ns
-        t_ns = time.monotonic_ns()
+        del arrival_time_ms  # aiortc's is read now, in whole ms on the wall clock
+        # When its datagram reached the host (the kernel's stamp, where there is one).
+        t_ns, kernel = arrival_of(receiver.transport)
         codec = codecs.get(packet.payload_type)
         if codec is None:
             for c in transceiver._codecs:
@@ -133,6 +135,7 @@ def _tap(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> None:
                 bool(packet.marker),
                 t_ns,
                 codec,
+                kernel,
             )
         )
 
@@ -174,7 +177,10 @@ class Channel:
             self.dc.close()
 
     def _message(self, message: str | bytes) -> None:
-        t_ns = time.monotonic_ns()
+        # The arrival of the datagram that completed the message (aiortc delivers it while
+        # handling that datagram).
+        sctp = self.dc.transport
+        t_ns = arrival_of(sctp.transport)[0] if sctp is not None else time.monotonic_ns()
         if self.on_message is not None:
             self.on_message(message, t_ns)
 

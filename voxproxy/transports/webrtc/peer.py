@@ -20,6 +20,7 @@ from aiortc.sdp import SessionDescription
 
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_S
+from voxproxy.transports.webrtc.arrival import Arrivals, install
 from voxproxy.transports.webrtc.codecs import AudioEncoder, CodecInfo, RtpIn, _frame_ticks
 from voxproxy.transports.webrtc.ice import _PEERS, rtc_configuration
 from voxproxy.transports.webrtc.media import Channel, OutboundTrack, _tap
@@ -79,6 +80,9 @@ class AudioPeer:
         self.connected_ns: int | None = None
         self.state = "new"
         self.offered_data = False
+        # Arrival stamps of our ICE connections' datagrams (kernel or read time), once
+        # our candidates are gathered (arrival.install).
+        self.arrivals: list[Arrivals] = []
         self._encoder: AudioEncoder | None = None
         self._send_pts = 0
         self._pts_origin_ns: int | None = None
@@ -117,6 +121,7 @@ class AudioPeer:
             self.pc._RTCPeerConnection__createSctpTransport()  # type: ignore[attr-defined]
         self.offered_data = data or bool(channels)
         await self.pc.setLocalDescription(await self.pc.createOffer())
+        self.arrivals = install(self.pc)
         return str(self.pc.localDescription.sdp)
 
     def _ensure_transceiver(self) -> RTCRtpTransceiver:
@@ -156,6 +161,7 @@ class AudioPeer:
             await self.pc.setLocalDescription(await self.pc.createAnswer())
         except Exception as exc:
             raise BadSdp(f"cannot answer this offer: {exc or type(exc).__name__}") from None
+        self.arrivals = install(self.pc)
         return str(self.pc.localDescription.sdp)
 
     async def answer(self, offer_sdp: str) -> str:
