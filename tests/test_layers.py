@@ -18,6 +18,7 @@ CORE = (
     "analysis",
     "audio",
     "dialects",
+    "direction",
     "effects",
     "errors",
     "events",

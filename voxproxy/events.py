@@ -12,30 +12,14 @@ import enum
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-import numpy as np
-import numpy.typing as npt
-
-Pcm = npt.NDArray[np.int16]
-"""Mono 16-bit PCM samples."""
-
-
-class Direction(enum.IntEnum):
-    """Which way a message travels through the proxy."""
-
-    CALLER_TO_AGENT = 0
-    AGENT_TO_CALLER = 1
-
-    @property
-    def short(self) -> str:
-        return "caller" if self is Direction.CALLER_TO_AGENT else "agent"
-
-
-CALLER_TO_AGENT = Direction.CALLER_TO_AGENT
-AGENT_TO_CALLER = Direction.AGENT_TO_CALLER
-
-# Audio carried by one message, decoded to 16-bit PCM: made for nearly every message, so
-# compiled with the measurement core (its own module; the rest of the vocabulary is here).
-from voxproxy.audio.event import Audio as Audio  # noqa: E402  (re-exported)
+# The vocabulary's base types, re-exported: the direction of a message, and audio
+# carried by one message, decoded to 16-bit PCM (made for nearly every message, so
+# compiled with the measurement core in its own module).
+from voxproxy.audio.event import Audio as Audio
+from voxproxy.audio.event import Pcm as Pcm
+from voxproxy.direction import AGENT_TO_CALLER as AGENT_TO_CALLER
+from voxproxy.direction import CALLER_TO_AGENT as CALLER_TO_AGENT
+from voxproxy.direction import Direction as Direction
 
 
 class AnomalyKind(enum.StrEnum):

@@ -1,5 +1,5 @@
-"""The :class:`Audio` event (re-exported by :mod:`voxproxy.events`, where the rest of the
-vocabulary is).
+"""The :class:`Audio` event and its samples' type :data:`Pcm` (both re-exported by
+:mod:`voxproxy.events`, where the rest of the vocabulary is).
 
 It is made for nearly every message (50 a second each way), so it is a plain class
 compiled with the measurement core (``voxproxy/native.py``): a decoder compiled with it
@@ -14,9 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
-if TYPE_CHECKING:  # (voxproxy.events imports this module: no import at run time)
-    from voxproxy.events import Direction, Pcm
+if TYPE_CHECKING:  # annotations only
+    from voxproxy.direction import Direction
+
+Pcm = npt.NDArray[np.int16]
+"""Mono 16-bit PCM samples."""
 
 
 class Audio:
