@@ -9,7 +9,7 @@ import random
 import pytest
 from support.groundtruth import measure, random_plan
 
-from voxproxy.dialects.base import make_decoder
+from voxproxy.dialects import make_decoder
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import ScriptedCall, render
 from voxproxy.session import CallSession

@@ -14,6 +14,7 @@ time, os, random, threads), numpy, orjson, and from voxproxy only the core
 tests/test_layers.py.
 """
 
-from voxproxy.dialects.base import DIALECTS, Decoder, make_decoder
+from voxproxy.dialects.base import Decoder
+from voxproxy.dialects.registry import DIALECTS, make_decoder
 
 __all__ = ["DIALECTS", "Decoder", "make_decoder"]

@@ -1,12 +1,10 @@
-"""The decoder interface and the registry of dialects."""
+"""The decoder interface: what every dialect's decoder is, and the options it reads."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from voxproxy.errors import ConfigError
 from voxproxy.events import Direction, Event
 
 
@@ -46,37 +44,3 @@ def codec_of(decoder: object, direction: Direction) -> str | None:
         return None
     found = codec(direction)
     return found if isinstance(found, str) else None
-
-
-DIALECTS: dict[str, Callable[[DialectOptions], Decoder]] = {}
-
-
-def register(
-    name: str,
-) -> Callable[[Callable[[DialectOptions], Decoder]], Callable[[DialectOptions], Decoder]]:
-    def deco(factory: Callable[[DialectOptions], Decoder]) -> Callable[[DialectOptions], Decoder]:
-        DIALECTS[name] = factory
-        return factory
-
-    return deco
-
-
-def make_decoder(name: str, options: DialectOptions | None = None) -> Decoder:
-    # Import the modules that register themselves.
-    from voxproxy.dialects import (  # noqa: F401
-        detect,
-        exotel,
-        openai_realtime,
-        plivo,
-        raw,
-        telnyx,
-        twilio,
-        vonage,
-    )
-
-    try:
-        factory = DIALECTS[name]
-    except KeyError:
-        known = ", ".join(sorted(DIALECTS))
-        raise ConfigError(f"unknown dialect {name!r}; known: {known}") from None
-    return factory(options or DialectOptions())

@@ -29,12 +29,26 @@ the receipt says ``dialect: "undetected"``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
+from voxproxy.dialects import exotel, plivo, raw, telnyx, twilio, vonage
 from voxproxy.dialects._common import loads_object
-from voxproxy.dialects.base import DIALECTS, Decoder, DialectOptions, codec_of, register
+from voxproxy.dialects.base import Decoder, DialectOptions, codec_of
 from voxproxy.dialects.openai_realtime import CLIENT_EVENTS, SERVER_EVENTS
+from voxproxy.dialects.openai_realtime import decoder as openai_realtime
 from voxproxy.events import Anomaly, AnomalyKind, Direction, Event
+
+WIRES: Final[dict[str, Callable[[DialectOptions], Decoder]]] = {
+    "raw": raw.new_decoder,
+    "twilio": twilio.new_decoder,
+    "telnyx": telnyx.new_decoder,
+    "plivo": plivo.new_decoder,
+    "vonage": vonage.new_decoder,
+    "exotel": exotel.new_decoder,
+    openai_realtime.NAME: openai_realtime.new_decoder,
+}
+"""Every wire a call's messages can be told apart as, by name: a new decoder of each."""
 
 PENDING: Final = "pending"
 """What :func:`guess` says of a message that belongs to a media-stream wire but
@@ -121,7 +135,7 @@ class AutoDecoder:
         return codec_of(self._inner, direction) if self._inner is not None else None
 
     def _choose(self, name: str) -> Decoder:
-        inner = self._inner = DIALECTS[name](self._options)
+        inner = self._inner = WIRES[name](self._options)
         self.name = name
         return inner
 
@@ -156,6 +170,5 @@ class AutoDecoder:
         return out
 
 
-@register("auto")
-def _make(options: DialectOptions) -> AutoDecoder:
+def new_decoder(options: DialectOptions) -> AutoDecoder:
     return AutoDecoder(options)

@@ -27,7 +27,7 @@ from voxproxy.dialects._common import b64encode, int_field
 from voxproxy.dialects._stream import MarkWire
 from voxproxy.dialects._telco import TWILIO_AGENT_EVENTS, TWILIO_CALLER_EVENTS
 from voxproxy.dialects._telco import MediaStreamDecoder as _Base
-from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import CALLER_TO_AGENT, Anomaly, AnomalyKind, Event, Pcm
 
 NAME = "exotel"
@@ -64,8 +64,7 @@ class ExotelDecoder(_Base):
         return [self.stream_start(call_id, codec[1], codec[0], t_ns)]
 
 
-@register(NAME)
-def _make(options: DialectOptions) -> ExotelDecoder:
+def new_decoder(options: DialectOptions) -> ExotelDecoder:
     del options  # nothing to set: the start message says it all
     return ExotelDecoder()
 

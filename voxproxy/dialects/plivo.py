@@ -28,7 +28,7 @@ from voxproxy.dialects._common import b64encode, int_field
 from voxproxy.dialects._stream import StreamWire
 from voxproxy.dialects._telco import DTMF, FLUSH, MARK, MEDIA, QUIET, START, STOP
 from voxproxy.dialects._telco import MediaStreamDecoder as _Base
-from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Anomaly, AnomalyKind, Event, Pcm
 
 NAME = "plivo"
@@ -94,8 +94,7 @@ class PlivoDecoder(_Base):
         return codec
 
 
-@register(NAME)
-def _make(options: DialectOptions) -> PlivoDecoder:
+def new_decoder(options: DialectOptions) -> PlivoDecoder:
     del options  # nothing to set: the start message says it all
     return PlivoDecoder()
 

@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from voxproxy.audio.pcm import bytes_to_pcm
-from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import (
     AGENT_TO_CALLER,
     Anomaly,
@@ -99,8 +99,7 @@ class RawDecoder:
         return [Anomaly(AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
 
 
-@register("raw")
-def _make(options: DialectOptions) -> RawDecoder:
+def new_decoder(options: DialectOptions) -> RawDecoder:
     return RawDecoder(options)
 
 

@@ -31,7 +31,7 @@ from voxproxy.dialects._telco import (
     TWILIO_CALLER_EVENTS,
 )
 from voxproxy.dialects._telco import MediaStreamDecoder as _Base
-from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import CALLER_TO_AGENT, Anomaly, AnomalyKind, Event, Pcm
 
 NAME = "telnyx"
@@ -65,8 +65,7 @@ class TelnyxDecoder(_Base):
         return [self.stream_start(call_id, rate, encoding, t_ns)]
 
 
-@register(NAME)
-def _make(options: DialectOptions) -> TelnyxDecoder:
+def new_decoder(options: DialectOptions) -> TelnyxDecoder:
     del options  # nothing to set: the start message says it all
     return TelnyxDecoder()
 

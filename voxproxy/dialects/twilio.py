@@ -4,7 +4,8 @@ Caller side (Twilio -> agent): ``connected``, ``start``, ``media``, ``dtmf``,
 ``mark`` (an echo), ``stop``. Agent side (agent -> Twilio): ``media``, ``mark``,
 ``clear``. All messages are JSON text; audio is base64 μ-law at 8 kHz.
 The decoder is in ``twilio_decoder`` (compiled with the measurement core); this module
-registers it and builds Twilio's messages (the load generator's and the mock agent's).
+makes it (:func:`new_decoder`) and builds Twilio's messages (the load generator's and
+the mock agent's).
 Source: https://www.twilio.com/docs/voice/media-streams/websocket-messages
 """
 
@@ -14,14 +15,13 @@ import json
 
 from voxproxy.dialects._common import b64encode
 from voxproxy.dialects._stream import MarkWire
-from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.twilio_decoder import SAMPLE_RATE_HZ, TwilioDecoder
 
 __all__ = ["SAMPLE_RATE_HZ", "TwilioAgentWire", "TwilioCallerWire", "TwilioDecoder"]
 
 
-@register("twilio")
-def _make(options: DialectOptions) -> TwilioDecoder:
+def new_decoder(options: DialectOptions) -> TwilioDecoder:
     return TwilioDecoder(options)
 
 

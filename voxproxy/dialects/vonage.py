@@ -26,7 +26,7 @@ import orjson
 
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects._common import PcmDecoder, dumps, loads_object
-from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import (
     CALLER_TO_AGENT,
     Anomaly,
@@ -122,8 +122,7 @@ class VonageDecoder:
         return [Anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER_TO_AGENT, t_ns)]
 
 
-@register(NAME)
-def _make(options: DialectOptions) -> VonageDecoder:
+def new_decoder(options: DialectOptions) -> VonageDecoder:
     return VonageDecoder(options)
 
 

@@ -18,7 +18,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from voxproxy.dialects.base import DialectOptions, make_decoder
+from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.errors import ConfigError
 from voxproxy.events import Direction, Event, Pcm, StageMark, ToolEvent
 from voxproxy.proxy.livecalls import LiveCalls

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from websockets.http11 import Request
 
 from voxproxy.clock import EpochAnchor, LagMonitor
-from voxproxy.dialects.base import Decoder, DialectOptions, make_decoder
+from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import Decoder, DialectOptions
 from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, ToolEvent
 from voxproxy.ids import keyed_hash, new_secret
 from voxproxy.proxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids

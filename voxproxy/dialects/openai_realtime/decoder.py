@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from voxproxy.dialects._common import PcmDecoder, b64decode, dumps, loads_object
-from voxproxy.dialects.base import DialectOptions, register
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.openai_realtime.formats import PCM16, parse_format
 from voxproxy.events import (
     AGENT_TO_CALLER,
@@ -487,6 +487,5 @@ SERVER_EVENTS = frozenset(
 """Every event type the decoder knows, per direction (used by dialect detection)."""
 
 
-@register(NAME)
-def _make(options: DialectOptions) -> OpenAIRealtimeDecoder:
+def new_decoder(options: DialectOptions) -> OpenAIRealtimeDecoder:
     return OpenAIRealtimeDecoder(options)
