@@ -60,14 +60,14 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from voxproxy import __version__
 from voxproxy.receipts.model import Receipt
-from voxproxy.telemetry import (
+from voxproxy.telemetry import attributes as A
+from voxproxy.telemetry.base import (
     CallTimes,
     CallTrace,
     Telemetry,
     TelemetryConfig,
     experimental_requested,
 )
-from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.logs import receipt_records
 from voxproxy.telemetry.metrics import Instruments
 from voxproxy.telemetry.spans import write_call

@@ -42,7 +42,7 @@ from voxproxy.telemetry import attributes as A
 
 if TYPE_CHECKING:
     from voxproxy.receipts.model import Receipt, ToolCallRecord, TurnRecord
-    from voxproxy.telemetry import CallTimes
+    from voxproxy.telemetry.base import CallTimes
     from voxproxy.timebase import EpochAnchor
 
 from voxproxy.telemetry.metrics import FAILED_TERMINALS, TOOL_ERRORS
