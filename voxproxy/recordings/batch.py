@@ -62,13 +62,15 @@ class Options:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """A job's receipt (a JSON line, judged) or the one line that says why it has none;
-    ``audio_s``: the recording's length, ``cpu_s``: the CPU its analysis took."""
+    ``audio_s``: the recording's length, ``cpu_s``: the CPU its analysis took, ``pid``:
+    the process that took it."""
 
     job: Job
     receipt_json: str | None = None
     error: str | None = None
     audio_s: float = 0.0
     cpu_s: float = 0.0
+    pid: int = 0  # the process that analysed it
 
     @property
     def receipt(self) -> Receipt | None:
@@ -100,7 +102,7 @@ def analyze_one(job: Job, options: Options) -> Outcome:
         )
         receipt = judged(measured.receipt, options.policy)
     except VoxproxyError as exc:
-        return Outcome(job, error=str(exc), cpu_s=time.process_time() - cpu0)
+        return Outcome(job, error=str(exc), cpu_s=time.process_time() - cpu0, pid=os.getpid())
     except MemoryError:
         return Outcome(job, error="too large to analyse in this much memory")
     except Exception as exc:  # a bug of ours: named, and the batch goes on
@@ -110,6 +112,7 @@ def analyze_one(job: Job, options: Options) -> Outcome:
         receipt_json=receipt.model_dump_json(by_alias=True),
         audio_s=rec.duration_ns / 1e9,
         cpu_s=time.process_time() - cpu0,
+        pid=os.getpid(),
     )
 
 

@@ -135,6 +135,27 @@ def _xcorr(c: F64, a: F64, start: int, block: int, first: int, count: int) -> F6
     return out
 
 
+def _normal_equations(u: F64, y: F64, k: int) -> tuple[F64, F64]:
+    """``(X'X, X'y)`` of the regression of ``y`` (a block of the caller) on ``k`` columns,
+    column ``j`` being ``u[k-1-j : k-1-j+len(y)]`` (the agent at the ``j``-th delay).
+
+    Exact, from prefix sums of lagged products and a direct correlation: no matrix
+    product. (A product goes to a threaded BLAS whose idle threads spin: in a batch of
+    worker processes that took 2-5x the CPU of the whole analysis.)"""
+    n = y.size
+    gram = np.zeros((k, k))
+    for lag in range(k):
+        prod = np.zeros(u.size)
+        prod[lag:] = u[lag:] * u[: u.size - lag]
+        q = np.concatenate(([0.0], np.cumsum(prod)))
+        j = np.arange(k - lag)
+        first = k - 1 - j  # column j's first sample in u; column j+lag's is first - lag
+        gram[j, j + lag] = q[first + n] - q[first]
+        gram[j + lag, j] = gram[j, j + lag]
+    cross: F64 = np.correlate(u, y, mode="valid")[::-1].copy()
+    return gram, cross
+
+
 def _db(num: float, den: float) -> float:
     return 10.0 * float(np.log10(max(num, 1e-30) / max(den, 1e-30)))
 
@@ -183,15 +204,12 @@ def find_and_remove(caller: Channel, agent: Channel) -> EchoResult:
     by_share = sorted(alone, key=lambda i: -share(*shares[i], lag))
     fit = sorted(by_share[:MAX_FIT_BLOCKS])
     for i in fit:
-        # Column j: the agent delayed by delays[j], over the block's samples of the caller.
         s = starts[i]
-        x = np.ascontiguousarray(  # (contiguous: the products below go to BLAS)
-            np.lib.stride_tricks.sliding_window_view(
-                a_pad[pad + s - delays[-1] : pad + s + block - delays[0]], k
-            )[:, ::-1]
+        gram, cross = _normal_equations(
+            a_pad[pad + s - delays[-1] : pad + s + block - delays[0]], c[s : s + block], k
         )
-        xtx += x.T @ x
-        xty += x.T @ c[s : s + block]
+        xtx += gram
+        xty += cross
     ridge = RIDGE * float(np.trace(xtx)) / k + 1e-12
     h = np.linalg.solve(xtx + ridge * np.eye(k), xty)
     leak_db = _db(float(h @ xtx @ h), float(xtx[before, before]))  # against the agent at the lag
