@@ -53,11 +53,11 @@ from voxproxy.loadgen.runner import (
     LoadPlan,
     call_id,
     outcomes,
-    play,
     receipts_by_call,
     write_results,
 )
 from voxproxy.loadgen.scenario import load_scenario
+from voxproxy.loadgen.shard import play
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt

@@ -371,7 +371,7 @@ def _play(load: _LoadSettings, counter: CallCounter) -> tuple[list[Any], bool]:
 
     Returns the calls' records and whether Ctrl-C interrupted the run (then the records
     are those of the calls that finished)."""
-    from voxproxy.loadgen.runner import play
+    from voxproxy.loadgen.shard import play
 
     shards, plan = load.shards, load.plan
     finished: list[Any] = []  # the calls that finished, as they finish

@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -171,27 +170,6 @@ async def run_calls(
         await asyncio.gather(*(one(k, i) for k, i in enumerate(indices)))
     out.sort(key=lambda x: x[0])
     return out
-
-
-async def play(
-    plan: LoadPlan,
-    workers: int = 1,
-    progress: Progress | None = None,
-    into: Records | None = None,
-    stop: threading.Event | None = None,
-) -> Records:
-    """All calls of the plan, on this loop or spread over ``workers`` processes.
-
-    To interrupt: on one loop, cancel this and read ``into``; with workers, set ``stop``
-    and this returns the calls the workers finished."""
-    # No more workers than calls, nor than calls at once (each worker plays at least one).
-    workers = min(workers, plan.calls, plan.concurrency)
-    if workers <= 1:
-        return await run_calls(plan, list(range(plan.calls)), progress, into)
-    # Shard k/workers of the plan in each process, started together, merged by call index.
-    from voxproxy.loadgen.shard import play_workers
-
-    return await asyncio.to_thread(play_workers, plan, workers, progress, stop=stop)
 
 
 def receipts_by_call(path: Path, secret: bytes) -> dict[str, Receipt]:

@@ -17,7 +17,8 @@ exact (they are computed over every call, never averaged across shards).
 ``--start-at`` is a common start barrier on the wall clock: every shard prepares
 (scenarios, clips), then waits for that time. ``play_workers`` runs the shards of
 one plan as local processes (``voxproxy load --workers N``) behind the same
-barrier and merges them in memory.
+barrier and merges them in memory; :func:`play` plays a plan on this loop, or over
+worker processes that way.
 """
 
 from __future__ import annotations
@@ -481,3 +482,22 @@ def play_workers(
         return sorted((r for k in sorted(done) for r in done[k]), key=lambda r: r[0])
     merged = merge_shards([ShardResult(plan, s, done[s.index]) for s in shards])
     return merged.records
+
+
+async def play(
+    plan: LoadPlan,
+    workers: int = 1,
+    progress: Callable[[CallDone], None] | None = None,
+    into: Records | None = None,
+    stop: threading.Event | None = None,
+) -> Records:
+    """All calls of the plan, on this loop or spread over ``workers`` processes.
+
+    To interrupt: on one loop, cancel this and read ``into``; with workers, set ``stop``
+    and this returns the calls the workers finished."""
+    # No more workers than calls, nor than calls at once (each worker plays at least one).
+    workers = min(workers, plan.calls, plan.concurrency)
+    if workers <= 1:
+        return await run_calls(plan, list(range(plan.calls)), progress, into)
+    # Shard k/workers of the plan in each process, started together, merged by call index.
+    return await asyncio.to_thread(play_workers, plan, workers, progress, stop=stop)
