@@ -12,7 +12,7 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 
 from voxproxy.clips import load_clips
-from voxproxy.mockagent.call import _Call
+from voxproxy.mockagent.call import Call
 from voxproxy.mockagent.config import MockAgentConfig
 from voxproxy.mockagent.server import MockAgent
 from voxproxy.simcall.log import CallLog, ResponseLog
@@ -24,13 +24,13 @@ T0 = 1_000 * NS_PER_S  # the clock time of the caller's first sample
 LEAD_MS = 300.0
 
 
-def _call(**config: object) -> _Call:
+def _call(**config: object) -> Call:
     cfg = MockAgentConfig(responses=["agent_reprompt"], **config)  # type: ignore[arg-type]
     log = CallLog(index=0, path="/", headers={}, subprotocol=None)
-    return _Call(MockAgent(cfg), cast(ServerConnection, None), log)
+    return Call(MockAgent(cfg), cast(ServerConnection, None), log)
 
 
-def _speak(call: _Call, name: str, *, start_ms: float, total_ms: float) -> None:
+def _speak(call: Call, name: str, *, start_ms: float, total_ms: float) -> None:
     """The caller's audio: clip ``name`` at ``start_ms`` on a silent timeline, sent in 20 ms
     frames, each stamped when its last sample was captured."""
     pcm = np.zeros(round(total_ms * RATE / 1000), dtype=np.int16)
@@ -60,7 +60,7 @@ def test_the_answer_is_scheduled_its_delay_after_the_caller_s_true_offset() -> N
     assert pending.start_ns + onset_ns == spurt.offset_ns + 600 * NS_PER_MS
 
 
-def _playing(call: _Call, until_ns: int) -> ResponseLog:
+def _playing(call: Call, until_ns: int) -> ResponseLog:
     r = ResponseLog(1, "agent_reprompt", False, 0, None, 600.0, None, 0, T0, T0, 1)
     call.playing, call.playing_end_ns = r, until_ns
     return r

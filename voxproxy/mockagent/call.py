@@ -1,4 +1,4 @@
-"""One connection to the mock agent (:class:`_Call`): its receive loop (decode, feed caller
+"""One connection to the mock agent (:class:`Call`): its receive loop (decode, feed caller
 audio to a :class:`~voxproxy.analysis.vad.SpeechDetector` with arrival times), its
 speaker task (plays responses on absolute deadlines), its VAD timer (closes the
 caller's turn when audio stops arriving), its fault task and its tool calls. The
@@ -44,7 +44,7 @@ from voxproxy.simcall.script import script_for
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 if TYPE_CHECKING:
-    from voxproxy.mockagent.server import MockAgent
+    from voxproxy.mockagent.base import AgentBase
 
 logger = logging.getLogger("voxproxy.mockagent")
 
@@ -61,10 +61,10 @@ def _now() -> int:
     return time.monotonic_ns()
 
 
-class _Call:
+class Call:
     """One websocket connection: its receive loop, speaker, VAD timer and faults."""
 
-    def __init__(self, agent: MockAgent, ws: ServerConnection, log: CallLog) -> None:
+    def __init__(self, agent: AgentBase, ws: ServerConnection, log: CallLog) -> None:
         self.cfg = cfg = agent.config
         self.clips = agent.clips
         self.ws = ws

@@ -1,6 +1,6 @@
 """The mock agent as an OpenAI Realtime server (dialect ``openai-realtime``, PROTOCOLS.md 2).
 
-The conversation logic is the mock agent's own (:class:`~voxproxy.mockagent.call._Call`:
+The conversation logic is the mock agent's own (:class:`~voxproxy.mockagent.call.Call`:
 its VAD closes the caller's turns, answers come after the configured delay, paced
 or in bursts, and its own barge-in reaction); this class speaks the Realtime
 protocol around it:
@@ -48,10 +48,10 @@ from voxproxy.dialects.openai_realtime import (
     parse_format,
 )
 from voxproxy.events import CALLER_TO_AGENT, Audio, Flush, ToolEvent
-from voxproxy.mockagent.call import _Call
+from voxproxy.mockagent.base import AgentBase
+from voxproxy.mockagent.call import Call
 from voxproxy.mockagent.config import AgentClip, prepare_clip
 from voxproxy.mockagent.schedule import Pending
-from voxproxy.mockagent.server import MockAgent
 from voxproxy.simcall.log import CallLog, ResponseLog
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
@@ -59,10 +59,10 @@ PREFIX_PADDING_MS = 300  # the server VAD's default prefix_padding_ms
 TRANSCRIPTION_DELAY_S = 0.05  # turn closed -> input audio transcription completed
 
 
-class RealtimeCall(_Call):
+class RealtimeCall(Call):
     """One connection to the mock agent, speaking OpenAI Realtime."""
 
-    def __init__(self, agent: MockAgent, ws: ServerConnection, log: CallLog) -> None:
+    def __init__(self, agent: AgentBase, ws: ServerConnection, log: CallLog) -> None:
         super().__init__(agent, ws, log)
         cfg = self.cfg
         out = parse_format(cfg.realtime_format)

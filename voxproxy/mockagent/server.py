@@ -1,7 +1,7 @@
 """The mock agent: a websocket voice agent that answers with fixture clips.
 
 :class:`MockAgent` is the server: it accepts connections and runs one
-:class:`~voxproxy.mockagent.call._Call` for each, which holds all the state of that
+:class:`~voxproxy.mockagent.call.Call` for each, which holds all the state of that
 connection; what happened is kept in :attr:`MockAgent.calls`.
 """
 
@@ -17,8 +17,9 @@ from websockets.typing import Subprotocol
 
 from voxproxy.errors import UsageError
 from voxproxy.mockagent.base import AgentBase, serve_until_cancelled
-from voxproxy.mockagent.call import _Call
+from voxproxy.mockagent.call import Call
 from voxproxy.mockagent.config import MockAgentConfig
+from voxproxy.mockagent.realtime import RealtimeCall
 from voxproxy.mockagent.task import SimBackend
 from voxproxy.simcall.log import CallLog
 
@@ -36,7 +37,7 @@ class MockAgent(AgentBase):
         self.host: str | None = None
         self.port: int | None = None
         self._server: Server | None = None
-        self._active: set[_Call] = set()
+        self._active: set[Call] = set()
         self._handshakes: weakref.WeakKeyDictionary[ServerConnection, CallLog] = (
             weakref.WeakKeyDictionary()
         )
@@ -126,13 +127,11 @@ class MockAgent(AgentBase):
             log = self._new_log(ws.request) if ws.request is not None else CallLog(-1, "", {}, None)
         log.subprotocol = ws.subprotocol
         self.calls.append(log)
-        call: _Call
+        call: Call
         if self.config.dialect == "openai-realtime":
-            from voxproxy.mockagent.realtime import RealtimeCall  # it builds on _Call
-
             call = RealtimeCall(self, ws, log)
         else:
-            call = _Call(self, ws, log)
+            call = Call(self, ws, log)
         self._active.add(call)
         try:
             await call.run()

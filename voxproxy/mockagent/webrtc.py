@@ -2,7 +2,7 @@
 
 It takes offers by WHIP or Pipecat signaling (:class:`~voxproxy.transports.webrtc.SignalingServer`)
 and answers each with its own peer connection. The conversation logic is the
-websocket mock agent's (:class:`~voxproxy.mockagent.call._Call`): its VAD hears
+websocket mock agent's (:class:`~voxproxy.mockagent.call.Call`): its VAD hears
 the caller's decoded audio stamped on RTP arrival, closes the turn, answers
 with a fixture clip after the configured delay, and stops talking on a barge-in
 after its reaction time. Only the wire differs:
@@ -37,9 +37,8 @@ from voxproxy.clips import load_clips
 from voxproxy.errors import UsageError
 from voxproxy.events import CALLER_TO_AGENT, Audio
 from voxproxy.mockagent.base import AgentBase
-from voxproxy.mockagent.call import _Call
+from voxproxy.mockagent.call import Call
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig
-from voxproxy.mockagent.server import MockAgent
 from voxproxy.simcall.webrtc import CLIP_RATE_HZ, SentChunk, WebRtcCallLog, payload_key
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
@@ -60,12 +59,12 @@ FRAME_NS = 20 * NS_PER_MS
 Idle = Literal["silence", "nothing"]
 
 
-class WebRtcCall(_Call):
+class WebRtcCall(Call):
     """One peer connection to the mock agent."""
 
     def __init__(self, agent: WebRtcMockAgent, peer: AudioPeer, log: WebRtcCallLog) -> None:
-        # _Call's websocket-facing methods are all overridden below.
-        super().__init__(cast(MockAgent, agent), cast(ServerConnection, None), log)
+        # Call's websocket-facing methods are all overridden below.
+        super().__init__(agent, cast(ServerConnection, None), log)
         self.wlog = log
         self.peer = peer
         self.clips = agent.clips48
