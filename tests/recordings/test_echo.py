@@ -120,3 +120,17 @@ def test_a_mono_pair_at_other_rates_and_an_offset_is_aligned_first(call) -> None
         Channel(caller16, 16000, "pcm_s16le"), Channel(agent8, 8000, "pcm_s16le")
     )
     assert found8.lag_ms == pytest.approx(80.0, abs=0.2)
+
+
+def test_the_normal_equations_are_the_regressions() -> None:
+    """X'X and X'y from prefix sums and a correlation equal the matrix products."""
+    from voxproxy.recordings.echo import _normal_equations
+
+    rng = np.random.default_rng(3)
+    k, n = 9, 200
+    u = rng.standard_normal(n + k - 1) * 1000
+    y = rng.standard_normal(n) * 1000
+    x = np.stack([u[k - 1 - j : k - 1 - j + n] for j in range(k)], axis=1)
+    gram, cross = _normal_equations(u, y, k)
+    assert np.allclose(gram, x.T @ x, rtol=1e-9)
+    assert np.allclose(cross, x.T @ y, rtol=1e-9)
