@@ -8,7 +8,8 @@ and with the agent leaking into the caller's channel at -20 dB, 120 ms late (ech
 Each file goes through the same path as the command (read, echo, the core, the
 verdict: ``voxproxy.recordings.batch.analyze_one``) and each turn's ttfs and each
 barge-in's stop latency is compared with the truth. ``unknown``: a figure withheld with
-a reason; ``missed``: a response not measured or a barge-in not found.
+a reason; ``missed``: a response not measured or a barge-in not found; ``outside``: a
+published figure further from the truth than its stated uncertainty.
 
 Speed: one recording of ``--hour-s`` seconds of 8 kHz μ-law stereo (calls laid end to
 end), analysed in this process: CPU seconds and times real time (the goal: 200x on one
@@ -92,7 +93,8 @@ def accuracy(calls: int, seed: int, folder: Path, options: Options) -> list[dict
                 "stop_err_ms_max": smax,
                 "unknown": len(score.unknown),
                 "missed": len(score.problems),
-                "notes": score.problems + score.unknown,
+                "outside_uncertainty": len(score.outside),
+                "notes": score.problems + score.outside + score.unknown,
             }
         )
     return rows
@@ -115,6 +117,10 @@ def long_recording(seconds: float, seed: int, folder: Path) -> Path:
     path = folder / "long.wav"
     path.write_bytes(wav_bytes([caller, agent], 8000, "ulaw"))
     return path
+
+
+def _ms(x: object) -> str:
+    return "—" if x is None else f"{x} ms"
 
 
 def main() -> None:
@@ -185,19 +191,21 @@ def main() -> None:
         "max",
         "unknown",
         "missed",
+        "outside",
     ):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
             str(r["class"]),
             str(r["ttfs_n"]),
-            f"{r['ttfs_err_ms_p95']} ms",
-            f"{r['ttfs_err_ms_max']} ms",
+            _ms(r["ttfs_err_ms_p95"]),
+            _ms(r["ttfs_err_ms_max"]),
             str(r["stop_n"]),
-            f"{r['stop_err_ms_p95']} ms",
-            f"{r['stop_err_ms_max']} ms",
+            _ms(r["stop_err_ms_p95"]),
+            _ms(r["stop_err_ms_max"]),
             str(r["unknown"]),
             str(r["missed"]),
+            str(r["outside_uncertainty"]),
         )
     console = Console(width=130)
     console.print(table)
