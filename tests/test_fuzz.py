@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from support.fuzzing import DIRECTIONS, EVENT_TYPES, MS, bounded
+from support.sessiontime import advance, next_deadline
 
 from voxproxy.audio.g711 import pcm_to_alaw, pcm_to_ulaw
 from voxproxy.audio.pcm import pcm_to_bytes
@@ -318,8 +319,8 @@ def check_session(
         sent[direction] += 1
         sent_bytes[direction] += len(message)
         if i in advance_at:
-            deadline = session.next_deadline()
-            session.advance(t_ns if deadline is None else max(t_ns, deadline))
+            deadline = next_deadline(session)
+            advance(session, t_ns if deadline is None else max(t_ns, deadline))
     receipt = session.close(end_ns, "caller_closed", CloseInfo(initiator="caller"))
     assert receipt.anomalies.get("measurement_error", 0) == 0, receipt.anomalies
     assert not receipt.measurement_disabled
@@ -467,8 +468,8 @@ def test_the_session_core_takes_any_event_stream(
             if at == i and isinstance(ev, ToolEvent | StageMark):
                 session.on_event(_retime(ev, t))  # type: ignore[arg-type]
         if i % 7 == 3:
-            session.advance(t)
-        session.next_deadline()
+            advance(session, t)
+        next_deadline(session)
     receipt = session.close(t + 1, "completed", CloseInfo(initiator="none"))
     assert receipt.anomalies.get("measurement_error", 0) == 0, receipt.anomalies
     assert Receipt.model_validate_json(receipt.to_json_line()) == receipt

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from support.sessiontime import advance
 
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.clips import load_clips
@@ -106,7 +107,7 @@ def test_measurement_is_disabled_after_repeated_internal_errors(
     assert MAX_MEASUREMENT_ERRORS == 50
     assert calls == 50  # once disabled, the decoder is not called any more
     assert s.measurement_disabled
-    s.advance(5000 * MS)  # no exception either
+    advance(s, 5000 * MS)  # no exception either
     r = s.close(6000 * MS, "completed", CLOSE)
     assert r.measurement_disabled
     assert r.anomalies == {"measurement_error": 50}

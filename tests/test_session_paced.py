@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from support.groundtruth import Errors, random_plan, score
+from support.sessiontime import advance
 
 from voxproxy.audio.pcm import bytes_to_pcm
 from voxproxy.events import AGENT_TO_CALLER, Direction
@@ -91,7 +92,7 @@ def measure_paced(call: ScriptedCall, opus: bool = False) -> Receipt:
         if paths is not None:
             pcm = paths[d](pcm, t)
         session.on_audio(d, pcm, 16000, t, wire_bytes=len(payload))
-        session.advance(t)
+        advance(session, t)
     return session.close(call.end_ns, "caller_closed", CloseInfo(initiator="caller"))
 
 
@@ -143,6 +144,6 @@ def test_agent_audio_is_heard_on_arrival_not_queued() -> None:
     times[3:6] = [times[5]] * 3
     for at in times:
         session.on_audio(AGENT_TO_CALLER, tone, 16000, at)
-        session.advance(at)
+        advance(session, at)
     assert session._playout is None  # no playout model on a paced transport
     assert session.hearing.arrival_end_ns == times[-1] + 20_000_000

@@ -53,7 +53,7 @@ from voxproxy.session.intake import CallerIntake
 from voxproxy.session.marks import Items, Marks
 from voxproxy.session.ordering import feed_turns, watermark
 from voxproxy.session.pumps import PumpGroup, WaitingPump
-from voxproxy.session.receipt import build_receipt
+from voxproxy.session.receipt import ReceiptInputs, build_receipt
 from voxproxy.session.stages import MAX_STAGE_MARKS
 from voxproxy.session.wire import WIRE_SAMPLE, WireCheck
 from voxproxy.timebase import NS_PER_MS, EpochAnchor
@@ -248,31 +248,6 @@ class CallSession:
         from its part heard, and its edges' band widened, as after a flush."""
         if not self._closed:
             self._cut_answer(t_ns)
-
-    def advance(self, t_ns: int) -> None:
-        """Time has passed with no message: let spurts close and turns settle."""
-        if self.measurement_disabled or self._closed:
-            return
-        try:
-            if self._due is not None:
-                self.finish_pump()
-            self._pump(t_ns)
-        except Exception:
-            self._own_failure()
-
-    def next_deadline(self) -> int | None:
-        """When :meth:`advance` next has something to do, if nothing arrives before."""
-        if self._due is not None:
-            try:
-                self.finish_pump()
-            except Exception:
-                self._own_failure()
-        deadlines = [d.deadline_ns() for d in self._detectors if d is not None]
-        cursor = self._playout.cursor_ns if self._playout is not None else None
-        if cursor is not None and cursor > self._now_ns:
-            deadlines.append(cursor)
-        found = [d for d in deadlines if d is not None]
-        return min(found) if found else None
 
     # -- events ----------------------------------------------------------------------------
 
@@ -555,7 +530,7 @@ class CallSession:
                 turns = []
         name = dialect or self.decoder.name
         try:
-            return build_receipt(self, end_ns, terminal, close, turns, name)
+            return build_receipt(self._receipt_inputs(), end_ns, terminal, close, turns, name)
         except Exception:
             if self.strict:
                 raise
@@ -567,4 +542,36 @@ class CallSession:
             self.tool_events = []
             self.stages = []
             self._items.truncations = []
-            return build_receipt(self, end_ns, terminal, close, [], name)
+            return build_receipt(self._receipt_inputs(), end_ns, terminal, close, [], name)
+
+    def _receipt_inputs(self) -> ReceiptInputs:
+        """What the receipt is built from, as it stands now."""
+        playout = self._playout
+        return ReceiptInputs(
+            config=self.config,
+            start_ns=self.start_ns,
+            anchor=self._anchor,
+            secret=self._secret,
+            link_id=self._link_id,
+            wire_call_id_hash=self.wire_call_id_hash,
+            upstream_connected_ns=self.upstream_connected_ns,
+            evidence=self._evidence,
+            caller_chunks_ns=self.intake.chunk_ns,
+            caller_unanalysed_ns=self.intake.unanalysed_ns,
+            agent_unanalysed_ns=self.hearing.unanalysed_ns,
+            flushes=self._flush_count,
+            yielded_without_caller_speech=self.turns.yielded_without_caller_speech,
+            caller_noise_events=self.caller_noise_events,
+            mark_errors_ns=self._marks.errors,
+            marks_cleared=self._marks.cleared,
+            agent_audio_dropped_ns=playout.dropped_ns if playout is not None else 0,
+            messages=self._messages,
+            wire_bytes=self._bytes,
+            audio_ns=self._audio_ns,
+            anomalies=self.anomalies,
+            wire_looks_like=self.wire_looks_like(),
+            measurement_disabled=self.measurement_disabled,
+            tool_events=self.tool_events,
+            stages=self.stages,
+            truncations=self._items.truncations,
+        )

@@ -1,11 +1,12 @@
-"""A closed call's receipt, built from its session's state.
+"""A closed call's receipt, built from what its session hands over.
 
-:func:`build_receipt` turns the session's turns, counters and evidence into the
+:func:`build_receipt` turns the session's turns, counters and evidence (a
+:class:`ReceiptInputs`, made by ``CallSession.close``) into the
 :class:`~voxproxy.receipts.model.Receipt`: figures in ms from the call's start, each
 with its uncertainty or the reason it is withheld (:mod:`.evidence`), the stage
 breakdown of each answer (:mod:`.stages`), marks and truncates (:mod:`.marks`), tool
-effects (:mod:`voxproxy.effects`) and the traffic counts. It reads the session's state
-(it is the session's own module, split out); nothing of a call's content is in it.
+effects (:mod:`voxproxy.effects`) and the traffic counts. Nothing of a call's content is
+in it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from voxproxy.effects import EffectSummary, ToolCall, derive
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, ToolEvent
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, StageMark, ToolEvent
 from voxproxy.ids import keyed_hash
 from voxproxy.receipts.model import (
     TOOL_EVENT_FIELDS,
@@ -38,23 +39,55 @@ from voxproxy.session.config import SessionConfig
 from voxproxy.session.config import ms as _ms
 from voxproxy.session.evidence import Evidence
 from voxproxy.session.stages import turn_stages
-from voxproxy.timebase import NS_PER_MS
+from voxproxy.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.turns import BargeIn, Turn, TurnKind, barge_outcome
 
-if TYPE_CHECKING:
-    from voxproxy.session.call import CallSession
+
+@dataclass(frozen=True, slots=True)
+class ReceiptInputs:
+    """What a closed call's receipt is built from, as its session hands it over: the
+    settings, the call's ids and clock anchor, the evidence the figures rest on, and the
+    counters. Per direction (caller to agent, agent to caller): ``messages``,
+    ``wire_bytes``, ``audio_ns``."""
+
+    config: SessionConfig
+    start_ns: int
+    anchor: EpochAnchor
+    secret: bytes
+    link_id: str
+    wire_call_id_hash: str | None
+    upstream_connected_ns: int | None
+    evidence: Evidence
+    caller_chunks_ns: Iterable[int]  # the durations of the caller's last messages
+    caller_unanalysed_ns: int
+    agent_unanalysed_ns: int
+    flushes: int
+    yielded_without_caller_speech: int
+    caller_noise_events: int
+    mark_errors_ns: list[int]  # echo time - predicted time, per mark echo checked
+    marks_cleared: int
+    agent_audio_dropped_ns: int
+    messages: list[int]
+    wire_bytes: list[int]
+    audio_ns: list[int]
+    anomalies: Counter[str]
+    wire_looks_like: str | None
+    measurement_disabled: bool
+    tool_events: list[ToolEvent]
+    stages: list[StageMark]
+    truncations: list[tuple[int, float, int | None]]  # t, claimed ms, modelled ns
 
 
 def build_receipt(
-    s: CallSession,
+    s: ReceiptInputs,
     end_ns: int,
     terminal: Terminal,
     close: CloseInfo,
     turns: list[Turn],
     dialect: str,
 ) -> Receipt:
-    """The receipt of session ``s``, closed at ``end_ns`` with its final ``turns``."""
-    ev = s._evidence
+    """The receipt of the call ``s`` describes, closed at ``end_ns`` with its final ``turns``."""
+    ev = s.evidence
     cfg = s.config
     start = s.start_ns
 
@@ -76,21 +109,21 @@ def build_receipt(
 
     tool_turns = [turn_of(c.started_ns) for c in effects.calls]
     records = [_turn_record(s, t, rel, sum(1 for i in tool_turns if i == t.index)) for t in turns]
-    looks_like = s.wire_looks_like()
+    looks_like = s.wire_looks_like
     anomalies = (
         s.anomalies if looks_like is None else s.anomalies + Counter({"dialect_mismatch": 1})
     )
     return Receipt(
-        call=s.wire_call_id_hash or keyed_hash(s._secret, s._link_id, "c_"),
+        call=s.wire_call_id_hash or keyed_hash(s.secret, s.link_id, "c_"),
         call_id_source="wire" if s.wire_call_id_hash else "proxy",
         dialect=dialect,
         transport=cfg.transport,  # type: ignore[arg-type]
-        started_at=s._anchor.iso_at(start),
+        started_at=s.anchor.iso_at(start),
         duration_ms=_ms(end_ns - start) or 0.0,
         terminal=terminal,
         close=close,
         upstream_connect_ms=rel(s.upstream_connected_ns),
-        settings=_settings(cfg, s.intake.chunk_ns),
+        settings=_settings(cfg, s.caller_chunks_ns),
         summary=_summary(s, records),
         turns=records,
         marks=_mark_check(s),
@@ -118,7 +151,7 @@ def build_receipt(
                 modelled_played_ms=_ms(modelled),
                 diff_ms=None if modelled is None else round(claimed - modelled / NS_PER_MS, 1),
             )
-            for t_ns, claimed, modelled in s._items.truncations
+            for t_ns, claimed, modelled in s.truncations
         ],
     )
 
@@ -138,7 +171,7 @@ def _settings(cfg: SessionConfig, caller_chunks_ns: Iterable[int]) -> Settings:
     )
 
 
-def _summary(s: CallSession, records: list[TurnRecord]) -> Summary:
+def _summary(s: ReceiptInputs, records: list[TurnRecord]) -> Summary:
     ttfs = [r.ttfs_ms for r in records if r.ttfs_ms is not None]
     barges = [r.barge_in for r in records if r.barge_in is not None]
     stops = [b.stop_latency_ms for b in barges if b.stop_latency_ms is not None]
@@ -151,34 +184,33 @@ def _summary(s: CallSession, records: list[TurnRecord]) -> Summary:
         barge_ins=len(barges),
         barge_ins_stopped=sum(1 for b in barges if b.outcome == "stopped"),
         stop_latency_ms_max=max(stops) if stops else None,
-        flushes=s._flush_count,
-        yielded_without_caller_speech=s.turns.yielded_without_caller_speech,
+        flushes=s.flushes,
+        yielded_without_caller_speech=s.yielded_without_caller_speech,
         caller_noise_events=s.caller_noise_events,
     )
 
 
-def _mark_check(s: CallSession) -> MarkCheck:
-    errs = s._marks.errors
+def _mark_check(s: ReceiptInputs) -> MarkCheck:
+    errs = s.mark_errors_ns
     return MarkCheck(
         checked=len(errs),
-        cleared=s._marks.cleared,
+        cleared=s.marks_cleared,
         mean_error_ms=_ms(int(statistics.fmean(errs))) if errs else None,
         max_abs_error_ms=_ms(max(abs(e) for e in errs)) if errs else None,
     )
 
 
-def _traffic(s: CallSession) -> Traffic:
-    playout = s._playout
+def _traffic(s: ReceiptInputs) -> Traffic:
     return Traffic(
-        caller_to_agent_messages=s._messages[0],
-        agent_to_caller_messages=s._messages[1],
-        caller_to_agent_bytes=s._bytes[0],
-        agent_to_caller_bytes=s._bytes[1],
-        caller_audio_ms=_ms(s._audio_ns[0]) or 0.0,
-        agent_audio_ms=_ms(s._audio_ns[1]) or 0.0,
-        agent_audio_dropped_ms=_ms(playout.dropped_ns if playout else 0) or 0.0,
-        caller_audio_unanalysed_ms=_ms(s.intake.unanalysed_ns) or 0.0,
-        agent_audio_unanalysed_ms=_ms(s.hearing.unanalysed_ns) or 0.0,
+        caller_to_agent_messages=s.messages[0],
+        agent_to_caller_messages=s.messages[1],
+        caller_to_agent_bytes=s.wire_bytes[0],
+        agent_to_caller_bytes=s.wire_bytes[1],
+        caller_audio_ms=_ms(s.audio_ns[0]) or 0.0,
+        agent_audio_ms=_ms(s.audio_ns[1]) or 0.0,
+        agent_audio_dropped_ms=_ms(s.agent_audio_dropped_ns) or 0.0,
+        caller_audio_unanalysed_ms=_ms(s.caller_unanalysed_ns) or 0.0,
+        agent_audio_unanalysed_ms=_ms(s.agent_unanalysed_ns) or 0.0,
     )
 
 
@@ -205,11 +237,11 @@ def _tool_record(
 
 
 def _turn_record(
-    s: CallSession, t: Turn, rel: Callable[[int | None], float | None], tool_calls: int
+    s: ReceiptInputs, t: Turn, rel: Callable[[int | None], float | None], tool_calls: int
 ) -> TurnRecord:
     """One turn's record: its edges, time to first sound, talk-over and reprompt, each
     withheld with its reason where the evidence does not carry it."""
-    ev = s._evidence
+    ev = s.evidence
     cfg = s.config
     window = cfg.turns.barge_in_window_ms
 
