@@ -11,7 +11,10 @@ core's receipt comes back with ``source: recording`` and ``vantage: listener``.
 through soundfile); ``echo`` finds and removes the agent's audio leaking into the caller
 channel (pure); ``measure`` feeds the core (pure: no clock, no files); ``batch`` runs a
 folder across processes with a progress bar; ``player`` writes ``report.html``, whose
-timelines play the calls.
+timelines play the calls. Another kind of file (the captures of the proxy's wire, issue
+38 part 2) plugs in with ``batch.register_source``: recognised by its first bytes, found
+in folders by its suffix, measured by its own reader, then judged, written and reported
+like a recording.
 
 May import: the standard library, numpy, rich, soundfile (the ``flac`` extra), and from
 voxproxy the core, ``receipts``, ``telemetry``, ``clips``, ``extras``, ``loadgen.report``

@@ -23,7 +23,13 @@ from voxproxy.errors import VoxproxyError
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy
 from voxproxy.receipts.verdict import judged
-from voxproxy.recordings.files import DEFAULT_CHANNELS, Recording, read_pair, read_stereo
+from voxproxy.recordings.files import (
+    DEFAULT_CHANNELS,
+    SUFFIXES,
+    Recording,
+    read_pair,
+    read_stereo,
+)
 from voxproxy.recordings.measure import DEFAULT_CHUNK_MS, measure
 from voxproxy.session import SessionConfig
 
@@ -86,21 +92,72 @@ def started_wall_ns(rec: Recording) -> int:
     return mtime - rec.duration_ns
 
 
+Measurer = Callable[[Job, Options], tuple[Receipt, float]]
+"""Reads and measures one job: its receipt (not yet judged) and its length in seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceKind:
+    """A kind of file ``voxproxy analyze`` reads besides recordings: what its first bytes
+    look like (``sniff``), the suffixes a folder is searched for, and its measurer. The
+    plug for captures of the proxy's wire (issue 38, part 2): their reader registers one
+    (:func:`register_source`) that replays the messages through ``CallSession.on_message``
+    and says ``source: capture``; everything else (the batch, the verdicts, the outputs,
+    the report) stays as it is."""
+
+    name: str
+    sniff: Callable[[bytes], bool]
+    suffixes: tuple[str, ...]
+    measure: Measurer
+
+
+SOURCES: list[SourceKind] = []
+SNIFF_BYTES = 16
+
+
+def register_source(kind: SourceKind) -> None:
+    """Let ``voxproxy analyze`` read another kind of file (first registered, first asked)."""
+    SOURCES.append(kind)
+
+
+def source_suffixes() -> tuple[str, ...]:
+    """Every suffix a folder is searched for: the recordings' and the registered kinds'."""
+    return tuple(dict.fromkeys([*SUFFIXES, *(x for k in SOURCES for x in k.suffixes)]))
+
+
+def _source_of(job: Job) -> SourceKind | None:
+    if len(job.paths) != 1 or not SOURCES:
+        return None
+    try:
+        with open(job.paths[0], "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return None  # the recording reader says what is wrong with it
+    return next((k for k in SOURCES if k.sniff(head)), None)
+
+
+def measure_recording(job: Job, options: Options) -> tuple[Receipt, float]:
+    """A recording's receipt: read, measured through the core (``source: recording``)."""
+    rec = job.read()
+    measured = measure(
+        rec,
+        secret=options.secret,
+        config=SessionConfig(),
+        started_wall_ns=started_wall_ns(rec),
+        chunk_ms=options.chunk_ms,
+        echo=options.echo,
+    )
+    return measured.receipt, rec.duration_ns / 1e9
+
+
 def analyze_one(job: Job, options: Options) -> Outcome:
-    """Read, measure and judge one recording. Never raises: a failure is the outcome's
-    one-line ``error``."""
+    """Read, measure and judge one recording (or a file of a registered kind). Never
+    raises: a failure is the outcome's one-line ``error``."""
     cpu0 = time.process_time()
     try:
-        rec = job.read()
-        measured = measure(
-            rec,
-            secret=options.secret,
-            config=SessionConfig(),
-            started_wall_ns=started_wall_ns(rec),
-            chunk_ms=options.chunk_ms,
-            echo=options.echo,
-        )
-        receipt = judged(measured.receipt, options.policy)
+        kind = _source_of(job)
+        receipt, audio_s = (kind.measure if kind is not None else measure_recording)(job, options)
+        receipt = judged(receipt, options.policy)
     except VoxproxyError as exc:
         return Outcome(job, error=str(exc), cpu_s=time.process_time() - cpu0, pid=os.getpid())
     except MemoryError:
@@ -110,7 +167,7 @@ def analyze_one(job: Job, options: Options) -> Outcome:
     return Outcome(
         job,
         receipt_json=receipt.model_dump_json(by_alias=True),
-        audio_s=rec.duration_ns / 1e9,
+        audio_s=audio_s,
         cpu_s=time.process_time() - cpu0,
         pid=os.getpid(),
     )

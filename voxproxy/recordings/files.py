@@ -176,14 +176,15 @@ def read_pair(
     )
 
 
-def recordings_in(paths: list[str]) -> list[Path]:
-    """Every file to analyse: each path given (whatever its suffix), and the audio files
-    (``.wav``, ``.wave``, ``.flac``, sorted) inside each directory given, recursively."""
+def recordings_in(paths: list[str], suffixes: tuple[str, ...] = SUFFIXES) -> list[Path]:
+    """Every file to analyse: each path given (whatever its suffix), and the files with
+    one of ``suffixes`` (the audio ones: ``.wav``, ``.wave``, ``.flac``), sorted, inside
+    each directory given, recursively."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES)
+            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in suffixes)
         else:
             out.append(p)
     return out

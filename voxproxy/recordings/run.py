@@ -17,7 +17,7 @@ from pathlib import Path
 
 from voxproxy.errors import ConfigError
 from voxproxy.receipts.model import Receipt
-from voxproxy.recordings.batch import Job, Options, Outcome, run_batch
+from voxproxy.recordings.batch import Job, Options, Outcome, run_batch, source_suffixes
 from voxproxy.recordings.files import parse_channels, recordings_in
 
 
@@ -27,7 +27,7 @@ def jobs_of(paths: Sequence[str], pairs: Sequence[Sequence[str]], channels: str)
         roles = parse_channels(channels)
     except ValueError as exc:
         raise ConfigError(f"--channels: {exc}") from None
-    jobs = [Job((str(p),), roles) for p in recordings_in(list(paths))]
+    jobs = [Job((str(p),), roles) for p in recordings_in(list(paths), source_suffixes())]
     for caller, agent, offset in pairs:
         try:
             offset_ms = float(offset)
