@@ -23,7 +23,9 @@ from voxproxy.transports.websocket.frames import (
     Failure,
     FrameCutter,
     Handover,
+    MaskKeys,
     Splice,
+    masked_anew,
 )
 
 CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
@@ -364,3 +366,40 @@ def test_after_a_failure_every_feed_fails() -> None:
     assert [type(c) for c in cutter.feed(head)] == [Failure]
     (again,) = cutter.feed(b"more")
     assert isinstance(again, Failure) and again.data == b"more" and again.code == 1009
+
+
+@given(
+    spec=st.sampled_from((TEXT, BINARY)).flatmap(lambda op: specs(op, masked=True)),
+    key=st.binary(min_size=4, max_size=4),
+)
+@PROPERTY
+def test_a_client_frame_masked_anew_is_the_same_frame_under_the_new_key(
+    spec: Spec, key: bytes
+) -> None:
+    wire, head = spec.lay()
+    (cut,) = FrameCutter(masked=True, max_size=None).feed(wire)
+    assert isinstance(cut, Splice)
+    out, payload = masked_anew(cut, key)
+    assert len(out) == len(wire)
+    assert out[: head - 4] == wire[: head - 4]  # the header as it came
+    assert out[head - 4 : head] == key
+    before, after = parse_one(wire, True), parse_one(out, True)
+    assert (after.opcode, after.data, after.fin) == (before.opcode, before.data, before.fin)
+    assert payload == before.data
+
+
+def test_mask_keys_are_drawn_a_block_at_a_time_and_forgotten_on_demand() -> None:
+    draws: list[int] = []
+
+    def source(n: int) -> bytes:
+        draws.append(n)
+        return random.Random(len(draws)).randbytes(n)
+
+    keys = MaskKeys(source)
+    taken = [keys.take() for _ in range(MaskKeys.BLOCK // 4 + 1)]
+    assert draws == [MaskKeys.BLOCK, MaskKeys.BLOCK]
+    assert all(len(k) == 4 for k in taken)
+    assert b"".join(taken[:-1]) == random.Random(1).randbytes(MaskKeys.BLOCK)
+    keys.forget()
+    keys.take()
+    assert len(draws) == 3

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 import pytest
 from websockets.http11 import Request
+from websockets.utils import apply_mask
 
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.harness.rawws import accept_handshake
 from voxproxy.transports.ends import EndCause
-from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer
+from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer, relay
 
 KEY = "dGhlIHNhbXBsZSBub25jZQ=="
 TEXT, BINARY, CONT, CLOSE, PING, PONG = 1, 2, 0, 8, 9, 10
@@ -50,26 +51,35 @@ def frame(
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
-def unmasked_frames(data: bytes) -> list[tuple[int, bytes]]:
-    """(first byte, payload) of each whole frame in ``data``, a server's or a client's."""
+def keyed_frames(data: bytes | bytearray) -> list[tuple[bytes, bytes, bytes]]:
+    """(header up to its masking key, the key, the unmasked payload) of each whole frame
+    at the start of ``data``, a server's (no key) or a client's."""
     out = []
     pos = 0
-    while pos < len(data):
-        b0, b1 = data[pos], data[pos + 1]
+    while len(data) - pos >= 2:
+        b1 = data[pos + 1]
         n, at = b1 & 0x7F, pos + 2
         if n == 126:
             n, at = int.from_bytes(data[at : at + 2], "big"), at + 2
         elif n == 127:
             n, at = int.from_bytes(data[at : at + 8], "big"), at + 8
+        head = bytes(data[pos:at])
         key = b""
         if b1 & 0x80:
-            key, at = data[at : at + 4], at + 4
-        body = data[at : at + n]
+            key, at = bytes(data[at : at + 4]), at + 4
+        if at + n > len(data):
+            break
+        body = bytes(data[at : at + n])
         if key:
-            body = bytes(b ^ key[i % 4] for i, b in enumerate(body))
-        out.append((b0, body))
+            body = apply_mask(body, key)
+        out.append((head, key, body))
         pos = at + n
     return out
+
+
+def unmasked_frames(data: bytes | bytearray) -> list[tuple[int, bytes]]:
+    """(first byte, payload) of each whole frame at the start of ``data``."""
+    return [(head[0], body) for head, _, body in keyed_frames(data)]
 
 
 def chunks(data: bytes, rng: random.Random, most: int = 40) -> Iterable[bytes]:
@@ -222,7 +232,9 @@ def as_received(opcode: int, payload: bytes) -> bytes | str:
     return payload.decode("utf-8", "replace") if opcode == TEXT else payload
 
 
-async def test_the_callers_frames_reach_the_agent_as_the_bytes_that_came() -> None:
+async def test_the_callers_frames_reach_the_agent_whole_under_keys_of_the_relays() -> None:
+    """Each frame as it came (its header, its length encoding, its payload), but for its
+    masking key: the relay, the agent's client, masks with fresh keys of its own."""
     rng = random.Random(5)
     sent = data_frames(rng, masked=True)
     wire = b"".join(f for _, _, f in sent)
@@ -235,7 +247,12 @@ async def test_the_callers_frames_reach_the_agent_as_the_bytes_that_came() -> No
                 await writer.drain()
                 await asyncio.sleep(0)
         await until(lambda: len(agent.read) >= len(wire), "the agent to read every frame")
-        assert bytes(agent.read) == wire  # the caller's masking keys included
+        got = keyed_frames(agent.read)
+        came = keyed_frames(wire)
+        assert [(head, body) for head, _, body in got] == [(head, body) for head, _, body in came]
+        keys = [key for _, key, _ in got]
+        assert len(set(keys)) == len(keys)  # a fresh key every frame
+        assert all(ours != theirs for ours, (_, theirs, _) in zip(keys, came, strict=True))
         await until(lambda: len(observers[0].messages) == len(sent), "every message measured")
         assert observers[0].messages == [(CALLER_TO_AGENT, as_received(op, p)) for op, p, _ in sent]
         await hang_up(writer)
@@ -263,6 +280,50 @@ async def test_the_agents_frames_reach_the_caller_as_the_bytes_that_came() -> No
         await hang_up(writer)
 
 
+async def test_a_caller_with_a_zero_key_does_not_choose_the_bytes_on_the_agents_wire() -> None:
+    """RFC 6455 5.3 and 10.3: a client's key must be unpredictable. A caller masking
+    with 00000000 would put its payload in clear on the proxy-to-agent wire, where the
+    proxy is the client; each frame reaches the agent under a fresh non-zero key of the
+    relay's, the same payload unmasked."""
+    poison = b"GET /poison HTTP/1.1\r\nHost: agent\r\n\r\n"
+    sent = [frame(TEXT, poison, mask=b"\0\0\0\0") for _ in range(8)]
+    sent.append(frame(BINARY, os.urandom(70000), mask=b"\0\0\0\0"))  # a 64-bit length
+    async with relay_between() as (port, agent, observers):
+        _, writer = await raw_caller(port)
+        await asyncio.wait_for(agent.connected.wait(), 5)
+        for one in sent:
+            writer.write(one)
+        await until(lambda: len(keyed_frames(agent.read)) == len(sent), "every frame")
+        got = keyed_frames(agent.read)
+        assert [(head, body) for head, _, body in got] == [
+            (head, body) for head, _, body in keyed_frames(b"".join(sent))
+        ]
+        keys = [key for _, key, _ in got]
+        assert b"\0\0\0\0" not in keys
+        assert len(set(keys)) == len(keys)
+        assert poison not in bytes(agent.read)
+        await until(lambda: len(observers[0].messages) == len(sent), "every message measured")
+        assert observers[0].messages[0] == (CALLER_TO_AGENT, poison.decode())
+        await hang_up(writer)
+
+
+def test_a_forked_worker_masks_with_keys_of_its_own() -> None:
+    """The proxy forks its workers: a worker must not use the keys its parent drew
+    (and may hand out itself, or to another worker)."""
+    relay._KEYS.take()  # the parent holds a block of keys now
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.write(write_end, relay._KEYS.take())
+        os._exit(0)
+    os.close(write_end)
+    childs = os.read(read_end, 4)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert len(childs) == 4
+    assert childs != relay._KEYS.take()
+
+
 async def test_pings_and_fragments_go_through_the_protocol_and_the_splice_resumes() -> None:
     mask = b"\x01\x02\x03\x04"
     whole = frame(TEXT, b'{"event":"media"}', mask=mask)
@@ -280,14 +341,15 @@ async def test_pings_and_fragments_go_through_the_protocol_and_the_splice_resume
         for piece in chunks(wire, random.Random(3), most=7):
             writer.write(piece)
         await writer.drain()
-        last = frame(BINARY, b"\x00\x01\x02", mask=mask)
-        await until(lambda: bytes(agent.read).endswith(last), "the last frame at the agent")
-        got = bytes(agent.read)
+        await until(lambda: len(unmasked_frames(agent.read)) == 4, "the last frame at the agent")
         # Whole frames pass as they came; the fragments, re-masked by the relay's own
         # client side, keep their payloads, their opcodes and their FIN bits.
-        assert got.startswith(whole)
-        middle = unmasked_frames(got[len(whole) : len(got) - len(last)])
-        assert middle == [(0x01, b"first half, "), (0x80, b"second half")]
+        assert unmasked_frames(agent.read) == [
+            (0x81, b'{"event":"media"}'),
+            (0x01, b"first half, "),
+            (0x80, b"second half"),
+            (0x82, b"\x00\x01\x02"),
+        ]
         # Both pings were answered by the relay, per hop.
         pongs = unmasked_frames(await read_at_least(reader, 2 * 2 + 13 + 11))
         assert pongs == [(0x8A, b"are you there"), (0x8A, b"mid-message")]
@@ -450,7 +512,7 @@ async def test_the_callers_handshake_and_first_frames_in_one_write() -> None:
         assert head.startswith(b"HTTP/1.1 101 ")
         await asyncio.wait_for(agent.connected.wait(), 5)
         writer.write(later)
-        await until(lambda: bytes(agent.read).endswith(later), "the later frame at the agent")
-        assert bytes(agent.read) == later
+        await until(lambda: bool(unmasked_frames(agent.read)), "the later frame at the agent")
+        assert unmasked_frames(agent.read) == [(0x81, b"in time")]
         assert observers[0].messages == [(CALLER_TO_AGENT, "in time")]
         await hang_up(writer)

@@ -5,7 +5,9 @@ agent) joined by a :class:`Relay`. Each leg's handshake goes through that leg's
 :class:`websockets.server.ServerProtocol` or :class:`websockets.client.ClientProtocol`.
 After it the relay cuts the leg's stream into frames itself: a whole data frame (text
 or binary, unfragmented, well formed) is written to the other leg as the very bytes
-that came, the caller's masking key included; every other frame goes through the
+that came, but for a caller's masking key: the relay, the agent's client, masks each
+frame to the agent with a fresh unpredictable key of its own (RFC 6455 5.3, 10.3: a
+caller must not choose the bytes on the proxy's wire); every other frame goes through the
 protocol, and every data frame that comes out of it is written to the other leg at
 once, with its opcode and FIN bit; a frame whose header breaks the protocol fails the
 leg at its header (1002, or 1009 over the size limit, as websockets would), without

@@ -1,4 +1,5 @@
-"""Cutting one leg's websocket byte stream into frames (RFC 6455 5.2), on bytes alone.
+"""Cutting one leg's websocket byte stream into frames (RFC 6455 5.2), on bytes alone;
+and a client's frame masked anew.
 
 The relay reads a leg's frames itself once its handshake is through (relay.py,
 "Reading a leg"). :class:`FrameCutter` is that reading, kept apart from sockets and
@@ -18,6 +19,11 @@ Fed whatever bytes a read brought, it returns the cuts they complete, in order:
   over the size limit), without waiting for the payload its header declares (a peer
   could otherwise hold an invalid frame open for as long as it trickles it).
 
+A client's frame goes on with a key of the relay's own (:func:`masked_anew`,
+:class:`MaskKeys`): the relay is the agent's client, and RFC 6455 (5.3, 10.3) asks a
+client for a fresh, unpredictable key for every frame, so that no sender (here, the
+caller, who chose the key it came with) controls the bytes on the proxy-to-agent wire.
+
 Every byte fed comes out exactly once: the cuts' ``data`` in order, then
 :attr:`FrameCutter.pending` (the start of a frame not yet whole). The cutter keeps
 the fragmentation state of the stream (a message in progress, and its size so far),
@@ -28,7 +34,13 @@ a protocol object.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
+
+try:  # websockets' C masking, as its own frames use it (else its pure-Python one)
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover (a build of websockets without its C speedups)
+    from websockets.utils import apply_mask
 
 from voxproxy.transports.websocket.config import RelayConfig
 
@@ -210,3 +222,45 @@ def _header_error(b0: int, size: int, so_far: int | None) -> str | None:
     elif so_far is None:
         return "unexpected continuation frame"
     return None
+
+
+class MaskKeys:
+    """Masking keys for a client's frames: 4 bytes each, fresh for every frame and
+    unpredictable (RFC 6455 5.3), taken from ``source`` (the operating system's random
+    generator, handed in by the relay) a block at a time: one call for 1024 keys
+    instead of one a frame. :meth:`forget` drops what is left of the block (a forked
+    process must not use the keys its parent may use too)."""
+
+    __slots__ = ("_block", "_pos", "_source")
+
+    BLOCK: Final = 4096
+
+    def __init__(self, source: Callable[[int], bytes]) -> None:
+        self._source = source
+        self._block = b""
+        self._pos = 0
+
+    def take(self) -> bytes:
+        """A key never handed out before."""
+        pos = self._pos
+        if pos >= len(self._block):
+            self._block = self._source(self.BLOCK)
+            pos = 0
+        self._pos = pos + 4
+        return self._block[pos : pos + 4]
+
+    def forget(self) -> None:
+        self._block = b""
+        self._pos = 0
+
+
+def masked_anew(cut: Splice, key: bytes) -> tuple[bytes, bytes]:
+    """A client's whole frame with ``key`` in place of its own, and its payload.
+
+    The header stays as it came (opcode, length and its encoding); the payload is
+    unmasked with the sender's key and masked with ``key``. Returned: the frame to
+    write, and the unmasked payload (for measurement)."""
+    data = cut.data
+    head = cut.head
+    payload = apply_mask(data[head:], data[head - 4 : head])
+    return b"".join((data[: head - 4], key, apply_mask(payload, key))), payload

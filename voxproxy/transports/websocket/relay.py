@@ -2,11 +2,11 @@
 
 A leg's handshake goes through websockets' sans-I/O protocol for it; after it the
 leg's stream is cut into frames by :mod:`.frames` and the relay routes each cut
-("Reading a leg" below): a whole data frame is
-written to the other leg as the bytes that came, any other frame goes through the
-protocol and each data frame that comes out of it is written at once; only then is a
-message handed to the observer (:meth:`Relay._deliver`). The handshake's HTTP pieces are in
-:mod:`.handshake`, the settings in :mod:`.config`, the accepting server in
+("Reading a leg" below): a whole data frame is written to the other leg as the bytes
+that came (a caller's with a fresh masking key of the relay's), any other frame goes
+through the protocol and each data frame that comes out of it is written at once; only
+then is a message handed to the observer (:meth:`Relay._deliver`). The handshake's HTTP
+pieces are in :mod:`.handshake`, the settings in :mod:`.config`, the accepting server in
 :mod:`.server`; the package docstring tells the whole story.
 """
 
@@ -25,11 +25,6 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
-try:  # websockets' C masking, as its own frames use it (else its pure-Python one)
-    from websockets.speedups import apply_mask
-except ImportError:  # pragma: no cover (a build of websockets without its C speedups)
-    from websockets.utils import apply_mask
-
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.fdwatch import FD_ALARM, FD_ERRNOS
 from voxproxy.health import HEALTH_PATHS, LIVE_PATH
@@ -39,7 +34,14 @@ from voxproxy.transports.websocket.config import (
     Admission,
     RelayConfig,
 )
-from voxproxy.transports.websocket.frames import Failure, FrameCutter, Handover, Splice
+from voxproxy.transports.websocket.frames import (
+    Failure,
+    FrameCutter,
+    Handover,
+    MaskKeys,
+    Splice,
+    masked_anew,
+)
 from voxproxy.transports.websocket.handshake import (
     add_own_headers,
     handshake_rejection,
@@ -50,6 +52,11 @@ from voxproxy.transports.websocket.handshake import (
 )
 from voxproxy.transports.websocket.legs import CallLegs, LegMode, _Leg, log, log_failure
 from voxproxy.transports.websocket.observer import EndInfo, ObserverFactory
+
+# The keys the relay masks the caller's spliced frames with, as the agent's client (a
+# forked worker draws its own: what its parent drew is forgotten at the fork).
+_KEYS = MaskKeys(os.urandom)
+os.register_at_fork(after_in_child=_KEYS.forget)
 
 
 class Relay(CallLegs):
@@ -107,8 +114,10 @@ class Relay(CallLegs):
     # at the start of a frame. From there on the leg's FrameCutter (frames.py) cuts the
     # stream into whole frames (RFC 6455 5.2), and the relay routes each cut: a whole,
     # unfragmented text or binary frame that is valid as it stands is written to the
-    # other leg as the very bytes that came (the caller's masking key included: a
-    # client's frame stays a client's frame) and then measured; every other frame
+    # other leg as the very bytes that came (an agent's), or as its header and payload
+    # under a fresh masking key of the relay's (a caller's: the relay is the agent's
+    # client, and a client's keys must be its own, RFC 6455 5.3), then measured; every
+    # other frame
     # (control frames, fragments) goes through the protocol whole; a frame the cutter
     # finds invalid at its header fails the leg's protocol with the cutter's close code.
     # Once the protocol stops parsing frames (a close received or sent, a failure, a
@@ -117,7 +126,7 @@ class Relay(CallLegs):
     # for a whole data frame it keeps no state (websockets' ``Protocol.recv_frame``),
     # and the relay writes nothing on a leg between two of the protocol's own writes
     # (each is flushed at once). What this saves: the protocol's generator-based
-    # parsing, a Frame object and its serialization with a fresh mask for every message.
+    # parsing, and a Frame object and its serialization for every message.
 
     def _protocol(self, leg: _Leg) -> ServerProtocol | ClientProtocol | None:
         return self.server if leg is self.caller else self.client
@@ -206,7 +215,8 @@ class Relay(CallLegs):
             self._flush_agent()
 
     def _splice(self, leg: _Leg, cut: Splice, t_ns: int) -> None:
-        """A whole data frame: its bytes to the other leg as they came, then measured."""
+        """A whole data frame to the other leg (re-masked if it is the caller's), then
+        measured."""
         direction = leg.direction
         if direction is CALLER_TO_AGENT:
             client = self.client
@@ -219,17 +229,19 @@ class Relay(CallLegs):
                 self.undelivered += 1
                 return
             out = self.caller
-        data = cut.data
         transport = out.transport if out is not None else None
+        if direction is CALLER_TO_AGENT:  # (with a key of our own: frames.masked_anew)
+            data, payload = masked_anew(cut, _KEYS.take())
+        else:
+            data = cut.data
+            payload = None
         if transport is not None and not transport.is_closing():
             transport.write(data)
         if self.observer is None:
             self._last_activity = time.monotonic()
             return
-        head = cut.head
-        payload = data[head:]
-        if direction is CALLER_TO_AGENT:
-            payload = apply_mask(payload, data[head - 4 : head])
+        if payload is None:
+            payload = data[cut.head :]
         self._frag_text[direction] = cut.text
         self._deliver(direction, payload, t_ns)
 
