@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 from voxproxy import __version__, native
 from voxproxy.errors import ConfigError
 from voxproxy.httpserve import HEADER_TIMEOUT_S
-from voxproxy.proxy.websocket import ProxyConfig, ReceiptSink, recover_crashed
+from voxproxy.proxy.lifecycle import ReceiptSink, recover_crashed
+from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.receipts.verdict import judged

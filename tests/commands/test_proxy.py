@@ -6,7 +6,7 @@ import pytest
 
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
-from voxproxy.proxy.websocket import DEFAULT_MAX_LOOP_LAG_MS
+from voxproxy.proxy.lifecycle import DEFAULT_MAX_LOOP_LAG_MS
 from voxproxy.telemetry.metrics import MAX_TOOL_NAME_LABELS
 
 

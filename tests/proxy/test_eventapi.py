@@ -29,8 +29,9 @@ from voxproxy.proxy.eventapi import (
     operation_digest,
     value_digest,
 )
+from voxproxy.proxy.lifecycle import CALL_ID_HEADER
 from voxproxy.proxy.livecalls import LiveCalls, wire_ids
-from voxproxy.proxy.websocket import CALL_ID_HEADER, Proxy, ProxyConfig
+from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig

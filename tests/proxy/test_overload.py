@@ -29,8 +29,9 @@ from voxproxy.commands.proxy import _proxy_config
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
+from voxproxy.proxy.lifecycle import loop_lag_over
 from voxproxy.proxy.measuring import MeasurementQueue
-from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig, loop_lag_over
+from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import SessionConfig
 from voxproxy.timebase import NS_PER_MS

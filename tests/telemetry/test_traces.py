@@ -39,7 +39,8 @@ from voxproxy.clock import EpochAnchor
 from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.eventapi import EventApi
-from voxproxy.proxy.websocket import CALL_ID_HEADER, Proxy, ProxyConfig
+from voxproxy.proxy.lifecycle import CALL_ID_HEADER
+from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import judged

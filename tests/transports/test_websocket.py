@@ -19,7 +19,8 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request, Response
 
-from voxproxy.proxy.websocket import CALL_ID_HEADER, Proxy
+from voxproxy.proxy.lifecycle import CALL_ID_HEADER
+from voxproxy.proxy.websocket import Proxy
 from voxproxy.receipts.model import Receipt
 from voxproxy.transports.websocket import RelayConfig
 

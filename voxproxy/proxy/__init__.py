@@ -1,8 +1,10 @@
 """The proxy layer: a transport's relay joined to one measured call per connection.
 
-* ``websocket``: :class:`Proxy` (the websocket relay + a ``CallSession`` per call), the
-  receipt outlet every proxy shares (sinks, verdict, telemetry, the journal of open
-  calls) and :func:`~voxproxy.proxy.websocket.recover_crashed`;
+* ``lifecycle``: what both proxies share, whatever carries the call: a measured call's
+  life (link id, trace, journal entry, end, receipt), the receipt outlet (sinks,
+  verdict, telemetry, the journal of open calls), :func:`~.lifecycle.recover_crashed`
+  and admission on the loop's lag;
+* ``websocket``: :class:`Proxy` (the websocket relay + a ``CallSession`` per call);
 * ``webrtc``: the same for the WebRTC relay (needs the ``webrtc`` extra);
 * ``measuring``: measurement after forwarding, within a budget per loop turn, queued
   or shed past it;
@@ -20,6 +22,7 @@ May import everything below it: the core, ``receipts``, ``telemetry``, ``transpo
 imports it (enforced by tests/test_layers.py).
 """
 
-from voxproxy.proxy.websocket import DEFAULT_MAX_LOOP_LAG_MS, Proxy, ProxyConfig, ReceiptSink
+from voxproxy.proxy.lifecycle import DEFAULT_MAX_LOOP_LAG_MS, ReceiptSink
+from voxproxy.proxy.websocket import Proxy, ProxyConfig
 
 __all__ = ["DEFAULT_MAX_LOOP_LAG_MS", "Proxy", "ProxyConfig", "ReceiptSink"]

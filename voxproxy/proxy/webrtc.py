@@ -22,14 +22,14 @@ from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.errors import ConfigError
 from voxproxy.events import Direction, Event, Pcm, StageMark, ToolEvent
-from voxproxy.proxy.livecalls import LiveCalls
-from voxproxy.proxy.websocket import (
+from voxproxy.proxy.lifecycle import (
     DEFAULT_MAX_LOOP_LAG_MS,
+    CallHost,
     MeasuredCall,
-    ReceiptOutlet,
     ReceiptSink,
     loop_lag_over,
 )
+from voxproxy.proxy.livecalls import LiveCalls
 from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
 from voxproxy.session import SessionConfig
 from voxproxy.telemetry import (
@@ -141,8 +141,10 @@ class WebRtcCallContext(MeasuredCall):
             self._publish(receipt, t_ns)
 
 
-class WebRtcProxy(ReceiptOutlet):
+class WebRtcProxy(CallHost):
     """Serves WebRTC callers, relays each to the agent, writes one receipt per call."""
+
+    config: WebRtcProxyConfig
 
     def __init__(
         self,
@@ -156,7 +158,7 @@ class WebRtcProxy(ReceiptOutlet):
         super().__init__(config.secret, config.dialect_options, sinks, telemetry, judge)
         self.config = config
         self.relay_stats: list[RelayStats] = []
-        self.live: LiveCalls[MeasuredCall] = LiveCalls(self.secret)
+        self.live = LiveCalls(self.secret)
         self.server = WebRtcRelayServer(config.relay, self._observer)
         if config.max_loop_lag_ms is not None:
             self.server.admission.overloaded = self._overloaded

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import logging
 import ssl
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
 
 from websockets.http11 import Request
 
-from voxproxy.clock import EpochAnchor, LagMonitor
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import Decoder, DialectOptions
-from voxproxy.events import AnomalyKind, Audio, Direction, Event, StageMark, ToolEvent
-from voxproxy.ids import keyed_hash, new_secret
-from voxproxy.proxy.livecalls import CALL_PREFIX, LiveCalls, wire_ids
+from voxproxy.events import AnomalyKind, Audio, Direction, StageMark, ToolEvent
+from voxproxy.proxy.lifecycle import (
+    DEFAULT_MAX_LOOP_LAG_MS,
+    CallHost,
+    MeasuredCall,
+    ReceiptSink,
+    Unmeasured,
+    loop_lag_over,
+)
+from voxproxy.proxy.livecalls import LiveCalls, wire_ids
 from voxproxy.proxy.measuring import (
     ADMIT_BEHIND_MS,
     YIELD_LAG_MS,
@@ -26,37 +30,17 @@ from voxproxy.proxy.measuring import (
     give_up_measuring,
     measure_each,
 )
-from voxproxy.receipts.model import CloseInfo, Receipt, Terminal, terminal_of
-from voxproxy.session import CallSession, SessionConfig
+from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
+from voxproxy.session import SessionConfig
 from voxproxy.session.batch import measure_queued
 from voxproxy.telemetry import (
-    NULL_TELEMETRY,
     TRACE_HEADERS,
-    CallTimes,
-    CallTrace,
-    FlushTime,
     Telemetry,
 )
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import EndCause, EndInfo, RelayConfig, RelayServer
 
-if TYPE_CHECKING:
-    from voxproxy.proxy.webrtc import WebRtcProxy
-    from voxproxy.receipts.journal import CallJournal
-
 log = logging.getLogger("voxproxy.proxy")
-
-NO_SECRET = (
-    "no secret configured (--secret / VOXPROXY_PROXY_SECRET): call ids are keyed with a "
-    "random secret made at start and will not match across restarts"
-)
-"""Said once per start (by the parent of ``--workers``, which hands its workers one key)."""
-
-DEFAULT_MAX_LOOP_LAG_MS = 100.0
-LAG_WINDOW_NS = 1_000 * NS_PER_MS  # admission looks at the loop's lag over the last second
-MIN_LAG_READINGS = 3  # readings in that second for their median to count (see loop_lag_over)
-
-CALL_ID_HEADER = "X-Voxproxy-Call"
 
 # The agent could not be reached, refused the call or did not answer its handshake.
 _AGENT_FAILURES = frozenset(
@@ -75,119 +59,6 @@ class ProxyConfig:
     # its readings over the last second) exceeds this, or while measurement sheds (None:
     # no such refusal).
     max_loop_lag_ms: float | None = DEFAULT_MAX_LOOP_LAG_MS
-
-
-ReceiptSink = Callable[[Receipt], None]
-
-
-def loop_lag_over(clock_lag: LagMonitor, bound_ms: float) -> str | None:
-    """Why a new call is refused when the loop's lag over the last second is over
-    ``bound_ms`` (both transports' admission on measured load), or None.
-
-    The lag is the median of the last second's readings, so that one stall (a burst of
-    handshakes, the process waiting for a core once) is not taken for a load that lasts;
-    and a median of fewer than :data:`MIN_LAG_READINGS` readings counts only when they
-    add up to half the second or more (a loop so late it could take no more readings).
-    Else one late reading just after the proxy started (a collection of the garbage
-    collector, modules still loading) would refuse the first caller."""
-    lags = clock_lag.recent_lags_ns(LAG_WINDOW_NS)
-    if len(lags) < MIN_LAG_READINGS and sum(lags) < LAG_WINDOW_NS // 2:
-        return None
-    lags.sort()
-    lag_ns = lags[len(lags) // 2]
-    if lag_ns > bound_ms * NS_PER_MS:
-        return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
-    return None
-
-
-class _Unmeasured:
-    """The decoder of a call whose measurement could not be set up: it decodes nothing."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
-        del direction, payload, t_ns
-        return []
-
-
-class MeasuredCall:
-    """One call of either proxy around its :class:`CallSession`: its link id (handed
-    upstream in ``X-Voxproxy-Call``), its entries in the live calls and the journal, its
-    trace, the agent's answer, the end of the call and the receipt's publication. The
-    transports' observers (:class:`CallContext`, ``proxy.webrtc.WebRtcCallContext``)
-    add what their wire needs."""
-
-    __slots__ = ("_proxy", "link_id", "session", "trace")
-
-    def __init__(
-        self, proxy: Proxy | WebRtcProxy, t_ns: int, decoder: Decoder, transport: str, dialect: str
-    ) -> None:
-        self._proxy = proxy
-        self.link_id = uuid.uuid4().hex
-        self.session = CallSession(
-            decoder,
-            t_ns,
-            secret=proxy.secret,
-            link_id=self.link_id,
-            config=proxy.config.session,
-            anchor=proxy.anchor,
-            clock_lag=proxy.clock_lag.max_between,
-        )
-        self.trace: CallTrace | None = None
-        proxy.active += 1
-        proxy.live.add_link(self, self.link_id)
-        proxy.telemetry.call_opened()
-        proxy.journal_opened(self.link_id, t_ns, transport, dialect)
-
-    def _call_headers(self, carrier: dict[str, str]) -> list[tuple[str, str]]:
-        """The headers of our request to the agent: the call's link id, and the trace
-        context (the caller's trace continued if ``carrier`` holds one) when tracing."""
-        headers = [(CALL_ID_HEADER, self.link_id)]
-        proxy = self._proxy
-        if proxy.telemetry.tracing:
-            self.trace = proxy.telemetry.start_call(
-                proxy.anchor,
-                self.session.start_ns,
-                carrier,
-                link_id=self.link_id,
-                upstream=proxy.config.relay.upstream,
-            )
-            if self.trace is not None:
-                headers.extend(self.trace.headers)
-        return headers
-
-    def on_upstream_open(self, t_ns: int, status: int) -> None:
-        session = self.session
-        session.on_upstream_connected(t_ns)
-        self._proxy.journal_update(
-            self.link_id,
-            upstream_connect_ms=round((t_ns - session.start_ns) / NS_PER_MS, 1),
-            upstream_status=status,
-        )
-
-    def _ended(self) -> None:
-        """The transport is done with the call (its receipt may still wait)."""
-        proxy = self._proxy
-        proxy.active -= 1
-        proxy.live.remove(self)
-        proxy.telemetry.call_closed()
-
-    def _receipt(
-        self, t_ns: int, terminal: Terminal, close: CloseInfo, dialect: str | None = None
-    ) -> Receipt | None:
-        """Build the call's receipt; None (counted in ``receipt_errors``, logged, the
-        journal entry closed) if that fails."""
-        try:
-            return self.session.close(t_ns, terminal, close, dialect=dialect)
-        except Exception:
-            log.exception("could not build a receipt for a call (counted in receipt_errors)")
-            self._proxy.receipt_errors += 1
-            self._proxy.journal_closed(self.link_id)
-            return None
-
-    def _publish(self, receipt: Receipt, t_ns: int) -> None:
-        publish(self._proxy, receipt, self.session, self.trace, t_ns)
 
 
 class CallContext(MeasuredCall):
@@ -371,144 +242,10 @@ class CallContext(MeasuredCall):
         self._publish(receipt, t_ns)
 
 
-class ReceiptOutlet:
-    """What the websocket and WebRTC proxies share: the call-id secret, the dialect
-    options keyed with it, the clock anchor, and where finished receipts go."""
-
-    def __init__(
-        self,
-        secret: bytes | None,
-        dialect_options: DialectOptions,
-        sinks: list[ReceiptSink] | None,
-        telemetry: Telemetry | None,
-        judge: Callable[[Receipt], Receipt] | None,
-    ) -> None:
-        if secret is None:
-            log.warning("%s", NO_SECRET)
-        self.secret = secret or new_secret()
-        # Dialects that hash what the wire carries (tool arguments) use the same secret.
-        self.dialect_options = (
-            dialect_options
-            if dialect_options.secret is not None
-            else replace(dialect_options, secret=self.secret)
-        )
-        self.anchor = EpochAnchor.now()
-        # How late the event loop's clock readings run: the uncertainty of every figure.
-        self.clock_lag = LagMonitor()
-        self.sinks: list[ReceiptSink] = list(sinks or [])
-        self.judge = judge
-        self.telemetry = telemetry or NULL_TELEMETRY  # spans and metrics; off by default
-        self.active = 0
-        self.calls = 0
-        self.receipt_errors = 0
-        # The calls in progress on disk, so that a crash loses no receipt (set by the CLI).
-        self.journal: CallJournal | None = None
-
-    # -- the call journal (see voxproxy.receipts.journal) --------------------------------------
-
-    def journal_opened(self, key: str, t_ns: int, transport: str, dialect: str) -> None:
-        if self.journal is not None:
-            self.journal.opened(
-                key,
-                started_at=self.anchor.iso_at(t_ns),
-                start_wall_ns=self.anchor.wall_ns_at(t_ns),
-                transport=transport,
-                dialect=dialect,
-                call=keyed_hash(self.secret, key, CALL_PREFIX),
-                call_id_source="proxy",
-            )
-
-    def journal_update(self, key: str, **fields: object) -> None:
-        if self.journal is not None:
-            self.journal.update(key, **fields)
-
-    def journal_closed(self, key: str) -> None:
-        if self.journal is not None:
-            self.journal.closed(key)
-
-
-def recover_crashed(
-    outlet: ReceiptOutlet, entries: list[dict[str, Any]], config: SessionConfig
-) -> int:
-    """Publish a ``proxy_crashed`` receipt for each call a killed proxy left open in its
-    journal, with what the journal knew: start, transport, dialect, call id, whether the
-    agent answered, and the duration up to the last sign of life. Returns how many."""
-    done = 0
-    for e in entries:
-        try:
-            start_wall = int(e["start_wall_ns"])
-            anchor = EpochAnchor(mono_ns=0, wall_ns=start_wall)
-            dialect = str(e.get("dialect") or "auto")
-            transport = str(e.get("transport") or "websocket")
-            session = CallSession(
-                _Unmeasured(dialect),
-                0,
-                secret=outlet.secret,
-                link_id=str(e["key"]),
-                config=replace(config, transport=transport),
-                anchor=anchor,
-            )
-            connected = e.get("upstream_connect_ms")
-            if isinstance(connected, (int, float)):
-                session.upstream_connected_ns = int(connected * NS_PER_MS)
-            end_ns = max(0, int(e.get("alive_ns", start_wall)) - start_wall)
-            close = CloseInfo(initiator="none", upstream_status=e.get("upstream_status"))
-            receipt = session.close(end_ns, "proxy_crashed", close, dialect=dialect)
-            receipt = receipt.model_copy(
-                update={
-                    "call": str(e["call"]),
-                    "call_id_source": "wire" if e.get("call_id_source") == "wire" else "proxy",
-                }
-            )
-        except Exception:
-            log.exception("could not rebuild the receipt of a crashed call from the journal")
-            outlet.receipt_errors += 1
-            if outlet.journal is not None and "key" in e:
-                outlet.journal.closed(str(e["key"]))
-            continue
-        publish(outlet, receipt, session, None, end_ns, anchor=anchor)
-        done += 1
-    return done
-
-
-def publish(
-    outlet: ReceiptOutlet,
-    receipt: Receipt,
-    session: CallSession,
-    trace: CallTrace | None,
-    t_ns: int,
-    *,
-    anchor: EpochAnchor | None = None,
-) -> None:
-    """Judge a receipt once, hand it to every sink, then to telemetry. Never raises."""
-    outlet.calls += 1
-    if outlet.judge is not None:
-        try:
-            receipt = outlet.judge(receipt)
-        except Exception:
-            log.exception("could not judge a receipt; it is written without a verdict")
-    for sink in outlet.sinks:
-        try:
-            sink(receipt)
-        except Exception:
-            outlet.receipt_errors += 1
-            log.exception("a receipt sink failed")
-    telemetry = outlet.telemetry
-    if telemetry is NULL_TELEMETRY:
-        return
-    flushes: list[FlushTime] = []
-    if telemetry.tracing:
-        for turn in session.final_turns:
-            flushes.extend(FlushTime(turn.index, f.t_ns, f.cut_audible) for f in turn.flushes)
-    try:
-        times = CallTimes(anchor or outlet.anchor, session.start_ns, t_ns, flushes)
-        telemetry.on_receipt(receipt, trace, times)
-    except Exception:
-        log.exception("telemetry failed for a call; the receipt is written all the same")
-
-
-class Proxy(ReceiptOutlet):
+class Proxy(CallHost):
     """Serves callers, relays each to the agent, writes one receipt per call."""
+
+    config: ProxyConfig
 
     def __init__(
         self,
@@ -521,7 +258,7 @@ class Proxy(ReceiptOutlet):
         telemetry see it (see :func:`voxproxy.receipts.verdict.judged`)."""
         super().__init__(config.secret, config.dialect_options, sinks, telemetry, judge)
         self.config = config
-        self.live: LiveCalls[MeasuredCall] = LiveCalls(self.secret)  # for the event API
+        self.live = LiveCalls(self.secret)  # for the event API
         # Measurement runs after forwarding, within a budget per turn of the loop.
         self.measuring = MeasurementQueue(lagging=self._lagging)
         self.server = RelayServer(config.relay, self._observer)
@@ -554,7 +291,7 @@ class Proxy(ReceiptOutlet):
         except Exception:
             # The call still gets its receipt (traffic, terminal), flagged unmeasured.
             log.exception("could not set up measurement for a call; it is forwarded unmeasured")
-            ctx = CallContext(self, t_ns, decoder=_Unmeasured(self.config.dialect))
+            ctx = CallContext(self, t_ns, decoder=Unmeasured(self.config.dialect))
             ctx.session.note_measurement_error()
             ctx.session.measurement_disabled = True
             return ctx

@@ -127,7 +127,8 @@ def recover_journal(config: ServeConfig, policy: Policy, index: int) -> int:
     the store and the sinks, as a restarted proxy writes them (not to telemetry, which
     lives in the workers). Returns how many; the journal is left empty (removed)."""
     from voxproxy.ids import new_secret
-    from voxproxy.proxy.websocket import ProxyConfig, ReceiptOutlet, recover_crashed
+    from voxproxy.proxy.lifecycle import ReceiptOutlet, recover_crashed
+    from voxproxy.proxy.websocket import ProxyConfig
     from voxproxy.receipts.journal import CallJournal
     from voxproxy.receipts.store import ReceiptStore
     from voxproxy.receipts.verdict import judged
@@ -176,7 +177,7 @@ def _prepare_outputs(config: ServeConfig) -> ServeConfig:
     and, without --secret, one key for every worker's call ids, made and warned of."""
     from voxproxy.fdwatch import raise_fd_limit
     from voxproxy.ids import new_secret
-    from voxproxy.proxy.websocket import NO_SECRET
+    from voxproxy.proxy.lifecycle import NO_SECRET
 
     if config.receipts is not None:
         Path(config.receipts).parent.mkdir(parents=True, exist_ok=True)
