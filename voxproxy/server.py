@@ -3,7 +3,8 @@
 ::
 
     from voxproxy.proxy.websocket import ProxyConfig
-    from voxproxy.server import ServeConfig, serve
+    from voxproxy.proxy.workers import serve
+    from voxproxy.server import ServeConfig
     from voxproxy.transports.websocket import RelayConfig
 
     serve(ServeConfig(ProxyConfig(RelayConfig("ws://agent:8766")), listen=("0.0.0.0", 8765)))
@@ -14,7 +15,8 @@
 file and its crash journal (the receipts a killed proxy left owed are written at
 start), the SQLite store, the verdict under the policy, telemetry (and
 ``/metrics``), the event API, the open-files watch, and on stop the drain and the
-closing of every sink in order. :func:`serve` runs one until SIGINT or SIGTERM.
+closing of every sink in order. :func:`voxproxy.proxy.workers.serve` runs one until
+SIGINT or SIGTERM (or ``workers`` of them on one port).
 ``voxproxy proxy``, the demo and the benchmarks' harness (:mod:`voxproxy.harness.bench`),
 ``benchmarks/proxyhost.py`` and the tests all start proxies through it.
 """
@@ -367,17 +369,6 @@ def log_started(cfg: ServeConfig, policy: Policy, port: int, workers: str = "") 
     )
 
 
-def serve(config: ServeConfig) -> None:
-    """Run a proxy until SIGINT or SIGTERM (on uvloop when installed): in this process,
-    or with ``config.workers`` > 1 in that many worker processes (:mod:`voxproxy.proxy.workers`)."""
-    if config.workers > 1:
-        from voxproxy.proxy.workers import run_workers
-
-        run_workers(config)
-        return
-    run_loop(ProxyServer(config).run())
-
-
 def run_loop(coro: Any) -> Any:
     """Run ``coro`` to completion on uvloop when it is installed, else on asyncio's loop."""
     try:
@@ -421,4 +412,4 @@ def redact_url(url: str) -> str:
     return f"{parts.scheme}://{auth}{host}{port}{parts.path}{query}"
 
 
-__all__ = ["EventsConfig", "ProxyServer", "ServeConfig", "redact_url", "run_loop", "serve"]
+__all__ = ["EventsConfig", "ProxyServer", "ServeConfig", "redact_url", "run_loop"]

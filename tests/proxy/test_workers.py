@@ -27,7 +27,8 @@ from websockets.asyncio.server import ServerConnection
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
 from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.proxy.workers import cgroup_cpu_quota, default_workers, fold_journals, worker_journal
+from voxproxy.proxy.journals import fold_journals, worker_journal
+from voxproxy.proxy.workers import cgroup_cpu_quota, default_workers
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.writer import read_receipts
 from voxproxy.telemetry.prometheus import merge_expositions
@@ -341,8 +342,8 @@ def test_a_process_that_keeps_exiting_is_started_again_ever_later_never_in_a_spi
 def test_the_parent_writes_the_receipts_of_a_dead_worker_s_calls_from_its_journal(
     tmp_path: Path,
 ) -> None:
+    from voxproxy.proxy.journals import recover_journal
     from voxproxy.proxy.websocket import ProxyConfig
-    from voxproxy.proxy.workers import recover_journal
     from voxproxy.receipts.policy import load_policy
     from voxproxy.server import ServeConfig
     from voxproxy.transports.websocket import RelayConfig

@@ -3,7 +3,7 @@
 :mod:`voxproxy.cli` holds only the parser machinery (``VOXPROXY_<COMMAND>_*`` environment
 defaults, one-line errors, the argument types) and ``main``. Every subcommand is a
 module here, ``proxy`` (the product itself: its flags into a
-:class:`voxproxy.server.ServeConfig`, then :func:`voxproxy.server.serve`) included,
+:class:`voxproxy.server.ServeConfig`, then :func:`voxproxy.proxy.workers.serve`) included,
 listed in ``MODULES`` (in the order ``voxproxy --help`` shows them), named after
 it (dashes as underscores). Each defines ``add_parser(sub)``, which adds its
 subcommand(s) to the ``voxproxy`` parser and sets ``func`` (taking the parsed

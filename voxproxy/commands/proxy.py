@@ -2,7 +2,7 @@
 
 Parses its flags (each also ``VOXPROXY_PROXY_`` + the flag, see :mod:`voxproxy.cli`) into a
 :class:`voxproxy.server.ServeConfig` (:func:`serve_config`) and runs
-:func:`voxproxy.server.serve`, for either transport: websocket (the default) or
+:func:`voxproxy.proxy.workers.serve`, for either transport: websocket (the default) or
 webrtc (``--transport webrtc``, the webrtc extra).
 """
 
@@ -521,8 +521,8 @@ def _workers(args: argparse.Namespace, webrtc: bool) -> int:
 
 
 def _cmd_proxy(args: argparse.Namespace) -> int:
-    """``voxproxy proxy``: parse, then :func:`voxproxy.server.serve`."""
-    from voxproxy.server import serve
+    """``voxproxy proxy``: parse, then :func:`voxproxy.proxy.workers.serve`."""
+    from voxproxy.proxy.workers import serve
 
     serve(serve_config(args))
     return 0

@@ -10,12 +10,14 @@
   or shed past it;
 * ``eventapi`` and ``livecalls``: the HTTP event API (tool, state and outcome events)
   and the live calls it finds by any id the agent knows;
-* ``workers``: ``voxproxy proxy --workers N`` (N processes on one port, one proxy);
+* ``workers``: :func:`~.workers.serve`, and ``voxproxy proxy --workers N`` (N processes
+  on one port, one proxy; ``journals``: their crash journals);
   ``supervisor``, its parent (replaces a worker that dies); ``front``, its one
   ``/metrics``, event API and health; ``listenclaim``, the checks that keep a second
   proxy off a port a proxy serves.
 
-:mod:`voxproxy.server` (``ServeConfig``, ``ProxyServer``, ``serve()``) runs either proxy.
+:mod:`voxproxy.server` (``ServeConfig``, ``ProxyServer``) runs either proxy in this
+process; ``workers.serve()`` runs it here or in N workers.
 
 May import everything below it: the core, ``receipts``, ``telemetry``, ``transports``,
 ``httpserve``, ``fdwatch``, ``clock`` (and ``server``, for ``workers``). Nothing below

@@ -15,7 +15,7 @@ What the whole is and why: :mod:`voxproxy.proxy.workers`. Here, how:
 - A child that exits unasked is started again after :class:`RestartPolicy`'s wait;
   a worker's calls' receipts are written from its journal by its replacement as it
   starts, or by the parent at once when the replacement waits
-  (:func:`~voxproxy.proxy.workers.recover_journal`). The front hears of every change
+  (:func:`~voxproxy.proxy.journals.recover_journal`). The front hears of every change
   (:class:`~voxproxy.proxy.front.WorkerView`) for its health answers.
 """
 
@@ -37,8 +37,8 @@ from typing import Any
 
 from voxproxy.errors import ConfigError, VoxproxyError
 from voxproxy.proxy.front import DOWN, STARTING, UP, WorkerView, front_main
+from voxproxy.proxy.journals import recover_journal, worker_journal
 from voxproxy.proxy.listenclaim import AddressClaim
-from voxproxy.proxy.workers import recover_journal, worker_journal
 from voxproxy.receipts.policy import Policy
 from voxproxy.server import ProxyServer, ServeConfig, log_started, run_loop
 

@@ -1,4 +1,5 @@
-"""``voxproxy proxy --workers N``: N processes serve one port, as one proxy.
+"""Running a proxy (:func:`serve`): in this process, or with ``voxproxy proxy --workers
+N`` in N processes that serve one port as one proxy.
 
 The parent (:func:`run_workers`) never runs an event loop or a thread, so that it can
 fork a worker at any time with nothing half-done in the copy. It checks the
@@ -36,14 +37,15 @@ listening meanwhile; the calls the dead worker carried are gone, and their recei
 (terminal ``proxy_crashed``) are written from its journal at once: by its
 replacement, started at once, before it listens (as a restarted proxy writes them,
 counted in its metrics); or, when the replacement has to wait, by the parent itself
-(:func:`recover_journal`). It waits when the worker exited soon after it started
-(1 s, then twice as long each time, up to 30 s, until one runs a minute), so a
-worker that keeps crashing does not spin. A front that exits unasked is replaced the
-same way. The health paths say meanwhile which worker is down and when it starts
+(:func:`~voxproxy.proxy.journals.recover_journal`). It waits when the worker exited
+soon after it started (1 s, then twice as long each time, up to 30 s, until one runs a
+minute), so a worker that keeps crashing does not spin. A front that exits unasked is
+replaced the same way. The health paths say meanwhile which worker is down and when it starts
 again.
 
-With N = 1, :func:`voxproxy.server.serve` runs the proxy in its own process, as
-before: none of this is involved.
+With N = 1, :func:`serve` runs the proxy (:class:`voxproxy.server.ProxyServer`) in its
+own process: none of this is involved. The crash journals are
+:mod:`voxproxy.proxy.journals`.
 """
 
 from __future__ import annotations
@@ -51,16 +53,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from voxproxy.errors import ConfigError
+from voxproxy.proxy.journals import fold_journals
 from voxproxy.proxy.listenclaim import AddressClaim, check_unserved, reserve_port
-from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.policy import Policy, load_policy
-from voxproxy.server import ServeConfig
+from voxproxy.server import ProxyServer, ServeConfig, run_loop
 
 log = logging.getLogger("voxproxy")
 
@@ -93,83 +93,6 @@ def cgroup_cpu_quota(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
         return None
 
 
-def worker_journal(receipts: str | Path, index: int) -> Path:
-    """Where worker ``index`` journals its calls in progress."""
-    base = journal_path(receipts)
-    return base if index == 0 else base.with_name(f"{base.name}.{index}")
-
-
-def fold_journals(receipts: str | Path, workers: int) -> int:
-    """Append the journals of workers numbered ``workers`` and up (left by a run with
-    more workers) to worker 0's, so that their calls get their receipts; returns how
-    many journals were folded."""
-    base = journal_path(receipts)
-    folded = 0
-    for path in sorted(base.parent.glob(base.name + ".*")):
-        suffix = path.name[len(base.name) + 1 :]
-        if not suffix.isdigit() or int(suffix) < workers:
-            continue
-        text = path.read_text(encoding="utf-8")
-        if text.strip():
-            head = base.read_bytes()[-1:] if base.exists() else b"\n"
-            with open(base, "a", encoding="utf-8") as fh:
-                if head not in (b"", b"\n"):
-                    fh.write("\n")  # never glue a line to a torn one
-                fh.write(text if text.endswith("\n") else text + "\n")
-        path.unlink()
-        folded += 1
-    return folded
-
-
-def recover_journal(config: ServeConfig, policy: Policy, index: int) -> int:
-    """Write the receipts of the calls worker ``index`` (gone) left open in its journal,
-    from this process: ``proxy_crashed``, judged under ``policy``, to the receipts file,
-    the store and the sinks, as a restarted proxy writes them (not to telemetry, which
-    lives in the workers). Returns how many; the journal is left empty (removed)."""
-    from voxproxy.ids import new_secret
-    from voxproxy.proxy.lifecycle import ReceiptOutlet, recover_crashed
-    from voxproxy.proxy.websocket import ProxyConfig
-    from voxproxy.receipts.journal import CallJournal
-    from voxproxy.receipts.store import ReceiptStore
-    from voxproxy.receipts.verdict import judged
-    from voxproxy.receipts.writer import ReceiptWriter
-
-    if config.receipts is None or not isinstance(config.proxy, ProxyConfig):
-        return 0
-    path = worker_journal(config.receipts, index)
-    if not path.exists():
-        return 0
-    journal = CallJournal(path)
-    left = journal.open(config.receipts)
-    writer: ReceiptWriter | None = None
-    store: ReceiptStore | None = None
-    try:
-        if not left:
-            return 0
-        writer = ReceiptWriter(config.receipts, on_written=journal.written)
-        sinks: list[Callable[[Any], None]] = [writer.write]
-        if config.store is not None:
-            store = ReceiptStore(config.store)
-            sinks.append(store.write)
-        sinks.extend(config.sinks)
-        proxy = config.proxy
-        outlet = ReceiptOutlet(
-            proxy.secret or new_secret(),
-            proxy.dialect_options,
-            sinks,
-            None,
-            lambda r: judged(r, policy),
-        )
-        outlet.journal = journal
-        return recover_crashed(outlet, left, proxy.session)
-    finally:
-        if writer is not None:
-            writer.close()  # on disk before the journal lets go of the calls
-        if store is not None:
-            store.close()
-        journal.close()
-
-
 def _prepare_outputs(config: ServeConfig) -> ServeConfig:
     """What every worker would otherwise find out, or say, for itself, done once here
     before any starts: the receipts file and the store opened for writing (a path that
@@ -195,6 +118,15 @@ def _prepare_outputs(config: ServeConfig) -> ServeConfig:
         log.warning("%s", NO_SECRET)
         config = replace(config, proxy=replace(proxy, secret=new_secret()))
     return config
+
+
+def serve(config: ServeConfig) -> None:
+    """Run a proxy until SIGINT or SIGTERM (on uvloop when installed): in this process,
+    or with ``config.workers`` > 1 in that many worker processes (:mod:`voxproxy.proxy.workers`)."""
+    if config.workers > 1:
+        run_workers(config)
+        return
+    run_loop(ProxyServer(config).run())
 
 
 def run_workers(config: ServeConfig) -> None:
