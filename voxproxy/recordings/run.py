@@ -49,7 +49,7 @@ def _table(outcomes: Sequence[Outcome], receipts: dict[int, Receipt]) -> None:
     table = Table(title=f"{ok} of {len(outcomes)} recording(s) measured", title_justify="left")
     numeric = ("length", "turns", "ttfs p50", "ttfs max", "stopped", "stop max")
     for col in ("recording", *numeric, "echo", "verdict", "gate"):
-        table.add_column(col, justify="right" if col in numeric else "left", overflow="fold")
+        table.add_column(col, justify="right" if col in numeric else "left", no_wrap=True)
     for i, o in enumerate(outcomes):
         r = receipts.get(i)
         if r is None:
@@ -75,7 +75,8 @@ def _table(outcomes: Sequence[Outcome], receipts: dict[int, Receipt]) -> None:
             verdict,
             Text((v.gate or "") if v is not None else ""),
         )
-    Console(width=130).print(table)
+    # A terminal's own width; piped, wide enough for a row on one line (rich's 80 is not).
+    Console(width=None if sys.stdout.isatty() else 170).print(table)
 
 
 def _export_otlp(receipts: Sequence[Receipt]) -> None:
