@@ -516,3 +516,33 @@ async def test_the_callers_handshake_and_first_frames_in_one_write() -> None:
         assert unmasked_frames(agent.read) == [(0x81, b"in time")]
         assert observers[0].messages == [(CALLER_TO_AGENT, "in time")]
         await hang_up(writer)
+
+
+async def test_a_message_begun_before_the_agent_answered_is_dropped_whole() -> None:
+    """A fragment pipelined behind the request (the agent has not answered, so it is not
+    forwarded) and its continuation after the 101: the continuation is dropped too (the
+    agent's side has no message in progress). It raised inside the relay's read
+    callback, and the caller was dropped without a close."""
+    mask = b"\x05\x06\x07\x08"
+    begun = frame(TEXT, b"begun early, ", fin=False, mask=mask)
+    ended = frame(CONT, b"ended late", mask=mask)
+    later = frame(TEXT, b"in time", mask=mask)
+    async with relay_between() as (port, agent, observers):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            b"GET /call HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: " + KEY.encode() + b"\r\n"
+            b"Sec-WebSocket-Version: 13\r\n\r\n" + begun
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 101 ")
+        await asyncio.wait_for(agent.connected.wait(), 5)
+        writer.write(ended + later + frame(PING, b"still there?", mask=mask))
+        pong = unmasked_frames(await read_at_least(reader, 2 + 12))
+        assert pong == [(0x8A, b"still there?")]
+        await until(lambda: bool(unmasked_frames(agent.read)), "the later frame at the agent")
+        assert unmasked_frames(agent.read) == [(0x81, b"in time")]
+        assert observers[0].messages == [(CALLER_TO_AGENT, "in time")]
+        await hang_up(writer)
+        await until(lambda: bool(observers[0].ends), "the call's end")
+        assert observers[0].ends[0].undelivered == 1

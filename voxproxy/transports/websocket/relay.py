@@ -71,6 +71,10 @@ class Relay(CallLegs):
     ) -> None:
         super().__init__(config, observer_factory, registry, admission)
         self.caller = _Leg(self, CALLER_TO_AGENT)
+        # A fragmented message whose first frame went to the other side, per direction:
+        # only its continuations follow it (one begun before the agent answered, or
+        # while the other side could not take it, is dropped whole).
+        self._forwarding = [False, False]
 
     # -- leg callbacks -------------------------------------------------------------------
 
@@ -495,14 +499,17 @@ class Relay(CallLegs):
             if count > MAX_FRAGMENTS:
                 self._too_many_fragments(direction)
                 return
-            if not dst_ok:
-                # The other side is gone or closing: nothing is forwarded, so nothing is
-                # measured either (a flooding peer must not be read into memory for the
-                # close timeout, see _stalled). It is counted, once a message.
+            if not dst_ok or (opcode is Opcode.CONT and not self._forwarding[direction]):
+                # The other side is not open (yet, or any more), or was when the message
+                # began: nothing is forwarded, so nothing is measured either (a flooding
+                # peer must not be read into memory for the close timeout, see _stalled).
+                # It is counted, once a message.
                 self._frags[direction].clear()
+                self._forwarding[direction] = False
                 if frame.fin:
                     self.undelivered += 1
                 return
+            self._forwarding[direction] = not frame.fin
             assert dst is not None
             if opcode is Opcode.TEXT:
                 dst.send_text(frame.data, fin=frame.fin)
