@@ -122,5 +122,6 @@ async def test_otlp_export_sends_each_receipt(folder: Path, tmp_path: Path, monk
         (receipt,) = read_receipts(str(out))
         (call,) = receiver.received.named("voxproxy.call")
         assert receipt.call in json.dumps(call.attributes)
+        assert call.resource["service.name"] == "voxproxy-analyze"  # apart from the proxy's
     finally:
         await receiver.stop()

@@ -83,7 +83,9 @@ def _export_otlp(receipts: Sequence[Receipt]) -> None:
     from voxproxy.telemetry import CallTimes, TelemetryConfig, make_telemetry
     from voxproxy.timebase import EpochAnchor
 
-    telemetry = make_telemetry(TelemetryConfig(otlp=True))
+    # Its own service name (unless OTEL_SERVICE_NAME says), so that a recording's figures
+    # never mix with the live proxy's in the same dashboards.
+    telemetry = make_telemetry(TelemetryConfig(otlp=True, service_name="voxproxy-analyze"))
     for r in receipts:
         wall = int(_dt.datetime.fromisoformat(r.started_at).timestamp() * 1e9)
         end = round(r.duration_ms * 1e6)
