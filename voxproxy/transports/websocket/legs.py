@@ -1,6 +1,6 @@
 """A call's two connections and its end, beneath the :class:`~.relay.Relay`.
 
-:class:`_Leg` is one TCP connection (an asyncio protocol that hands everything to
+:class:`Leg` is one TCP connection (an asyncio protocol that hands everything to
 its relay). :class:`CallLegs` holds a call's state and what ends it: writing what
 websockets' protocols have to send to each leg, closing and aborting the legs, a
 refusal at the handshake, the idle timer, and reporting the end to the observer
@@ -37,7 +37,7 @@ import time
 import traceback
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from websockets.client import ClientProtocol
 from websockets.datastructures import Headers
@@ -57,9 +57,6 @@ from voxproxy.transports.websocket.observer import (
     EndInfo,
     ObserverFactory,
 )
-
-if TYPE_CHECKING:
-    from voxproxy.transports.websocket.relay import Relay
 
 log = logging.getLogger("voxproxy.transport")
 
@@ -89,12 +86,26 @@ class LegMode(enum.Enum):
     PROTOCOL = "protocol"  # everything through websockets' protocol, as it comes
 
 
-class _Leg(asyncio.Protocol):
+class LegEvents(Protocol):
+    """What a leg tells the call it belongs to (the :class:`~.relay.Relay`)."""
+
+    def leg_made(self, leg: Leg) -> None: ...
+
+    def data(self, leg: Leg, data: bytes) -> None: ...
+
+    def eof(self, leg: Leg) -> None: ...
+
+    def lost(self, leg: Leg) -> None: ...
+
+    def backpressure(self, leg: Leg, paused: bool) -> None: ...
+
+
+class Leg(asyncio.Protocol):
     """One TCP connection of a call; forwards everything to its relay."""
 
     __slots__ = ("cutter", "direction", "mode", "relay", "tail", "transport")
 
-    def __init__(self, relay: Relay | None, direction: Direction) -> None:
+    def __init__(self, relay: LegEvents | None, direction: Direction) -> None:
         self.relay = relay
         self.direction = direction  # the direction of the messages this leg *receives*
         self.transport: asyncio.Transport | None = None
@@ -136,7 +147,7 @@ class _Leg(asyncio.Protocol):
 class CallLegs:
     """One call's state, its two legs, and its end (the :class:`Relay` forwards)."""
 
-    caller: _Leg  # the caller's connection, made by the relay (its callbacks are there)
+    caller: Leg  # the caller's connection, made by the relay (its callbacks are there)
 
     def __init__(
         self,
@@ -153,7 +164,7 @@ class CallLegs:
         self.loop = asyncio.get_running_loop()
         self.t_start_ns = time.monotonic_ns()
         self.observer: CallObserver | None = None
-        self.agent: _Leg | None = None
+        self.agent: Leg | None = None
         self.server = ServerProtocol(
             max_size=config.max_message_bytes,
             select_subprotocol=self._subprotocol_selector(),

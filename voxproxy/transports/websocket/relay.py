@@ -50,7 +50,7 @@ from voxproxy.transports.websocket.handshake import (
     pass_request_headers,
     pass_response_headers,
 )
-from voxproxy.transports.websocket.legs import CallLegs, LegMode, _Leg, log, log_failure
+from voxproxy.transports.websocket.legs import CallLegs, Leg, LegMode, log, log_failure
 from voxproxy.transports.websocket.observer import EndInfo, ObserverFactory
 
 # The keys the relay masks the caller's spliced frames with, as the agent's client (a
@@ -70,7 +70,7 @@ class Relay(CallLegs):
         admission: Admission | None = None,
     ) -> None:
         super().__init__(config, observer_factory, registry, admission)
-        self.caller = _Leg(self, CALLER_TO_AGENT)
+        self.caller = Leg(self, CALLER_TO_AGENT)
         # A fragmented message whose first frame went to the other side, per direction:
         # only its continuations follow it (one begun before the agent answered, or
         # while the other side could not take it, is dropped whole).
@@ -78,7 +78,7 @@ class Relay(CallLegs):
 
     # -- leg callbacks -------------------------------------------------------------------
 
-    def leg_made(self, leg: _Leg) -> None:
+    def leg_made(self, leg: Leg) -> None:
         if leg is self.caller:
             # Registered only now: over TLS the protocol exists from the accept, but a
             # failed TLS handshake never calls connection_made (nor connection_lost).
@@ -89,7 +89,7 @@ class Relay(CallLegs):
         else:
             self.agent = leg
 
-    def data(self, leg: _Leg, data: bytes) -> None:
+    def data(self, leg: Leg, data: bytes) -> None:
         # (Bytes are not activity: only a whole message with media is, see _deliver.)
         t_ns = time.monotonic_ns()
         mode = leg.mode
@@ -100,7 +100,7 @@ class Relay(CallLegs):
         else:
             self._feed(leg, data, t_ns)
 
-    def _feed(self, leg: _Leg, data: bytes, t_ns: int) -> None:
+    def _feed(self, leg: Leg, data: bytes, t_ns: int) -> None:
         """Bytes through the leg's websockets protocol, and what comes out acted on."""
         if leg is self.caller:
             self.server.receive_data(data)
@@ -132,7 +132,7 @@ class Relay(CallLegs):
     # (each is flushed at once). What this saves: the protocol's generator-based
     # parsing, and a Frame object and its serialization for every message.
 
-    def _protocol(self, leg: _Leg) -> ServerProtocol | ClientProtocol | None:
+    def _protocol(self, leg: Leg) -> ServerProtocol | ClientProtocol | None:
         return self.server if leg is self.caller else self.client
 
     @staticmethod
@@ -142,7 +142,7 @@ class Relay(CallLegs):
         state = protocol.state
         return state is State.OPEN or (state is State.CONNECTING and not protocol.eof_sent)
 
-    def _head(self, leg: _Leg, data: bytes, t_ns: int) -> None:
+    def _head(self, leg: Leg, data: bytes, t_ns: int) -> None:
         """A read while the leg's handshake head is not yet whole."""
         protocol = self._protocol(leg)
         if protocol is None:
@@ -175,7 +175,7 @@ class Relay(CallLegs):
             if rest:
                 self._feed(leg, rest, t_ns)
 
-    def _frames(self, leg: _Leg, data: bytes, t_ns: int) -> None:
+    def _frames(self, leg: Leg, data: bytes, t_ns: int) -> None:
         """A read once the leg's frames are cut: each cut routed."""
         protocol = self._protocol(leg)
         cutter = leg.cutter
@@ -196,7 +196,7 @@ class Relay(CallLegs):
                 self._fail(leg, protocol, cut, t_ns)
                 return
 
-    def _leave_frames(self, leg: _Leg, rest: bytes, t_ns: int) -> None:
+    def _leave_frames(self, leg: Leg, rest: bytes, t_ns: int) -> None:
         """The rest of the leg goes through the protocol as it comes."""
         leg.mode = LegMode.PROTOCOL
         leg.cutter = None
@@ -204,7 +204,7 @@ class Relay(CallLegs):
             self._feed(leg, rest, t_ns)
 
     def _fail(
-        self, leg: _Leg, protocol: ServerProtocol | ClientProtocol, failure: Failure, t_ns: int
+        self, leg: Leg, protocol: ServerProtocol | ClientProtocol, failure: Failure, t_ns: int
     ) -> None:
         """A frame's header broke the protocol: the leg's protocol fails the connection
         with the cutter's code (as it would have on that frame), and reads no more."""
@@ -218,7 +218,7 @@ class Relay(CallLegs):
             self._agent_events([], t_ns)
             self._flush_agent()
 
-    def _splice(self, leg: _Leg, cut: Splice, t_ns: int) -> None:
+    def _splice(self, leg: Leg, cut: Splice, t_ns: int) -> None:
         """A whole data frame to the other leg (re-masked if it is the caller's), then
         measured."""
         direction = leg.direction
@@ -249,7 +249,7 @@ class Relay(CallLegs):
         self._frag_text[direction] = cut.text
         self._deliver(direction, payload, t_ns)
 
-    def eof(self, leg: _Leg) -> None:
+    def eof(self, leg: Leg) -> None:
         if leg.mode is LegMode.FRAMES and leg.cutter is not None:
             # A frame cut short by the end of the stream: the protocol sees it, as before.
             self._leave_frames(leg, leg.cutter.pending, time.monotonic_ns())
@@ -260,7 +260,7 @@ class Relay(CallLegs):
             self.client.receive_eof()
             self._flush_agent()
 
-    def lost(self, leg: _Leg) -> None:
+    def lost(self, leg: Leg) -> None:
         t_ns = time.monotonic_ns()
         # Reading from the other leg may have been paused for this one: resume it, so that
         # the close handshake on that leg can complete.
@@ -288,7 +288,7 @@ class Relay(CallLegs):
                     self._close_caller(CloseCode.BAD_GATEWAY, "agent connection lost")
         self._maybe_finish(t_ns)
 
-    def backpressure(self, leg: _Leg, paused: bool) -> None:
+    def backpressure(self, leg: Leg, paused: bool) -> None:
         # The leg we write to is full: stop reading from the other one until it drains.
         side = 0 if leg is self.caller else 1
         handle = self._stalls[side]
@@ -306,7 +306,7 @@ class Relay(CallLegs):
         else:
             other.transport.resume_reading()
 
-    def _stalled(self, leg: _Leg) -> None:
+    def _stalled(self, leg: Leg) -> None:
         """``leg``'s peer has read nothing for ``stall_timeout_s``: drop it as gone."""
         if leg is self.caller:
             self._stalls[0] = None
@@ -403,7 +403,7 @@ class Relay(CallLegs):
                 add_own_headers(out, self.observer.upstream_headers(request))
             except Exception:
                 self._observer_failed()
-        leg = _Leg(self, AGENT_TO_CALLER)
+        leg = Leg(self, AGENT_TO_CALLER)
         ssl_ctx: ssl.SSLContext | None = None
         if uri.secure:
             ssl_ctx = cfg.upstream_ssl or ssl.create_default_context()
