@@ -27,7 +27,7 @@ def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 def test_cdf_axes_start_at_zero(figures: list[Any]) -> None:
-    report._cdf({"a": [400.0, 500.0, 900.0]}, "ms", "ttfs")
+    report.cdf({"a": [400.0, 500.0, 900.0]}, "ms", "ttfs")
     (ax,) = figures[0].axes
     assert ax.get_ylim()[0] == 0.0
     assert ax.get_ylim()[1] >= 1.0

@@ -22,7 +22,7 @@ from voxproxy.transcripts.html import transcripts_section
 
 MAX_TIMELINES = 24
 
-_CSS = " ".join(
+REPORT_CSS = " ".join(
     [
         "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;",
         "color:#1d2230;line-height:1.4}h1{margin-bottom:.2rem}",
@@ -72,7 +72,7 @@ def _svg(fig: Any) -> str:
     return text[text.find("<svg") :]
 
 
-def _cdf(series: dict[str, list[float]], xlabel: str, title: str) -> str:
+def cdf(series: dict[str, list[float]], xlabel: str, title: str) -> str:
     plt = _pyplot()
     if plt is None:
         return _no_chart()
@@ -193,7 +193,7 @@ def write_report(
     esc = html.escape
     parts: list[str] = [
         "<!doctype html><html><head><meta charset='utf-8'><title>voxproxy load report</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{REPORT_CSS}</style></head><body>",
         "<h1>voxproxy load report</h1>",
         f"<p class='muted'>target {esc(str(meta['target']))} · dialect {esc(str(meta['dialect']))}"
         + (
@@ -265,12 +265,12 @@ def write_report(
             if t["diff"]["stop_latency_ms"] is not None:
                 err_s.append(abs(t["diff"]["stop_latency_ms"]))
     parts.append("<h2>Distributions</h2><div class='grid'>")
-    parts.append(f"<figure>{_cdf(by_scn, 'ms', 'time to first sound (caller truth)')}</figure>")
-    parts.append(f"<figure>{_cdf(stops, 'ms', 'barge-in stop latency (caller truth)')}</figure>")
+    parts.append(f"<figure>{cdf(by_scn, 'ms', 'time to first sound (caller truth)')}</figure>")
+    parts.append(f"<figure>{cdf(stops, 'ms', 'barge-in stop latency (caller truth)')}</figure>")
     if err_t or err_s:
         parts.append(
             "<figure>"
-            + _cdf(
+            + cdf(
                 {"ttfs": err_t, "stop latency": err_s},
                 "|proxy − truth| ms",
                 "the proxy's error against the caller's truth",

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from voxproxy.loadgen.report import _CSS, _cdf
+from voxproxy.loadgen.report import REPORT_CSS, cdf
 from voxproxy.receipts.model import Receipt
 
 WIDTH, LANE_H, TOP = 1000, 22, 18
@@ -208,7 +208,7 @@ def write_player_report(
     base = path.parent
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",
-        f"<style>{_CSS} section.call{{margin:1.6rem 0}} .players audio{{margin-right:.6rem}}"
+        f"<style>{REPORT_CSS} section.call{{margin:1.6rem 0}} .players audio{{margin-right:.6rem}}"
         " svg.timeline{cursor:pointer;border:1px solid #dde}</style></head><body>",
         f"<h1>{esc(title)}</h1>",
         f"<p class='muted'>{len(views)} recording(s) measured at the listener's vantage "
@@ -252,8 +252,8 @@ def write_player_report(
         if t.barge_in is not None and t.barge_in.stop_latency_ms is not None
     ]
     parts.append("<h2>Distributions</h2><div class='grid'>")
-    parts.append(f"<figure>{_cdf({'ttfs': ttfs}, 'ms', 'time to first sound')}</figure>")
-    parts.append(f"<figure>{_cdf({'stop': stops}, 'ms', 'barge-in stop latency')}</figure>")
+    parts.append(f"<figure>{cdf({'ttfs': ttfs}, 'ms', 'time to first sound')}</figure>")
+    parts.append(f"<figure>{cdf({'stop': stops}, 'ms', 'barge-in stop latency')}</figure>")
     parts.append("</div><h2>Calls</h2>")
     parts.append(
         "<p class='muted'>blue: caller speech · green: agent speech as the caller heard it · "

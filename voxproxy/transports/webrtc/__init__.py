@@ -37,7 +37,7 @@ unsupported kind would be):
   and a measurement that wants "audible time = arrival" (MEASUREMENT.md
   section 3) cannot use it. So each receiver is *tapped*: its
   ``_handle_rtp_packet`` (which aiortc's ``RTCDtlsTransport`` calls for every
-  decrypted RTP packet) is replaced on the instance by :func:`.media._tap`, which
+  decrypted RTP packet) is replaced on the instance by :func:`.media.tap_rtp`, which
   stamps the packet with its datagram's arrival and hands the payload on at once.
   The stock path (jitter buffer, decoder thread) is bypassed entirely.
 - The arrival is when the datagram reached the host: the kernel's receive time

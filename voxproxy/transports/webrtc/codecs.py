@@ -22,7 +22,7 @@ from av.packet import Packet
 from voxproxy.audio.g711 import alaw_to_pcm, ulaw_to_pcm
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_MS
-from voxproxy.transports.webrtc.opus import _libopus, _OpusDecoder16k
+from voxproxy.transports.webrtc.opus import OpusDecoder16k, libopus
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ def _time_base(clock_rate: int) -> fractions.Fraction:
     return fractions.Fraction(1, clock_rate)
 
 
-def _frame_ticks(codec: CodecInfo) -> int:
+def frame_ticks(codec: CodecInfo) -> int:
     """RTP clock ticks in one 20 ms payload."""
     return codec.clock_rate // 50
 
@@ -84,7 +84,7 @@ def _frame_ticks(codec: CodecInfo) -> int:
 class AudioDecoder:
     """Decodes one stream's RTP payloads to mono 16-bit PCM (for measurement and transcoding).
 
-    Opus is decoded by libopus straight to mono at 16 kHz (:class:`_OpusDecoder16k`)
+    Opus is decoded by libopus straight to mono at 16 kHz (:class:`OpusDecoder16k`)
     or, where libopus cannot be loaded directly, through PyAV at 48 kHz (which
     still costs less than aiortc's stereo decoder); G.711 is decoded by
     voxproxy's own tables; anything else by aiortc's decoder, downmixed.
@@ -93,12 +93,12 @@ class AudioDecoder:
     def __init__(self, codec: CodecInfo, *, direct: bool = True) -> None:
         self.codec = codec
         self._opus: Any = None
-        self._opus16: _OpusDecoder16k | None = None
+        self._opus16: OpusDecoder16k | None = None
         self._other: Any = None
-        lib = _libopus() if codec.name == "opus" and direct else None
+        lib = libopus() if codec.name == "opus" and direct else None
         if lib is not None:
-            self._opus16 = _OpusDecoder16k(lib)
-            self.sample_rate_hz = _OpusDecoder16k.RATE
+            self._opus16 = OpusDecoder16k(lib)
+            self.sample_rate_hz = OpusDecoder16k.RATE
         elif codec.name == "opus":
             ctx = CodecContext.create("libopus", "r")
             ctx.format = "s16"

@@ -57,9 +57,10 @@ def rtc_configuration(ice_servers: Sequence[str] = ()) -> RTCConfiguration:
     )
 
 
-_PEERS: weakref.WeakSet[RTCPeerConnection] = weakref.WeakSet()
+LIVE_PEERS: weakref.WeakSet[RTCPeerConnection] = weakref.WeakSet()
+"""The peer connections this package made (any role), while they live."""
 
 
 def open_peer_connections() -> int:
     """Peer connections made by this module (any role) that are not closed yet."""
-    return sum(1 for pc in list(_PEERS) if pc.connectionState != "closed")
+    return sum(1 for pc in list(LIVE_PEERS) if pc.connectionState != "closed")

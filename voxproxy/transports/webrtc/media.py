@@ -110,7 +110,7 @@ class _Unwrap:
         return ts - self._origin
 
 
-def _tap(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> None:
+def tap_rtp(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> None:
     """Receive this transceiver's RTP packets directly, on arrival (see the module doc)."""
     receiver = transceiver.receiver
     codecs: dict[int, CodecInfo] = {}

@@ -13,7 +13,7 @@ from voxproxy.events import Pcm
 _LIBOPUS: Any = None  # ctypes handle, False when not found
 
 
-def _libopus() -> Any:
+def libopus() -> Any:
     """libopus, for decoding at a detector rate: the copy PyAV ships, else the system's."""
     global _LIBOPUS
     if _LIBOPUS is None:
@@ -53,7 +53,7 @@ def _libopus() -> Any:
     return _LIBOPUS if _LIBOPUS is not False else None
 
 
-class _OpusDecoder16k:
+class OpusDecoder16k:
     """libopus called directly (ctypes), decoding to mono 16 kHz.
 
     libopus decodes to any of 8/12/16/24/48 kHz itself (RFC 6716 section 4); at

@@ -21,9 +21,9 @@ from aiortc.sdp import SessionDescription
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_S
 from voxproxy.transports.webrtc.arrival import Arrivals, install
-from voxproxy.transports.webrtc.codecs import AudioEncoder, CodecInfo, RtpIn, _frame_ticks
-from voxproxy.transports.webrtc.ice import _PEERS, rtc_configuration
-from voxproxy.transports.webrtc.media import Channel, OutboundTrack, _tap
+from voxproxy.transports.webrtc.codecs import AudioEncoder, CodecInfo, RtpIn, frame_ticks
+from voxproxy.transports.webrtc.ice import LIVE_PEERS, rtc_configuration
+from voxproxy.transports.webrtc.media import Channel, OutboundTrack, tap_rtp
 
 
 class BadSdp(ValueError):
@@ -55,7 +55,7 @@ def check_offer(sdp: str) -> SessionDescription:
 class AudioPeer:
     """One ``RTCPeerConnection`` with a single audio transceiver and any data channels.
 
-    Incoming RTP goes to :attr:`on_rtp` on arrival (:func:`_tap`); outgoing
+    Incoming RTP goes to :attr:`on_rtp` on arrival (:func:`tap_rtp`); outgoing
     audio is pushed as encoded payloads with :meth:`send_payload` (or as PCM with
     :meth:`send_pcm`, encoded here for the negotiated codec).
     """
@@ -69,7 +69,7 @@ class AudioPeer:
     ) -> None:
         self.name = name
         self.pc = RTCPeerConnection(rtc_configuration(ice_servers))
-        _PEERS.add(self.pc)
+        LIVE_PEERS.add(self.pc)
         self.track = OutboundTrack()
         self.codec_prefs = tuple(c.lower() for c in codecs) if codecs else None
         self.transceiver: RTCRtpTransceiver | None = None
@@ -104,7 +104,7 @@ class AudioPeer:
 
     def _attach(self, transceiver: RTCRtpTransceiver) -> None:
         self.transceiver = transceiver
-        _tap(transceiver, self._rtp)
+        tap_rtp(transceiver, self._rtp)
 
     async def create_offer(
         self, *, direction: str = "sendrecv", data: bool = False, channels: Sequence[str] = ()
@@ -198,7 +198,7 @@ class AudioPeer:
         if self._pts_origin_ns is None:
             self._pts_origin_ns = now
         wall = (now - self._pts_origin_ns) * codec.clock_rate // NS_PER_S
-        ticks = _frame_ticks(codec)
+        ticks = frame_ticks(codec)
         if wall > self._send_pts + 2 * ticks:
             self._send_pts = wall - wall % ticks
         pts = self._send_pts

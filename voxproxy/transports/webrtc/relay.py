@@ -25,7 +25,7 @@ from voxproxy.transports.webrtc.codecs import (
     CodecInfo,
     MeasuredStream,
     RtpIn,
-    _frame_ticks,
+    frame_ticks,
 )
 from voxproxy.transports.webrtc.ends import EndInfo
 from voxproxy.transports.webrtc.media import Channel
@@ -280,7 +280,7 @@ class WebRtcRelay:
         if d.encoder is None or d.encoder.codec != out_codec:
             d.encoder = AudioEncoder(out_codec)
         payloads = d.encoder.encode(pcm, dec.sample_rate_hz)
-        ticks = _frame_ticks(out_codec)
+        ticks = frame_ticks(out_codec)
         # Keep the source's timing: a pause in its timestamps is a pause in ours.
         src_pts = p.timestamp * out_codec.clock_rate // p.codec.clock_rate
         pts = src_pts if d.tx_pts is None else max(d.tx_pts, src_pts - ticks * len(payloads))
