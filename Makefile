@@ -54,12 +54,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict voxproxy
 
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist; 0 runs it in this one). Most
+# real-time tests wait on the wall clock, so two processes overlap their waits on two
+# cores; every test binds port 0 and writes under its own tmp_path, and a test that must
+# share a process with another says so with @pytest.mark.xdist_group (--dist loadgroup).
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST   := -n $(PYTEST_WORKERS) --dist loadgroup
+
 pytest: $(STAMP) system-deps $(NATIVE_STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PYTEST_XDIST)
 
 # The pure-Python fallback passes the same quick tests (the compiled build ran them all).
 pytest-pure: $(STAMP)
-	VOXPROXY_PURE_PYTHON=1 $(BIN)/pytest -q -m "not slow"
+	VOXPROXY_PURE_PYTHON=1 $(BIN)/pytest -q $(PYTEST_XDIST) -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
