@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.groundtruth import LOAD_REASONS
 
 pytestmark = pytest.mark.slow
 
@@ -47,10 +48,6 @@ def _run_in_namespace(out: Path) -> subprocess.CompletedProcess[str]:
         env=env,
         check=False,
     )
-
-
-# Why a figure may be withheld because the machine was busy, not because the call was odd.
-LOAD_REASONS = ("clock_lag", "measurement_shed", "caller_unanalysed", "agent_unanalysed")
 
 
 def _call(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -82,6 +79,30 @@ def _call(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return r, responses[0]
 
 
+# How wide the span where the microphone's file started may be for the figures to be
+# checked against it (the truth's own uncertainty, below).
+MAX_SPAN_MS = 100.0
+
+
+def _file_start(r: dict[str, Any]) -> tuple[float, float]:
+    """Where the microphone's file started playing, on this process's monotonic clock (ms):
+    known to lie between two instants. The fake device cannot play before getUserMedia asks
+    for it, and the page cannot hear a sample before it plays. The page's copy is late by
+    Chromium's WebAudio input path, and by a varying amount (2 to 28 ms over 17 runs here,
+    49 in CI on a busy machine): taken as the start itself, it moved the truth by that
+    much, so the proxy's figures are held to the span."""
+    page, truth = r["page"], r["truth_file"]
+    page_minus_mono = r["clock"]["page_minus_mono_ms"]
+    earliest = page["events"]["gum_called"] - page_minus_mono
+    latest = page["first"]["mic"] - page_minus_mono - truth["first_loud_ms"]
+    return earliest, latest
+
+
+def _span_ms(r: dict[str, Any]) -> float:
+    earliest, latest = _file_start(r)
+    return latest - earliest
+
+
 def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path) -> None:
     # Missing tools are a broken setup, not a reason to skip: `make test` installs chromium.
     assert CHROMIUM is not None, (
@@ -101,19 +122,19 @@ def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path
         assert turn["reason"] in LOAD_REASONS, turn
         print(f"ttfs withheld ({turn['reason']}) on a busy machine: calling once more")
         r, turn = _call(tmp_path / "browser-again.json")
+    elif _span_ms(r) > MAX_SPAN_MS:
+        # The truth is known only within the span below; Chromium's input path on a busy
+        # machine can widen it past what checks the proxy to its bound (128 ms seen beside
+        # the suite's other process and two busy loops): one more call, said out loud.
+        print(f"the truth's span is {_span_ms(r):.0f} ms on a busy machine: calling once more")
+        r, turn = _call(tmp_path / "browser-again.json")
     assert turn["ttfs_ms"] is not None, turn
     page, truth = r["page"], r["truth_file"]
 
-    # Everything on this process's monotonic clock, in ms. Where the microphone's file
-    # started playing is known to lie between two instants: the fake device cannot play
-    # before getUserMedia asks for it, and the page cannot hear a sample before it plays.
-    # The page's copy is late by Chromium's WebAudio input path, and by a varying amount
-    # (2 to 28 ms over 17 runs here, 49 in CI on a busy machine): taken as the start
-    # itself, it moved the truth by that much, so the proxy's figures are held to the span.
+    # Everything on this process's monotonic clock, in ms (see _file_start).
     page_minus_mono = r["clock"]["page_minus_mono_ms"]
     start = r["call_start_mono_ms"]
-    earliest = page["events"]["gum_called"] - page_minus_mono
-    latest = page["first"]["mic"] - page_minus_mono - truth["first_loud_ms"]
+    earliest, latest = _file_start(r)
 
     def outside(value: float, lo: float, hi: float) -> float:
         """How far ``value`` lies outside [lo, hi] (negative: below it)."""
@@ -143,7 +164,7 @@ def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path
         f"{heard_at_page:.1f} ms after it was sent (jitter buffer and playout, beyond the "
         f"proxy's vantage point)"
     )
-    assert 0.0 <= latest - earliest <= 100.0, (earliest, latest)
+    assert 0.0 <= latest - earliest <= MAX_SPAN_MS, (earliest, latest)
     assert abs(onset_err) <= 15.0 and abs(offset_err) <= 15.0
     # Over Opus, -6 to +18 ms over 17 runs (the large ones on the offset's side).
     assert abs(duration_err) <= 25.0

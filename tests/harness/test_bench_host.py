@@ -7,6 +7,7 @@ import json
 
 import pytest
 from support.benchmarks import load_benchmark
+from support.groundtruth import require_published
 
 from voxproxy.errors import UsageError
 from voxproxy.harness.bench import BenchAgent, run_bench
@@ -48,6 +49,7 @@ async def test_calls_go_through_the_hosts_proxies_and_get_its_receipts() -> None
     calls = await run_bench(agents, ((_scenario(), None),), secret=SECRET, proxy_host=host)
     assert [c.label for c in calls] == ["raw", "twilio"]
     assert host.stats["calls"] == 2  # both went through the child's proxies
+    answers = []
     for c in calls:
         o = c.outcome
         assert o.record.error is None
@@ -56,7 +58,10 @@ async def test_calls_go_through_the_hosts_proxies_and_get_its_receipts() -> None
         assert o.receipt.call == keyed_hash(SECRET, o.call_id, "c_")
         assert o.receipt.verdict is not None  # judged by the host, as in-process
         responses = [t for t in o.receipt.turns if t.kind == "response"]
-        assert len(responses) == 1 and responses[0].ttfs_ms is not None
+        assert len(responses) == 1
+        answers += responses
+    # Both measured; a busy machine may withhold one for its own load, never both.
+    require_published(answers, "bench host")
 
 
 def test_receipts_from_a_newer_tree_are_read_without_the_fields_this_one_lacks() -> None:

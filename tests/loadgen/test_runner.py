@@ -55,18 +55,26 @@ async def test_load_run_writes_results_summary_and_report(tmp_path: Path) -> Non
     barge = next(t for t in inter["turns"] if t["barge_in"])
     # The caller's truth, the proxy's figure and their difference, all present.
     assert barge["truth"]["stop_latency_ms"] is not None
-    assert barge["proxy"]["stop_latency_ms"] is not None
-    assert abs(barge["diff"]["stop_latency_ms"]) <= 30
-    # Every turn's figure within 30 ms of the truth, or withheld for what a busy machine
-    # does to a live run (the proxy's clock readings ran late near its edges, or its
-    # measurement was shed): never a wrong figure, never one silently missing.
+    # Every figure within 30 ms of the truth, or withheld for what a busy machine does to
+    # a live run (the proxy's clock readings ran late near its edges, or its measurement
+    # was shed): never a wrong figure, never one silently missing, never all withheld.
+    if barge["proxy"]["stop_latency_ms"] is None:  # its reason is in the receipt
+        receipt = calls[0].receipt
+        assert receipt is not None
+        (barged,) = [t.barge_in for t in receipt.turns if t.barge_in is not None]
+        assert barged.reason in BUSY_MACHINE, barged
+    else:
+        assert abs(barge["diff"]["stop_latency_ms"]) <= 30
+    published = 0
     for t in inter["turns"]:
         proxy = t["proxy"]
         assert proxy is not None, t
         if proxy["ttfs_ms"] is None:
             assert proxy["reason"] in BUSY_MACHINE, t
         else:
+            published += 1
             assert abs(t["diff"]["ttfs_ms"]) <= 30, t
+    assert published >= 1
     # A cough and a door: the agent kept talking and the proxy did not count a barge-in.
     assert [n["agent_yielded"] for n in noise["noises"]] == [False, False]
     assert all(n["proxy_judged_correctly"] for n in noise["noises"])

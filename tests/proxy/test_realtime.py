@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from support.groundtruth import LOAD_REASONS, beyond_lag, withheld_for_load
 from support.livecall import Outcome, call_through, live_bounds
 
 from voxproxy.clips import clip
@@ -109,6 +110,7 @@ async def test_live_realtime_calls_against_truth() -> None:
     stop_err: list[float] = []
     vad_err: list[float] = []
     trunc_diff: list[float] = []
+    published = 0
     for spec, o in zip(SPECS, outcomes, strict=True):
         r = o.receipt
         assert r is not None
@@ -120,32 +122,45 @@ async def test_live_realtime_calls_against_truth() -> None:
         assert len(responses) == len(truths) == 3, (spec, r.turns, truths)
         positions = speech_stopped_positions(o.log)
         for truth, turn in zip(truths, responses, strict=True):
-            assert truth.ttfs_ns is not None and turn.ttfs_ms is not None, (spec, turn)
-            ttfs_err.append(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS)
-            # The stage breakdown: proxy VAD end -> server VAD end -> response.created ->
-            # first delta -> audible; the steps add up to ttfs.
-            stages = turn.stages
-            assert stages is not None, (spec, turn)
-            assert list(stages.breakdown_ms) == [
-                "server_speech_stopped",
-                "response_created",
-                "first_audio_delta",
-                "audible",
-            ], (spec, stages)
-            assert abs(sum(stages.breakdown_ms.values()) - turn.ttfs_ms) <= 0.3
-            # The server's VAD end, mapped from the appended-audio timeline, against the
-            # instant the client captured that position (t0 + audio_end_ms).
-            assert stages.server_vad_offset_diff_ms is not None
-            true_ends = [o.record.t0_ns + p * NS_PER_MS for p in positions]
-            true_end = min(true_ends, key=lambda t: abs(t - truth.caller_offset_ns - 500e6))
-            true_diff = (true_end - truth.caller_offset_ns) / NS_PER_MS
-            vad_err.append(stages.server_vad_offset_diff_ms - true_diff)
+            assert truth.ttfs_ns is not None, (spec, truth)
+            if not withheld_for_load(turn.ttfs_ms, turn.reason, (spec, turn.index)):
+                assert turn.ttfs_ms is not None
+                published += 1
+                # Beyond the clock lag the figure states, as for the other live calls.
+                error = turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS
+                ttfs_err.append(beyond_lag(error, turn.ttfs_uncertainty_ms))
+                # The stage breakdown: proxy VAD end -> server VAD end -> response.created
+                # -> first delta -> audible; the steps add up to ttfs.
+                stages = turn.stages
+                assert stages is not None, (spec, turn)
+                assert list(stages.breakdown_ms) == [
+                    "server_speech_stopped",
+                    "response_created",
+                    "first_audio_delta",
+                    "audible",
+                ], (spec, stages)
+                assert abs(sum(stages.breakdown_ms.values()) - turn.ttfs_ms) <= 0.3
+                # The server's VAD end, mapped from the appended-audio timeline, against
+                # the instant the client captured that position (t0 + audio_end_ms).
+                assert stages.server_vad_offset_diff_ms is not None
+                true_ends = [o.record.t0_ns + p * NS_PER_MS for p in positions]
+                true_end = min(true_ends, key=lambda t: abs(t - truth.caller_offset_ns - 500e6))
+                true_diff = (true_end - truth.caller_offset_ns) / NS_PER_MS
+                vad_error = stages.server_vad_offset_diff_ms - true_diff
+                vad_err.append(beyond_lag(vad_error, turn.ttfs_uncertainty_ms))
             if truth.barge_in:
-                assert turn.barge_in is not None, (spec, turn)
-                assert turn.barge_in.outcome == "stopped" and turn.barge_in.evidence == "flush"
+                b = turn.barge_in
+                assert b is not None, (spec, turn)
+                assert b.evidence == "flush", (spec, b)
                 assert truth.stop_latency_ns is not None
-                assert turn.barge_in.stop_latency_ms is not None
-                stop_err.append(turn.barge_in.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS)
+                if b.outcome == "unknown":  # withheld: only for the machine's load
+                    assert b.reason in LOAD_REASONS, (spec, b)
+                else:
+                    assert b.outcome == "stopped", (spec, b)
+                if not withheld_for_load(b.stop_latency_ms, b.reason, (spec, turn.index)):
+                    assert b.stop_latency_ms is not None
+                    error = b.stop_latency_ms - truth.stop_latency_ns / NS_PER_MS
+                    stop_err.append(beyond_lag(error, b.stop_uncertainty_ms))
         # The truncate: the client's claim against the playout model.
         assert len(r.truncations) == len(o.record.truncations) == 1, (spec, r.truncations)
         (rec,) = r.truncations
@@ -164,6 +179,8 @@ async def test_live_realtime_calls_against_truth() -> None:
             assert r.effects is not None and r.effects.responses_cancelled_with_tool_in_flight == 0
         else:
             assert r.tools == []
+    # A busy machine may withhold figures for its own load, never every one.
+    assert published >= 1
     live_bounds("realtime", ttfs_err, stop_err)
     v, d = np.abs(np.array(vad_err)), np.abs(np.array(trunc_diff))
     print(

@@ -20,6 +20,7 @@ from support.waiting import wait_until
 from support.webrtckit import open_counts, webrtc_proxy
 
 from voxproxy.clips import clip
+from voxproxy.clock import LagMonitor
 from voxproxy.loadgen.caller import Say, WaitAgentEnd
 from voxproxy.loadgen.webrtc import (
     WebRtcCaller,
@@ -45,6 +46,7 @@ class Outcome:
     receipt: Receipt
     record: WebRtcRecord
     log: WebRtcCallLog
+    loop_lag: LagMonitor  # the proxy's, of the loop the caller and the agent share
 
 
 async def one_call(n: int, signaling: str, idle: Idle, delay_ms: float) -> Outcome:
@@ -70,11 +72,12 @@ async def one_call(n: int, signaling: str, idle: Idle, delay_ms: float) -> Outco
             )
             record = await caller.run_webrtc()
             await wait_until(lambda: bool(receipts), 10.0)
+            loop_lag = proxy.clock_lag
     finally:
         await agent.stop()
     assert record.error is None, record.error
     assert len(receipts) == 1
-    return Outcome(receipts[0], record, agent.calls[0])
+    return Outcome(receipts[0], record, agent.calls[0], loop_lag)
 
 
 CALLS = [
@@ -96,7 +99,7 @@ async def test_live_webrtc_calls_measure_ttfs_and_stop_latency_against_truth() -
         assert o.receipt.settings.caller_frame_ms == 20.0
         truths = webrtc_turn_truths(o.record, o.log)
         # Nothing to flush on a paced wire.
-        turn_errors(o.receipt, truths, "ceased", ttfs_err, stop_err, spec)
+        turn_errors(o.receipt, truths, "ceased", ttfs_err, stop_err, spec, o.loop_lag)
     # As for the websocket proxy: real scheduling jitter on three event loops, plus Opus.
     live_bounds("webrtc", ttfs_err, stop_err)
     assert open_counts() == before

@@ -87,7 +87,7 @@ async def test_live_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
         assert o.receipt.terminal == "caller_closed" if spec[0] == "raw" else "completed"
         evidence = "flush" if spec[2] == "flush" else "ceased"
         truths = turn_truths(o.record, o.log)
-        turn_errors(o.receipt, truths, evidence, ttfs_err, stop_err, spec)
+        turn_errors(o.receipt, truths, evidence, ttfs_err, stop_err, spec, o.loop_lag)
     _, s = live_bounds("websocket", ttfs_err, stop_err)
     assert np.percentile(s, 95) <= 30.0
 

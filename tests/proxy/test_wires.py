@@ -14,8 +14,9 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-import numpy as np
 import pytest
+from support.groundtruth import beyond_lag, withheld_for_load
+from support.livecall import live_bounds
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
@@ -151,18 +152,20 @@ async def test_each_telephony_wire_end_to_end_through_the_proxy() -> None:
         responses = [t for t in r.turns if t.kind == "response"]
         assert len(responses) == len(truth) == 3, (label, r.turns)
         for i, (tt, turn) in enumerate(zip(truth, responses, strict=True)):
-            assert turn.ttfs_ms is not None, (label, turn)
-            ttfs_err.append(turn.ttfs_ms - tt.ttfs_ns / NS_PER_MS)
+            if not withheld_for_load(turn.ttfs_ms, turn.reason, (label, turn.index)):
+                assert turn.ttfs_ms is not None
+                # Beyond the clock lag the figure states, as for the other live calls.
+                error = turn.ttfs_ms - tt.ttfs_ns / NS_PER_MS
+                ttfs_err.append(beyond_lag(error, turn.ttfs_uncertainty_ms))
             if tt.barge_onset_ns is not None:
                 barge = responses[i + 1].barge_in
                 assert barge is not None and barge.evidence == "flush", (label, responses[i + 1])
-                assert barge.stop_latency_ms is not None and tt.stop_ns is not None
-                stop_err.append(barge.stop_latency_ms - (tt.stop_ns - tt.barge_onset_ns) / 1e6)
+                assert tt.stop_ns is not None
+                what = (label, i + 1)
+                if not withheld_for_load(barge.stop_latency_ms, barge.reason, what):
+                    assert barge.stop_latency_ms is not None
+                    error = barge.stop_latency_ms - (tt.stop_ns - tt.barge_onset_ns) / 1e6
+                    stop_err.append(beyond_lag(error, barge.stop_uncertainty_ms))
         assert sum(1 for t in responses if t.barge_in is not None) == 1, label
-    t, s = np.abs(np.array(ttfs_err)), np.abs(np.array(stop_err))
-    print(
-        f"live wires: ttfs |err| p95 {np.percentile(t, 95):.1f} max {t.max():.1f} ms "
-        f"(n={t.size}); stop |err| max {s.max():.1f} ms (n={s.size})"
-    )
-    assert np.percentile(t, 95) <= 30.0 and t.max() <= 60.0
-    assert s.max() <= 60.0
+    # A busy machine may withhold figures for its own load, never every one.
+    live_bounds("wires", ttfs_err, stop_err)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from voxproxy.clips import Clip, load_clips
 from voxproxy.dialects import make_decoder
-from voxproxy.receipts.model import CloseInfo, Receipt
+from voxproxy.receipts.model import CloseInfo, Receipt, TurnRecord
 from voxproxy.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
 from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
 
@@ -154,3 +155,31 @@ def beyond_lag(error_ms: float, uncertainty_ms: float | None) -> float:
     assert uncertainty_ms is not None
     lag = uncertainty_ms - DETECTOR_UNCERTAINTY_MS
     return float(np.sign(error_ms) * max(0.0, abs(error_ms) - lag))
+
+
+# Why a live call's figure may be withheld because the machine was busy, not because the
+# call was odd: the proxy's clock readings near an edge ran late (clock_lag), or its
+# measurement fell behind and shed or could not analyse audio near the edge. The proxy
+# withholding a figure it cannot stand behind is the product working (MEASUREMENT.md).
+LOAD_REASONS = ("clock_lag", "measurement_shed", "caller_unanalysed", "agent_unanalysed")
+
+
+def withheld_for_load(value: float | None, reason: str | None, what: object = None) -> bool:
+    """Whether a live call's figure (a time to first sound or a stop latency, with the
+    reason the receipt gives) was withheld, which a live test accepts only for one of
+    LOAD_REASONS, said out loud; the test then skips that figure's checks and still
+    requires published ones (:func:`require_published`)."""
+    if value is not None:
+        return False
+    assert reason in LOAD_REASONS, (what, reason)
+    print(f"withheld ({reason}) on a busy machine: {what}")
+    return True
+
+
+def require_published(turns: Iterable[TurnRecord], what: object = None) -> int:
+    """How many of ``turns`` (response turns of live calls) published their time to first
+    sound: at least one, and every withheld one for a load reason."""
+    turns = list(turns)
+    published = sum(not withheld_for_load(t.ttfs_ms, t.reason, (what, t.index)) for t in turns)
+    assert published >= 1, (what, turns)
+    return published

@@ -19,6 +19,7 @@ import pytest
 from support.groundtruth import beyond_lag
 from support.waiting import wait_until
 from voxproxy.clips import clip
+from voxproxy.clock import LagMonitor
 from voxproxy.loadgen.caller import BargeIn, CallRecord, Say, ScriptedCaller, Step, WaitAgentEnd
 from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent import CallLog, MockAgent
@@ -77,6 +78,7 @@ class Outcome:
     receipt: Receipt | None  # None when the call went straight to the agent
     record: CallRecord
     log: CallLog
+    loop_lag: LagMonitor | None = None  # the proxy's, of the loop it shares with both ends
 
 
 async def call_through(
@@ -102,7 +104,23 @@ async def call_through(
     if not via_proxy:
         return Outcome(None, record, agent.calls[0])
     assert len(receipts) == 1
-    return Outcome(receipts[0], record, agent.calls[0])
+    return Outcome(receipts[0], record, agent.calls[0], proxy.clock_lag)
+
+
+# Around a clock reading, the span whose loop blocks it may carry: the proxy's own
+# (voxproxy/session/evidence.py) from 100 ms before to 350 ms after its edge.
+_LAG_BEFORE_NS = 100 * NS_PER_MS
+_LAG_AFTER_NS = 350 * NS_PER_MS
+
+
+def truth_lag_ms(loop_lag: LagMonitor, *instants_ns: int) -> float:
+    """How late this process's event loop ran near the truth's own instants: the caller
+    and the agent stamp them on the loop the proxy runs on, so when the machine is busy
+    the truth is off by as much as the proxy's readings (the proxy's monitor saw it)."""
+    return (
+        sum(loop_lag.max_between(t - _LAG_BEFORE_NS, t + _LAG_AFTER_NS) for t in instants_ns)
+        / NS_PER_MS
+    )
 
 
 def turn_errors(
@@ -112,19 +130,25 @@ def turn_errors(
     ttfs_err: list[float],
     stop_err: list[float],
     spec: object = None,
+    loop_lag: LagMonitor | None = None,
 ) -> None:
     """Append each response's time-to-first-sound error and each barge-in's stop
     latency error (beyond the clock lag it states) to the lists: the receipt must have
     one response turn per true turn, four in all, with nothing it could not read; a
-    barge-in must have stopped the agent with ``evidence``, a turn without one none."""
+    barge-in must have stopped the agent with ``evidence``, a turn without one none.
+    With ``loop_lag`` (the monitor of the loop the caller and the agent stamped the truth
+    on), the time to first sound is also allowed the lag near the truth's two instants."""
     responses = [t for t in receipt.turns if t.kind == "response"]
     assert len(responses) == len(truths) == 4, (spec, receipt.turns, truths)
     assert receipt.anomalies == {}
     for truth, turn in zip(truths, responses, strict=True):
         assert truth.ttfs_ns is not None and turn.ttfs_ms is not None, (spec, turn)
-        ttfs_err.append(
-            beyond_lag(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS, turn.ttfs_uncertainty_ms)
-        )
+        assert turn.ttfs_uncertainty_ms is not None
+        allowed = turn.ttfs_uncertainty_ms
+        if loop_lag is not None:
+            answered_ns = truth.caller_offset_ns + truth.ttfs_ns
+            allowed += truth_lag_ms(loop_lag, truth.caller_offset_ns, answered_ns)
+        ttfs_err.append(beyond_lag(turn.ttfs_ms - truth.ttfs_ns / NS_PER_MS, allowed))
         if truth.barge_in:
             assert turn.barge_in is not None, (spec, turn)
             assert turn.barge_in.outcome == "stopped"
@@ -148,14 +172,19 @@ def live_bounds(
     within 30 ms at p95 and 60 ms at most, stop latency within 60 ms. The absolute
     errors, for the checks a test adds."""
     t, s = np.abs(np.array(ttfs_err)), np.abs(np.array(stop_err))
-    print(
-        f"live {label}: ttfs err mean {np.mean(ttfs_err):+.1f} |err| p95 "
-        f"{np.percentile(t, 95):.1f} max {t.max():.1f} ms (n={t.size}); stop err mean "
-        f"{np.mean(stop_err):+.1f} |err| p95 {np.percentile(s, 95):.1f} max {s.max():.1f} ms "
-        f"(n={s.size})"
-    )
+    assert t.size >= 1  # a test that withheld every figure has checked nothing
+
+    def stats(kind: str, errors: Sequence[float], a: npt.NDArray[np.float64]) -> str:
+        if a.size == 0:
+            return f"{kind}: none published"
+        return (
+            f"{kind} err mean {np.mean(errors):+.1f} |err| p95 {np.percentile(a, 95):.1f} "
+            f"max {a.max():.1f} ms (n={a.size})"
+        )
+
+    print(f"live {label}: {stats('ttfs', ttfs_err, t)}; {stats('stop', stop_err, s)}")
     assert np.percentile(t, 95) <= 30.0 and t.max() <= 60.0
-    assert s.max() <= 60.0
+    assert s.size == 0 or s.max() <= 60.0
     return t, s
 
 

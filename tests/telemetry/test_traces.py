@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from support.faultkit import proxy_before
+from support.groundtruth import NEVER_WITHHELD
 from support.livecall import hello_then_barge_in
 from support.otlp_receiver import GrpcReceiver, HttpReceiver, Received, SpanRecord
 from support.ports import refusing_port
@@ -44,6 +45,7 @@ from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import judged
+from voxproxy.session import SessionConfig
 from voxproxy.telemetry import (
     NULL_TELEMETRY,
     CallTimes,
@@ -103,7 +105,14 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
     await agent.start()
     policy = load_policy(None)
     proxy = Proxy(
-        ProxyConfig(RelayConfig(agent.url), dialect="twilio", secret=b"traces"),
+        # Every figure published (a busy machine's clock lag would withhold one): the
+        # spans must carry the receipt's figures.
+        ProxyConfig(
+            RelayConfig(agent.url),
+            dialect="twilio",
+            secret=b"traces",
+            session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
+        ),
         sinks=[receipts.append],
         telemetry=telemetry,
         judge=lambda r: judged(r, policy),

@@ -10,6 +10,7 @@ import asyncio
 
 import aiohttp
 import pytest
+from support.groundtruth import NEVER_WITHHELD
 from support.ports import refusing_port
 from support.waiting import wait_until
 from support.webrtckit import open_counts, webrtc_proxy
@@ -140,7 +141,10 @@ async def test_an_agent_channel_is_relayed_to_the_caller() -> None:
 async def test_codecs_that_differ_are_transcoded() -> None:
     receipts: list[Receipt] = []
     async with WebRtcMockAgent(MockAgentConfig(delay_ms=400), codecs=("pcmu",)) as agent:
-        async with webrtc_proxy(agent.url(), receipts) as proxy:
+        # Every figure published (a busy machine's clock lag would withhold it): this
+        # test is about the answer being measured through two codecs.
+        proxied = webrtc_proxy(agent.url(), receipts, max_uncertainty_ms=NEVER_WITHHELD)
+        async with proxied as proxy:
             rec = await WebRtcCaller(WebRtcCallerConfig(proxy.url()), SHORT).run_webrtc()
             receipt = await _receipt(receipts)
     assert rec.error is None, rec.error
@@ -411,7 +415,10 @@ async def test_offers_over_max_calls_are_refused_with_503_before_any_agent_sessi
                         headers={"Content-Type": "application/sdp"},
                     ) as resp:
                         refused.append((resp.status, resp.headers.get("Retry-After")))
-                assert open_counts() == peers  # no peer connection was made for it
+                # No peer connection was made for it: the first call's are still open, or
+                # closed if the agent's hold ran out meanwhile (a slow machine); one left
+                # open by a refusal would show at the end (open_counts() == before).
+                assert all(n <= held for n, held in zip(open_counts(), peers, strict=True))
             status, _ = await first
             await _receipt(receipts)
             assert proxy.server.admission.active == 0

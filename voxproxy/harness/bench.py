@@ -118,7 +118,15 @@ async def run_bench(
                 continue
             proxy = ProxyServer(
                 ServeConfig(
-                    ProxyConfig(RelayConfig(mock.url), dialect=proxy_dialect, secret=secret),
+                    # No admission on loop lag: these proxies share the loop with the
+                    # bench's own callers and agents, so its lag is the bench's load (all
+                    # calls start at once), not an overload a caller should be refused for.
+                    ProxyConfig(
+                        RelayConfig(mock.url),
+                        dialect=proxy_dialect,
+                        secret=secret,
+                        max_loop_lag_ms=None,
+                    ),
                     listen=("127.0.0.1", 0),
                     workers=1,  # one proxy, one process: this one (with its agent and callers)
                     receipts=None,
