@@ -79,3 +79,100 @@ def test_every_source_path_the_architecture_page_quotes_exists() -> None:
         if not any(c.exists() for c in candidates):
             missing.append(path)
     assert missing == []
+
+
+# -- documents the code and the docs cite ------------------------------------------------
+
+CITING = ("voxproxy", "tests", "benchmarks", "tools", "deploy", "docs")
+CITING_FILES = ("README.md", "MEASUREMENT.md", "Makefile", "pyproject.toml")
+_DOC = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+_SECTION = re.compile(
+    r"((?:[\w.-]+/)*[\w.-]+\.md)`?\s+(?:sections?\s+|§\s*)?(\d+[a-z]?)\b"
+    r"(?:\s*(?:-|–|and)\s*(\d+)\b)?(?:'s)?(?:,\s*\"([^\"]+)\")?"
+)
+
+
+def _citing_files(root: Path) -> list[Path]:
+    found = [root / name for name in CITING_FILES if (root / name).exists()]
+    for folder in CITING:
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file() and path.suffix in {".py", ".md", ".yaml", ".yml", ".toml", ""}:
+                found.append(path)
+    return found
+
+
+def _cited_path(root: Path, citing: Path, cited: str, link: bool) -> Path | None:
+    """Where a cited document must be in the repository, or None when it is not one of
+    the repository's (another project's document, such as OpenTelemetry's)."""
+    top = {p.name for p in root.iterdir() if p.is_dir()}
+    if link:
+        return citing.parent / cited  # a Markdown link, relative to its page
+    if "/" in cited:
+        return root / cited if cited.split("/")[0] in top else None
+    if re.fullmatch(r"[A-Z][A-Z0-9_]*\.md", cited):
+        return root / cited
+    return None
+
+
+def _numbered_sections(doc: Path) -> dict[str, str]:
+    """A document's numbered sections (``## 3. Title``): number -> the section's text."""
+    parts = re.split(r"^## (\d+[a-z]?)\. ", doc.read_text(), flags=re.MULTILINE)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def citation_problems(root: Path = ROOT) -> list[str]:
+    problems: list[str] = []
+    for path in _citing_files(root):
+        if path.resolve() == Path(__file__).resolve():
+            continue  # this test's own planted citations
+        text = path.read_text(errors="replace")
+        where = path.relative_to(root)
+        for match in _DOC.finditer(text):
+            cited = match.group(1)
+            link = path.suffix == ".md" and text[: match.start()].endswith("](")
+            target = _cited_path(root, path, cited, link)
+            if target is not None and not target.exists():
+                problems.append(f"{where}: cites {cited}, which the repository does not have")
+        for match in _SECTION.finditer(text):
+            cited, first, last, title = match.groups()
+            target = _cited_path(root, path, cited, link=False)
+            if target is None or not target.exists():
+                continue
+            sections = _numbered_sections(target)
+            numbers = (
+                [first] if last is None else [str(n) for n in range(int(first), int(last) + 1)]
+            )
+            for number in numbers:
+                if number not in sections:
+                    problems.append(f"{where}: cites {cited} section {number}, which it has not")
+            if title is not None and first in sections:
+                body = sections[first]
+                if f"### {title}" not in body and f"**{title}**" not in body:
+                    problems.append(f'{where}: cites {cited} {first}, "{title}": not there')
+    return problems
+
+
+def test_every_document_and_section_the_code_and_the_docs_cite_exists() -> None:
+    assert citation_problems() == []
+
+
+def test_the_citation_check_sees_a_missing_document_section_and_title(tmp_path: Path) -> None:
+    """Planted files: a missing document, a section its document has not, a titled part
+    its section has not are caught; another project's document and a good citation pass."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "voxproxy").mkdir()
+    (tmp_path / "docs" / "protocols.md").write_text(
+        "# P\n\n## 1. One\n\n### Audio formats\n\ntext\n\n## 2. Two\n\n**Bold part** here\n"
+    )
+    (tmp_path / "MEASUREMENT.md").write_text("# M\n\n## 1. Clocks\n")
+    (tmp_path / "voxproxy" / "a.py").write_text(
+        '"""See PROTOCOLS.md 0b, docs/protocols.md section 1, "Audio formats",\n'
+        'docs/protocols.md sections 1-2, docs/protocols.md 2, "Bold part", MEASUREMENT.md 1,\n'
+        'MEASUREMENT.md 7, docs/protocols.md section 2, "Audio formats", and OpenTelemetry\'s\n'
+        'semantic-conventions/docs/general/metrics.md, gen-ai-spans.md."""\n'
+    )
+    assert citation_problems(tmp_path) == [
+        "voxproxy/a.py: cites PROTOCOLS.md, which the repository does not have",
+        "voxproxy/a.py: cites MEASUREMENT.md section 7, which it has not",
+        'voxproxy/a.py: cites docs/protocols.md 2, "Audio formats": not there',
+    ]

@@ -1,4 +1,4 @@
-"""Dialect ``exotel``: the Exotel Voicebot applet (PROTOCOLS.md section 1, table)."""
+"""Dialect ``exotel``: the Exotel Voicebot applet (docs/protocols.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Dialect ``openai-realtime``: the OpenAI Realtime API on a websocket (PROTOCOLS.md 2).
+"""Dialect ``openai-realtime``: the OpenAI Realtime API on a websocket (docs/protocols.md
+section 5).
 
 Its decoder's tables, the appended-audio timeline, responses, truncation, cancellation
 and tool calls. Formats: test_openai_realtime_formats.py; builders:

@@ -1,5 +1,5 @@
 """Dialect ``openai-realtime``: audio formats, GA and beta names, all three encodings, both
-directions (PROTOCOLS.md 2, "Audio formats")."""
+directions (docs/protocols.md section 5, "Audio formats")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dialect ``plivo``: Plivo Audio Streams (PROTOCOLS.md section 1, table)."""
+"""Dialect ``plivo``: Plivo Audio Streams (docs/protocols.md section 4)."""
 
 from __future__ import annotations
 

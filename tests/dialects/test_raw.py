@@ -1,4 +1,5 @@
-"""Dialect ``raw``: 16-bit PCM in binary messages, JSON control messages (PROTOCOLS.md 0b)."""
+"""Dialect ``raw``: 16-bit PCM in binary messages, JSON control messages
+(docs/protocols.md section 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dialect ``telnyx``: Telnyx Media Streaming (PROTOCOLS.md section 1, table)."""
+"""Dialect ``telnyx``: Telnyx Media Streaming (docs/protocols.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dialect ``vonage``: Vonage Voice API websockets (PROTOCOLS.md section 1, table)."""
+"""Dialect ``vonage``: Vonage Voice API websockets (docs/protocols.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """One call from headless Chromium through voxproxy (webrtc) to the WebRTC mock agent.
 
-Run it inside a private network namespace with only loopback (PROTOCOLS.md
-section 6: even with 127.0.0.1 offered on both sides Chromium may pair a
+Run it inside a private network namespace with only loopback (docs/protocols.md
+section 8: even with 127.0.0.1 offered on both sides Chromium may pair a
 candidate on an outside interface)::
 
     unshare -n sh -c 'ip link set lo up && exec python tests/support/browsercall.py --out r.json'

@@ -1,7 +1,7 @@
 """What every dialect test module shares: its tables of wire messages and the tests over them.
 
-A dialect module's tests are tables (DESIGN.md: "tables of (wire message, expected
-events) drive dialect tests both ways"): ``CASES`` of good messages with the events they
+A dialect module's tests are tables of wire messages and the events they must give, run
+both ways: ``CASES`` of good messages with the events they
 decode to, ``BAD`` messages with the one anomaly each must become, and round trips of
 the dialect's own builders. :func:`table_tests` makes the tests that run those tables,
 so that a module holds only its wire's facts::
@@ -148,10 +148,11 @@ def table_tests(
 def twilio_vocabulary(
     t_ns: int, id_key: str, stream: str, payload: str, heard: Callable[[Direction], ev.Audio]
 ) -> tuple[list[Case], list[Bad]]:
-    """The cases every wire of the Twilio vocabulary (Twilio, Telnyx, Exotel: PROTOCOLS.md 1)
-    shares, with the wire's stream id key: ``media`` with a base64 ``payload`` (whose audio
-    in a direction is ``heard(direction)``), ``mark`` both ways, ``clear``, ``dtmf`` and
-    ``stop``, each only in its own direction; then the messages each must count as bad."""
+    """The cases every wire of the Twilio vocabulary (Twilio, Telnyx, Exotel:
+    docs/protocols.md sections 3-4) shares, with the wire's stream id key: ``media`` with a
+    base64 ``payload`` (whose audio in a direction is ``heard(direction)``), ``mark`` both
+    ways, ``clear``, ``dtmf`` and ``stop``, each only in its own direction; then the
+    messages each must count as bad."""
     at = {id_key: stream}
     unknown = AnomalyKind.UNKNOWN_EVENT
     media = {"track": "inbound", "chunk": "2", "timestamp": "20", "payload": payload}

@@ -1,5 +1,5 @@
 """Pieces the OpenAI Realtime dialect tests share: a decoder with a known secret, and
-messages as a Realtime client or server writes them (PROTOCOLS.md 2)."""
+messages as a Realtime client or server writes them (docs/protocols.md section 5)."""
 
 from __future__ import annotations
 

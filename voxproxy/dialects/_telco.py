@@ -3,8 +3,8 @@
 Telnyx, Plivo and Exotel (like Twilio, which has its own module) carry caller
 audio in ``{"event": "media", "media": {"payload": <base64>}}`` messages, announce
 the stream with a ``start`` message, and accept agent audio, a flush and a
-played-marker in return (PROTOCOLS.md section 1, the table of telephony
-serializers). Each dialect module says, per direction, which of its event
+played-marker in return (docs/protocols.md section 4, the table of the
+telephony wires). Each dialect module says, per direction, which of its event
 names plays which part, how its ``start`` sets the codec and how a marker is
 named; this class does the rest.
 """

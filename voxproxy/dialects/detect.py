@@ -1,6 +1,6 @@
 """Dialect ``auto``: pick the dialect from the first messages of a call.
 
-Rules, first match wins (the field names are each wire's own, PROTOCOLS.md 0b, 1, 2):
+Rules, first match wins (the field names are each wire's own, docs/protocols.md sections 2-5):
 
 * a non-empty binary message: ``raw`` (Vonage's audio is binary too, but Vonage
   opens with a ``websocket:connected`` text event, which decides first);

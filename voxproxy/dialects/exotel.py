@@ -1,4 +1,4 @@
-"""Dialect ``exotel``: the Exotel Voicebot applet, bidirectional (PROTOCOLS.md 1, table).
+"""Dialect ``exotel``: the Exotel Voicebot applet, bidirectional (docs/protocols.md section 4).
 
 Exotel -> agent: ``connected``, ``start`` (``stream_sid``; ``start.call_sid`` and
 ``start.media_format.{encoding, sample_rate}``), ``media``

@@ -1,4 +1,4 @@
-"""Dialect ``plivo``: Plivo Audio Streams, bidirectional (PROTOCOLS.md section 1, table).
+"""Dialect ``plivo``: Plivo Audio Streams, bidirectional (docs/protocols.md section 4).
 
 Plivo -> agent: ``start`` (``start.{callId, streamId, tracks, mediaFormat.{encoding,
 sampleRate}}``, ``sequenceNumber`` a number), ``media`` (``media.payload``), ``dtmf``,

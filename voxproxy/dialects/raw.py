@@ -1,4 +1,4 @@
-"""Dialect ``raw``: 16-bit little-endian mono PCM in binary messages (PROTOCOLS.md 0b).
+"""Dialect ``raw``: 16-bit little-endian mono PCM in binary messages (docs/protocols.md section 2).
 
 * Binary messages in both directions carry PCM at a declared rate; a message
   may hold any number of bytes, and an odd trailing byte is carried over to

@@ -1,4 +1,4 @@
-"""Dialect ``telnyx``: Telnyx Media Streaming over a websocket (PROTOCOLS.md section 1, table).
+"""Dialect ``telnyx``: Telnyx Media Streaming over a websocket (docs/protocols.md section 4).
 
 Telnyx -> agent: ``connected``, then ``start`` (top-level ``stream_id``;
 ``start.call_control_id`` and ``start.media_format.{encoding, sample_rate}``),

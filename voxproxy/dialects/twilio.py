@@ -1,4 +1,4 @@
-"""Dialect ``twilio``: Twilio Media Streams, bidirectional (PROTOCOLS.md section 1).
+"""Dialect ``twilio``: Twilio Media Streams, bidirectional (docs/protocols.md section 3).
 
 Caller side (Twilio -> agent): ``connected``, ``start``, ``media``, ``dtmf``,
 ``mark`` (an echo), ``stop``. Agent side (agent -> Twilio): ``media``, ``mark``,

@@ -1,4 +1,4 @@
-"""The Twilio Media Streams decoder (PROTOCOLS.md section 1). It runs on every message
+"""The Twilio Media Streams decoder (docs/protocols.md section 3). It runs on every message
 of a Twilio call, so it is compiled with the measurement core (``voxproxy/native.py``);
 ``voxproxy.dialects.twilio`` makes it and builds Twilio's messages.
 Source: https://www.twilio.com/docs/voice/media-streams/websocket-messages

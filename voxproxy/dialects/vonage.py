@@ -1,4 +1,4 @@
-"""Dialect ``vonage``: Vonage Voice API websockets (PROTOCOLS.md section 1, table).
+"""Dialect ``vonage``: Vonage Voice API websockets (docs/protocols.md section 4).
 
 Audio travels in **binary** messages both ways: 16-bit signed little-endian
 linear PCM, mono, at 16 kHz by default (8 kHz when the NCCO's ``content-type``

@@ -1,4 +1,5 @@
-"""The mock agent as an OpenAI Realtime server (dialect ``openai-realtime``, PROTOCOLS.md 2).
+"""The mock agent as an OpenAI Realtime server (dialect ``openai-realtime``,
+docs/protocols.md section 5).
 
 The conversation logic is the mock agent's own (:class:`~voxproxy.mockagent.call.Call`:
 its VAD closes the caller's turns, answers come after the configured delay, paced

@@ -1,7 +1,7 @@
 """Names of span attributes, span events, spans and metrics, in one place.
 
 OpenTelemetry semantic-convention names are reused where one exists: ``error.type``
-(``docs/general/recording-errors.md``), and the GenAI names of
+(``semantic-conventions/docs/general/recording-errors.md``), and the GenAI names of
 open-telemetry/semantic-conventions-genai (``gen-ai-spans.md``, ``gen-ai-metrics.md``,
 ``gen-ai-events.md``: *Development* status). Attributes that exist only in open
 proposals (the voice-agent PR #390, whose names still change between revisions) are

@@ -2,7 +2,7 @@
 
 Recorded once per call from its receipt (and +-1 on the active-calls counter at
 call start and end), never per message. Durations are in seconds (unit ``s``), as
-OpenTelemetry (``docs/general/metrics.md``: "seconds ... SHOULD be used") and
+OpenTelemetry (``semantic-conventions/docs/general/metrics.md``: "seconds ... SHOULD be used") and
 Prometheus (base units) ask, and as Pipecat and LiveKit record theirs; attribute
 keys are namespaced. Prometheus names (what ``/metrics`` serves; OTLP carries the
 instrument names)::

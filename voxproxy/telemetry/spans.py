@@ -20,12 +20,13 @@ start and end times, converted to wall-clock time through the proxy's one
   anomalies (counted per kind at call end: the receipt does not time them); the
   upstream connection on the upstream span.
 
-Errors follow ``docs/general/recording-errors.md``: a span whose operation failed
-(a call that ended on a failure, a tool call that erred or timed out, a turn the
-agent never answered) has status ``ERROR`` and ``error.type``, and the status
-description does not repeat it. A stale write or an unsafe retry is a finding about
-the agent, not a failed operation: flagged by attributes and a
-``gen_ai.evaluation.result`` event on the tool span, whose status stays unset.
+Errors follow OpenTelemetry's ``semantic-conventions/docs/general/recording-errors.md``:
+a span whose operation failed (a call that ended on a failure, a tool call that erred
+or timed out, a turn the agent never answered) has status ``ERROR`` and
+``error.type``, and the status description does not repeat it. A stale write or an
+unsafe retry is a finding about the agent, not a failed operation: flagged by
+attributes and a ``gen_ai.evaluation.result`` event on the tool span, whose status
+stays unset.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Dialect ``openai-realtime``: the OpenAI Realtime API over a websocket (PROTOCOLS.md section 2).
+"""Dialect ``openai-realtime``: the OpenAI Realtime API over a websocket
+(docs/protocols.md section 5).
 
 The proxy sits between a Realtime *client* (the caller side: it appends the
 caller's audio and plays the model's audio) and the Realtime *server* (the
@@ -10,7 +11,7 @@ Audio
 
 * Caller audio: ``input_audio_buffer.append`` ``audio`` (base64). Agent audio:
   ``response.output_audio.delta`` (beta ``response.audio.delta``) ``delta``.
-  Formats (PROTOCOLS.md 2, "Audio formats"): pcm16 = 16-bit little-endian mono at
+  Formats (docs/protocols.md section 5, "Audio formats"): pcm16 = 16-bit little-endian mono at
   24 kHz (48 bytes/ms) by default, or G.711 μ-law / A-law at 8 kHz, as
   ``session.update`` sets them (GA ``session.audio.input|output.format.type`` =
   ``audio/pcm|audio/pcmu|audio/pcma``; beta ``input_audio_format`` /
@@ -22,8 +23,8 @@ Audio
 Flushes (the client drops audio it has not played; MEASUREMENT.md 3)
 
 * ``conversation.item.truncate``: ``audio_end_ms`` is the client's claimed
-  playout position in the item's audio, an *estimate* (PROTOCOLS.md 2,
-  "Proxy implications"); it rides on the :class:`~voxproxy.events.Flush` so the
+  playout position in the item's audio, an *estimate* (docs/protocols.md section 5,
+  "What the proxy takes from it"); it rides on the :class:`~voxproxy.events.Flush` so the
   session can compare it with the playout model.
 * ``response.cancel`` (``response_id`` optional: the response in progress) and
   ``output_audio_buffer.clear`` (WebRTC/SIP only, but harmless here).
