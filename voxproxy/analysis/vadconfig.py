@@ -90,7 +90,7 @@ MASKING_TABLE: tuple[tuple[float, float, float], ...] = (
 
 # How far the level of an answer's first ``heard`` ms may stand from the whole answer's
 # (which the truth takes): p95 over the project's speech clips and the corpus's voices,
-# P.56 read from 20 ms frames at 8 kHz (tests/test_session_evidence.py re-measures it).
+# P.56 read from 20 ms frames at 8 kHz (tests/session/test_evidence_withheld.py re-measures it).
 # An answer cut by a flush was heard only so far. Read as a step: the row at or just
 # below what was heard.
 LEVEL_SPREAD_TABLE: tuple[tuple[float, float], ...] = (

@@ -20,7 +20,7 @@ _MAX_SPANS = 4096  # spurt spans kept per direction
 _BUSY_SHARE = 0.5  # active through this share of the other side's speech: never quiet
 _BUSY_MIN_NS = 500 * NS_PER_MS  # ... judged once the other side spoke this long
 # The detector's own edge uncertainty for a figure (two edges) on clean speech: the p95
-# of its error over the space of agents and wires (tests/test_session_space.py).
+# of its error over the space of agents and wires (tests/session/test_call_space.py).
 DETECTOR_UNCERTAINTY_MS = 10.0
 # Clock readings around an edge that decide it: the frames before it, the look-ahead after.
 _LAG_BEFORE_NS = 100 * NS_PER_MS

@@ -1,7 +1,7 @@
 """Bad input per dialect through a live proxy on loopback: every message of a wire's
 oddities (binary where text is due, malformed JSON, wrong types, huge payloads, unknown
 events) is forwarded unchanged both ways and counted in the receipt, never raised.
-(Split from ``test_faults.py``.)"""
+(Split from ``test_websocket_faults.py``.)"""
 
 from __future__ import annotations
 

@@ -29,17 +29,17 @@ from support.groundtruth import LOAD_REASONS
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 )
 
 
 def _run_in_namespace(out: Path) -> subprocess.CompletedProcess[str]:
-    caller = HERE / "support" / "browsercall.py"
+    caller = TESTS / "support" / "browsercall.py"
     script = f"ip link set lo up && exec {sys.executable} {caller} --out {out}"
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS.parent), env.get("PYTHONPATH")) if p)
     return subprocess.run(
         ["unshare", "-n", "sh", "-c", script],
         capture_output=True,

@@ -50,7 +50,7 @@ def random_wire_plan(
             if rng.random() < 0.1 and realtime:
                 # An agent that talks on: whether its next sentence after the caller
                 # stops reads as an answer is the turn machine's ambiguity, not the
-                # wire's; tests/test_session.py covers it on Twilio and raw.
+                # wire's; tests/session/test_call.py covers it on Twilio and raw.
                 reactions = ["never"]
             barge = BargePlan(
                 barge_point_ms(agent, rng), rng.uniform(60, 600), rng.choice(reactions)
