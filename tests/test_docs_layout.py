@@ -84,12 +84,14 @@ def test_every_source_path_the_architecture_page_quotes_exists() -> None:
 # -- documents the code and the docs cite ------------------------------------------------
 
 CITING = ("voxproxy", "tests", "benchmarks", "tools", "deploy", "docs")
-CITING_FILES = ("README.md", "MEASUREMENT.md", "Makefile", "pyproject.toml")
+CITING_FILES = ("README.md", "MEASUREMENT.md", "CHANGELOG.md", "Makefile", "pyproject.toml")
 _DOC = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
 _SECTION = re.compile(
     r"((?:[\w.-]+/)*[\w.-]+\.md)`?\s+(?:sections?\s+|§\s*)?(\d+[a-z]?)\b"
     r"(?:\s*(?:-|–|and)\s*(\d+)\b)?(?:'s)?(?:,\s*\"([^\"]+)\")?"
 )
+
+_TITLED = re.compile(r"((?:[\w.-]+/)*[\w.-]+\.md)`?,\s+\"([^\"]+)\"")
 
 
 def _citing_files(root: Path) -> list[Path]:
@@ -149,6 +151,17 @@ def citation_problems(root: Path = ROOT) -> list[str]:
                 body = sections[first]
                 if f"### {title}" not in body and f"**{title}**" not in body:
                     problems.append(f'{where}: cites {cited} {first}, "{title}": not there')
+        for match in _TITLED.finditer(text):
+            cited, title = match.groups()
+            title = re.sub(r"\s*\n\s*#?\s*", " ", title)  # a title across comment lines
+            target = _cited_path(root, path, cited, link=False)
+            if target is None or not target.exists():
+                continue
+            part = (
+                rf"^(?:#+ (?:\d+[a-z]?\. )?|\s*[-*] |\*\*){re.escape(title)}"  # heading, item, bold
+            )
+            if not re.search(part, target.read_text(), re.MULTILINE):
+                problems.append(f'{where}: cites {cited}, "{title}": no such heading')
     return problems
 
 
@@ -168,6 +181,7 @@ def test_the_citation_check_sees_a_missing_document_section_and_title(tmp_path: 
     (tmp_path / "voxproxy" / "a.py").write_text(
         '"""See PROTOCOLS.md 0b, docs/protocols.md section 1, "Audio formats",\n'
         'docs/protocols.md sections 1-2, docs/protocols.md 2, "Bold part", MEASUREMENT.md 1,\n'
+        'docs/protocols.md, "One", docs/protocols.md, "Three",\n'
         'MEASUREMENT.md 7, docs/protocols.md section 2, "Audio formats", and OpenTelemetry\'s\n'
         'semantic-conventions/docs/general/metrics.md, gen-ai-spans.md."""\n'
     )
@@ -175,4 +189,31 @@ def test_the_citation_check_sees_a_missing_document_section_and_title(tmp_path: 
         "voxproxy/a.py: cites PROTOCOLS.md, which the repository does not have",
         "voxproxy/a.py: cites MEASUREMENT.md section 7, which it has not",
         'voxproxy/a.py: cites docs/protocols.md 2, "Audio formats": not there',
+        'voxproxy/a.py: cites docs/protocols.md, "Three": no such heading',
+    ]
+
+
+_DATE = re.compile(r"20\d\d-\d\d-\d\d")
+_DATE_EXAMPLE = re.compile(r"e\.g\.|example|ISO|%Y|strftime|\"20\d\d-|``20\d\d-")
+
+
+def dated_lines(root: Path = ROOT) -> list[str]:
+    """Lines of the package that carry a date and are no example of a format: history and
+    dated figures, which belong in docs/performance.md or CHANGELOG.md."""
+    found = []
+    for path in sorted((root / "voxproxy").rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if _DATE.search(line) and not _DATE_EXAMPLE.search(line):
+                found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    return found
+
+
+def test_the_package_carries_no_dated_history(tmp_path: Path) -> None:
+    assert dated_lines() == []
+    (tmp_path / "voxproxy").mkdir()
+    (tmp_path / "voxproxy" / "a.py").write_text(
+        '"""1.36x (benchmarks/overhead.py, 2026-12-02).\nA time, e.g. 2026-12-01T12:00:00Z."""\n'
+    )
+    assert dated_lines(tmp_path) == [
+        'voxproxy/a.py:1: """1.36x (benchmarks/overhead.py, 2026-12-02).'
     ]

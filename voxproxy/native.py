@@ -31,11 +31,12 @@ from types import ModuleType
 PURE_ENV = "VOXPROXY_PURE_PYTHON"
 
 # Compiled together (one mypyc group, its shared library voxproxy/_native__mypyc.*.so).
-# Not the dialects: their wire builders are subclassed by users and tests, which a compiled
-# class forbids, and compiling the Twilio decoder gained nothing measurable (its time is
-# orjson, base64 and numpy's). The proxy's measurement queue (proxy/measuring.py) is: every
-# message passes through it (benchmarks/instructions.py: 3.2% fewer instructions a message
-# through the queue on one call, 2.0% over 20).
+# Of the dialects only the Twilio decoder (twilio_decoder.py, a module of its own): every
+# message of a Twilio call passes through it. The wire modules stay interpreted: their
+# message builders are subclassed by users and tests, which a compiled class forbids.
+# The proxy's measurement queue (proxy/measuring.py) is compiled too, though it is no
+# core module: every message passes through it. (What each gained: docs/performance.md,
+# "The compiled build".)
 NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.analysis.timeline",
     "voxproxy.analysis.edges",

@@ -40,9 +40,9 @@ def voicing(window: Pcm, lag_lo: int, lag_hi: int, sample_rate_hz: int | None = 
     band's few bins and the lags up to ``lag_hi`` are ever used, so it is computed as two
     small products with matrices made once per window length (the band's DFT, the mean's
     removal folded in; the inverse transform at those lags): the same values to ~1e-14
-    (tests/analysis/test_voicing.py holds it to the FFT form), in 8 µs a window at 8 kHz
-    against 20 for two FFTs of ``nfft`` points, 36 against 47 at 48 kHz (numpy's
-    per-call cost dominates at these sizes).
+    (tests/analysis/test_voicing.py holds it to the FFT form), in less time than two FFTs
+    of ``nfft`` points, numpy's per-call cost dominating at these sizes
+    (docs/performance.md, "Choices in the code, measured").
     """
     rate = sample_rate_hz if sample_rate_hz is not None else lag_hi * 80
     n = window.size

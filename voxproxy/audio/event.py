@@ -5,8 +5,7 @@ It is made for nearly every message (50 a second each way), so it is a plain cla
 compiled with the measurement core (``voxproxy/native.py``): a decoder compiled with it
 makes one with a native call. As a dataclass its ``__init__`` stayed interpreted even
 when compiled (mypyc leaves a dataclass's generated ``__init__`` to Python): an
-interpreted frame a message, about 2,700 instructions of the session's 94,000
-(``benchmarks/instructions.py``).
+interpreted frame a message (docs/performance.md, "The compiled build").
 """
 
 from __future__ import annotations
@@ -66,4 +65,4 @@ class Audio:
             and bool(np.array_equal(self.pcm, other.pcm))
         )
 
-    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by value: as before)
+    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by value)

@@ -33,8 +33,8 @@ from websockets.uri import parse_uri
 def proxy_for(url: str) -> str | None:
     """The proxy websockets' ``connect`` would take from the environment for ``url``
     (None: none), looked up once per URL for the process: websockets looks it up again
-    for every connection (urllib walks the whole environment, ~90 µs), which a ramp of
-    hundreds of callers takes from the loop."""
+    for every connection (urllib walks the whole environment), which a ramp of hundreds
+    of callers takes from the loop."""
     return get_proxy(parse_uri(url))
 
 

@@ -9,15 +9,9 @@ a bound on that, and keeps the two kinds of work apart:
 * **Grouped** (the default, ``group_ms`` > 0): every message is queued with its call,
   and the queue is measured every ``group_ms``, each call's messages together (a few
   per call, a call's state warm while they run), within the budget below. Forwarding
-  and measurement interleaved message by message cost more than each alone: at 100
-  calls on one core, measuring each message as it was forwarded took 1.51-1.80× the
-  CPU per message of a bare relay (median 1.66, 8 runs), measuring in groups every 50 ms
-  1.08-1.62× (median 1.36, 8 runs; ``benchmarks/overhead.py``, 2026-12-02, the runs
-  alternating on a noisy machine). Offline, a session's messages measured in a row cost
-  little less than interleaved with other calls' (``CallSession`` alone, 100 calls:
-  10.8 µs a message one by one, 10.6 five at a time): what grouping saves live comes
-  from not interleaving measurement with forwarding's work, message by message (which
-  part of that work, not pinned down). Whether a queued
+  and measurement interleaved message by message cost more CPU than each alone, and
+  what grouping saves comes from not interleaving them, not from measuring a call's
+  messages in a row (docs/performance.md, "Measurement in groups"). Whether a queued
   message carried audio is known once it is measured: the call then tells the relay's
   idle timer (``CallObserver.last_media_s``). ``group_ms=0`` measures a message at once
   while the turn's budget lasts (the bullets below). While a group is measured, a call
@@ -77,29 +71,26 @@ from voxproxy.session.call import CallSession
 from voxproxy.session.pumps import PumpGroup
 from voxproxy.timebase import NS_PER_MS
 
-# Messages are queued this long (at most) before they are measured together. At 100 calls
-# on one core (benchmarks/overhead.py, 2026-12-02, one run each, the machine noisy): CPU
-# per message 1.20-1.39x a bare relay's with 50 ms, 1.37-1.56x with 100, 1.27-1.80x with
-# 20, 1.70-1.77x measuring at once (0).
+# Messages are queued this long (at most) before they are measured together: of 0, 20, 50
+# and 100 ms, 50 cost the least CPU per message (docs/performance.md, "Measurement in
+# groups").
 DEFAULT_GROUP_MS = 50.0
 DEFAULT_BUDGET_MS = 0.25
 # Measurement may take half as long as forwarding took, 1 ms at most, each turn of the loop:
-# finer slices keep the forwarding tail short. benchmarks/capacity.py at 160 calls on one
-# core (2026-12-02, pairs of runs, measuring at once): p99 added 6.9 and 9.0 ms with 1.0
-# and 10 ms, 1.8 and 2.0 ms with 0.5 and 2 ms, nothing shed in either; the loop's idle
-# time still goes to measurement (a turn with no forwarding has the least budget and the
-# next turn comes at once). Grouped, a group's first slice takes the whole cap (forwarding
-# took tens of ms since the last group): p99 added at 100 calls 2.3-2.5 ms with 2 ms,
-# 1.4-1.5 ms with 1 ms (overhead.py).
+# finer slices keep the forwarding tail short, and the loop's idle time still goes to
+# measurement (a turn with no forwarding has the least budget and the next turn comes at
+# once). Grouped, a group's first slice takes the whole cap (forwarding took tens of ms
+# since the last group), so the cap bounds what a group adds to forwarding's tail
+# (docs/performance.md, "Measurement budget per turn").
 DEFAULT_SHARE = 0.5
 DEFAULT_MAX_BUDGET_MS = 1.0
 DEFAULT_SHED_AFTER_MS = 500.0
 _ITEMS_PER_VISIT = 8  # items of one call measured before the next call's turn
 YIELD_LAG_MS = 5.0  # a loop reading this late: measurement takes only its least budget
-# Measurement this far behind: no new call (proxy admission). Above the 100-230 ms it
-# falls behind for a moment while a burst of callers' handshakes takes the core (at and
-# under capacity: benchmarks/capacity.py refused a third of 196 callers at 100 ms),
-# below the 500 ms at which it sheds.
+# Measurement this far behind: no new call (proxy admission). Above how far it falls
+# behind for a moment while a burst of callers' handshakes takes the core at and under
+# capacity, below the 500 ms at which it sheds (docs/performance.md, "Admission on
+# measurement behind").
 ADMIT_BEHIND_MS = 300.0
 DEFAULT_MAX_BACKLOG = 5000  # messages queued per call (50 s of 20 ms frames one way)
 # Parked pumps that make a pass without waiting for every call (a queue that never
@@ -355,10 +346,10 @@ class MeasurementQueue:
         budget = self.budget_ns
         if waiting or parked or unbounded or inline >= self.budget_ns:
             # What forwarding took since the last turn: the loop's CPU less measurement's.
-            # Read only here: it is a system call, not a vDSO read like the clocks (0.4 us
-            # in a tight loop, 2.6 us on average timed in the live proxy at 100 calls:
-            # 0.08% of its CPU). A turn that measured within the least budget, nothing
-            # queued, leaves the next one the least budget.
+            # Read only here: it is a system call, not a vDSO read like the clocks (what it
+            # costs: docs/performance.md, "Measurement budget per turn"). A turn that
+            # measured within the least budget, nothing queued, leaves the next one the
+            # least budget.
             loop_cpu = self._loop_cpu_ns()
             end = self._turn_end_ns
             forwarding = 0 if end is None else loop_cpu - end - inline

@@ -3,8 +3,8 @@
 The proxy's measurement queue (``voxproxy/proxy/measuring.py``) visits each call with a
 backlog once a group and measures several of its messages. Measured one by one from the
 queue, each message cost three interpreted calls around :meth:`CallSession.on_message`
-(1.5 µs of the 14.6 a message took live at 100 calls); this loop runs in the compiled
-core instead. It is the same as calling ``on_message`` (or ``on_event``) on each item in
+(docs/performance.md, "The compiled build"); this loop runs in the compiled core
+instead. It is the same as calling ``on_message`` (or ``on_event``) on each item in
 turn: the figures do not change.
 """
 

@@ -413,7 +413,7 @@ class CallSession:
         # Pumps stay on this call's own 100 ms grid (from its start). Setting the mark to
         # "now" instead lets one stall of the event loop, which hands many calls' messages
         # over at the same instant, align all their pumps; every later pump then comes as
-        # one burst (measured through the proxy: p99 latency 20 ms at 100 calls, ~60% CPU).
+        # one burst, which the calls' forwarding waits behind.
         interval = self._pump_interval_ns
         if now - self._last_pump_ns >= interval:
             self._last_pump_ns += (now - self._last_pump_ns) // interval * interval

@@ -160,9 +160,10 @@ class Decimator:
 
     A plain average of each group would let a 48 kHz microphone's noise above
     8 kHz fold into the detector's band and dull the top of the speech band by
-    3 dB; a 73-tap windowed sinc (for 48 -> 16 kHz) does neither, for about 20 µs
-    per 20 ms. Its delay, (taps - 1) / 2 input samples (0.75 ms at 48 kHz), is
-    not taken back: output sample ``i`` is centred on input sample ``i * factor``.
+    3 dB; a 73-tap windowed sinc (for 48 -> 16 kHz) does neither (its cost:
+    docs/performance.md, "Choices in the code, measured"). Its delay, (taps - 1) / 2
+    input samples (0.75 ms at 48 kHz), is not taken back: output sample ``i`` is
+    centred on input sample ``i * factor``.
     """
 
     __slots__ = ("_buf", "_h", "_half", "factor")

@@ -58,9 +58,9 @@ class OpusDecoder16k:
 
     libopus decodes to any of 8/12/16/24/48 kHz itself (RFC 6716 section 4); at
     16 kHz it skips its own upsampling, and the 48 -> 16 kHz filter that a
-    48 kHz decode would need here: about 27 µs per 20 ms packet against 62 µs
-    through PyAV plus :class:`Decimator`. (PyAV's ``libopus`` decoder ignores the
-    requested rate and always gives 48 kHz.)
+    48 kHz decode would need here: less than half the CPU of PyAV plus
+    :class:`Decimator` (docs/performance.md, "Choices in the code, measured"). (PyAV's
+    ``libopus`` decoder ignores the requested rate and always gives 48 kHz.)
     """
 
     RATE = 16000
