@@ -52,6 +52,10 @@ class AnomalyKind(enum.StrEnum):
     # A message the proxy could not forward: the other leg was not open (still in its
     # handshake, closing, or gone). Counted per message; it is not measured either.
     UNDELIVERED = "undelivered"
+    # A message beyond the relay's bound on messages a second in its direction
+    # (RelayConfig.max_messages_per_s): a flood. Forwarded and counted in the traffic, not
+    # measured; counted per message.
+    MESSAGES_OVER_RATE = "messages_over_rate"
 
 
 @dataclass(frozen=True, slots=True)

@@ -124,9 +124,12 @@ async def test_a_call_whose_measurement_falls_too_far_behind_is_given_up_and_sti
     receipt, record, log, _ = await call_through(queue)
     assert texts(log.caller_messages) == record.messages_sent
     assert texts(log.sent_messages) == record.messages_received
-    assert queue.given_up >= 1
+    # Given up once: what comes after is counted at once, never queued again (a call that
+    # gave up for a flood queued the flood again, and again; and its wait made the whole
+    # proxy look behind to admission).
+    assert queue.given_up == 1
     assert receipt.measurement_disabled and receipt.turns == []
-    assert receipt.anomalies.get("measurement_shed", 0) >= 21  # the backlog given up on
+    assert receipt.anomalies.get("measurement_shed", 0) == 21  # the backlog given up on
     traffic = receipt.traffic
     assert traffic.caller_to_agent_messages == len(record.messages_sent)
     assert traffic.agent_to_caller_messages == len(record.messages_received)

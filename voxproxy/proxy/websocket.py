@@ -96,6 +96,13 @@ class CallContext(MeasuredCall):
         A message queued for measurement (see proxy/measuring.py) reads False once the
         wire has carried audio: if it carries some, ``last_media_s`` says so when it
         is measured."""
+        session = self.session
+        if session.measurement_disabled and not self.backlog:
+            # Given up (too far behind, or its own errors): counted in its traffic, here
+            # and now. Queued, a call that gave up for a flood would queue the flood
+            # again, and its wait would make the whole proxy look behind (admission).
+            session.on_message(direction, payload, t_ns)
+            return None
         queue = self._proxy.measuring
         # A call's first messages are measured at once, until its wire has named it or
         # carried audio: the event API finds it by those names from then on.
@@ -217,6 +224,10 @@ class CallContext(MeasuredCall):
             self.session.note_anomaly(AnomalyKind.OVERSIZED)
         if info.undelivered:
             self.session.note_anomaly(AnomalyKind.UNDELIVERED, info.undelivered)
+        if info.over_rate != (0, 0):  # (forwarded, not measured: traffic and anomaly)
+            for d in Direction:
+                self.session.count_unmeasured(d, info.over_rate[d], info.over_rate_bytes[d])
+            self.session.note_anomaly(AnomalyKind.MESSAGES_OVER_RATE, sum(info.over_rate))
         close = CloseInfo(
             initiator=info.initiator,  # type: ignore[arg-type]
             caller_code=info.caller_code,

@@ -238,6 +238,12 @@ class CallSession:
     def note_anomaly(self, kind: AnomalyKind, count: int = 1) -> None:
         self.anomalies[kind.value] += count
 
+    def count_unmeasured(self, direction: Direction, messages: int, wire_bytes: int) -> None:
+        """Messages the shell forwarded without measuring them (a flood beyond its rate
+        bound): counted in the traffic only."""
+        self._messages[direction] += messages
+        self._bytes[direction] += wire_bytes
+
     def on_upstream_connected(self, t_ns: int) -> None:
         self.upstream_connected_ns = t_ns
 

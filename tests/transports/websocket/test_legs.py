@@ -11,9 +11,9 @@ websocket library would refuse to write, and never closes its socket itself.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
 
 import pytest
 from support.faultkit import running_proxy, settle
@@ -29,10 +29,14 @@ from support.rawpeers import (
     raw_caller,
     refused_status,
 )
+from support.waiting import wait_until
+from websockets.http11 import Request
 
+from voxproxy.events import Direction
 from voxproxy.harness.rawws import accept_handshake
 from voxproxy.proxy.websocket import Proxy
 from voxproxy.receipts.model import Receipt
+from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer
 
 PCM = b"\x01\x00" * 160  # 10 ms of 16 kHz audio, barely audible
 AFTER = 3  # audio messages the other side sends once it was told
@@ -225,3 +229,127 @@ async def test_the_slot_a_failed_call_held_serves_the_next_caller() -> None:
             b0, body = await asyncio.wait_for(other_agent.read_frame(), 10)
             assert (b0 & 0x0F, body) == (TEXT, b'{"type": "start", "sample_rate": 16000}')
             await second.hang_up()
+
+
+# -- a flooding leg takes its share of the loop, no more ------------------------------------
+
+TINY = frame(TEXT, b"ping", mask=CALLER_MASK)  # 10 bytes
+
+
+@dataclass
+class Logged:
+    """A call's observer that writes what it is told into one log shared by the calls
+    (so that the order across calls shows), and may act on the call's n-th message."""
+
+    name: str
+    log: list[str]
+    on_nth: tuple[int, Callable[[], None]] | None = None
+    ends: list[EndInfo] = field(default_factory=list)
+    seen: int = 0
+    last_media_s: float = 0.0
+
+    def upstream_headers(self, request: Request) -> list[tuple[str, str]]:
+        del request
+        return []
+
+    def on_upstream_open(self, t_ns: int, status: int) -> None:
+        del t_ns, status
+
+    def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
+        del direction, t_ns
+        self.seen += 1
+        self.log.append(self.name)
+        if self.on_nth is not None and self.seen == self.on_nth[0]:
+            self.on_nth[1]()
+        return True
+
+    def on_end(self, t_ns: int, info: EndInfo) -> None:
+        del t_ns
+        self.ends.append(info)
+
+
+async def _drain(peer: RawPeer) -> None:
+    with suppress(ConnectionError):
+        while await peer.reader.read(1 << 16):
+            pass
+
+
+@pytest.mark.slow
+async def test_a_big_read_is_taken_a_share_at_a_time_and_another_call_goes_between() -> None:
+    """One read of 9,000 tiny frames (below the rate bound: each is measured) is handed
+    to the relay a share per turn of the loop, its connection's reading paused, and a
+    frame another caller sends once the flood's 100th message is measured is forwarded
+    before the flood's last. On 938dcc8 the whole read went through in one go, however
+    long it took (and uvloop hands a busy socket up to 32 reads of 256 KiB in a row)."""
+    flood_frames = 9000
+    log: list[str] = []
+    observers: list[Logged] = []
+    second: list[RawPeer] = []
+
+    def factory(t_ns: int) -> Logged:
+        del t_ns
+        name = "flood" if not observers else "other"
+        # The other caller's frame is written once the flood's 100th message is measured.
+        trigger = (100, lambda: second[0].send(BINARY, PCM)) if not observers else None
+        observers.append(Logged(name, log, trigger))
+        return observers[-1]
+
+    async with raw_agents() as agents:
+        relay = RelayServer(RelayConfig(agents.url, close_timeout_s=0.3), factory)
+        port = await relay.start("127.0.0.1", 0)
+        try:
+            flooder = await raw_caller(port)
+            drains = [asyncio.create_task(_drain(await agents.connections.get()))]
+            second.append(await raw_caller(port))
+            drains.append(asyncio.create_task(_drain(await agents.connections.get())))
+            here = flooder.writer.get_extra_info("sockname")
+            (call,) = [
+                r for r in relay.relays if r.caller.transport.get_extra_info("peername") == here
+            ]
+            # One read, as uvloop or asyncio would hand it to the connection.
+            call.caller.data_received(TINY * flood_frames)
+            assert not call.caller.transport.is_reading()  # its share taken: paused
+            await wait_until(
+                lambda: log.count("flood") == flood_frames and "other" in log, 30, "both calls"
+            )
+            assert log.index("other") < len(log) - 1 - log[::-1].index("flood")
+            await wait_until(call.caller.transport.is_reading, 10, "reading resumed")
+            for peer in (flooder, second[0]):
+                await peer.hang_up()
+            await wait_until(lambda: all(o.ends for o in observers), 10, "both calls' ends")
+            assert observers[0].ends[0].over_rate == (0, 0)  # (below the bound)
+            for task in drains:
+                task.cancel()
+        finally:
+            await relay.stop()
+
+
+@pytest.mark.slow
+async def test_a_caller_over_the_message_rate_is_forwarded_counted_and_not_measured() -> None:
+    """2,000 tiny frames with at most 100 messages a second measured: each is forwarded
+    and in the receipt's traffic, those beyond the bound counted (``messages_over_rate``)
+    and not measured (the ``raw`` dialect counts each measured one as malformed)."""
+    flood_frames = 2000
+    async with (
+        raw_agents() as agents,
+        running_proxy(agents.url, "raw", b"k", close_timeout_s=0.3, max_messages_per_s=100) as (
+            port,
+            receipts,
+            proxy,
+        ),
+    ):
+        caller = await raw_caller(port)
+        agent = await asyncio.wait_for(agents.connections.get(), 10)
+        caller.writer.write(TINY * flood_frames)
+        got = b""
+        while len(got) < len(TINY * flood_frames):  # every frame reaches the agent
+            got += await asyncio.wait_for(agent.reader.read(1 << 16), 10)
+        caller.send_close(1000)
+        assert await asyncio.wait_for(caller.read_close(), 10) == 1000
+        await caller.hang_up()
+        await settle(receipts, 1, proxy)
+        r = only_receipt(receipts, proxy)
+        over = r.anomalies["messages_over_rate"]
+        assert over >= flood_frames // 2  # (100 a second measured: 10 s to measure half)
+        assert over + r.anomalies["malformed"] == flood_frames
+        assert r.traffic.caller_to_agent_messages == flood_frames

@@ -63,6 +63,13 @@ leg, its peer has ``close_timeout_s`` to close its TCP connection before it is
 aborted, so a peer that errs or closes but keeps its socket open cannot hold the
 call, its admission slot and its receipt.
 
+Calls share the event loop fairly: a leg hands the relay a big read (a peer ahead of
+the proxy) a slice at a time within a budget per turn of the loop, its reading paused
+until the next turn, so that every other call's reads go in between (``legs.Leg``).
+And a direction carrying more than ``max_messages_per_s`` messages in a second is a
+flood, not a workload: what is beyond is forwarded, counted in the traffic and as
+:attr:`EndInfo.over_rate`, and not measured.
+
 ``idle_timeout_s`` closes a call (1001 both ways) after that long without
 media: only a complete message counts, and once the call's wire has carried
 audio, only a message with audio (the observer says which). Pings, pongs and a

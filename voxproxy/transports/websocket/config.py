@@ -25,6 +25,10 @@ class RelayConfig:
     upstream_ssl: ssl.SSLContext | None = None
     max_calls: int | None = None  # calls in progress at most; more are refused with 503
     stall_timeout_s: float | None = 30.0  # a peer that reads nothing this long is gone
+    # Messages a second in one direction that are measured; those beyond are forwarded
+    # only, and counted (anomaly messages_over_rate): a flood, not a workload (real-time
+    # audio is 50-100 a second; a load generator's bursts at 50x real time, 2,500).
+    max_messages_per_s: int | None = 10_000
     parsed: WebSocketURI = field(init=False)
 
     def __post_init__(self) -> None:

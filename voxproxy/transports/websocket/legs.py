@@ -60,6 +60,10 @@ from voxproxy.transports.websocket.observer import (
 
 log = logging.getLogger("voxproxy.transport")
 
+# A read bigger than this is handed to the relay in slices of it, and within a budget
+# of time per turn of the event loop (Leg): a real-time call's reads are smaller.
+READ_SLICE = 4096
+TURN_BUDGET_NS = 2_000_000
 _UNSENDABLE_CODES = frozenset({1005, 1006, 1015})
 _PEER = ("caller", "agent")
 
@@ -89,6 +93,8 @@ class LegMode(enum.Enum):
 class LegEvents(Protocol):
     """What a leg tells the call it belongs to (the :class:`~.relay.Relay`)."""
 
+    loop: asyncio.AbstractEventLoop  # (a leg takes the rest of a big read up on it)
+
     def leg_made(self, leg: Leg) -> None: ...
 
     def data(self, leg: Leg, data: bytes) -> None: ...
@@ -100,10 +106,38 @@ class LegEvents(Protocol):
     def backpressure(self, leg: Leg, paused: bool) -> None: ...
 
 
-class Leg(asyncio.Protocol):
-    """One TCP connection of a call; forwards everything to its relay."""
+# Why a leg's reading is paused (bits of ``Leg.paused``).
+BACKPRESSURE = 1  # the other leg's writes are full (Relay.backpressure)
+FAIRNESS = 2  # the leg had its share of this turn of the loop (Leg.data_received)
+RATE = 4  # the leg's peer sent max_messages_per_s this second (CallLegs._over_rate)
 
-    __slots__ = ("cutter", "direction", "mode", "relay", "tail", "transport")
+
+class Leg(asyncio.Protocol):
+    """One TCP connection of a call; forwards everything to its relay.
+
+    A leg takes its share of a turn of the event loop, no more, so that a peer writing
+    faster than the proxy can read never holds the other calls up. A read of up to
+    :data:`READ_SLICE` bytes (most reads of a real-time call) goes to the relay as it
+    comes. A bigger one (a peer ahead of the proxy, or a big message) goes to the relay
+    a slice at a time until :data:`TURN_BUDGET_NS` has been spent; then reading is
+    paused and the rest waits for the loop's next turn (every other connection's reads
+    and timers run in between), and so on until the read is done; reading resumes on
+    the turn after that. Without the pause, uvloop (libuv reads a busy socket up to 32
+    times in a row) handed one flooding connection megabytes per turn of the loop, and
+    asyncio a quarter of a megabyte.
+    """
+
+    __slots__ = (
+        "cutter",
+        "direction",
+        "held",
+        "mode",
+        "paused",
+        "relay",
+        "tail",
+        "transport",
+        "turn_due",
+    )
 
     def __init__(self, relay: LegEvents | None, direction: Direction) -> None:
         self.relay = relay
@@ -114,6 +148,9 @@ class Leg(asyncio.Protocol):
         self.mode = LegMode.HEAD
         self.tail = b""  # the head's last bytes so far (its end may span two reads)
         self.cutter: FrameCutter | None = None  # cuts the leg's frames in LegMode.FRAMES
+        self.held = b""  # the rest of a big read, for the loop's next turn (data_received)
+        self.paused = 0  # why reading is paused: BACKPRESSURE | FAIRNESS | RATE, or 0
+        self.turn_due = False  # _next_turn is on the loop's next turn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but quack alike.
@@ -123,8 +160,78 @@ class Leg(asyncio.Protocol):
             self.relay.leg_made(self)
 
     def data_received(self, data: bytes) -> None:
-        if self.relay is not None:
-            self.relay.data(self, data)
+        relay = self.relay
+        if relay is None:
+            return
+        if self.held:  # (not while paused, but should a read come: after what waits)
+            self.held += data
+        elif len(data) <= READ_SLICE:
+            relay.data(self, data)
+        else:
+            self._take(data)
+
+    def _take(self, data: bytes) -> None:
+        """A big read (or what is left of it), a slice at a time, within the turn's
+        budget; then reading pauses until the loop's next turn."""
+        relay = self.relay
+        assert relay is not None
+        start = time.perf_counter_ns()
+        n = len(data)
+        pos = 0
+        while pos < n:
+            relay.data(self, data[pos : pos + READ_SLICE])
+            pos += READ_SLICE
+            if self.paused & RATE or self.relay is None:
+                break  # (over the rate: the rest waits for the next second)
+            if time.perf_counter_ns() - start >= TURN_BUDGET_NS:
+                break
+        self.held = data[pos:] if pos < n else b""
+        self.hold(FAIRNESS)
+        self._turn_later()
+
+    def _turn_later(self) -> None:
+        if not self.turn_due and self.relay is not None:
+            self.turn_due = True
+            self.relay.loop.call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self.turn_due = False
+        if self.relay is None:
+            self.held = b""
+            return
+        if self.paused & RATE:
+            return  # (release(RATE) takes the rest up)
+        if self.held:
+            self._take(self.held)
+        else:
+            self.release(FAIRNESS)
+
+    def backpressured(self, paused: bool) -> None:
+        """The other leg's writes are full (``paused``), or drained again."""
+        if paused:
+            self.hold(BACKPRESSURE)
+        else:
+            self.release(BACKPRESSURE)
+
+    def hold(self, why: int) -> None:
+        """Pause reading (``why``: BACKPRESSURE, FAIRNESS or RATE) until released for
+        every reason. (The rest of a read in hand waits only for FAIRNESS and RATE.)"""
+        if not self.paused:
+            transport = self.transport
+            if transport is not None and not transport.is_closing():
+                transport.pause_reading()
+        self.paused |= why
+
+    def release(self, why: int) -> None:
+        if not self.paused & why:
+            return
+        self.paused &= ~why
+        if why == RATE and self.paused & FAIRNESS:
+            self._turn_later()  # the rest of the read in hand
+        elif not self.paused:
+            transport = self.transport
+            if transport is not None and not transport.is_closing():
+                transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         if self.relay is not None:
@@ -132,6 +239,7 @@ class Leg(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.held = b""  # (gone with the connection)
         if self.relay is not None:
             self.relay.lost(self)
 
@@ -189,6 +297,11 @@ class CallLegs:
         self.undelivered = 0
         self._close_sent = [False, False]  # a close went on the leg (caller, agent): seen
         self._deadlines = [False, False]  # the leg's close deadline is armed
+        # Messages over config.max_messages_per_s in a direction's second: not measured.
+        self.over_rate = [0, 0]  # per direction: messages
+        self.over_rate_bytes = [0, 0]
+        self._rate_start = [self.t_start_ns, self.t_start_ns]  # the direction's second
+        self._rate_count = [0, 0]  # messages in it
 
     def _register(self) -> None:
         """The call counts among its server's calls from now until its end."""
@@ -279,6 +392,43 @@ class CallLegs:
         self._deadlines[side] = True
         abort = self._abort_caller if side == 0 else self._abort_agent
         self._timers.append(self.loop.call_later(self.config.close_timeout_s, abort))
+
+    def _over_rate(self, direction: Direction, size: int, t_ns: int) -> bool:
+        """Whether a forwarded message is beyond ``max_messages_per_s`` in its direction
+        (counted from the first message of each second): then it is not measured, only
+        counted (:attr:`over_rate`), and the leg it came on is read no more until the
+        second is over (what the read in hand still holds is forwarded all the same).
+        Real-time audio is 50 or 100 messages a second and an agent's burst a few
+        hundred; tens of thousands is a flood, not a workload: read and measured as it
+        came, it would take the core every other call needs (and make the proxy refuse
+        new callers as overloaded)."""
+        limit = self.config.max_messages_per_s
+        if limit is None:
+            return False
+        start = self._rate_start[direction]
+        if t_ns - start >= 1_000_000_000:
+            self._rate_start[direction] = t_ns
+            self._rate_count[direction] = 1
+            return False
+        count = self._rate_count[direction] = self._rate_count[direction] + 1
+        if count <= limit:
+            return False
+        if count == limit + 1:  # once a second: the leg waits for the next one
+            leg = self.caller if direction == 0 else self.agent
+            if leg is not None:
+                leg.hold(RATE)
+                wait_s = max(0.0, (start + 1_000_000_000 - time.monotonic_ns()) / 1e9)
+                self._timers.append(self.loop.call_later(wait_s, leg.release, RATE))
+            if not self.over_rate[direction]:
+                log.warning(
+                    "the %s sends over %d messages a second: those beyond are forwarded, "
+                    "not measured (anomaly messages_over_rate), and it is read no faster",
+                    _PEER[direction],
+                    limit,
+                )
+        self.over_rate[direction] += 1
+        self.over_rate_bytes[direction] += size
+        return True
 
     def _check_failed(self, from_caller: bool) -> None:
         """After a leg's bytes went through its protocol: if the protocol failed the
@@ -403,6 +553,8 @@ class CallLegs:
         self._registry.discard(self)
         info = self._end or EndInfo(EndCause.PROXY_ERROR, initiator="none")
         info.undelivered = self.undelivered
+        info.over_rate = (self.over_rate[0], self.over_rate[1])
+        info.over_rate_bytes = (self.over_rate_bytes[0], self.over_rate_bytes[1])
         if info.caller_code is None and self.server.close_rcvd is not None:
             info.caller_code = self.server.close_rcvd.code
         elif info.caller_code is None and self.server.close_sent is not None:

@@ -22,6 +22,10 @@ class EndInfo:
     initiator: str = "none"  # "caller", "agent", "proxy" or "none"
     detail: str = ""  # a call refused at the handshake: why, and what the caller was answered
     undelivered: int = 0  # messages not forwarded: the other leg was not open (or gone)
+    # Per direction (caller to agent, agent to caller): messages forwarded but not measured,
+    # over RelayConfig.max_messages_per_s, and their bytes.
+    over_rate: tuple[int, int] = (0, 0)
+    over_rate_bytes: tuple[int, int] = (0, 0)
 
 
 class CallObserver(Protocol):

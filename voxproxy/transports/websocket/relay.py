@@ -265,8 +265,8 @@ class Relay(CallLegs):
         # Reading from the other leg may have been paused for this one: resume it, so that
         # the close handshake on that leg can complete.
         other = self.agent if leg is self.caller else self.caller
-        if other is not None and other.transport is not None and not other.transport.is_closing():
-            other.transport.resume_reading()
+        if other is not None:
+            other.backpressured(False)
         if leg is self.caller:
             self._caller_gone = True
             if self.server.close_rcvd is None and self._end is None:
@@ -299,12 +299,8 @@ class Relay(CallLegs):
         if paused and timeout is not None and not self._ended:
             self._stalls[side] = self.loop.call_later(timeout, self._stalled, leg)
         other = self.agent if leg is self.caller else self.caller
-        if other is None or other.transport is None or other.transport.is_closing():
-            return
-        if paused:
-            other.transport.pause_reading()
-        else:
-            other.transport.resume_reading()
+        if other is not None:
+            other.backpressured(paused)
 
     def _stalled(self, leg: Leg) -> None:
         """``leg``'s peer has read nothing for ``stall_timeout_s``: drop it as gone."""
@@ -571,6 +567,8 @@ class Relay(CallLegs):
         if observer is None:
             self._last_activity = time.monotonic()
             return
+        if self._over_rate(direction, len(data), t_ns):
+            return  # forwarded, not measured (counted)
         payload: bytes | str = data
         if self._frag_text[direction]:
             payload = data.decode("utf-8", "replace")
