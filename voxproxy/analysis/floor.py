@@ -34,7 +34,6 @@ class NoiseFloor(EdgeWalker):
     _prev_tail: Pcm
     _lag_lo: int
     _lag_hi: int
-    silence_ns: int
 
     def note_silence(self, duration_ns: int) -> None:
         """``duration_ns`` of digital silence was heard (nothing played): the floor
@@ -42,7 +41,6 @@ class NoiseFloor(EdgeWalker):
         ``continuous=False``."""
         if duration_ns <= 0:
             return
-        self.silence_ns += duration_ns
         frames = min(duration_ns // (self.config.frame_ms * NS_PER_MS), self._block_frames * 5)
         for _ in range(int(frames)):
             self._update_floor(-100.0)

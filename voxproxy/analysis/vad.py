@@ -165,8 +165,6 @@ class SpeechDetector(NoiseFloor):
         self._spurt_from = 0
         self._cut_ns = -1
         self._first_above_win = 0  # the open spurt's first window above the start threshold
-        self._utt_start_pos = 0  # stream position where the current utterance began
-        self.silence_ns = 0  # digital silence the caller heard (note_silence)
         # Spurt state, in 1 ms window numbers.
         self._in_spurt = False
         self._onset_win = 0
@@ -414,7 +412,6 @@ class SpeechDetector(NoiseFloor):
                     self._utt_frames = 0
                     self._utt_db.clear()
                     self._utt_level = None
-                    self._utt_start_pos = first_above * self._win
                 self._spurt_from = self._utt_db.total
                 self._first_above_win = first_above
                 self._onset_win = self._walk_back(first_above, self._edge_threshold())

@@ -24,8 +24,6 @@ class AgentBase:
         self.config = config or MockAgentConfig()
         self.clips = prepare_clips(self.config)
         self._http: aiohttp.ClientSession | None = None
-        self.events_posted = 0  # events the event API accepted
-        self.events_failed = 0  # events it refused, or that could not be posted
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Listen on ``host``:``port`` (0: a free port); the port it listens on."""
@@ -51,10 +49,6 @@ class AgentBase:
         except (aiohttp.ClientError, TimeoutError) as exc:
             logger.warning("could not post events: %r", exc)
             ok = False
-        if ok:
-            self.events_posted += len(events)
-        else:
-            self.events_failed += len(events)
         return ok
 
     async def _close_http(self) -> None:

@@ -73,7 +73,6 @@ class WebRtcCall(Call):
         self.ended = asyncio.Event()
         self.id = f"mock{log.index:04d}"
         self._silence: bytes | None = None
-        self._sent_any = False
         peer.on_rtp = self._rtp
         peer.on_state = self._state
         peer.on_channel = self._channel
@@ -164,7 +163,6 @@ class WebRtcCall(Call):
         index = r.index if r is not None else 0
         for p in payloads:
             self.wlog.chunks.append(SentChunk(index, start, stop - start, payload_key(p), now))
-        self._sent_any = True
         return True
 
     async def _send_flush(self) -> bool:

@@ -22,7 +22,6 @@ from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.store import utc_text
 
 Table = Literal["calls", "turns", "tools"]
-TABLES: tuple[Table, ...] = get_args(Table)
 Format = Literal["parquet", "jsonl"]
 FORMATS: tuple[Format, ...] = get_args(Format)
 

@@ -75,7 +75,7 @@ async def _connected_pair() -> tuple[AudioPeer, AudioPeer, Channel]:
     sdp = await a.create_offer()
     await a.accept_answer(await b.answer(sdp))
     await wait_until(lambda: a.state == b.state == "connected", 10.0, "both peers connected")
-    await wait_until(lambda: ch.is_open, 10.0, "the channel open")
+    await wait_until(lambda: ch.dc.readyState == "open", 10.0, "the channel open")
     return a, b, ch
 
 

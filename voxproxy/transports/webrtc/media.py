@@ -157,10 +157,6 @@ class Channel:
         dc.on("open", self._open)
         dc.on("close", self._close)
 
-    @property
-    def is_open(self) -> bool:
-        return bool(self.dc.readyState == "open")
-
     def send(self, message: str | bytes) -> None:
         if self.dc.readyState == "open":
             self.dc.send(message)

@@ -4,7 +4,6 @@ and the checks an SDP offer must pass.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
@@ -86,7 +85,6 @@ class AudioPeer:
         self._encoder: AudioEncoder | None = None
         self._send_pts = 0
         self._pts_origin_ns: int | None = None
-        self._closing: asyncio.Task[None] | None = None
         self.pc.on("connectionstatechange", self._state_changed)
         self.pc.on("datachannel", self._remote_channel)
 
