@@ -61,6 +61,15 @@ MAY_NOT: dict[str, tuple[str, ...]] = {
     "loadgen": ("mockagent", "harness", "proxy", "cli", "commands"),
     "mockagent": ("loadgen", "harness", "proxy", "cli", "commands"),
     "telemetry": ("proxy", "transports", "loadgen", "mockagent", "harness", "cli"),
+    "captures": (
+        "proxy",
+        "transports",
+        "loadgen",
+        "mockagent",
+        "harness",
+        "cli",
+        "commands",
+    ),
     "receipts": (
         "proxy",
         "transports",

@@ -18,10 +18,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
+from voxproxy.dialects.channels import CHANNEL_DIALECTS, ChannelDecoder
 from voxproxy.errors import ConfigError
-from voxproxy.events import Direction, Event, Pcm, StageMark, ToolEvent
+from voxproxy.events import Direction, Pcm, StageMark, ToolEvent
 from voxproxy.proxy.lifecycle import (
     DEFAULT_MAX_LOOP_LAG_MS,
     CallHost,
@@ -45,9 +45,6 @@ from voxproxy.transports.webrtc import (
 )
 
 log = logging.getLogger("voxproxy.proxy.webrtc")
-
-OAI_EVENTS = "oai-events"
-CHANNEL_DIALECTS = ("auto", "openai-realtime", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,22 +74,6 @@ class WebRtcProxyConfig:
             "session",
             replace(self.session, transport="webrtc", agent_playout="arrival"),
         )
-
-
-class ChannelDecoder:
-    """The session's decoder for data channel messages (set :attr:`label` before each)."""
-
-    def __init__(self, dialect: str, options: DialectOptions) -> None:
-        self._all = dialect == "openai-realtime"
-        self._inner = make_decoder("openai-realtime", options) if dialect != "none" else None
-        self.label = ""
-        self.name = "webrtc"  # "openai-realtime" once a message was decoded as such
-
-    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
-        if self._inner is None or not (self._all or self.label == OAI_EVENTS):
-            return []
-        self.name = "openai-realtime"
-        return self._inner.decode(direction, payload, t_ns)
 
 
 class WebRtcCallContext(MeasuredCall):

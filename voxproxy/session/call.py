@@ -61,6 +61,7 @@ from voxproxy.turns import FlushMark, Turn, TurnMachine
 
 if TYPE_CHECKING:  # annotations only
     from voxproxy.events import Direction, Event, Pcm
+    from voxproxy.session.tap import SessionTap
 
 
 class CallSession:
@@ -142,6 +143,7 @@ class CallSession:
         self._items = Items()  # agent audio items (OpenAI item_id) and their truncates
         self.final_turns: list[Turn] = []  # set by close(): the turns with absolute times
         self._closed = False
+        self.tap: SessionTap | None = None  # told every input from the shell (a capture)
 
     # -- input from the shell --------------------------------------------------------------
 
@@ -154,6 +156,8 @@ class CallSession:
         message: it is decoded (stream starts, marks, flushes and the playout timeline
         stay exact) but its audio is not analysed; figures near it are withheld with the
         reason ``measurement_shed``."""
+        if self.tap is not None:
+            self.tap.message(direction, payload, t_ns, shed, self.measurement_disabled)
         self._messages[direction] += 1
         self._bytes[direction] += len(payload)
         if self.measurement_disabled:
@@ -179,11 +183,6 @@ class CallSession:
             self._own_failure()
             return []
 
-    def wire_looks_like(self) -> str | None:
-        """The dialect the caller's wire looks like when it is not the configured one
-        (a ``raw`` caller on a ``twilio`` proxy): nothing of it can be measured."""
-        return self._wire.looks_like(self.decoder.name, self._audio_ns[CALLER_TO_AGENT])
-
     def on_audio(
         self,
         direction: Direction,
@@ -200,6 +199,8 @@ class CallSession:
         as on any wire; agent audio goes on the playout timeline, or is audible on
         arrival with ``SessionConfig(agent_playout="arrival")``. Never raises.
         """
+        if (tap := self.tap) is not None:
+            tap.audio(direction, pcm, sample_rate_hz, t_ns, wire_bytes, self.measurement_disabled)
         self._messages[direction] += 1
         self._bytes[direction] += wire_bytes
         if self.measurement_disabled or self._closed:
@@ -215,6 +216,8 @@ class CallSession:
 
     def on_event(self, ev: ToolEvent | StageMark) -> None:
         """An event from outside the media (the event API), stamped by the shell."""
+        if self.tap is not None:
+            self.tap.event(ev)
         if self._closed:
             return
         try:
@@ -228,23 +231,34 @@ class CallSession:
         """The session itself failed (a voxproxy bug): raise when strict, else count it."""
         if self.strict:
             raise  # re-raises the exception being handled: called only in ``except``
-        self.note_measurement_error()
+        self._count_error()
 
     def note_measurement_error(self) -> None:
+        if self.tap is not None:
+            self.tap.error()
+        self._count_error()
+
+    def _count_error(self) -> None:
         self.anomalies[AnomalyKind.MEASUREMENT_ERROR.value] += 1
         if self.anomalies[AnomalyKind.MEASUREMENT_ERROR.value] >= MAX_MEASUREMENT_ERRORS:
             self.measurement_disabled = True
 
     def note_anomaly(self, kind: AnomalyKind, count: int = 1) -> None:
+        if self.tap is not None:
+            self.tap.anomaly(kind.value, count)
         self.anomalies[kind.value] += count
 
     def count_unmeasured(self, direction: Direction, messages: int, wire_bytes: int) -> None:
         """Messages the shell forwarded without measuring them (a flood beyond its rate
         bound): counted in the traffic only."""
+        if self.tap is not None:
+            self.tap.unmeasured(direction, messages, wire_bytes)
         self._messages[direction] += messages
         self._bytes[direction] += wire_bytes
 
     def on_upstream_connected(self, t_ns: int) -> None:
+        if self.tap is not None:
+            self.tap.upstream(t_ns)
         self.upstream_connected_ns = t_ns
 
     def note_cut(self, t_ns: int) -> None:
@@ -516,6 +530,8 @@ class CallSession:
         """The call is over: settle everything and return its receipt."""
         if self._closed:
             raise UsageError(f"CallSession.close() at {end_ns} ns: the call was already closed")
+        if self.tap is not None:
+            self.tap.closed(end_ns, terminal, close, dialect, self.measurement_disabled)
         self._closed = True
         turns: list[Turn] = []
         if not self.measurement_disabled:
@@ -542,7 +558,7 @@ class CallSession:
                 raise
             # A bug in building the full receipt must not cost the call its receipt: it
             # gets one without the measurements (counted, and flagged measurement_disabled).
-            self.note_measurement_error()
+            self._count_error()
             self.measurement_disabled = True
             self.final_turns = []
             self.tool_events = []
@@ -575,7 +591,7 @@ class CallSession:
             wire_bytes=self._bytes,
             audio_ns=self._audio_ns,
             anomalies=self.anomalies,
-            wire_looks_like=self.wire_looks_like(),
+            wire_looks_like=self._wire.looks_like(self.decoder.name, self._audio_ns[0]),  # caller
             measurement_disabled=self.measurement_disabled,
             tool_events=self.tool_events,
             stages=self.stages,
