@@ -5,7 +5,9 @@ The graph is read from the source with ``ast``: every ``import`` counts, at any 
 still ties two modules into one). ``from voxproxy.x import y`` is an edge to the module
 ``voxproxy.x.y`` when there is one, else to ``voxproxy.x``. A package's submodules are not
 taken to import the package itself (Python runs the ``__init__`` first, which is no
-design dependency), unless they name it.
+design dependency), unless they name it. ``importlib.import_module("voxproxy.x")`` is an
+import too, and ``importlib.import_module(f"voxproxy.x.{name}")`` one of every module of
+``voxproxy.x`` (the CLI loads its subcommands so).
 """
 
 from __future__ import annotations
@@ -39,6 +41,25 @@ def _known(name: str, known: Iterable[str]) -> str | None:
     return name or None
 
 
+def _is_import_module(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
+        isinstance(func, ast.Name) and func.id == "import_module"
+    )
+
+
+def _dynamic_targets(arg: ast.expr, mods: dict[str, Path]) -> list[str]:
+    """What ``import_module(arg)`` may import: the module a constant names, or every
+    module under the package an f-string's leading text names."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    if isinstance(arg, ast.JoinedStr) and arg.values:
+        head = arg.values[0]
+        if isinstance(head, ast.Constant) and isinstance(head.value, str):
+            prefix = head.value
+            return [m for m in mods if m.startswith(prefix) and m != prefix.rstrip(".")]
+    return []
+
+
 def import_graph(root: Path = ROOT) -> Graph:
     mods = modules(root)
     graph: Graph = {}
@@ -57,6 +78,8 @@ def import_graph(root: Path = ROOT) -> Graph:
                 targets = [
                     f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names
                 ]
+            elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
+                targets = _dynamic_targets(node.args[0], mods)
             for target in targets:
                 if target.split(".")[0] != PACKAGE:
                     continue
@@ -140,7 +163,12 @@ def test_the_checker_finds_a_cycle_closed_only_for_the_type_checker(tmp_path: Pa
         "        from .a import A\n"
     )
     (tmp_path / PACKAGE / "c.py").write_text("import voxproxy.sub\n")
+    (tmp_path / PACKAGE / "d.py").write_text(
+        "import importlib\ndef f(n: str) -> None:\n"
+        "    importlib.import_module(f'voxproxy.sub.{n}')\n"
+    )
     graph = import_graph(tmp_path)
+    assert graph["voxproxy.d"] == {"voxproxy.sub.a": 3, "voxproxy.sub.b": 3}
     assert graph["voxproxy.sub.b"] == {"voxproxy.sub.a": 4}
     assert cycles(graph) == [["voxproxy.sub.a", "voxproxy.sub.b"]]
     assert "voxproxy.sub.b -> voxproxy.sub.a  (voxproxy/sub/b.py:4)" in describe(

@@ -14,7 +14,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    from voxproxy.cli import DefaultsShown, positive_int
+    from voxproxy.commands.parsing import DefaultsShown, positive_int
 
     p = sub.add_parser(
         "analyze",

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: Any) -> None:
-    from voxproxy.cli import DefaultsShown, EnvParser, add_transport_arguments
+    from voxproxy.commands.parsing import DefaultsShown, EnvParser, add_transport_arguments
 
     p: EnvParser = sub.add_parser(
         "load",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from voxproxy.cli import DefaultsShown, host_port, non_negative_float, positive_int
+from voxproxy.commands.parsing import DefaultsShown, host_port, non_negative_float, positive_int
 
 
 def add_parser(sub: Any) -> None:

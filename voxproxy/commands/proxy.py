@@ -12,7 +12,8 @@ import argparse
 import ssl
 from typing import Any
 
-from voxproxy.cli import (
+from voxproxy.commands._inputs import DEFAULT_RECEIPTS
+from voxproxy.commands.parsing import (
     EnvParser,
     add_transport_arguments,
     host_port,
@@ -21,7 +22,6 @@ from voxproxy.cli import (
     positive_int,
     upstream_url,
 )
-from voxproxy.commands._inputs import DEFAULT_RECEIPTS
 from voxproxy.errors import ConfigError
 
 # Defaults a staging deployment can live with: idle calls (and the agent sessions behind

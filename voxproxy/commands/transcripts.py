@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
         help="score what the agent heard: WER, meaning-bearing terms, numbers, scorecard",
         description="Transcript scoring. See 'voxproxy transcripts score --help'.",
     )
-    from voxproxy.cli import print_help
+    from voxproxy.commands.parsing import print_help
 
     p.set_defaults(func=print_help(p))  # `voxproxy transcripts` alone: its help
     tsub = p.add_subparsers(dest="transcripts_command")
