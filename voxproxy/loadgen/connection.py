@@ -19,14 +19,31 @@ the rest of the messages go through the queue.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import AsyncIterator, Callable
+from typing import cast
 
 from websockets.asyncio.client import ClientConnection
-from websockets.frames import BINARY, TEXT, Frame
+from websockets.frames import Frame, Opcode
 from websockets.protocol import Event
-from websockets.proxy import get_proxy
 from websockets.typing import Data
-from websockets.uri import parse_uri
+from websockets.uri import WebSocketURI, parse_uri
+
+TEXT = Opcode.TEXT  # (websockets.frames.TEXT and BINARY came in websockets 16)
+BINARY = Opcode.BINARY
+
+
+def _proxy_lookup() -> Callable[[WebSocketURI], str | None]:
+    """websockets' own lookup of the proxy the environment sets for a URI: in
+    ``websockets.proxy`` from version 16, in ``websockets.uri`` in 15."""
+    try:
+        module = importlib.import_module("websockets.proxy")
+    except ImportError:  # websockets 15
+        module = importlib.import_module("websockets.uri")
+    return cast(Callable[[WebSocketURI], "str | None"], module.get_proxy)
+
+
+_GET_PROXY = _proxy_lookup()
 
 
 @functools.lru_cache(maxsize=64)
@@ -35,7 +52,7 @@ def proxy_for(url: str) -> str | None:
     (None: none), looked up once per URL for the process: websockets looks it up again
     for every connection (urllib walks the whole environment), which a ramp of hundreds
     of callers takes from the loop."""
-    return get_proxy(parse_uri(url))
+    return _GET_PROXY(parse_uri(url))
 
 
 class DirectConnection(ClientConnection):
