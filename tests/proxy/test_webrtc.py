@@ -11,11 +11,12 @@ several response delays and barge-in reaction times.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
 from support.groundtruth import NEVER_WITHHELD
-from support.livecall import barge_script, live_bounds, sessions_of, turn_errors
+from support.livecall import barge_script, checked_live_calls, live_bounds, sessions_of, turn_errors
 from support.waiting import wait_until
 from support.webrtckit import open_counts, webrtc_proxy
 
@@ -90,18 +91,24 @@ CALLS = [
 
 async def test_live_webrtc_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
     before = open_counts()
-    outcomes = await asyncio.gather(*(one_call(n, *spec) for n, spec in enumerate(CALLS)))
-    ttfs_err: list[float] = []
-    stop_err: list[float] = []
-    for spec, o in zip(CALLS, outcomes, strict=True):
-        assert o.receipt.transport == "webrtc"
-        assert o.receipt.terminal == "caller_closed"
-        assert o.receipt.settings.caller_frame_ms == 20.0
-        truths = webrtc_turn_truths(o.record, o.log)
-        # Nothing to flush on a paced wire.
-        turn_errors(o.receipt, truths, "ceased", ttfs_err, stop_err, spec, o.loop_lag)
-    # As for the websocket proxy: real scheduling jitter on three event loops, plus Opus.
-    live_bounds("webrtc", ttfs_err, stop_err)
+
+    async def run() -> list[Outcome]:
+        return await asyncio.gather(*(one_call(n, *spec) for n, spec in enumerate(CALLS)))
+
+    def check(outcomes: Sequence[Outcome]) -> None:
+        ttfs_err: list[float] = []
+        stop_err: list[float] = []
+        for spec, o in zip(CALLS, outcomes, strict=True):
+            assert o.receipt.transport == "webrtc"
+            assert o.receipt.terminal == "caller_closed"
+            assert o.receipt.settings.caller_frame_ms == 20.0
+            truths = webrtc_turn_truths(o.record, o.log)
+            # Nothing to flush on a paced wire.
+            turn_errors(o.receipt, truths, "ceased", ttfs_err, stop_err, spec, o.loop_lag)
+        # As for the websocket proxy: real scheduling jitter on three event loops, plus Opus.
+        live_bounds("webrtc", ttfs_err, stop_err)
+
+    await checked_live_calls(run, check)
     assert open_counts() == before
 
 
