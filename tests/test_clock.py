@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from support.waiting import wait_until
 
 from voxproxy.clock import LagMonitor
@@ -40,9 +41,9 @@ async def test_a_blocked_loop_is_seen() -> None:
     readings: list[int] = []  # when the monitor took each reading
     record = m.record
 
-    def spy(t_ns: int, lag_ns: int) -> None:
+    def spy(t_ns: int, lag_ns: int, cpu_ns: int | None = None) -> None:
         readings.append(t_ns)
-        record(t_ns, lag_ns)
+        record(t_ns, lag_ns, cpu_ns)
 
     m.record = spy  # type: ignore[method-assign]
     m.start()
@@ -96,3 +97,23 @@ def test_the_lags_since_a_time_answer_every_interval_from_it_alike() -> None:
     for a in range(60_000_000, 4_000_000_000, 37_000_000):
         for width in (1, 50_000_000, 450_000_000):
             assert again.max_between(a, a + width) == live.max_between(a, a + width)
+
+
+def test_the_cpu_share_is_the_loop_thread_s_cpu_over_the_window() -> None:
+    now, cpu = [0], [0]
+    m = LagMonitor(period_s=0.02, clock=lambda: now[0], cpu_clock=lambda: cpu[0])
+    assert m.cpu_share(1_000 * MS) is None  # no reading
+    m.record(now[0], 0, cpu[0])
+    assert m.cpu_share(1_000 * MS) is None  # one reading: no interval
+    for _ in range(50):  # a second at 30% of a core
+        now[0] += 20 * MS
+        cpu[0] += 6 * MS
+        m.record(now[0], 0, cpu[0])
+    assert m.cpu_share(1_000 * MS) == pytest.approx(0.3)
+    for _ in range(25):  # then half a second at 90%: the last second averages 60%
+        now[0] += 20 * MS
+        cpu[0] += 18 * MS
+        m.record(now[0], 0, cpu[0])
+    assert m.cpu_share(1_000 * MS) == pytest.approx(0.6, abs=0.02)
+    m.record(now[0] + MS, 5 * MS)  # a reading without the CPU time: not counted
+    assert m.cpu_share(1_000 * MS) == pytest.approx(0.6, abs=0.02)

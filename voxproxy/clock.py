@@ -43,10 +43,13 @@ class LagMonitor:
         keep: int = 20000,
         *,
         clock: Callable[[], int] = time.monotonic_ns,
+        cpu_clock: Callable[[], int] = time.thread_time_ns,
     ) -> None:
-        """``clock`` reads monotonic nanoseconds (tests pass a fake one)."""
+        """``clock`` reads monotonic nanoseconds, ``cpu_clock`` the CPU time of the
+        loop's thread (tests pass fakes of both)."""
         self.period_s = period_s
         self._clock = clock
+        self._cpu_clock = cpu_clock
         self._min_ns = int(min_lag_ms * 1_000_000)
         self._times: deque[int] = deque(maxlen=keep)
         self._lags: deque[int] = deque(maxlen=keep)
@@ -54,10 +57,15 @@ class LagMonitor:
         self.max_lag_ns = 0
         # Every reading of the last ~2.5 s (late or not), for the loop's load now.
         self._readings: deque[tuple[int, int]] = deque(maxlen=128)
+        # The loop thread's CPU time at each reading that took it (None: not taken).
+        self._cpu: deque[tuple[int, int]] = deque(maxlen=128)
 
-    def record(self, t_ns: int, lag_ns: int) -> None:
-        """A reading: at ``t_ns`` the loop ran a timer ``lag_ns`` late."""
+    def record(self, t_ns: int, lag_ns: int, cpu_ns: int | None = None) -> None:
+        """A reading: at ``t_ns`` the loop ran a timer ``lag_ns`` late; ``cpu_ns``, the
+        loop thread's CPU time then, if read."""
         self._readings.append((t_ns, lag_ns))
+        if cpu_ns is not None:
+            self._cpu.append((t_ns, cpu_ns))
         if lag_ns >= self._min_ns:
             self._times.append(t_ns)
             self._lags.append(lag_ns)
@@ -100,6 +108,27 @@ class LagMonitor:
         lags.reverse()
         return lags
 
+    def cpu_share(self, window_ns: int) -> float | None:
+        """The share of one core the loop's thread used over the last ``window_ns``
+        (from the readings that took its CPU time), or None when fewer than two did.
+
+        Beside the lag it tells whose the lag is: a loop that lags while its thread
+        works most of the time is carrying more than its core (the proxy's own load); a
+        loop that lags while its thread mostly waited was waiting for a core the
+        machine gave to other work."""
+        since = self._clock() - window_ns
+        first: tuple[int, int] | None = None
+        last: tuple[int, int] | None = None
+        for reading in reversed(self._cpu):
+            if reading[0] < since:
+                break
+            if last is None:
+                last = reading
+            first = reading
+        if first is None or last is None or last[0] <= first[0]:
+            return None
+        return (last[1] - first[1]) / (last[0] - first[0])
+
     def lag_now_ns(self) -> int:
         """How late the loop runs now: the last reading's lag, or, when the next reading
         is overdue (the loop has not come round to its timer), how overdue it is."""
@@ -123,8 +152,9 @@ class LagMonitor:
     async def _run(self) -> None:
         period_ns = int(self.period_s * 1e9)
         clock = self._clock
+        cpu_clock = self._cpu_clock
         while True:
             due = clock() + period_ns
             await asyncio.sleep(self.period_s)
             now = clock()
-            self.record(now, now - due)
+            self.record(now, now - due, cpu_clock())

@@ -318,6 +318,28 @@ def test_one_late_reading_is_a_moment_not_a_load() -> None:
     assert loop_lag_over(lag, 50.0) == "event loop lag 300 ms"
 
 
+@pytest.mark.parametrize(
+    ("cpu_ms_a_reading", "refused"),
+    [(18, True), (12, True), (4, False), (0, False)],  # of each 20 ms between readings
+)
+def test_a_lag_counts_only_while_the_loop_s_thread_does_the_work(
+    cpu_ms_a_reading: int, refused: bool
+) -> None:
+    """A loop that lags while its own thread works (90% or 60% of a core) is the proxy's
+    own load: refused. One that lags while its thread mostly waited (20%, 0%) was kept
+    waiting by other work on the machine (two CPU-bound jobs beside it, say): refusing
+    its callers gives it no core back, so they are admitted."""
+    clock, cpu = FakeClock(10**12), [0]
+    lag = LagMonitor(period_s=0.02, clock=clock.now_ns)
+    for _ in range(10):
+        clock.advance_ms(20)
+        cpu[0] += cpu_ms_a_reading * NS_PER_MS
+        lag.record(clock.now_ns(), 120 * NS_PER_MS, cpu[0])
+    assert lag.cpu_share(1_000 * NS_PER_MS) == pytest.approx(cpu_ms_a_reading / 20)
+    why = loop_lag_over(lag, 100.0)
+    assert (why == "event loop lag 120 ms") if refused else (why is None)
+
+
 async def test_a_small_lag_or_no_bound_admits() -> None:
     clock = FakeClock(10**12)
     async with router_agent() as agent:

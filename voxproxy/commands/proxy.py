@@ -151,8 +151,10 @@ def add_parser(sub: Any) -> None:
         default=100.0,
         help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop runs "
         "this many ms late (the median of its readings over the last second, of three at "
-        "least), or while its measurement is shedding or more than 300 ms behind: the calls "
-        "it has stay transparent (0: no such refusal; both transports; default 100)",
+        "least) while its own thread does the work (half a core or more: a loop kept waiting "
+        "by other work on the machine refuses nobody), or while its measurement is shedding "
+        "or more than 300 ms behind: the calls it has stay transparent (0: no such refusal; "
+        "both transports; default 100)",
     )
     g.limits.add_env_argument(
         "--idle-timeout",

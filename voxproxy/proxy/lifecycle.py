@@ -42,6 +42,9 @@ NO_SECRET = (
 DEFAULT_MAX_LOOP_LAG_MS = 100.0
 LAG_WINDOW_NS = 1_000 * NS_PER_MS  # admission looks at the loop's lag over the last second
 MIN_LAG_READINGS = 3  # readings in that second for their median to count (see loop_lag_over)
+# A loop that lags while its thread used less than this share of a core over the same
+# second waited for a core the machine gave to other work: not the proxy's own load.
+OWN_LOAD_SHARE = 0.5
 
 CALL_ID_HEADER = "X-Voxproxy-Call"
 
@@ -58,15 +61,25 @@ def loop_lag_over(clock_lag: LagMonitor, bound_ms: float) -> str | None:
     and a median of fewer than :data:`MIN_LAG_READINGS` readings counts only when they
     add up to half the second or more (a loop so late it could take no more readings).
     Else one late reading just after the proxy started (a collection of the garbage
-    collector, modules still loading) would refuse the first caller."""
+    collector, modules still loading) would refuse the first caller.
+
+    A lag counts only while the loop's thread used at least :data:`OWN_LOAD_SHARE` of a
+    core over the same second (:meth:`LagMonitor.cpu_share`; unknown counts): a loop
+    that lags while its thread mostly waits was kept waiting by other work on the
+    machine. Refusing would not give it a core back, and the caller would lose a call
+    the proxy carries as well as the machine lets anything run; the lag still shows in
+    the figures' uncertainty and in the proxy's forwarding delay."""
     lags = clock_lag.recent_lags_ns(LAG_WINDOW_NS)
     if len(lags) < MIN_LAG_READINGS and sum(lags) < LAG_WINDOW_NS // 2:
         return None
     lags.sort()
     lag_ns = lags[len(lags) // 2]
-    if lag_ns > bound_ms * NS_PER_MS:
-        return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
-    return None
+    if lag_ns <= bound_ms * NS_PER_MS:
+        return None
+    share = clock_lag.cpu_share(LAG_WINDOW_NS)
+    if share is not None and share < OWN_LOAD_SHARE:
+        return None
+    return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
 
 
 class Unmeasured:
