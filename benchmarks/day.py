@@ -470,6 +470,7 @@ async def day(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 "refused": sum(1 for c in cs if c.status not in (None, 101)),
                 "errors": sum(1 for c in cs if c.error),
                 "closed_by_proxy": sum(1 for c in cs if c.closed_by_proxy),
+                "echo_p99_ms": pct([d for c in cs if c.route == "echo" for d in c.delays_ms], 0.99),
             }
             for label, cs in phases.items()
         },
@@ -547,11 +548,12 @@ def main() -> int:
         f"{out['webrtc']['calls']} WebRTC calls beside them\n"
     )
     print(
-        f"{'phase':<20} {'calls':>6} {'101':>5} {'refused':>8} {'errors':>7} {'ended by proxy':>15}"
+        f"{'phase':<20} {'calls':>6} {'101':>5} {'refused':>8} {'errors':>7} "
+        f"{'ended by proxy':>15} {'echo p99 ms':>12}"
     )
     for label, p in out["phases"].items():
         row = f"{label:<20} {p['calls']:>6} {p['101']:>5} {p['refused']:>8} {p['errors']:>7}"
-        print(f"{row} {p['closed_by_proxy']:>15}")
+        print(f"{row} {p['closed_by_proxy']:>15} {p['echo_p99_ms']!s:>12}")
     print()
     print(f"{'figure':<52} {'measured':>16} {'goal':>14}")
     for label, value, goal in goals:
