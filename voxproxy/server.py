@@ -45,6 +45,7 @@ from voxproxy.receipts.verdict import judged
 from voxproxy.telemetry import NULL_TELEMETRY, Telemetry, TelemetryConfig, make_telemetry
 
 if TYPE_CHECKING:
+    from voxproxy.captures.writer import CaptureSettings, CaptureWriter
     from voxproxy.proxy.eventapi import EventApi
     from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
     from voxproxy.proxy.websocket import Proxy
@@ -94,6 +95,8 @@ class ServeConfig:
     workers: int = 1
     reuse_port: bool = False  # share the listening port with other processes
     journal: str | Path | None = None  # the crash journal (default: beside the receipts)
+    # Each call's session inputs on disk (proxy --capture: docs/captures.md); None: none.
+    capture: CaptureSettings | None = None
 
     @property
     def transport(self) -> str:
@@ -124,6 +127,7 @@ class ProxyServer:
         self.writer: ReceiptWriter | None = None
         self.store: ReceiptStore | None = None
         self.journal: CallJournal | None = None
+        self.captures: CaptureWriter | None = None
         self.telemetry: Telemetry = NULL_TELEMETRY
         self.events_api: EventApi | None = None
         self.port: int | None = None
@@ -190,6 +194,10 @@ class ProxyServer:
         policy = self.policy
         proxy = self._make_proxy(sinks, lambda r: judged(r, policy))
         self.proxy = proxy
+        if cfg.capture is not None:
+            from voxproxy.captures.writer import CaptureWriter
+
+            self.captures = proxy.captures = CaptureWriter(cfg.capture)
         await self.telemetry.start()
         self._log_metrics_listener()
         proxy.journal = self.journal
@@ -266,7 +274,10 @@ class ProxyServer:
                 await self.proxy.stop(drain)
             await self.telemetry.aclose()
         finally:
-            # Whatever failed above, the receipts already handed to the writers reach the disk.
+            # Whatever failed above, the receipts already handed to the writers reach the
+            # disk, and the captures of the calls that ended.
+            if self.captures is not None:
+                self.captures.close()
             if self.writer is not None:
                 self.writer.close()
             if self.journal is not None:
@@ -325,6 +336,16 @@ class ProxyServer:
             log.info("%d receipt(s) written to %s", self.writer.written, cfg.receipts)
         if self.store is not None:
             log.info("%d receipt(s) stored in %s", self.store.written, cfg.store)
+        if self.captures is not None and cfg.capture is not None:
+            c = self.captures
+            log.log(
+                logging.WARNING if c.failed else logging.INFO,
+                "%d call(s) captured to %s (%d failed, %d removed to keep the bound)",
+                c.written,
+                cfg.capture.directory,
+                c.failed,
+                c.removed,
+            )
         refused = self.proxy.server.admission.refused if self.proxy is not None else 0
         if refused:
             what = "offer(s)" if cfg.transport == "webrtc" else "caller(s)"
@@ -367,6 +388,14 @@ def log_started(cfg: ServeConfig, policy: Policy, port: int, workers: str = "") 
         policy.label,
         f"; receipts also stored in {cfg.store}" if cfg.store is not None else "",
     )
+    if cfg.capture is not None:
+        log.warning(
+            "capturing every call's audio and messages to %s (the newest %d, at most %d "
+            "bytes; docs/captures.md)",
+            cfg.capture.directory,
+            cfg.capture.max_calls,
+            cfg.capture.max_bytes,
+        )
 
 
 def run_loop(coro: Any) -> Any:

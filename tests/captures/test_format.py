@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support.capturekit import START_NS, header
+from support.capturekit import START_NS, header, read_all
 
 from voxproxy.analysis.vad import VadConfig
 from voxproxy.captures.format import (
@@ -18,11 +18,11 @@ from voxproxy.captures.format import (
     PREFIX,
     RECORD,
     CaptureError,
+    CaptureFile,
     Kind,
     event_bytes,
     event_of,
     key_check,
-    open_capture,
     read_header,
     sniff,
 )
@@ -73,7 +73,7 @@ def test_records_give_back_their_times_kinds_flags_and_payloads(tmp_path: Path) 
             END,
         ],
     )
-    head, records = open_capture(path)
+    head, records = read_all(path)
     got = [(r.kind, r.flags, r.t_ns, r.payload) for r in records]
     assert got == [
         (Kind.MESSAGE, 2, START_NS + 20_000_000, b'{"event":"media"}'),
@@ -92,9 +92,7 @@ def test_events_of_the_event_api_round_trip() -> None:
 
 
 def _read(path: Path) -> None:
-    _head, records = open_capture(path)
-    for _r in records:
-        pass
+    read_all(path)
 
 
 @pytest.mark.parametrize("keep", [0.3, 0.6, 0.9, 0.99])
@@ -130,17 +128,17 @@ def test_files_that_are_no_captures_say_so_in_one_line(tmp_path: Path) -> None:
     empty.write_bytes(b"")
     for path in (text, empty):
         with pytest.raises(CaptureError, match="not a voxproxy capture"):
-            open_capture(path)
+            CaptureFile(path)
     future = tmp_path / "future.vxcap"
     future.write_bytes(PREFIX.pack(MAGIC, 9, 1, 2) + b"{}")
     with pytest.raises(CaptureError, match="capture version 9; this voxproxy reads 1"):
-        open_capture(future)
+        CaptureFile(future)
     headless = tmp_path / "headless.vxcap"
     headless.write_bytes(header().to_bytes()[:30])
     with pytest.raises(CaptureError, match="its header is cut"):
-        open_capture(headless)
+        CaptureFile(headless)
     with pytest.raises(CaptureError, match=r"missing\.vxcap: No such file"):
-        open_capture(tmp_path / "missing.vxcap")
+        CaptureFile(tmp_path / "missing.vxcap")
 
 
 def test_sniff_knows_a_capture_by_its_first_bytes() -> None:

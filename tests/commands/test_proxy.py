@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from voxproxy.cli import build_parser
@@ -78,3 +80,44 @@ def test_proxy_help_groups_its_options_by_concern() -> None:
     help_text = proxy.format_help()
     assert help_text.startswith("usage: voxproxy proxy --upstream URL")
     assert len(help_text.split("\n\n")[0].splitlines()) == 1  # a usage line, not twenty
+
+
+@pytest.mark.parametrize(
+    "transport",
+    [
+        ["--upstream", "ws://127.0.0.1:1"],
+        ["--transport", "webrtc", "--upstream", "http://127.0.0.1:1/offer"],
+    ],
+)
+def test_captures_are_off_unless_asked_and_bounded_when_on(
+    transport: list[str], tmp_path: Path
+) -> None:
+    import stat
+
+    parser = build_parser()
+    base = ["proxy", *transport]
+    assert serve_config(parser.parse_args(base)).capture is None
+    directory = tmp_path / "caps"
+    on = serve_config(parser.parse_args([*base, "--capture", str(directory)]))
+    assert on.capture is not None and on.capture.directory == directory
+    assert (on.capture.max_calls, on.capture.max_bytes) == (1000, 1 << 30)
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700  # made the owner's alone
+    bounded = [*base, "--capture", str(directory), "--capture-max-calls", "7"]
+    settings = serve_config(parser.parse_args([*bounded, "--capture-max-bytes", "1.5M"])).capture
+    assert settings is not None and (settings.max_calls, settings.max_bytes) == (7, 1572864)
+
+
+def test_a_capture_directory_others_may_read_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from voxproxy.cli import main
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    argv = ["proxy", "--upstream", "ws://127.0.0.1:9", "--receipts", str(tmp_path / "r.jsonl")]
+    assert main([*argv, "--capture", str(shared)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "others may read it (mode 0755)" in err[0], err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*argv, "--capture-max-bytes", "lots"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from voxproxy.captures.format import CaptureHeader, Record, open_capture
+from voxproxy.captures.format import CaptureFile, CaptureHeader, Record
 from voxproxy.captures.writer import CallCapture, CaptureSettings, CaptureWriter
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
@@ -110,8 +110,8 @@ def capture_call(
 
 
 def read_all(path: str | Path) -> tuple[CaptureHeader, list[Record]]:
-    head, records = open_capture(path)
-    return head, list(records)
+    with CaptureFile(path) as f:
+        return f.header, list(f.records())
 
 
 def writer_in(directory: Path, **settings: object) -> CaptureWriter:

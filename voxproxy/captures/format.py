@@ -270,22 +270,30 @@ def records(fh: BinaryIO, header: CaptureHeader, name: str) -> Iterator[Record]:
         )
 
 
-def open_capture(path: str | Path) -> tuple[CaptureHeader, Iterator[Record]]:
-    """A capture's header, and its records as they are read (the file stays open until
-    the iterator is exhausted or dropped)."""
-    name = Path(path).name
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 (closed by the generator)
-    except OSError as exc:
-        raise CaptureError(f"{name}: {exc.strerror or exc}") from None
-    try:
-        header = read_header(fh, name)
-    except BaseException:
-        fh.close()
-        raise
+class CaptureFile:
+    """An open capture: its :attr:`header`, read at once, and its :meth:`records` as they
+    are read. A context manager (``with CaptureFile(path) as f:``) that closes the file."""
 
-    def gen() -> Iterator[Record]:
-        with fh:
-            yield from records(fh, header, name)
+    def __init__(self, path: str | Path) -> None:
+        self.name = Path(path).name
+        try:
+            self._fh: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed by close())
+        except OSError as exc:
+            raise CaptureError(f"{self.name}: {exc.strerror or exc}") from None
+        try:
+            self.header = read_header(self._fh, self.name)
+        except BaseException:
+            self._fh.close()
+            raise
 
-    return header, gen()
+    def records(self) -> Iterator[Record]:
+        return records(self._fh, self.header, self.name)
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> CaptureFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -240,6 +240,19 @@ def positive_int(value: str) -> int:
     return n
 
 
+def byte_size(value: str) -> int:
+    """A size in bytes: a positive number, or one with K, M or G (powers of 1024)."""
+    text = value.strip().upper().removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    try:
+        n = int(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a size in bytes (or 500M, 2G), got {value}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return n
+
+
 def non_negative_int(value: str) -> int:
     n = int(value)
     if n < 0:

@@ -16,6 +16,7 @@ from voxproxy.commands._inputs import DEFAULT_RECEIPTS
 from voxproxy.commands.parsing import (
     EnvParser,
     add_transport_arguments,
+    byte_size,
     host_port,
     non_negative_float,
     non_negative_int,
@@ -240,6 +241,7 @@ def add_parser(sub: Any) -> None:
     )
     _add_webrtc(g)
     _add_observability(g)
+    _add_captures(g)
     p.set_defaults(func=_cmd_proxy)
 
 
@@ -253,6 +255,37 @@ class _Groups:
         self.measure = p.add_group("measurement")
         self.webrtc = p.add_group("webrtc (with --transport webrtc)")
         self.obs = p.add_group("observability and logs")
+        self.capture = p.add_group(
+            "captures (each call's audio and messages, on disk: off unless --capture)"
+        )
+
+
+def _add_captures(g: _Groups) -> None:
+    from voxproxy.captures.writer import DEFAULT_MAX_BYTES, DEFAULT_MAX_CALLS
+
+    g.capture.add_env_argument(
+        "--capture",
+        metavar="DIR",
+        default=None,
+        help="write each call's wire (both ways, with arrival times: its audio and content) "
+        "to DIR/CALL.vxcap, readable by its owner only, for voxproxy analyze to measure "
+        "again (docs/captures.md)",
+    )
+    g.capture.add_env_argument(
+        "--capture-max-calls",
+        metavar="N",
+        type=positive_int,
+        default=DEFAULT_MAX_CALLS,
+        help="keep the newest N captures in DIR (the oldest are removed)",
+    )
+    g.capture.add_env_argument(
+        "--capture-max-bytes",
+        metavar="SIZE",
+        type=byte_size,
+        default=f"{DEFAULT_MAX_BYTES >> 30}G",
+        help="keep at most SIZE of captures in DIR (bytes, or 500M, 2G; the oldest are "
+        "removed; a call larger is not kept)",
+    )
 
 
 def _add_webrtc(g: _Groups) -> None:
@@ -509,7 +542,21 @@ def serve_config(args: argparse.Namespace) -> Any:
         watch_fds=True,
         ice_hosts=_csv(args.ice_host) if webrtc else (),
         workers=_workers(args, webrtc),
+        capture=_capture(args),
     )
+
+
+def _capture(args: argparse.Namespace) -> Any:
+    """``--capture DIR``'s settings (the directory made, or refused, here: one line)."""
+    if not args.capture:
+        return None
+    from pathlib import Path
+
+    from voxproxy.captures.writer import CaptureSettings, prepare_directory
+
+    settings = CaptureSettings(Path(args.capture), args.capture_max_calls, args.capture_max_bytes)
+    prepare_directory(settings.directory)
+    return settings
 
 
 def _workers(args: argparse.Namespace, webrtc: bool) -> int:

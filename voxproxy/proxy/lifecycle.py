@@ -29,6 +29,8 @@ from voxproxy.telemetry import NULL_TELEMETRY, CallTimes, CallTrace, FlushTime, 
 from voxproxy.timebase import NS_PER_MS
 
 if TYPE_CHECKING:
+    from voxproxy.captures.format import CaptureHeader
+    from voxproxy.captures.writer import CallCapture, CaptureWriter
     from voxproxy.receipts.journal import CallJournal
 
 log = logging.getLogger("voxproxy.proxy")
@@ -47,6 +49,9 @@ MIN_LAG_READINGS = 3  # readings in that second for their median to count (see l
 OWN_LOAD_SHARE = 0.5
 
 CALL_ID_HEADER = "X-Voxproxy-Call"
+# A capture keeps the loop's lag readings from this long before the call's start: every
+# reading the receipt's uncertainties can read (edges 100 ms before, a caller chunk).
+CAPTURE_LAGS_BEFORE_NS = 5_000 * NS_PER_MS
 
 
 ReceiptSink = Callable[[Receipt], None]
@@ -100,7 +105,7 @@ class MeasuredCall:
     transports' observers (``proxy.websocket.CallContext``,
     ``proxy.webrtc.WebRtcCallContext``) add what their wire needs."""
 
-    __slots__ = ("_proxy", "link_id", "session", "trace")
+    __slots__ = ("_proxy", "capture", "link_id", "session", "trace")
 
     def __init__(
         self, proxy: CallHost, t_ns: int, decoder: Decoder, transport: str, dialect: str
@@ -117,6 +122,16 @@ class MeasuredCall:
             clock_lag=proxy.clock_lag.max_between,
         )
         self.trace: CallTrace | None = None
+        # What the session is handed, on disk (proxy --capture: voxproxy.captures).
+        self.capture: CallCapture | None = None
+        if proxy.captures is not None:
+            try:
+                header = capture_header(proxy, self.session, self.link_id, transport)
+                self.capture = proxy.captures.open_call(header)
+                self.session.tap = self.capture
+            except Exception:  # the call goes on, measured, uncaptured
+                log.exception("could not start a call's capture (counted in its failures)")
+                proxy.captures.failed += 1
         proxy.active += 1
         proxy.live.add_link(self, self.link_id)
         proxy.telemetry.call_opened()
@@ -159,14 +174,23 @@ class MeasuredCall:
         self, t_ns: int, terminal: Terminal, close: CloseInfo, dialect: str | None = None
     ) -> Receipt | None:
         """Build the call's receipt; None (counted in ``receipt_errors``, logged, the
-        journal entry closed) if that fails."""
+        journal entry closed) if that fails. A capture of the call is finished, named
+        by the receipt's call id."""
+        capture = self.capture
+        if capture is not None:
+            start = self.session.start_ns - CAPTURE_LAGS_BEFORE_NS
+            capture.lags(self._proxy.clock_lag.lags_since(start))
         try:
-            return self.session.close(t_ns, terminal, close, dialect=dialect)
+            receipt = self.session.close(t_ns, terminal, close, dialect=dialect)
         except Exception:
             log.exception("could not build a receipt for a call (counted in receipt_errors)")
             self._proxy.receipt_errors += 1
             self._proxy.journal_closed(self.link_id)
-            return None
+            receipt = None
+        if capture is not None:
+            proxy_id = keyed_hash(self._proxy.secret, self.link_id, CALL_PREFIX)
+            capture.finish(receipt.call if receipt is not None else proxy_id)
+        return receipt
 
     def _publish(self, receipt: Receipt, t_ns: int) -> None:
         publish(self._proxy, receipt, self.session, self.trace, t_ns)
@@ -204,6 +228,8 @@ class ReceiptOutlet:
         self.receipt_errors = 0
         # The calls in progress on disk, so that a crash loses no receipt (set by the CLI).
         self.journal: CallJournal | None = None
+        # Where each call's session inputs are written (proxy --capture; set by the server).
+        self.captures: CaptureWriter | None = None
 
     # -- the call journal (see voxproxy.receipts.journal) --------------------------------------
 
@@ -226,6 +252,26 @@ class ReceiptOutlet:
     def journal_closed(self, key: str) -> None:
         if self.journal is not None:
             self.journal.closed(key)
+
+
+def capture_header(
+    proxy: CallHost, session: CallSession, link_id: str, transport: str
+) -> CaptureHeader:
+    """What a capture of a call of ``proxy`` says of the call's measurement settings."""
+    from voxproxy import __version__
+    from voxproxy.captures.format import CaptureHeader
+
+    return CaptureHeader.of(
+        transport=transport,
+        dialect=proxy.config.dialect,
+        options=proxy.dialect_options,
+        config=session.config,
+        start_ns=session.start_ns,
+        anchor=proxy.anchor,
+        link_id=link_id,
+        secret=proxy.secret,
+        version=__version__,
+    )
 
 
 def recover_crashed(
@@ -315,6 +361,9 @@ class UpstreamSettings(Protocol):
 
 class HostSettings(Protocol):
     """What a call reads of its proxy's configuration (either transport's)."""
+
+    @property
+    def dialect(self) -> str: ...
 
     @property
     def session(self) -> SessionConfig: ...

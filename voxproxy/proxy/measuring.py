@@ -161,10 +161,9 @@ def give_up_measuring(session: CallSession, backlog: deque[Item] | None) -> None
     message still queued is counted as shed and in the call's traffic, then dropped."""
     session.measurement_disabled = True
     if backlog:
-        shed = AnomalyKind.MEASUREMENT_SHED.value
         for direction, payload, t_ns in backlog:
             if direction is not None:
-                session.anomalies[shed] += 1
+                session.note_anomaly(AnomalyKind.MEASUREMENT_SHED)
                 session.on_message(direction, payload, t_ns)  # type: ignore[arg-type]
         backlog.clear()
 

@@ -99,6 +99,8 @@ class WebRtcCallContext(MeasuredCall):
 
     def on_data(self, direction: Direction, label: str, message: str | bytes, t_ns: int) -> None:
         self.decoder.label = label
+        if self.capture is not None:
+            self.capture.label(label)
         self.session.on_message(direction, message, t_ns)
 
     def on_event(self, ev: ToolEvent | StageMark) -> None:

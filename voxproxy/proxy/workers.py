@@ -95,8 +95,9 @@ def cgroup_cpu_quota(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
 
 def _prepare_outputs(config: ServeConfig) -> ServeConfig:
     """What every worker would otherwise find out, or say, for itself, done once here
-    before any starts: the receipts file and the store opened for writing (a path that
-    cannot be written fails here, in one line), the open-files limit raised and said,
+    before any starts: the receipts file and the store opened for writing, the capture
+    directory made (a path that cannot be written fails here, in one line), the
+    open-files limit raised and said,
     and, without --secret, one key for every worker's call ids, made and warned of."""
     from voxproxy.fdwatch import raise_fd_limit
     from voxproxy.ids import new_secret
@@ -110,6 +111,10 @@ def _prepare_outputs(config: ServeConfig) -> ServeConfig:
         from voxproxy.receipts.store import connect
 
         connect(config.store).close()
+    if config.capture is not None:
+        from voxproxy.captures.writer import prepare_directory
+
+        prepare_directory(config.capture.directory)
     limit = raise_fd_limit()
     if limit is not None:
         log.info("open files: up to %d a worker", limit)

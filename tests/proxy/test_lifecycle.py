@@ -1,0 +1,126 @@
+"""A call's capture as the proxy writes it (``proxy --capture``): what was forwarded
+both ways, as the session was handed it, in a file named by the receipt's call id; a
+capture that fails costs the call nothing."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.capturekit import read_all
+from support.waiting import wait_until
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+
+from voxproxy.captures.format import AGENT, TEXT, Kind
+from voxproxy.captures.writer import CaptureSettings, CaptureWriter
+from voxproxy.dialects.raw import RawWire
+from voxproxy.proxy import lifecycle
+from voxproxy.proxy.websocket import Proxy, ProxyConfig
+from voxproxy.receipts.model import Receipt
+from voxproxy.transports.websocket import RelayConfig
+
+SECRET = b"lifecycle-capture"
+
+
+def _messages() -> list[bytes | str]:
+    """A raw call's start and 40 frames of 20 ms at 16 kHz, each different."""
+    rng = np.random.default_rng(3)
+    frames = [rng.integers(-3000, 3000, 320, dtype=np.int16).tobytes() for _ in range(40)]
+    return [RawWire.start(16000, "call-7"), *frames]
+
+
+async def _echo(ws: ServerConnection) -> None:
+    async for message in ws:
+        await ws.send(message)
+
+
+@asynccontextmanager
+async def _proxy(captures: CaptureWriter | None) -> AsyncIterator[tuple[str, list[Receipt]]]:
+    receipts: list[Receipt] = []
+    async with serve(_echo, "127.0.0.1", 0, compression=None) as agent:
+        port = next(iter(agent.sockets)).getsockname()[1]
+        proxy = Proxy(
+            ProxyConfig(RelayConfig(f"ws://127.0.0.1:{port}"), dialect="raw", secret=SECRET),
+            sinks=[receipts.append],
+        )
+        proxy.captures = captures
+        bound = await proxy.start("127.0.0.1", 0)
+        try:
+            yield f"ws://127.0.0.1:{bound}", receipts
+        finally:
+            await proxy.stop()
+            if captures is not None:
+                captures.close()
+
+
+async def _call(url: str, sent: list[bytes | str]) -> list[bytes | str]:
+    got: list[bytes | str] = []
+    async with connect(url, compression=None) as ws:
+        for message in sent:
+            await ws.send(message)
+            got.append(await ws.recv())
+    return got
+
+
+async def test_a_call_s_capture_holds_what_was_forwarded_both_ways(tmp_path: Path) -> None:
+    writer = CaptureWriter(CaptureSettings(tmp_path / "caps", chunk_bytes=8192))
+    sent = _messages()
+    async with _proxy(writer) as (url, receipts):
+        got = await _call(url, sent)
+        await wait_until(lambda: receipts, what="the receipt")
+    assert got == sent
+    (receipt,) = receipts
+    assert writer.written == 1 and writer.failed == 0
+    head, records = read_all(tmp_path / "caps" / f"{receipt.call}.vxcap")
+    assert head.dialect == "raw" and head.transport == "websocket"
+    assert head.session_config() == ProxyConfig(RelayConfig("ws://x")).session
+    kinds = [r.kind for r in records]
+    assert kinds[0] == Kind.UPSTREAM and kinds[-3:] == [Kind.LAG, Kind.CLOSE, Kind.END]
+    messages = [r for r in records if r.kind == Kind.MESSAGE]
+    caller = [
+        r.payload.decode() if r.flags & TEXT else r.payload for r in messages if not r.flags & AGENT
+    ]
+    agent = [
+        r.payload.decode() if r.flags & TEXT else r.payload for r in messages if r.flags & AGENT
+    ]
+    assert caller == sent and agent == sent
+    times = [r.t_ns for r in messages]
+    assert times == sorted(times) and head.start_ns < times[0]
+    assert receipt.traffic.caller_to_agent_messages == len(caller)
+    assert receipt.traffic.agent_to_caller_messages == len(agent)
+
+
+async def test_a_capture_that_cannot_be_written_costs_the_call_nothing(tmp_path: Path) -> None:
+    directory = tmp_path / "caps"
+    writer = CaptureWriter(CaptureSettings(directory, chunk_bytes=4096))
+    shutil.rmtree(directory)  # (gone before the call's first chunk is written)
+    sent = _messages()
+    async with _proxy(writer) as (url, receipts):
+        assert await _call(url, sent) == sent
+        await wait_until(lambda: receipts, what="the receipt")
+    (receipt,) = receipts
+    assert writer.failed == 1 and writer.written == 0
+    assert not receipt.measurement_disabled and receipt.anomalies == {}
+    assert receipt.traffic.caller_to_agent_messages == len(sent)
+
+
+async def test_a_capture_that_cannot_start_leaves_the_call_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: object) -> None:
+        raise RuntimeError("no header")
+
+    monkeypatch.setattr(lifecycle, "capture_header", broken)
+    writer = CaptureWriter(CaptureSettings(tmp_path))
+    sent = _messages()
+    async with _proxy(writer) as (url, receipts):
+        assert await _call(url, sent) == sent
+        await wait_until(lambda: receipts, what="the receipt")
+    (receipt,) = receipts
+    assert writer.failed == 1 and list(tmp_path.iterdir()) == []
+    assert not receipt.measurement_disabled and receipt.dialect == "raw"
