@@ -246,11 +246,13 @@ async def test_two_shard_processes_merge_to_the_single_run(tmp_path: Path) -> No
         RUN_ID,
     ]
     try:
-        # The same calls, as one process ...
-        await _voxproxy(*common, "--out", "single", cwd=tmp_path)
-        # ... as two shard processes behind one start barrier ...
+        # The same calls three ways, all at once (they share only the agent, which answers
+        # each call on its own; what is compared across the runs below does not depend on
+        # scheduling): as one process, as two shard processes behind one start barrier,
+        # and as --workers 2, merged by the command itself.
         start_at = f"{time.time() + 8:.3f}"
         await asyncio.gather(
+            _voxproxy(*common, "--out", "single", cwd=tmp_path),
             *(
                 _voxproxy(
                     *common,
@@ -263,10 +265,9 @@ async def test_two_shard_processes_merge_to_the_single_run(tmp_path: Path) -> No
                     cwd=tmp_path,
                 )
                 for k in range(2)
-            )
+            ),
+            _voxproxy(*common, "--workers", "2", "--out", "workers", cwd=tmp_path),
         )
-        # ... and as --workers 2, merged by the command itself.
-        await _voxproxy(*common, "--workers", "2", "--out", "workers", cwd=tmp_path)
     finally:
         await agent.stop()
     merged_dir = tmp_path / "merged"
