@@ -27,7 +27,15 @@ Figures per path:
   audio by in stream time (resampling, frame buffering, Opus look-ahead),
   measured offline on a tone burst, per direction;
 * ``added_latency_ms``: relay = e2e added p50 (worst direction); transcoding =
-  forward p50 + codec delay (worst direction).
+  forward p50 + codec delay (worst direction);
+* ``relay_jitter``: what the relay does to the spacing of the packets it forwards
+  (both directions, every call): RFC 3550's transit difference ``|D|`` of the
+  packets' arrivals at the proxy (kernel stamps) against their RTP timestamps, of
+  their departures (when aiortc's sender took them), and the relay's own share
+  (the change of the forwarding delay from one packet to the next), p50/p99/max in
+  ms, with RFC 3550's running ``J`` averaged; ``caller_arrival_jitter_ms``: ``|D|``
+  and ``J`` of the agents' packets as the callers received them (kernel stamps),
+  direct and through the proxy: what a caller's jitter buffer sees.
 
 The last line is one JSON object with both paths' figures. The machine is
 shared, so tails move from run to run: run it twice. Diagnostics for the proxy
@@ -40,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import multiprocessing
 import os
@@ -67,7 +76,12 @@ def _pin(cpu: int) -> None:
 
 
 def proxy_main(
-    conn: Connection, upstream: str, agent_codecs: list[str] | None, measure: bool = True
+    conn: Connection,
+    upstream: str,
+    agent_codecs: list[str] | None,
+    measure: bool = True,
+    pace_ms: float | None = None,
+    stall_ms: float = 0.0,
 ) -> None:
     _pin(0)
     from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
@@ -92,6 +106,7 @@ def proxy_main(
                     agent_codecs=tuple(agent_codecs) if agent_codecs else None,
                     ice_timeout_s=60.0,
                     measure=measure,
+                    **({} if pace_ms is None else {"pace_ms": pace_ms}),
                 ),
                 secret=b"bench",
             ),
@@ -103,6 +118,17 @@ def proxy_main(
         gc.freeze()  # as `voxproxy proxy` does once started
         conn.send(proxy.url())
         loop = asyncio.get_running_loop()
+        if stall_ms:
+            # The proxy's own long callbacks (a turn's analysis, a receipt, the collector):
+            # its loop blocked stall_ms every 100 ms, its core otherwise free.
+
+            async def stall() -> None:
+                while True:
+                    await asyncio.sleep(0.1)
+                    time.sleep(stall_ms / 1000)
+
+            stalls = loop.create_task(stall())
+            del stalls
         while True:
             cmd = await loop.run_in_executor(None, conn.recv)
             if cmd == "cpu":
@@ -111,15 +137,19 @@ def proxy_main(
             elif cmd == "stats":
                 hist = [0] * LATENCY_BINS
                 packets = [0, 0, 0, 0]  # passthrough c->a, a->c, transcoded c->a, a->c
+                series: list[list[tuple[int, int, int]]] = []
                 for relay in proxy.server.relays:
                     for track in (relay.caller.track, relay.agent.track):
                         for i, n in enumerate(track.latency_hist):
                             hist[i] += n
                         track.latency_hist = [0] * LATENCY_BINS
+                        if track.departures:
+                            series.append(track.departures)
+                        track.departures = []  # from now on
                     for i, d in enumerate(relay._dirs):
                         packets[i] += d.passthrough
                         packets[2 + i] += d.transcoded
-                conn.send((hist, packets))
+                conn.send((hist, packets, relay_jitter(series)))
             elif cmd == "stop":
                 await proxy.stop()
                 conn.send(len(receipts))
@@ -153,6 +183,56 @@ def proxy_main(
         prof.dump_stats(f"{profile}.{'transcoding' if agent_codecs else 'relay'}")
 
 
+def _spread(values: list[float]) -> dict[str, float | None]:
+    return {"p50": _pct(values, 50), "p99": _pct(values, 99), "max": _pct(values, 100)}
+
+
+def transit_jitter(packets: list[tuple[int, int]]) -> tuple[list[float], float]:
+    """RFC 3550's transit differences of one stream: for each packet after the first,
+    ``|D(i-1, i)|`` in ms (the gap between two arrivals less the gap between their RTP
+    timestamps), and the mean of its running jitter estimate ``J`` (section 6.4.1).
+    ``packets``: (RTP timestamp in ns, arrival in ns), in arrival order."""
+    out: list[float] = []
+    j, js = 0.0, []
+    for (ts0, t0), (ts1, t1) in itertools.pairwise(packets):
+        d = abs((t1 - t0) - (ts1 - ts0)) / NS_PER_MS
+        if d > 1000.0:  # a pause in the stream (or its timestamps), not jitter
+            continue
+        out.append(d)
+        j += (d - j) / 16
+        js.append(j)
+    return out, (sum(js) / len(js) if js else 0.0)
+
+
+def relay_jitter(series: list[list[tuple[int, int, int]]]) -> dict[str, Any]:
+    """What the relay did to the spacing of the packets it forwarded: the inter-arrival
+    jitter at the proxy (|D| of arrivals, kernel stamps), the inter-departure jitter (|D|
+    of departures), and what the relay added (|change of the forwarding delay| from one
+    packet to the next), ms; ``j_*``: RFC 3550's J, its mean over the streams."""
+    arr: list[float] = []
+    dep: list[float] = []
+    added: list[float] = []
+    j_in: list[float] = []
+    j_out: list[float] = []
+    for s in series:
+        a, ja = transit_jitter([(ts, t_in) for ts, t_in, _ in s])
+        d, jd = transit_jitter([(ts, t_out) for ts, _, t_out in s])
+        arr += a
+        dep += d
+        j_in.append(ja)
+        j_out.append(jd)
+        fwd = [t_out - t_in for _, t_in, t_out in s]
+        added += [abs(y - x) / NS_PER_MS for x, y in itertools.pairwise(fwd)]
+    return {
+        "arrival_ms": _spread(arr),
+        "departure_ms": _spread(dep),
+        "added_ms": _spread(added),
+        "j_arrival_ms": round(sum(j_in) / len(j_in), 3) if j_in else None,
+        "j_departure_ms": round(sum(j_out) / len(j_out), 3) if j_out else None,
+        "packets": len(added),
+    }
+
+
 # -- the load side --------------------------------------------------------------------------
 
 
@@ -162,6 +242,8 @@ class Load:
 
     sent: list[dict[bytes, int]] = field(default_factory=lambda: [{}, {}])
     lat_ns: list[list[int]] = field(default_factory=lambda: [[], []])
+    # Per receiving peer, (RTP timestamp in ns, kernel arrival) of what it received.
+    arrivals: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     recording: bool = False
 
 
@@ -216,11 +298,14 @@ class BenchAgent:
         return answer, _S()
 
 
-def _arrived(load: Load, direction: int, p: Any) -> None:
+def _arrived(load: Load, direction: int, p: Any, peer: Any = None) -> None:
     from voxproxy.simcall.webrtc import payload_key
 
     if not load.recording:
         return
+    if direction == 1:  # what a caller's jitter buffer sees
+        ts_ns = p.timestamp * 1_000_000_000 // p.codec.clock_rate
+        load.arrivals.setdefault(id(peer), []).append((ts_ns, p.t_ns))
     sent = load.sent[direction].get(payload_key(p.payload))
     if sent is not None and 0 < p.t_ns - sent < 1_000_000_000:
         load.lat_ns[direction].append(p.t_ns - sent)
@@ -275,6 +360,8 @@ async def run_path(
     seconds: float,
     agent_codecs: tuple[str, ...] | None,
     measure: bool = True,
+    pace_ms: float | None = None,
+    stall_ms: float = 0.0,
 ) -> dict[str, Any]:
     """One run: ``calls`` callers through a proxy process ("relay", "transcoding") or
     straight to the agents ("direct")."""
@@ -290,7 +377,14 @@ async def run_path(
     parent, child = ctx.Pipe()
     proc = ctx.Process(
         target=proxy_main,
-        args=(child, agent.server.url(), list(agent_codecs) if agent_codecs else None, measure),
+        args=(
+            child,
+            agent.server.url(),
+            list(agent_codecs) if agent_codecs else None,
+            measure,
+            pace_ms,
+            stall_ms,
+        ),
     )
     proc.start()
     loop = asyncio.get_running_loop()
@@ -323,7 +417,7 @@ async def run_calls(
     async with aiohttp.ClientSession() as http:
         for _ in range(calls):
             peer = AudioPeer(name="bench-caller")
-            peer.on_rtp = lambda p: _arrived(load, 1, p)
+            peer.on_rtp = lambda p, peer=peer: _arrived(load, 1, p, peer)
             answer = await post_offer(http, url, "whip", await peer.create_offer())
             await peer.accept_answer(answer.sdp)
             callers.append(peer)
@@ -359,7 +453,8 @@ async def run_calls(
             await loop.run_in_executor(None, proxy_conn.send, "cpu")
             cpu1 = await loop.run_in_executor(None, proxy_conn.recv)
             await loop.run_in_executor(None, proxy_conn.send, "stats")
-            hist, relayed = await loop.run_in_executor(None, proxy_conn.recv)
+            hist, relayed, jitter = await loop.run_in_executor(None, proxy_conn.recv)
+            out["relay_jitter"] = jitter
             proxy_cpu = (cpu1[0] - cpu0[0]) / (cpu1[1] - cpu0[1])
             out["proxy_cpu_pct"] = round(100 * proxy_cpu, 1)
             out["cpu_per_call_pct"] = round(100 * proxy_cpu / calls, 3)
@@ -386,6 +481,16 @@ async def run_calls(
             }
         load_cpu = (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) / wall
         out["load_side_cpu_pct"] = round(100 * load_cpu, 1)
+        far: list[float] = []
+        far_j: list[float] = []
+        for series in load.arrivals.values():
+            d_ms, j = transit_jitter(series)
+            far += d_ms
+            far_j.append(j)
+        out["caller_arrival_jitter_ms"] = {
+            **_spread(far),
+            "j": round(sum(far_j) / len(far_j), 3) if far_j else None,
+        }
         for d, name in ((0, "caller_to_agent"), (1, "agent_to_caller")):
             ms = [x / NS_PER_MS for x in load.lat_ns[d]]
             out[f"e2e_{name}_ms"] = {"p50": _pct(ms, 50), "p99": _pct(ms, 99), "n": len(ms)}
@@ -448,7 +553,9 @@ async def load_main(args: argparse.Namespace) -> dict[str, Any]:
         ("relay", None, args.calls),
         ("transcoding", ("pcmu",), args.transcoding_calls or args.calls),
     ):
-        out = await run_path(path, calls, args.seconds, codecs, not args.no_measure)
+        out = await run_path(
+            path, calls, args.seconds, codecs, not args.no_measure, args.pace_ms, args.stall_ms
+        )
         fwd = out.get("forward_ms", {}).get("p50")
         if fwd is not None:
             out["saturated"] = fwd > 20.0  # the proxy no longer keeps up in real time
@@ -466,6 +573,18 @@ def main() -> int:
         type=int,
         default=25,
         help="calls for the transcoding path (0: as many as --calls); at 50 it saturates a core",
+    )
+    parser.add_argument(
+        "--pace-ms",
+        type=float,
+        default=None,
+        help="the relay's pacing constant (default: WebRtcRelayConfig's; 0: no pacing)",
+    )
+    parser.add_argument(
+        "--stall-ms",
+        type=float,
+        default=0.0,
+        help="block the proxy's event loop this long every 100 ms (its own long callbacks)",
     )
     parser.add_argument(
         "--no-measure", action="store_true", help="relay only (no decoding, no CallSession)"
@@ -507,6 +626,24 @@ def main() -> int:
         f"{relay['forward_ms']['p50']!s:>7s}/{relay['forward_ms']['p99']!s:<6s}"
         f"{trans['forward_ms']['p50']!s:>7s}/{trans['forward_ms']['p99']!s:<6s}"
     )
+
+    def jit(path: dict[str, Any], key: str) -> str:
+        j = path.get("relay_jitter", {}).get(key, {})
+        return f"{j.get('p50')!s}/{j.get('p99')!s}/{j.get('max')!s}"
+
+    for label, key in (
+        ("|D| arrivals p50/p99/max", "arrival_ms"),
+        ("|D| departures p50/p99/max", "departure_ms"),
+        ("added by relay p50/p99/max", "added_ms"),
+    ):
+        print(f"{label:28s}{jit(relay, key):>14s}{jit(trans, key):>14s}")
+    print(f"{'':28s}{'direct':>14s}{'relay':>14s}")
+    far = [p["caller_arrival_jitter_ms"] for p in (direct, relay)]
+    print(
+        f"{'|D| at callers p99/max':28s}"
+        + "".join(f"{str(f['p99']) + '/' + str(f['max']):>14s}" for f in far)
+    )
+    print(f"{'J at callers (RFC 3550)':28s}" + "".join(f"{f['j']!s:>14s}" for f in far))
     goal = {
         "calls_per_core_ge_50": bool(relay.get("calls_per_core") and relay["calls_per_core"] >= 50),
         "relay_added_latency_le_20ms": relay["added_latency_ms"] <= 20.0,

@@ -100,3 +100,15 @@ def test_max_calls_and_idle_timeout_reach_the_webrtc_relay() -> None:
         ["proxy", "--transport", "webrtc", "--upstream", "http://a", "--max-calls", "10"]
     )
     assert serve_config(args).proxy.relay.max_calls == 10
+
+
+def test_pacing_reaches_the_webrtc_relay_and_is_bounded(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["proxy", "--transport", "webrtc", "--upstream", "http://a"]
+    assert serve_config(build_parser().parse_args(base)).proxy.relay.pace_ms == 0.0
+    args = build_parser().parse_args([*base, "--pace-ms", "15"])
+    assert serve_config(args).proxy.relay.pace_ms == 15.0
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*base, "--pace-ms", "500"])
+    assert "at most 100" in capsys.readouterr().err

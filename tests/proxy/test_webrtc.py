@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from support.groundtruth import NEVER_WITHHELD
@@ -34,10 +35,12 @@ from voxproxy.mockagent.webrtc import Idle, WebRtcMockAgent
 from voxproxy.proxy.webrtc import WebRtcCallContext
 from voxproxy.receipts.model import Receipt
 from voxproxy.simcall.webrtc import WebRtcCallLog
-from voxproxy.timebase import NS_PER_MS
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 pytestmark = pytest.mark.slow
 
+
+MS, S = NS_PER_MS, NS_PER_S
 
 RESPONSES = ("agent_confirm", "agent_order_status", "agent_reprompt", "agent_ask_number")
 
@@ -178,3 +181,76 @@ async def test_a_lagging_loop_refuses_offers_with_503_and_admits_again_after() -
         await caller.close()
         await agent.stop()
     assert receipts == []
+
+
+def test_a_call_s_timing_counts_loop_lag_only_where_media_was_stamped_when_read() -> None:
+    from voxproxy.clock import LagMonitor
+    from voxproxy.proxy.webrtc import CallTiming
+
+    monitor = LagMonitor(clock=lambda: 0)
+    monitor.record(10 * S, 40 * MS)  # the loop ran 40 ms late at 10 s
+    timing = CallTiming(monitor)
+    # Every packet stamped by the kernel: the loop's lag moved none of them.
+    assert timing.clock_lag(9 * S, 11 * S) == 0
+    timing.read_stamped(10 * S)  # one read when the loop got to it (no kernel stamp)
+    assert timing.clock_lag(9 * S, 11 * S) == 40 * MS
+    assert timing.clock_lag(30 * S, 31 * S) == 0  # far from it
+
+
+def test_a_call_s_downstream_is_bounded_by_the_caller_s_jitter_and_the_relay_s_late_packets() -> (
+    None
+):
+    from voxproxy.clock import LagMonitor
+    from voxproxy.proxy.webrtc import (
+        DOWNSTREAM_WINDOW_NS,
+        JITTER_BUFFER_FACTOR,
+        REPORT_AFTER_NS,
+        CallTiming,
+    )
+
+    timing = CallTiming(LagMonitor(clock=lambda: 0))
+    assert timing.downstream(20 * S) == 0.0  # nothing reported: nothing known
+    timing.receiver_report(18 * S, 2.5)
+    timing.receiver_report(19 * S, 1.0)
+    assert timing.downstream(20 * S) == JITTER_BUFFER_FACTOR * 2.5
+    # A report soon after the edge describes it too; one long before or after does not.
+    assert timing.downstream(18 * S - REPORT_AFTER_NS) == JITTER_BUFFER_FACTOR * 2.5
+    assert timing.downstream(19 * S + DOWNSTREAM_WINDOW_NS + 1) == 0.0
+    # A packet the relay sent 35 ms late 3 s before the edge: the buffer may have grown.
+    timing.late(17 * S, 35.0)
+    assert timing.downstream(20 * S) == JITTER_BUFFER_FACTOR * 2.5 + 35.0
+    assert timing.downstream(16 * S) == JITTER_BUFFER_FACTOR * 2.5  # before it happened
+
+
+async def test_the_caller_s_receiver_reports_reach_the_call_s_timing() -> None:
+    """aiortc's receiver reports (about one a second) of the audio the proxy sends the
+    caller reach the call's timing, as the caller measured them."""
+    reports: list[tuple[int, float]] = []
+    receipts: list[Receipt] = []
+    async with WebRtcMockAgent(MockAgentConfig(delay_ms=300), idle="silence") as agent:
+        async with webrtc_proxy(agent.url(), receipts) as proxy:
+            make = proxy.server.observer_factory
+
+            class Spy:
+                """The call's observer, its receiver reports noted on the way."""
+
+                def __init__(self, ctx: WebRtcCallContext) -> None:
+                    self.ctx = ctx
+
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(self.ctx, name)
+
+                def on_receiver_report(self, t: int, jitter_ms: float, rtt: float | None) -> None:
+                    reports.append((t, jitter_ms))
+                    self.ctx.on_receiver_report(t, jitter_ms, rtt)
+
+            def observe(t_ns: int, offer: Any) -> Any:
+                return Spy(make(t_ns, offer))
+
+            proxy.server.observer_factory = observe
+            script = [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=2500, start_timeout_ms=4000)]
+            rec = await WebRtcCaller(WebRtcCallerConfig(proxy.url()), script).run_webrtc()
+            await wait_until(lambda: receipts, 10.0, "the receipt")
+    assert rec.error is None, rec.error
+    assert reports, "no receiver report reached the call"
+    assert all(0.0 <= j < 1000.0 for _, j in reports)

@@ -11,7 +11,15 @@ receipt is checked against what is known without the proxy:
   path, 2 to 49 ms here, so it bounds the start but does not place it);
 * the answer: the agent logged when it sent its clip's speech onset (its known
   response delay after the caller's speech end); the proxy hears it on arrival,
-  later only by the Opus look-ahead.
+  later only by the Opus look-ahead;
+* what the browser played: the page's copy of the agent's audio heard its first
+  loud sample some time after the proxy's agent onset. The proxy declares the
+  browser's playout floor (``downstream_offset_ms``, ``DOWNSTREAM_OFFSET_MS``) and
+  states in the figure's uncertainty what it could see of the rest (the page's
+  jitter reports, the relay's late packets): the page must hear the answer within
+  that uncertainty of the onset plus the offset, later only by the page's own
+  WebAudio path (``PAGE_PATH_MS``). Before the proxy stated any of this, the page
+  heard it 35-65 ms after the proxy's figure, and twice in twelve 190-200 ms.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.browsercall import DOWNSTREAM_OFFSET_MS
 from support.groundtruth import LOAD_REASONS
 
 pytestmark = pytest.mark.slow
@@ -48,6 +57,11 @@ def _run_in_namespace(out: Path) -> subprocess.CompletedProcess[str]:
         env=env,
         check=False,
     )
+
+
+# How late the page's WebAudio copy of a track may hear it (seen on the microphone's side:
+# 2 to 49 ms): what the page measures of the answer is late by up to this much too.
+PAGE_PATH_MS = 49.0
 
 
 def _call(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -146,11 +160,20 @@ def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path
         truth["offset_ms"] - truth["onset_ms"]
     )
     answer = r["agent"]["responses"][0]
-    agent_onset_late = start + turn["agent_onset_ms"] - answer["speech_mono_ms"]
+    # The receipt's agent times are the caller's (the declared offset added): the proxy's
+    # own vantage point is that much earlier.
+    offset = r["receipt"]["settings"]["downstream_offset_ms"]
+    assert offset == DOWNSTREAM_OFFSET_MS
+    agent_onset_late = start + turn["agent_onset_ms"] - offset - answer["speech_mono_ms"]
     # The true ttfs spans the same interval (an earlier file start, a longer ttfs).
     ttfs_lo = answer["speech_mono_ms"] - (latest + truth["offset_ms"])
     ttfs_hi = answer["speech_mono_ms"] - (earliest + truth["offset_ms"])
-    ttfs_err = outside(turn["ttfs_ms"], ttfs_lo, ttfs_hi)
+    ttfs_err = outside(turn["ttfs_ms"] - offset, ttfs_lo, ttfs_hi)
+    # What the page played against what the proxy says the caller heard: the agent onset
+    # (offset included) within the figure's uncertainty, later only by the page's own path.
+    unc = turn["ttfs_uncertainty_ms"]
+    played = page["first"]["remote"] - page_minus_mono - (start + turn["agent_onset_ms"])
+    played_err = outside(played, -unc, unc + PAGE_PATH_MS)
     heard_after_gum = latest + page_minus_mono - page["events"]["gum_resolved"]
     heard_at_page = page["first"]["remote"] - page_minus_mono - answer["speech_mono_ms"]
     print(
@@ -161,8 +184,10 @@ def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path
         f"{agent_onset_late:+.1f} ms after it was sent (agent delay "
         f"{answer['actual_delay_ms']:.0f} ms); ttfs {turn['ttfs_ms']:.1f} vs {ttfs_lo:.1f} to "
         f"{ttfs_hi:.1f} ({ttfs_err:+.1f} outside); the page heard the answer "
-        f"{heard_at_page:.1f} ms after it was sent (jitter buffer and playout, beyond the "
-        f"proxy's vantage point)"
+        f"{heard_at_page:.1f} ms after it was sent, {played:+.1f} ms from the proxy's "
+        f"onset with the declared {offset:.0f} ms (stated uncertainty {unc:.1f} ms; "
+        f"{played_err:+.1f} outside; page jitter buffer {_jitter_buffer(page)}; relay "
+        f"{r['relay']})"
     )
     assert 0.0 <= latest - earliest <= MAX_SPAN_MS, (earliest, latest)
     assert abs(onset_err) <= 15.0 and abs(offset_err) <= 15.0
@@ -171,3 +196,17 @@ def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path
     assert 0.0 <= agent_onset_late <= 20.0
     # The agent's side is late by Opus's look-ahead (above): 8-11 ms.
     assert abs(ttfs_err) <= 25.0
+    # Within the stated uncertainty: the browser's jitter buffer is the declared offset
+    # plus what the figure's uncertainty says it may have grown by.
+    assert played_err == 0.0, (played, unc)
+
+
+def _jitter_buffer(page: dict[str, Any]) -> str:
+    """The page's inbound audio stats: the mean jitter buffer delay and target, in ms."""
+    s = page.get("inbound") or {}
+    n = s.get("jitterBufferEmittedCount") or 0
+    if not n:
+        return "unknown"
+    mean = 1000 * s["jitterBufferDelay"] / n
+    target = 1000 * (s.get("jitterBufferTargetDelay") or 0) / n
+    return f"mean {mean:.1f} ms, target {target:.1f} ms"

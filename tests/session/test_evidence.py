@@ -99,3 +99,20 @@ def test_late_clock_readings_near_the_edges_withhold_as_clock_lag() -> None:
     assert ev.uncertainty_ms(2 * S, 3 * S) == DETECTOR_UNCERTAINTY_MS + 50.0
     assert ev.withheld(2 * S, 3 * S) == "clock_lag"
     assert _evidence().withheld(2 * S, 3 * S) is None  # the same edges, no lag
+
+
+def test_downstream_jitter_widens_the_agent_edge_only_and_names_its_reason() -> None:
+    """What the caller's jitter buffer may add beyond the declared offset counts at the
+    agent's edge (the figure's second), never at the caller's."""
+    seen: list[int] = []
+
+    def downstream(t_ns: int) -> float:
+        seen.append(t_ns)
+        return 30.0
+
+    ev = Evidence(VAD, 50.0, None, downstream)
+    assert ev.uncertainty_ms(2 * S, 3 * S) == DETECTOR_UNCERTAINTY_MS + 30.0
+    assert seen and set(seen) == {3 * S}
+    assert ev.uncertainty_ms(2 * S, None) == DETECTOR_UNCERTAINTY_MS
+    assert ev.withheld(2 * S, 3 * S) is None
+    assert Evidence(VAD, 35.0, None, downstream).withheld(2 * S, 3 * S) == "downstream_jitter"

@@ -59,6 +59,7 @@ from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
 from voxproxy.receipts.model import Receipt
+from voxproxy.session import SessionConfig
 from voxproxy.transports.webrtc import WebRtcRelayConfig, use_host_addresses
 
 RATE = 48000
@@ -68,6 +69,10 @@ THRESHOLD = 64  # int16: the first sample above it marks the file's start in the
 CALLER_CLIP = "caller_where_is_order"
 AGENT_CLIP = "agent_confirm"
 AGENT_DELAY_MS = 700.0
+# The playout delay declared for this caller (the proxy's downstream_offset_ms): headless
+# Chromium's floor as this page hears it, NetEq's least target (20-23 ms here), its 10 ms
+# output chunks and the page's own WebAudio copy (docs/measurement.md).
+DOWNSTREAM_OFFSET_MS = 40.0
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -198,7 +203,9 @@ window.runCall = async (whipUrl, holdMs, threshold) => {
   const stats = await pc.getStats();
   stats.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'audio') out.inbound = {
     packetsReceived: s.packetsReceived, jitterBufferDelay: s.jitterBufferDelay,
-    jitterBufferEmittedCount: s.jitterBufferEmittedCount}; });
+    jitterBufferEmittedCount: s.jitterBufferEmittedCount,
+    jitterBufferTargetDelay: s.jitterBufferTargetDelay,
+    jitterBufferMinimumDelay: s.jitterBufferMinimumDelay, jitter: s.jitter}; });
   const del = await fetch(out.location, {method: 'DELETE'});
   out.delete_status = del.status;
   out.events.hung_up = now();
@@ -279,7 +286,11 @@ async def run(out_path: Path, chromium: str) -> dict[str, Any]:
     receipts: list[Receipt] = []
     starts: list[int] = []
     proxy = WebRtcProxy(
-        WebRtcProxyConfig(WebRtcRelayConfig(agent.url(), ice_timeout_s=20.0), secret=b"browser"),
+        WebRtcProxyConfig(
+            WebRtcRelayConfig(agent.url(), ice_timeout_s=20.0),
+            secret=b"browser",
+            session=SessionConfig(downstream_offset_ms=DOWNSTREAM_OFFSET_MS),
+        ),
         sinks=[receipts.append],
     )
     factory = proxy.server.observer_factory
@@ -321,7 +332,8 @@ async def run(out_path: Path, chromium: str) -> dict[str, Any]:
             cdp = Cdp(ws)
 
             async def loaded() -> bool:
-                return bool(await cdp.evaluate("document.readyState") == "complete")
+                # The page's own script has run (readyState alone may still be about:blank's).
+                return bool(await cdp.evaluate("typeof window.runCall === 'function'"))
 
             await wait_until(loaded, what="the page loaded")
             # Tie the page's clock to ours: the round trip with the smallest delay wins.
@@ -353,6 +365,16 @@ async def run(out_path: Path, chromium: str) -> dict[str, Any]:
         await runner.cleanup()
         shutil.rmtree(work, ignore_errors=True)
     result["receipt"] = receipts[0].model_dump(by_alias=True) if receipts else None
+    stats = proxy.relay_stats[0] if proxy.relay_stats else None
+    result["relay"] = (
+        {
+            # Packets towards the caller (the page) that left the relay late, and the most.
+            "late_to_caller": stats.late[1],
+            "late_max_to_caller_ms": stats.late_max_ns[1] / 1e6,
+        }
+        if stats is not None
+        else None
+    )
     result["call_start_mono_ms"] = starts[0] / 1e6 if starts else None
     log = agent.calls[0] if agent.calls else None
     result["agent"] = (

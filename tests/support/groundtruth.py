@@ -161,7 +161,15 @@ def beyond_lag(error_ms: float, uncertainty_ms: float | None) -> float:
 # call was odd: the proxy's clock readings near an edge ran late (clock_lag), or its
 # measurement fell behind and shed or could not analyse audio near the edge. The proxy
 # withholding a figure it cannot stand behind is the product working (MEASUREMENT.md).
-LOAD_REASONS = ("clock_lag", "measurement_shed", "caller_unanalysed", "agent_unanalysed")
+# (WebRTC: downstream_jitter, the relay sent packets towards the caller late enough that its
+# jitter buffer may have grown past the bound: a stall of the proxy's loop.)
+LOAD_REASONS = (
+    "clock_lag",
+    "measurement_shed",
+    "caller_unanalysed",
+    "agent_unanalysed",
+    "downstream_jitter",
+)
 
 
 def withheld_for_load(value: float | None, reason: str | None, what: object = None) -> bool:

@@ -195,7 +195,7 @@ def add_parser(sub: Any) -> None:
         type=float,
         default=0.0,
         help="constant added to agent playout times for what the proxy cannot see "
-        "(jitter buffer, handset)",
+        "(jitter buffer, handset; webrtc: the caller's playout floor, docs/measurement.md)",
     )
     g.measure.add_env_argument(
         "--max-uncertainty-ms",
@@ -203,9 +203,10 @@ def add_parser(sub: Any) -> None:
         type=non_negative_float,
         default=50.0,
         help="withhold a figure (null, reason clock_lag, caller_noise, agent_noise, "
-        "caller_edge_ambiguous or agent_edge_ambiguous) whose "
+        "caller_edge_ambiguous, agent_edge_ambiguous or downstream_jitter) whose "
         "uncertainty exceeds this: the detector's own 10 ms plus how late the proxy's clock "
-        "readings ran near its edges (a busy CPU) plus what noise may hide of them; default 50",
+        "readings ran near its edges (a busy CPU) plus what noise may hide of them (webrtc: "
+        "plus what the caller's jitter buffer may add past --downstream-offset-ms); default 50",
     )
     g.measure.add_env_argument(
         "--response-timeout-ms",
@@ -322,6 +323,24 @@ def _add_webrtc(g: _Groups) -> None:
         help="webrtc: comma-separated audio codecs to offer the agent, in order (opus, pcmu, "
         "pcma, g722; default: all). Where the legs' codecs differ the proxy transcodes",
     )
+    g.webrtc.add_env_argument(
+        "--pace-ms",
+        metavar="MS",
+        type=_pace_ms,
+        default=0.0,
+        help="webrtc: send each packet this long after it arrived, so that a stall of the "
+        "proxy shorter than this leaves no burst for the far end's jitter buffer (0-100; "
+        "default 0: at once)",
+    )
+
+
+def _pace_ms(text: str) -> float:
+    from voxproxy.transports.webrtc import MAX_PACE_MS
+
+    value = non_negative_float(text)
+    if value > MAX_PACE_MS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_PACE_MS:g}")
+    return value
 
 
 def _add_observability(g: _Groups) -> None:
@@ -484,6 +503,7 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
         agent_codecs=_csv(args.agent_codecs) or None,
         max_calls=args.max_calls if args.max_calls > 0 else None,
         header_timeout_s=args.handshake_timeout or HEADER_TIMEOUT_S,
+        pace_ms=args.pace_ms,
     )
     return WebRtcProxyConfig(
         relay=relay,

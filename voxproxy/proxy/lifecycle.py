@@ -108,8 +108,18 @@ class MeasuredCall:
     __slots__ = ("_proxy", "capture", "link_id", "session", "trace")
 
     def __init__(
-        self, proxy: CallHost, t_ns: int, decoder: Decoder, transport: str, dialect: str
+        self,
+        proxy: CallHost,
+        t_ns: int,
+        decoder: Decoder,
+        transport: str,
+        dialect: str,
+        *,
+        clock_lag: Callable[[int, int], int] | None = None,
+        downstream: Callable[[int], float] | None = None,
     ) -> None:
+        """``clock_lag`` and ``downstream`` go to the session (:class:`CallSession`); the
+        proxy's loop lag by default."""
         self._proxy = proxy
         self.link_id = uuid.uuid4().hex
         self.session = CallSession(
@@ -119,7 +129,8 @@ class MeasuredCall:
             link_id=self.link_id,
             config=proxy.config.session,
             anchor=proxy.anchor,
-            clock_lag=proxy.clock_lag.max_between,
+            clock_lag=clock_lag or proxy.clock_lag.max_between,
+            downstream=downstream,
         )
         self.trace: CallTrace | None = None
         # What the session is handed, on disk (proxy --capture: voxproxy.captures).

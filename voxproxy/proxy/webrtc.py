@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from voxproxy.clock import LagMonitor
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.channels import CHANNEL_DIALECTS, ChannelDecoder
 from voxproxy.errors import ConfigError
@@ -36,6 +37,7 @@ from voxproxy.telemetry import (
     TRACE_HEADERS,
     Telemetry,
 )
+from voxproxy.timebase import NS_PER_S
 from voxproxy.transports.webrtc import (
     EndInfo,
     Offer,
@@ -76,16 +78,106 @@ class WebRtcProxyConfig:
         )
 
 
+class CallTiming:
+    """How far one WebRTC call's timing may be off, for its figures' uncertainty.
+
+    * **Clock lag** (:meth:`clock_lag`): media the kernel stamped on arrival
+      (:mod:`voxproxy.transports.webrtc.arrival`) is not late however late the loop
+      read it; around media stamped when the loop read it (no kernel stamp), the
+      loop's lag at the read (the proxy's :class:`~voxproxy.clock.LagMonitor`).
+    * **Downstream** (:meth:`downstream`): the caller's jitter buffer plays the
+      agent's audio later than the proxy forwards it, by a floor of its own (the
+      declared ``downstream_offset_ms``) and by what it grew to over the jitter it
+      saw, which the proxy cannot see. What it can see bounds that growth: the
+      interarrival jitter the caller reports (RTCP receiver reports, RFC 3550 6.4.1)
+      times :data:`JITTER_BUFFER_FACTOR`, and the relay's own packets towards the
+      caller that left late (a stall longer than its pacing constant), over the
+      :data:`DOWNSTREAM_WINDOW_NS` before an edge (and reports up to
+      :data:`REPORT_AFTER_NS` after it, which describe it too).
+    """
+
+    __slots__ = ("_late", "_monitor", "_read", "_reports")
+
+    def __init__(self, monitor: LagMonitor) -> None:
+        self._monitor = monitor
+        self._read: list[tuple[int, int]] = []  # spans of media stamped when read
+        self._reports: list[tuple[int, float]] = []  # (arrival, caller's jitter ms)
+        self._late: list[tuple[int, float]] = []  # (departure, ms late) towards the caller
+
+    def read_stamped(self, t_ns: int) -> None:
+        """Media that arrived at ``t_ns`` was stamped when the loop read it."""
+        _note(self._read, t_ns, t_ns, _SPAN_JOIN_NS)
+
+    def receiver_report(self, t_ns: int, jitter_ms: float) -> None:
+        _add(self._reports, t_ns, jitter_ms)
+
+    def late(self, t_ns: int, late_ms: float) -> None:
+        _add(self._late, t_ns, late_ms)
+
+    def clock_lag(self, start_ns: int, end_ns: int) -> int:
+        """How late a stamp of this call's media in ``[start_ns, end_ns]`` may be."""
+        if any(a <= end_ns and b >= start_ns for a, b in self._read):
+            return self._monitor.max_between(start_ns, end_ns)
+        return 0
+
+    def downstream(self, t_ns: int) -> float:
+        """How much later than the proxy's figure (offset included) the caller may have
+        heard the agent's audio at ``t_ns`` (ms)."""
+        lo = t_ns - DOWNSTREAM_WINDOW_NS
+        jitter = max((j for t, j in self._reports if lo <= t <= t_ns + REPORT_AFTER_NS), default=0)
+        late = max((x for t, x in self._late if lo <= t <= t_ns), default=0.0)
+        return round(JITTER_BUFFER_FACTOR * jitter + late, 1)
+
+
+# A jitter buffer's growth over its floor, in units of the RFC 3550 jitter J its receiver
+# reports: for Gaussian transit times J is 1.13 sigma, and an adaptive buffer holds the
+# 95-97th percentile of the delay spread it saw, about 3.3-3.8 sigma above its earliest.
+JITTER_BUFFER_FACTOR = 4.0
+# What a jitter buffer remembers: it grows at once and shrinks over seconds.
+DOWNSTREAM_WINDOW_NS = 10 * NS_PER_S
+# A receiver report this soon after an edge still describes the jitter at it (browsers
+# report every 1-5 s; J itself averages the last ~16 packets).
+REPORT_AFTER_NS = 5 * NS_PER_S
+_SPAN_JOIN_NS = 1 * NS_PER_S
+_MAX_ENTRIES = 4096
+
+
+def _note(spans: list[tuple[int, int]], start_ns: int, end_ns: int, join_ns: int) -> None:
+    if spans and (start_ns <= spans[-1][1] + join_ns or len(spans) >= _MAX_ENTRIES):
+        spans[-1] = (spans[-1][0], max(spans[-1][1], end_ns))
+    else:
+        spans.append((start_ns, end_ns))
+
+
+def _add(entries: list[tuple[int, float]], t_ns: int, value: float) -> None:
+    """Append, bounded: past the bound the last entry keeps the larger value (only ever
+    widens an uncertainty)."""
+    if len(entries) >= _MAX_ENTRIES:
+        t, v = entries[-1]
+        entries[-1] = (max(t, t_ns), max(v, value))
+    else:
+        entries.append((t_ns, value))
+
+
 class WebRtcCallContext(MeasuredCall):
     """Observer of one relayed WebRTC call: feeds the session, emits the receipt."""
 
-    __slots__ = ("carrier", "decoder")
+    __slots__ = ("carrier", "decoder", "timing")
 
     _proxy: WebRtcProxy
 
     def __init__(self, proxy: WebRtcProxy, t_ns: int, offer: Offer) -> None:
         self.decoder = ChannelDecoder(proxy.config.dialect, proxy.dialect_options)
-        super().__init__(proxy, t_ns, self.decoder, "webrtc", self.decoder.name)
+        self.timing = CallTiming(proxy.clock_lag)
+        super().__init__(
+            proxy,
+            t_ns,
+            self.decoder,
+            "webrtc",
+            self.decoder.name,
+            clock_lag=self.timing.clock_lag,
+            downstream=self.timing.downstream,
+        )
         self.carrier = {k: v for k, v in offer.headers.items() if k in TRACE_HEADERS}
 
     def upstream_headers(self) -> dict[str, str]:
@@ -93,9 +185,24 @@ class WebRtcCallContext(MeasuredCall):
         return dict(self._call_headers(self.carrier))
 
     def on_audio(
-        self, direction: Direction, pcm: Pcm, sample_rate_hz: int, t_ns: int, wire_bytes: int
+        self,
+        direction: Direction,
+        pcm: Pcm,
+        sample_rate_hz: int,
+        t_ns: int,
+        wire_bytes: int,
+        kernel: bool = True,
     ) -> None:
+        if not kernel:
+            self.timing.read_stamped(t_ns)
         self.session.on_audio(direction, pcm, sample_rate_hz, t_ns, wire_bytes=wire_bytes)
+
+    def on_receiver_report(self, t_ns: int, jitter_ms: float, rtt_ms: float | None) -> None:
+        del rtt_ms  # the network leg's own delay is the declared offset's, not a jitter
+        self.timing.receiver_report(t_ns, jitter_ms)
+
+    def on_late(self, t_ns: int, late_ms: float) -> None:
+        self.timing.late(t_ns, late_ms)
 
     def on_data(self, direction: Direction, label: str, message: str | bytes, t_ns: int) -> None:
         self.decoder.label = label

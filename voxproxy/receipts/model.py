@@ -115,7 +115,8 @@ class TurnRecord(_Model):
         default=None,
         description="How far ttfs_ms may be off: the detector's own uncertainty plus the "
         "proxy's clock lag near both edges plus what noise may hide of them "
-        "(MEASUREMENT.md 2).",
+        "(MEASUREMENT.md 2), plus (WebRTC) how much later than the declared "
+        "downstream_offset_ms the caller's jitter buffer may have played the agent's edge.",
     )
     reason: str | None = Field(
         default=None,
@@ -126,7 +127,9 @@ class TurnRecord(_Model):
         "trust), caller_noise and agent_noise (noise may hide more of an edge than the "
         "policy's bound), caller_edge_ambiguous and agent_edge_ambiguous (an edge that moves "
         "more than the bound with the talker's level read 0.5 dB off: a breath or a slow "
-        "release near the truth's threshold), measurement_shed (the proxy's measurement "
+        "release near the truth's threshold), downstream_jitter (WebRTC: the caller's "
+        "jitter reports or the relay's late packets say its jitter buffer may have grown "
+        "more than the bound), measurement_shed (the proxy's measurement "
         "fell behind under load "
         "and shed audio near the figure or where the answer may lie), ...",
     )

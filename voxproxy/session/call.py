@@ -87,15 +87,19 @@ class CallSession:
         anchor: EpochAnchor | None = None,
         clock_lag: Callable[[int, int], int] | None = None,
         strict: bool | None = None,
+        downstream: Callable[[int], float] | None = None,
     ) -> None:
         """``clock_lag(start_ns, end_ns)``: the most a clock reading the shell took in
         that interval can be late (its event-loop lag), or ``None`` when not measured.
+        ``downstream(t_ns)``: how much later (ms) the caller may have heard agent audio
+        at ``t_ns`` than its playout timeline says, from what the shell observed of the
+        way to the caller (:class:`~voxproxy.session.evidence.Evidence`), or ``None``.
 
         Long, but a list: the state the per-message path reads, each field with its note."""
         self.config = cfg = config or SessionConfig()
         self.strict = self.strict_by_default if strict is None else strict
         # What each figure's edges rest on (never-quiet, unheard and shed spans, noise).
-        self._evidence = Evidence(cfg.vad, cfg.max_uncertainty_ms, clock_lag)
+        self._evidence = Evidence(cfg.vad, cfg.max_uncertainty_ms, clock_lag, downstream)
         self._shedding = False  # the message being handled is to be shed
         self.decoder = decoder
         self.start_ns = start_ns

@@ -38,17 +38,23 @@ class Evidence:
     withhold a figure.
 
     ``clock_lag(start_ns, end_ns)``: the most a clock reading the shell took in that
-    interval can be late, or ``None`` when not measured."""
+    interval can be late, or ``None`` when not measured. ``downstream(t_ns)``: how much
+    later than the playout timeline (declared offset included) the caller may have heard
+    the agent's audio at ``t_ns``, in ms, from what the shell could observe of the way to
+    the caller (WebRTC: the caller's own jitter reports, the relay's late packets), or
+    ``None`` where nothing of it is observed."""
 
     def __init__(
         self,
         vad: VadConfig,
         max_uncertainty_ms: float,
         clock_lag: Callable[[int, int], int] | None = None,
+        downstream: Callable[[int], float] | None = None,
     ) -> None:
         self._vad = vad
         self._max_uncertainty_ms = max_uncertainty_ms
         self._clock_lag = clock_lag
+        self._downstream = downstream
         # Spans of spurts so long that their direction was never quiet, per direction, and
         # every spurt's span (for how much each direction talked over the other).
         self._never_quiet: tuple[Spans, Spans] = ([], [])
@@ -163,6 +169,13 @@ class Evidence:
                     lag_ns += self._clock_lag(t - _LAG_BEFORE_NS, t + _LAG_AFTER_NS)
         return lag_ns / NS_PER_MS
 
+    def downstream_ms(self, agent_edge: int | None) -> float:
+        """How much later than its place on the playout timeline the caller may have
+        heard the agent's edge at ``agent_edge`` (the listener's jitter buffer)."""
+        if agent_edge is None or self._downstream is None:
+            return 0.0
+        return self._downstream(agent_edge)
+
     def masked_ms(self, direction: Direction, t_ns: int | None) -> float:
         """How much of the speech edge at ``t_ns`` noise may have hidden (0 for an edge
         that is no spurt's, a flush's time for one)."""
@@ -175,13 +188,15 @@ class Evidence:
 
     def uncertainty_ms(self, caller_edge: int | None, agent_edge: int | None) -> float:
         """The detector's own uncertainty, plus the clock lag near each edge, plus what
-        noise may hide of each, plus how far each moves with the level read off."""
+        noise may hide of each, plus how far each moves with the level read off, plus
+        how much later the caller may have heard the agent's edge (downstream jitter)."""
         masked = self.masked_ms(CALLER_TO_AGENT, caller_edge)
         masked += self.masked_ms(AGENT_TO_CALLER, agent_edge)
         ambiguous = self.ambiguous_ms(CALLER_TO_AGENT, caller_edge)
         ambiguous += self.ambiguous_ms(AGENT_TO_CALLER, agent_edge)
         lag = self.lag_ms(caller_edge, agent_edge)
-        return round(DETECTOR_UNCERTAINTY_MS + lag + masked + ambiguous, 1)
+        downstream = self.downstream_ms(agent_edge)
+        return round(DETECTOR_UNCERTAINTY_MS + lag + masked + ambiguous + downstream, 1)
 
     def withheld(self, caller_edge: int | None, agent_edge: int | None) -> str | None:
         """Why a figure between these edges cannot be published, or None."""
@@ -202,6 +217,7 @@ class Evidence:
                 "agent_noise": self.masked_ms(AGENT_TO_CALLER, agent_edge),
                 "caller_edge_ambiguous": self.ambiguous_ms(CALLER_TO_AGENT, caller_edge),
                 "agent_edge_ambiguous": self.ambiguous_ms(AGENT_TO_CALLER, agent_edge),
+                "downstream_jitter": self.downstream_ms(agent_edge),
             }
             worst = max(shares, key=lambda k: shares[k])
             if shares[worst] < self.lag_ms(caller_edge, agent_edge):

@@ -108,12 +108,14 @@ from voxproxy.transports.webrtc.media import (
     CHANNEL_BACKLOG,
     LATENCY_BIN_NS,
     LATENCY_BINS,
+    MAX_PACE_MS,
     OUT_QUEUE_PACKETS,
     Channel,
     OutboundTrack,
 )
 from voxproxy.transports.webrtc.peer import AudioPeer, BadSdp, check_offer
 from voxproxy.transports.webrtc.relay import (
+    PACE_MS,
     RelayObserver,
     RelayObserverFactory,
     RelayStats,
@@ -147,7 +149,9 @@ __all__ = [
     "LATENCY_BINS",
     "LATENCY_BIN_NS",
     "MAX_OFFER_BYTES",
+    "MAX_PACE_MS",
     "OUT_QUEUE_PACKETS",
+    "PACE_MS",
     "PAUSE_NS",
     "PIPECAT_PATH",
     "SIGNALINGS",

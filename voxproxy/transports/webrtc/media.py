@@ -9,7 +9,7 @@ import contextlib
 import fractions
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiortc import (
@@ -17,7 +17,8 @@ from aiortc import (
     RTCDataChannel,
     RTCRtpTransceiver,
 )
-from aiortc.rtp import RtpPacket
+from aiortc.rtcrtpreceiver import StreamStatistics
+from aiortc.rtp import RtcpRrPacket, RtcpSrPacket, RtpPacket
 from av.packet import Packet
 
 from voxproxy.transports.webrtc.arrival import arrival_of
@@ -35,30 +36,71 @@ LATENCY_BIN_NS = 50_000  # the relay's forwarding latency histogram: 50 µs bins
 LATENCY_BINS = 2000  # ... up to 100 ms (the last bin holds everything above)
 
 
+# A paced packet that leaves this much after its due time is late (the loop's timers keep
+# whole milliseconds, uvloop's too: a timer may fire up to 1 ms after it was asked).
+LATE_NS = 2_000_000
+
+
+# A paced packet may leave this much before its due time (not worth another timer).
+EARLY_NS = 500_000
+
+
+# The most a relay may hold a packet to pace it: a sending leg's queue holds 160 ms.
+MAX_PACE_MS = 100.0
+
+
 class OutboundTrack(MediaStreamTrack):
     """The audio a peer sends: pre-encoded packets, returned as they are pushed.
 
     aiortc's ``RTCRtpSender`` awaits :meth:`recv` in a loop and packs each
     ``av.Packet`` without re-encoding (its ``pts`` in ``time_base`` becomes the
-    RTP timestamp). Nothing is paced here: whoever pushes does the pacing (the
-    remote sender, for a relay). The queue is short and drops its oldest
-    packet when full, so a stalled leg never builds up delay.
+    RTP timestamp), then encrypts and writes it in the same step. The queue is
+    short and drops its oldest packet when full, so a stalled leg never builds up
+    delay.
 
-    A relay passes each packet's arrival time (``t_in_ns``); the time from
-    there until aiortc's sender takes the packet (after which it only packs,
-    encrypts and writes it) goes into :attr:`latency_hist`.
+    A relay passes each packet's arrival time (``t_in_ns``, the kernel's). With
+    ``pace_ns`` the track paces: a packet leaves at its arrival plus ``pace_ns``,
+    so packets that came 20 ms apart leave 20 ms apart even when the event loop
+    held them and then handed them over together (a long callback shorter than
+    ``pace_ns``), at the cost of ``pace_ns`` on every packet. The far end's
+    jitter buffer grows with the lateness it sees, so a packet that leaves more
+    than :data:`LATE_NS` after its due time (its arrival, plus ``pace_ns``) is
+    counted in :attr:`late` and :attr:`late_max_ns` and told to :attr:`on_late`:
+    the proxy states it in the figures' uncertainty. Packets without an arrival
+    (a peer's own audio: the mock agent, the load generator) are paced by whoever
+    pushes them and leave at once.
+
+    The time from arrival until aiortc's sender takes the packet goes into
+    :attr:`latency_hist`.
     """
 
     kind = "audio"
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        pace_ns: int = 0,
+        *,
+        clock: Callable[[], int] = time.monotonic_ns,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """``clock`` and ``sleep`` are the loop's (tests pass a fake clock)."""
         super().__init__()
         self._queue: asyncio.Queue[tuple[Packet[Any], int] | None] = asyncio.Queue(
             OUT_QUEUE_PACKETS
         )
+        self.pace_ns = pace_ns
+        self._clock = clock
+        self._sleep = sleep
         self.dropped = 0
         self.sent = 0
+        self.late = 0  # packets that left more than LATE_NS after their due time
+        self.late_max_ns = 0
         self.latency_hist = [0] * LATENCY_BINS
+        # Told (departure, how late) of every packet that left late (see above).
+        self.on_late: Callable[[int, int], None] | None = None
+        # (RTP timestamp in ns, arrival, departure) of every relayed packet, when a list is set
+        # here (benchmarks/webrtc.py: the inter-departure jitter against the inter-arrival).
+        self.departures: list[tuple[int, int, int]] | None = None
 
     def push(
         self, payload: bytes, pts: int, time_base: fractions.Fraction, t_in_ns: int = 0
@@ -79,8 +121,25 @@ class OutboundTrack(MediaStreamTrack):
             raise asyncio.CancelledError
         packet, t_in_ns = item
         if t_in_ns:
-            b = (time.monotonic_ns() - t_in_ns) // LATENCY_BIN_NS
+            t_out_ns = self._clock()
+            due = t_in_ns + self.pace_ns
+            # Again after waking: uvloop's timers count from the loop's time cached at the
+            # start of its turn, so one may fire early by as long as that turn ran.
+            while due - t_out_ns > EARLY_NS:
+                await self._sleep((due - t_out_ns) / 1e9)
+                t_out_ns = self._clock()
+            late = t_out_ns - due
+            if late > LATE_NS:
+                self.late += 1
+                self.late_max_ns = max(self.late_max_ns, late)
+                if self.on_late is not None:
+                    self.on_late(t_out_ns, late)
+            b = (t_out_ns - t_in_ns) // LATENCY_BIN_NS
             self.latency_hist[min(b, LATENCY_BINS - 1)] += 1
+            if self.departures is not None:
+                tb = packet.time_base or 1
+                ts_ns = int(packet.pts or 0) * 1_000_000_000 * tb.numerator // tb.denominator
+                self.departures.append((ts_ns, t_in_ns, t_out_ns))
         self.sent += 1
         return packet
 
@@ -115,6 +174,9 @@ def tap_rtp(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> No
     receiver = transceiver.receiver
     codecs: dict[int, CodecInfo] = {}
     unwrap = _Unwrap()
+    # aiortc's receiver sends its RTCP receiver reports (jitter, loss) from the statistics
+    # its own _handle_rtp_packet keeps: kept here as it would, or the far end gets none.
+    streams: dict[int, StreamStatistics] = receiver._RTCRtpReceiver__remote_streams  # type: ignore[attr-defined]
 
     async def handle_rtp_packet(packet: RtpPacket, arrival_time_ms: int = 0) -> None:
         del arrival_time_ms  # aiortc's is read now, in whole ms on the wall clock
@@ -125,8 +187,14 @@ def tap_rtp(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> No
             for c in transceiver._codecs:
                 if c.payloadType == packet.payload_type:
                     codec = codecs[packet.payload_type] = CodecInfo.of(c)
-            if codec is None or codec.name in ("rtx", "red", "telephone-event", "cn"):
-                return
+        if codec is None:
+            return
+        stats = streams.get(packet.ssrc)
+        if stats is None:
+            stats = streams[packet.ssrc] = StreamStatistics(codec.clock_rate)
+        stats.add(packet)
+        if codec.name in ("rtx", "red", "telephone-event", "cn"):
+            return
         sink(
             RtpIn(
                 packet.payload,
@@ -140,6 +208,32 @@ def tap_rtp(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> No
         )
 
     receiver._handle_rtp_packet = handle_rtp_packet  # type: ignore[method-assign]
+
+
+def watch_reports(
+    transceiver: RTCRtpTransceiver, sink: Callable[[int, float, float | None], None]
+) -> None:
+    """Tell ``sink`` what the far end reports of the stream we send it, as each RTCP
+    receiver report block arrives: (arrival, interarrival jitter in ms, round trip in ms
+    or None). RFC 3550 6.4.1's jitter is in RTP timestamp units of our stream; aiortc
+    keeps it raw in its stats. The sender's ``_handle_rtcp_packet`` (which aiortc's DTLS
+    transport calls for each RTCP packet routed to it) is wrapped on the instance."""
+    sender = transceiver.sender
+    handle = sender._handle_rtcp_packet
+
+    async def handle_rtcp_packet(packet: Any) -> None:
+        await handle(packet)  # first: aiortc updates its round-trip estimate
+        if isinstance(packet, (RtcpRrPacket, RtcpSrPacket)):
+            for report in packet.reports:
+                codecs = transceiver._codecs
+                if report.ssrc != sender._ssrc or not codecs:
+                    continue
+                t_ns = arrival_of(sender.transport)[0]
+                rtt = sender._RTCRtpSender__rtt  # type: ignore[attr-defined]
+                jitter_ms = 1000.0 * report.jitter / codecs[0].clockRate
+                sink(t_ns, jitter_ms, None if rtt is None else 1000.0 * rtt)
+
+    sender._handle_rtcp_packet = handle_rtcp_packet  # type: ignore[method-assign]
 
 
 class Channel:

@@ -22,7 +22,7 @@ from voxproxy.timebase import NS_PER_S
 from voxproxy.transports.webrtc.arrival import Arrivals, install
 from voxproxy.transports.webrtc.codecs import AudioEncoder, CodecInfo, RtpIn, frame_ticks
 from voxproxy.transports.webrtc.ice import LIVE_PEERS, rtc_configuration
-from voxproxy.transports.webrtc.media import Channel, OutboundTrack, tap_rtp
+from voxproxy.transports.webrtc.media import Channel, OutboundTrack, tap_rtp, watch_reports
 
 
 class BadSdp(ValueError):
@@ -65,16 +65,21 @@ class AudioPeer:
         ice_servers: Sequence[str] = (),
         codecs: Sequence[str] | None = None,
         name: str = "peer",
+        pace_ms: float = 0.0,
     ) -> None:
+        """``pace_ms``: packets pushed with their arrival time leave at that time plus this
+        (:class:`OutboundTrack`; a relay's legs)."""
         self.name = name
         self.pc = RTCPeerConnection(rtc_configuration(ice_servers))
         LIVE_PEERS.add(self.pc)
-        self.track = OutboundTrack()
+        self.track = OutboundTrack(round(pace_ms * 1_000_000))
         self.codec_prefs = tuple(c.lower() for c in codecs) if codecs else None
         self.transceiver: RTCRtpTransceiver | None = None
         self.on_rtp: Callable[[RtpIn], None] | None = None
         self.on_channel: Callable[[Channel], None] | None = None
         self.on_state: Callable[[str], None] | None = None
+        # What the far end reports of our stream: (arrival, jitter ms, round trip ms).
+        self.on_report: Callable[[int, float, float | None], None] | None = None
         self.channels: list[Channel] = []
         self.connected_ns: int | None = None
         self.state = "new"
@@ -103,6 +108,7 @@ class AudioPeer:
     def _attach(self, transceiver: RTCRtpTransceiver) -> None:
         self.transceiver = transceiver
         tap_rtp(transceiver, self._rtp)
+        watch_reports(transceiver, self._report)
 
     async def create_offer(
         self, *, direction: str = "sendrecv", data: bool = False, channels: Sequence[str] = ()
@@ -237,6 +243,10 @@ class AudioPeer:
         if self.on_rtp is not None:
             self.on_rtp(packet)
 
+    def _report(self, t_ns: int, jitter_ms: float, rtt_ms: float | None) -> None:
+        if self.on_report is not None:
+            self.on_report(t_ns, jitter_ms, rtt_ms)
+
     # -- data channels --------------------------------------------------------------------
 
     def open_channel(
@@ -283,6 +293,7 @@ class AudioPeer:
 
     async def close(self) -> None:
         self.on_rtp = None
+        self.on_report = None
         self.on_channel = None
         self.track.stop()
         with contextlib.suppress(Exception):

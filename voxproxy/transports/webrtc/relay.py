@@ -28,7 +28,7 @@ from voxproxy.transports.webrtc.codecs import (
     frame_ticks,
 )
 from voxproxy.transports.webrtc.ends import EndInfo
-from voxproxy.transports.webrtc.media import Channel
+from voxproxy.transports.webrtc.media import MAX_PACE_MS, Channel
 from voxproxy.transports.webrtc.peer import AudioPeer, BadSdp
 from voxproxy.transports.webrtc.signaling_client import (
     WHIP_PATH,
@@ -49,6 +49,13 @@ from voxproxy.transports.websocket import Admission
 
 log = logging.getLogger("voxproxy.webrtc")
 
+# The default pacing constant (WebRtcRelayConfig.pace_ms): none. Pacing hides only stalls
+# of the relay shorter than the constant, which a receiver's jitter buffer (20 ms steps)
+# barely notices, and costs every packet the constant plus the timer's own lateness on a
+# busy core; what the relay's stalls do to the caller is stated instead (its late packets
+# widen the figures' uncertainty). docs/measurement.md has the figures.
+PACE_MS = 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class RelayStats:
@@ -59,6 +66,10 @@ class RelayStats:
     transcoded: tuple[int, int]
     dropped: tuple[int, int]
     forward_ns: tuple[int, int]  # summed arrival -> handed to the other leg's sender
+    # Packets that left more than media.LATE_NS after their arrival plus the pacing
+    # constant, and the most one did (what the far end's jitter buffer saw of the relay).
+    late: tuple[int, int] = (0, 0)
+    late_max_ns: tuple[int, int] = (0, 0)
 
 
 class RelayObserver(Protocol):
@@ -71,8 +82,26 @@ class RelayObserver(Protocol):
     def on_upstream_open(self, t_ns: int, status: int) -> None: ...
 
     def on_audio(
-        self, direction: Direction, pcm: Pcm, sample_rate_hz: int, t_ns: int, wire_bytes: int
-    ) -> None: ...
+        self,
+        direction: Direction,
+        pcm: Pcm,
+        sample_rate_hz: int,
+        t_ns: int,
+        wire_bytes: int,
+        kernel: bool = True,
+    ) -> None:
+        """Audio that arrived at ``t_ns``: the kernel's receive time, or (``kernel``
+        False) when the event loop read it."""
+        ...
+
+    def on_receiver_report(self, t_ns: int, jitter_ms: float, rtt_ms: float | None) -> None:
+        """The caller's RTCP report of the audio we send it (RFC 3550 jitter, round trip)."""
+        ...
+
+    def on_late(self, t_ns: int, late_ms: float) -> None:
+        """A packet towards the caller left ``late_ms`` after its arrival plus the pacing
+        constant (a stall of the relay longer than the constant)."""
+        ...
 
     def on_data(
         self, direction: Direction, label: str, message: str | bytes, t_ns: int
@@ -98,6 +127,14 @@ class WebRtcRelayConfig:
     whip_path: str = WHIP_PATH
     max_calls: int | None = None  # calls in progress at most; more are refused with 503
     header_timeout_s: float = HEADER_TIMEOUT_S  # for a signaling request's headers to arrive
+    # Each packet leaves at its arrival (the kernel's) plus this: a stall of the event loop
+    # shorter than this does not reach the far end's jitter buffer (media.OutboundTrack).
+    # Off by default (PACE_MS).
+    pace_ms: float = PACE_MS
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.pace_ms <= MAX_PACE_MS:
+            raise ValueError(f"pace_ms must lie in 0-{MAX_PACE_MS:g} ms, got {self.pace_ms:g}")
 
 
 class _Direction:
@@ -143,9 +180,17 @@ class WebRtcRelay:
         except Exception:
             log.exception("observer factory failed; the call is relayed unmeasured")
         self.caller = AudioPeer(
-            ice_servers=cfg.ice_servers, codecs=cfg.caller_codecs, name="caller"
+            ice_servers=cfg.ice_servers,
+            codecs=cfg.caller_codecs,
+            name="caller",
+            pace_ms=cfg.pace_ms,
         )
-        self.agent = AudioPeer(ice_servers=cfg.ice_servers, codecs=cfg.agent_codecs, name="agent")
+        self.agent = AudioPeer(
+            ice_servers=cfg.ice_servers,
+            codecs=cfg.agent_codecs,
+            name="agent",
+            pace_ms=cfg.pace_ms,
+        )
         self._dirs = (_Direction(self.agent), _Direction(self.caller))
         self.caller.on_rtp = lambda p: self._rtp(CALLER_TO_AGENT, p)
         self.agent.on_rtp = lambda p: self._rtp(AGENT_TO_CALLER, p)
@@ -153,6 +198,9 @@ class WebRtcRelay:
         self.agent.on_channel = lambda ch: self._channel(AGENT_TO_CALLER, ch)
         self.caller.on_state = lambda s: self._state(CALLER_TO_AGENT, s)
         self.agent.on_state = lambda s: self._state(AGENT_TO_CALLER, s)
+        # What can be seen of the way to the caller (its jitter buffer's input).
+        self.caller.on_report = self._receiver_report
+        self.caller.track.on_late = self._late
         self.agent_answer: AgentAnswer | None = None
         self._end: EndInfo | None = None
         self._ending: asyncio.Task[None] | None = None
@@ -270,9 +318,24 @@ class WebRtcRelay:
             if pcm is None:
                 pcm = d.measured.decode(p)
             vad_pcm = d.measured.for_vad(p, pcm)
-            observer.on_audio(direction, vad_pcm, d.measured.rate_hz, p.t_ns, len(p.payload))
+            rate = d.measured.rate_hz
+            observer.on_audio(direction, vad_pcm, rate, p.t_ns, len(p.payload), p.kernel)
         except Exception:
             self._observer_failed()
+
+    def _receiver_report(self, t_ns: int, jitter_ms: float, rtt_ms: float | None) -> None:
+        if self.observer is not None and self._end is None:
+            try:
+                self.observer.on_receiver_report(t_ns, jitter_ms, rtt_ms)
+            except Exception:
+                self._observer_failed()
+
+    def _late(self, t_ns: int, late_ns: int) -> None:
+        if self.observer is not None and self._end is None:
+            try:
+                self.observer.on_late(t_ns, late_ns / 1e6)
+            except Exception:
+                self._observer_failed()
 
     def _transcode(self, d: _Direction, p: RtpIn, pcm: Pcm, out_codec: CodecInfo) -> None:
         dec = d.measured.decoder
@@ -421,6 +484,8 @@ class WebRtcRelay:
                 self._dirs[1].dropped + self.caller.track.dropped,
             ),
             forward_ns=(self._dirs[0].forward_ns, self._dirs[1].forward_ns),
+            late=(self.agent.track.late, self.caller.track.late),
+            late_max_ns=(self.agent.track.late_max_ns, self.caller.track.late_max_ns),
         )
         self.server.finished.append(stats)
         observer, self.observer = self.observer, None

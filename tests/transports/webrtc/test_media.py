@@ -1,0 +1,95 @@
+"""The outbound track: packets leave as they came, each at its arrival plus a constant."""
+
+from __future__ import annotations
+
+import fractions
+
+from voxproxy.transports.webrtc import OutboundTrack
+
+MS = 1_000_000
+TB = fractions.Fraction(1, 48000)
+
+
+class FakeClock:
+    """Monotonic ns that move only when the track sleeps."""
+
+    def __init__(self, t: int) -> None:
+        self.t = t
+        self.slept: list[int] = []
+
+    def __call__(self) -> int:
+        return self.t
+
+    async def sleep(self, s: float) -> None:
+        self.slept.append(round(s * 1e9))
+        self.t += round(s * 1e9)
+
+
+async def _departures(track: OutboundTrack, clock: FakeClock, n: int) -> list[int]:
+    out = []
+    for _ in range(n):
+        await track.recv()
+        out.append(clock())
+    return out
+
+
+async def test_packets_flushed_together_leave_as_they_came() -> None:
+    """Three packets that arrived 20 ms apart reach the track together (the loop was
+    blocked 45 ms): each leaves at its arrival plus the pacing constant, 20 ms apart,
+    not back to back."""
+    clock = FakeClock(1_000 * MS)
+    track = OutboundTrack(pace_ns=60 * MS, clock=clock, sleep=clock.sleep)
+    arrivals = [clock() - 45 * MS, clock() - 25 * MS, clock() - 5 * MS]
+    for k, t in enumerate(arrivals):
+        track.push(bytes([k]), k * 960, TB, t)
+    assert await _departures(track, clock, 3) == [t + 60 * MS for t in arrivals]
+
+
+async def test_a_packet_later_than_the_constant_leaves_at_once() -> None:
+    """A stall longer than the constant cannot be undone: such a packet leaves at once,
+    and the next, still in time, at its own arrival plus the constant."""
+    clock = FakeClock(1_000 * MS)
+    track = OutboundTrack(pace_ns=10 * MS, clock=clock, sleep=clock.sleep)
+    track.push(b"a", 0, TB, clock() - 30 * MS)  # 30 ms late already
+    track.push(b"b", 960, TB, clock() - 5 * MS)
+    assert await _departures(track, clock, 2) == [1_000 * MS, 1_005 * MS]
+    assert (track.late, track.late_max_ns) == (1, 20 * MS)  # what the constant could not absorb
+
+
+async def test_without_arrival_or_constant_nothing_waits() -> None:
+    clock = FakeClock(1_000 * MS)
+    paced = OutboundTrack(pace_ns=10 * MS, clock=clock, sleep=clock.sleep)
+    paced.push(b"a", 0, TB)  # the mock agent's and the load generator's own audio
+    unpaced = OutboundTrack(clock=clock, sleep=clock.sleep)
+    unpaced.push(b"b", 0, TB, clock() - 1 * MS)
+    await paced.recv()
+    await unpaced.recv()
+    assert clock.slept == [] and clock() == 1_000 * MS
+
+
+async def test_a_timer_that_fires_early_is_waited_out() -> None:
+    """uvloop's timers count from the loop's cached time: one may fire early by as long
+    as the loop's turn ran. The packet still leaves at its due time."""
+    clock = FakeClock(1_000 * MS)
+
+    async def early_sleep(s: float) -> None:
+        clock.slept.append(round(s * 1e9))
+        clock.t += round(s * 1e9) // 3  # fires after a third of the delay asked
+
+    track = OutboundTrack(pace_ns=9 * MS, clock=clock, sleep=early_sleep)
+    track.push(b"a", 0, TB, clock())
+    await track.recv()
+    assert clock() >= 1_009 * MS - 500_000 and len(clock.slept) > 1
+
+
+async def test_an_unpaced_packet_held_by_the_loop_is_counted_late() -> None:
+    """Without pacing a packet leaves when the loop gets to it: held longer than LATE_NS
+    after its arrival it is counted, and told, as late."""
+    clock = FakeClock(1_000 * MS)
+    track = OutboundTrack(clock=clock, sleep=clock.sleep)
+    told: list[tuple[int, int]] = []
+    track.on_late = lambda t, late: told.append((t, late))
+    track.push(b"a", 0, TB, clock() - 1 * MS)  # within LATE_NS: not late
+    track.push(b"b", 960, TB, clock() - 25 * MS)  # the loop held it 25 ms
+    await _departures(track, clock, 2)
+    assert told == [(1_000 * MS, 25 * MS)] and track.late == 1
