@@ -62,6 +62,17 @@ class WorkerView:
         return f"down, restarting in {wait:.0f} s" if wait >= 0.5 else "down, restarting"
 
 
+def start_failure(exc: BaseException) -> dict[str, Any]:
+    """What a child (the front or a worker) that could not start tells the parent: an
+    operating system error keeps its errno and text (the parent raises it again, so the
+    command says it in the one line it has for that error: a port in use, a path that
+    cannot be written), anything else its type and message."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        text = exc.strerror or str(exc)
+        return {"error": f"{type(exc).__name__}: {exc}", "errno": exc.errno, "strerror": text}
+    return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def front_main(
     config: ServeConfig,
     workers: dict[int, WorkerView],
@@ -99,10 +110,12 @@ def front_main(
 
     try:
         run_loop(main())
+    except KeyboardInterrupt:
+        raise
     except BaseException as exc:
         with contextlib.suppress(OSError):  # read only while starting
-            ready.send({"error": f"{type(exc).__name__}: {exc}"})
-        raise
+            ready.send(start_failure(exc))
+        raise SystemExit(1) from None  # the parent says it, once, without a traceback
     finally:
         os.close(alive_r)
 

@@ -36,7 +36,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from voxproxy.errors import ConfigError, VoxproxyError
-from voxproxy.proxy.front import DOWN, STARTING, UP, WorkerView, front_main
+from voxproxy.proxy.front import DOWN, STARTING, UP, WorkerView, front_main, start_failure
 from voxproxy.proxy.journals import recover_journal, worker_journal
 from voxproxy.proxy.listenclaim import AddressClaim
 from voxproxy.receipts.policy import Policy
@@ -166,7 +166,7 @@ def _worker_main(
         raise
     except BaseException as exc:
         with contextlib.suppress(OSError):
-            ready.send({"error": f"{type(exc).__name__}: {exc}"})
+            ready.send(start_failure(exc))
         raise SystemExit(1) from None  # the parent says it, once; no traceback per worker
 
 
@@ -289,16 +289,21 @@ class Supervisor:
         if not child.ready.poll(READY_TIMEOUT_S):
             raise VoxproxyError(f"{child.name} did not start within {READY_TIMEOUT_S:.0f} s")
         error = self._take_first(child)
+        if isinstance(error, OSError):
+            raise error  # (a port in use, a path not writable: the command says it in a line)
         if error is not None:
             raise ConfigError(f"{child.name} could not start: {error}")
 
-    def _take_first(self, child: Child) -> str | None:
-        """Read ``child``'s first message: it is up (None), or why it could not start."""
+    def _take_first(self, child: Child) -> str | OSError | None:
+        """Read ``child``'s first message: it is up (None), or why it could not start (the
+        operating system's error as the child met it, when that was one)."""
         assert child.ready is not None
         try:
             msg: dict[str, Any] = child.ready.recv()
         except (EOFError, OSError):
             return "it exited while starting"
+        if isinstance(msg.get("errno"), int):
+            return OSError(msg["errno"], str(msg.get("strerror") or msg.get("error")))
         if "error" in msg:
             return str(msg["error"])
         child.up = True
