@@ -236,7 +236,8 @@ class SubprocessProxyHost:
 _HOG = """
 import os, sys, time
 cpu, duty, limit = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-os.sched_setaffinity(0, {cpu})
+if cpu >= 0:
+    os.sched_setaffinity(0, {cpu})
 parent, end, period = os.getppid(), time.monotonic() + limit, 0.01
 while time.monotonic() < end and os.getppid() == parent:
     t = time.monotonic()
@@ -248,17 +249,18 @@ while time.monotonic() < end and os.getppid() == parent:
 
 
 class CpuHog:
-    """A busy loop pinned to ``cpu``, busy ``duty`` of every 10 ms. It stops when told,
-    when its parent exits, or after ``max_seconds``."""
+    """A busy loop pinned to ``cpu`` (None: free to run on any), busy ``duty`` of every
+    10 ms. It stops when told, when its parent exits, or after ``max_seconds``."""
 
-    def __init__(self, cpu: int, duty: float = 1.0, max_seconds: float = 1800.0) -> None:
+    def __init__(self, cpu: int | None, duty: float = 1.0, max_seconds: float = 1800.0) -> None:
         self.cpu = cpu
         self.duty = min(1.0, max(0.0, duty))
         self.max_seconds = max_seconds
         self._proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        args = [str(self.cpu), str(self.duty), str(self.max_seconds)]
+        cpu = -1 if self.cpu is None else self.cpu
+        args = [str(cpu), str(self.duty), str(self.max_seconds)]
         self._proc = await asyncio.create_subprocess_exec(sys.executable, "-c", _HOG, *args)
 
     async def stop(self) -> None:

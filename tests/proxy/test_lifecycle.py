@@ -1,6 +1,8 @@
 """A call's capture as the proxy writes it (``proxy --capture``): what was forwarded
 both ways, as the session was handed it, in a file named by the receipt's call id; a
-capture that fails costs the call nothing."""
+capture that fails costs the call nothing. And a websocket call's figures carry the
+loop's lag only where its stamps came from the loop (MEASUREMENT.md 2):
+``MeasuredCall.stamps``, the session's clock_lag."""
 
 from __future__ import annotations
 
@@ -18,11 +20,14 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from voxproxy.captures.format import AGENT, TEXT, Kind
 from voxproxy.captures.writer import CaptureSettings, CaptureWriter
+from voxproxy.clock import LagMonitor
 from voxproxy.dialects.raw import RawWire
 from voxproxy.proxy import lifecycle
-from voxproxy.proxy.websocket import Proxy, ProxyConfig
+from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
+from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
+from voxproxy.transports.websocket.arrivals import ArrivalLog
 
 SECRET = b"lifecycle-capture"
 
@@ -124,3 +129,33 @@ async def test_a_capture_that_cannot_start_leaves_the_call_measured(
     (receipt,) = receipts
     assert writer.failed == 1 and list(tmp_path.iterdir()) == []
     assert not receipt.measurement_disabled and receipt.dialect == "raw"
+
+
+# -- arrival stamps ----------------------------------------------------------------------
+
+S = 1_000_000_000
+
+
+def _stamped_call() -> CallContext:
+    proxy = Proxy(ProxyConfig(RelayConfig("ws://127.0.0.1:9"), secret=b"k"))
+    proxy.clock_lag = LagMonitor(period_s=3600.0, clock=lambda: 10 * S)
+    proxy.clock_lag.record(2 * S, 90 * NS_PER_MS)  # the loop blocked 90 ms up to 2 s
+    return CallContext(proxy, S)
+
+
+def test_before_the_transport_says_every_stamp_may_be_as_late_as_the_loop() -> None:
+    call = _stamped_call()
+    assert call.stamps(2 * S - 100 * NS_PER_MS, 2 * S + 350 * NS_PER_MS) == 90 * NS_PER_MS
+
+
+def test_kernel_stamps_do_not_carry_the_loops_lag() -> None:
+    call = _stamped_call()
+    call.stamps.arrivals = ArrivalLog()  # (every read stamped by the kernel, each message exact)
+    assert call.stamps(2 * S - 100 * NS_PER_MS, 2 * S + 350 * NS_PER_MS) == 0
+
+
+def test_reads_stamped_by_the_loop_carry_its_lag() -> None:
+    call = _stamped_call()
+    call.stamps.arrivals = ArrivalLog()
+    call.stamps.arrivals.note_read_time(2 * S - 30 * NS_PER_MS)
+    assert call.stamps(2 * S - 100 * NS_PER_MS, 2 * S + 350 * NS_PER_MS) == 90 * NS_PER_MS

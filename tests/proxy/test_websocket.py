@@ -34,6 +34,7 @@ from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.session import SessionConfig
+from voxproxy.transports.stamped import SUPPORTED
 from voxproxy.transports.websocket import RelayConfig
 
 SHORT: list[Step] = [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=300)]
@@ -100,6 +101,17 @@ async def test_live_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
             evidence = "flush" if spec[2] == "flush" else "ceased"
             truths = turn_truths(o.record, o.log)
             turn_errors(o.receipt, truths, evidence, ttfs_err, stop_err, spec, o.loop_lag)
+            # The proxy's own part, apart (MEASUREMENT.md 2): every message timed, from
+            # its arrival at the host, which the kernel stamped (Linux, plain TCP legs).
+            f = o.receipt.forwarding
+            assert f is not None
+            sent = len(o.record.messages_sent)
+            for d in (f.caller_to_agent, f.agent_to_caller):
+                assert d.messages > 0
+                assert d.p50_ms is not None and d.p95_ms is not None and d.max_ms is not None
+                assert 0.0 <= d.p50_ms <= d.p95_ms <= max(d.max_ms, d.p95_ms)
+                assert d.arrival == ("kernel" if SUPPORTED else "read")
+            assert f.caller_to_agent.messages >= sent - 2
         _, s = live_bounds("websocket", ttfs_err, stop_err)
         assert np.percentile(s, 95) <= 30.0
 

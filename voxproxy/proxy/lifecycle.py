@@ -27,6 +27,7 @@ from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import NULL_TELEMETRY, CallTimes, CallTrace, FlushTime, Telemetry
 from voxproxy.timebase import NS_PER_MS
+from voxproxy.transports.websocket.arrivals import ArrivalLog
 
 if TYPE_CHECKING:
     from voxproxy.captures.format import CaptureHeader
@@ -98,6 +99,26 @@ class Unmeasured:
         return []
 
 
+class StampError:
+    """How late a call's message stamped in ``[start_ns, end_ns]`` may have been stamped
+    (its session's ``clock_lag``): the loop's longest block near it (``monitor``),
+    unless the transport said (``arrivals``, at the call's end) that the stamps there
+    came from the kernel: then only what queued messages' reads leave unknown
+    (``transports.websocket.arrivals``). Not the call's own method: the session would
+    hold the call, and the call its session (a cycle the collector alone frees)."""
+
+    __slots__ = ("arrivals", "monitor")
+
+    def __init__(self, monitor: LagMonitor) -> None:
+        self.monitor = monitor
+        self.arrivals: ArrivalLog | None = None  # None: every stamp as late as the loop
+
+    def __call__(self, start_ns: int, end_ns: int) -> int:
+        lag = self.monitor.max_between(start_ns, end_ns)
+        arrivals = self.arrivals
+        return lag if arrivals is None else arrivals.error_between(start_ns, end_ns, lag)
+
+
 class MeasuredCall:
     """One call of either proxy around its :class:`CallSession`: its link id (handed
     upstream in ``X-Voxproxy-Call``), its entries in the live calls and the journal, its
@@ -105,7 +126,7 @@ class MeasuredCall:
     transports' observers (``proxy.websocket.CallContext``,
     ``proxy.webrtc.WebRtcCallContext``) add what their wire needs."""
 
-    __slots__ = ("_proxy", "capture", "link_id", "session", "trace")
+    __slots__ = ("_proxy", "capture", "link_id", "session", "stamps", "trace")
 
     def __init__(
         self,
@@ -118,10 +139,13 @@ class MeasuredCall:
         clock_lag: Callable[[int, int], int] | None = None,
         downstream: Callable[[int], float] | None = None,
     ) -> None:
-        """``clock_lag`` and ``downstream`` go to the session (:class:`CallSession`); the
-        proxy's loop lag by default."""
+        """``clock_lag`` and ``downstream`` go to the session (:class:`CallSession`); by
+        default the call's :class:`StampError` (the proxy's loop lag until its transport
+        says which stamps the kernel gave)."""
         self._proxy = proxy
         self.link_id = uuid.uuid4().hex
+        # How late the call's arrival stamps may be (its session's clock_lag).
+        self.stamps = StampError(proxy.clock_lag)
         self.session = CallSession(
             decoder,
             t_ns,
@@ -129,7 +153,7 @@ class MeasuredCall:
             link_id=self.link_id,
             config=proxy.config.session,
             anchor=proxy.anchor,
-            clock_lag=clock_lag or proxy.clock_lag.max_between,
+            clock_lag=clock_lag or self.stamps,
             downstream=downstream,
         )
         self.trace: CallTrace | None = None

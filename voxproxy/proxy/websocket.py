@@ -30,7 +30,7 @@ from voxproxy.proxy.measuring import (
     give_up_measuring,
     measure_each,
 )
-from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
+from voxproxy.receipts.model import CloseInfo, ForwardDelay, Forwarding, Receipt, terminal_of
 from voxproxy.session import SessionConfig
 from voxproxy.session.batch import measure_queued
 from voxproxy.telemetry import (
@@ -39,6 +39,7 @@ from voxproxy.telemetry import (
 )
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import EndCause, EndInfo, RelayConfig, RelayServer
+from voxproxy.transports.websocket.arrivals import ArrivalLog, ForwardDelays
 
 log = logging.getLogger("voxproxy.proxy")
 
@@ -211,6 +212,7 @@ class CallContext(MeasuredCall):
 
     def on_end(self, t_ns: int, info: EndInfo) -> None:
         self._ended()
+        self.stamps.arrivals = info.arrivals
         if self.backlog is not None:
             self._end = (t_ns, info)  # closed once its queued messages are measured
             return
@@ -239,6 +241,9 @@ class CallContext(MeasuredCall):
         receipt = self._receipt(t_ns, terminal, close)
         if receipt is None:
             return
+        if info.forwarding is not None and info.arrivals is not None:
+            forwarding = forwarding_record(info.forwarding, info.arrivals)
+            receipt = receipt.model_copy(update={"forwarding": forwarding})
         if info.cause in _AGENT_FAILURES:  # one line per call, with its cause
             log.warning("call %s: %s", receipt.call, info.detail or info.cause.value)
         if receipt.wire_looks_like is not None:
@@ -251,6 +256,29 @@ class CallContext(MeasuredCall):
                 receipt.wire_looks_like,
             )
         self._publish(receipt, t_ns)
+
+
+def forwarding_record(
+    delays: tuple[ForwardDelays, ForwardDelays], arrivals: ArrivalLog
+) -> Forwarding:
+    """The receipt's ``forwarding``: each direction's delays, and where its arrival times
+    came from."""
+
+    def one(d: Direction) -> ForwardDelay:
+        fd = delays[d]
+        kernel, read = arrivals.kernel[d], arrivals.read_time[d]
+        return ForwardDelay(
+            messages=fd.n,
+            p50_ms=fd.quantile_ms(0.5),
+            p95_ms=fd.quantile_ms(0.95),
+            max_ms=round(fd.max_ns / NS_PER_MS, 2) if fd.n else None,
+            arrival="mixed" if kernel and read else ("read" if read else "kernel"),
+        )
+
+    return Forwarding(
+        caller_to_agent=one(Direction.CALLER_TO_AGENT),
+        agent_to_caller=one(Direction.AGENT_TO_CALLER),
+    )
 
 
 class Proxy(CallHost):

@@ -290,6 +290,33 @@ class Traffic(_Model):
     )
 
 
+class ForwardDelay(_Model):
+    """The proxy's own forwarding delay of one direction's messages: from their arrival
+    at the proxy's host to their write to the other leg (MEASUREMENT.md 2: what the proxy
+    adds to the call, never part of a figure)."""
+
+    messages: int = Field(description="Messages forwarded (and timed).")
+    p50_ms: float | None = Field(
+        default=None, description="Median; the upper edge of its histogram bucket."
+    )
+    p95_ms: float | None = Field(
+        default=None, description="95th percentile; the upper edge of its histogram bucket."
+    )
+    max_ms: float | None = None
+    arrival: Literal["kernel", "read", "mixed"] = Field(
+        default="kernel",
+        description="Where the arrival times came from: kernel receive timestamps, the "
+        "moment the event loop read the bytes (a TLS leg, or a platform without kernel "
+        "stamps: late by the loop's lag, which the figures' uncertainty then carries), "
+        "or both.",
+    )
+
+
+class Forwarding(_Model):
+    caller_to_agent: ForwardDelay
+    agent_to_caller: ForwardDelay
+
+
 class Settings(_Model):
     caller_frame_ms: float | None = Field(
         description="Median duration of the caller's audio messages (each covers [t - d, t])."
@@ -386,6 +413,11 @@ class Receipt(_Model):
     turns: list[TurnRecord]
     marks: MarkCheck
     traffic: Traffic
+    forwarding: Forwarding | None = Field(
+        default=None,
+        description="The proxy's own forwarding delay, per direction (the websocket proxy; "
+        "receipts written before this field existed have none).",
+    )
     anomalies: dict[str, int] = Field(
         description="Counts of malformed or unknown messages and of measurement errors."
     )

@@ -308,12 +308,12 @@ async def test_a_big_read_is_taken_a_share_at_a_time_and_another_call_goes_betwe
             ]
             # One read, as uvloop or asyncio would hand it to the connection.
             call.caller.data_received(TINY * flood_frames)
-            assert not call.caller.transport.is_reading()  # its share taken: paused
+            assert not call.caller.reading()  # its share taken: paused
             await wait_until(
                 lambda: log.count("flood") == flood_frames and "other" in log, 30, "both calls"
             )
             assert log.index("other") < len(log) - 1 - log[::-1].index("flood")
-            await wait_until(call.caller.transport.is_reading, 10, "reading resumed")
+            await wait_until(call.caller.reading, 10, "reading resumed")
             for peer in (flooder, second[0]):
                 await peer.hang_up()
             await wait_until(lambda: all(o.ends for o in observers), 10, "both calls' ends")

@@ -65,7 +65,7 @@ call, its admission slot and its receipt.
 
 Calls share the event loop fairly: a leg hands the relay a big read (a peer ahead of
 the proxy) a slice at a time within a budget per turn of the loop, its reading paused
-until the next turn, so that every other call's reads go in between (``legs.Leg``).
+until the next turn, so that every other call's reads go in between (``leg.Leg``).
 And a direction carrying more than ``max_messages_per_s`` messages in a second is a
 flood, not a workload: what is beyond is forwarded, counted in the traffic and as
 :attr:`EndInfo.over_rate`, and not measured.
@@ -79,8 +79,10 @@ frame that never ends keep nothing alive. A message may come in at most
 
 The modules: ``relay`` (:class:`Relay`: the legs' callbacks, the handshake both ways,
 routing and measuring each frame), ``frames`` (the frame cutter, on bytes alone),
-``legs`` (a leg, and a call's state and end: writes, closes, the idle timer, the report
-to the observer), ``handshake`` (the HTTP pieces: hop-by-hop headers, the request check,
+``leg`` (one connection: its reads, kernel-stamped where it can, its fair share of the
+loop, its pauses), ``legs`` (a call's state and end: writes, closes, the idle timer, the
+report to the observer), ``arrivals`` (what a call's arrival stamps are worth; its
+forwarding delays), ``handshake`` (the HTTP pieces: hop-by-hop headers, the request check,
 the health answer), ``config`` (:class:`RelayConfig`, :class:`Admission`), ``observer``
 (:class:`CallObserver`, :class:`EndCause`, :class:`EndInfo`) and ``server``
 (:class:`RelayServer`: accept, stop).
@@ -94,7 +96,7 @@ from voxproxy.transports.websocket.config import (
     Admission,
     RelayConfig,
 )
-from voxproxy.transports.websocket.legs import log_failure
+from voxproxy.transports.websocket.leg import log_failure
 from voxproxy.transports.websocket.observer import (
     CallObserver,
     EndInfo,

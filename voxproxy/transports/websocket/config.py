@@ -29,6 +29,9 @@ class RelayConfig:
     # only, and counted (anomaly messages_over_rate): a flood, not a workload (real-time
     # audio is 50-100 a second; a load generator's bursts at 50x real time, 2,500).
     max_messages_per_s: int | None = 10_000
+    # Stamp arrivals with the kernel's receive time where a leg allows (transports.stamped);
+    # off: every read is stamped when the loop ran it.
+    kernel_stamps: bool = True
     parsed: WebSocketURI = field(init=False)
 
     def __post_init__(self) -> None:

@@ -30,14 +30,10 @@ gone, so every way a leg fails must lead there, with the other side told.
 from __future__ import annotations
 
 import asyncio
-import enum
-import logging
-import sys
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from typing import Any
 
 from websockets.client import ClientProtocol
 from websockets.datastructures import Headers
@@ -49,207 +45,23 @@ from websockets.typing import Subprotocol
 
 from voxproxy.events import Direction
 from voxproxy.transports.ends import EndCause
-from voxproxy.transports.websocket.config import WRITE_HIGH_WATER, Admission, RelayConfig
-from voxproxy.transports.websocket.frames import FrameCutter
+from voxproxy.transports.websocket.arrivals import ArrivalLog, ForwardDelays
+from voxproxy.transports.websocket.config import Admission, RelayConfig
 from voxproxy.transports.websocket.handshake import pass_response_headers
+from voxproxy.transports.websocket.leg import (
+    RATE,
+    Leg,
+    log,
+    log_failure,
+)
 from voxproxy.transports.websocket.observer import (
     CallObserver,
     EndInfo,
     ObserverFactory,
 )
 
-log = logging.getLogger("voxproxy.transport")
-
-# A read bigger than this is handed to the relay in slices of it, and within a budget
-# of time per turn of the event loop (Leg): a real-time call's reads are smaller.
-READ_SLICE = 4096
-TURN_BUDGET_NS = 2_000_000
 _UNSENDABLE_CODES = frozenset({1005, 1006, 1015})
 _PEER = ("caller", "agent")
-
-
-def log_failure(message: str) -> None:
-    """Log the exception being handled with its traceback but without its text.
-
-    A bug in measurement may quote what it choked on (audio, a transcript, a header)
-    in its message; the log keeps the type and where it was raised, never that.
-    """
-    exc = sys.exc_info()[1]
-    if exc is None:
-        log.error("%s", message)
-        return
-    where = "".join(traceback.format_tb(exc.__traceback__))
-    log.error("%s: %s (message withheld)\n%s", message, type(exc).__name__, where.rstrip())
-
-
-class LegMode(enum.Enum):
-    """How the relay reads a leg's bytes (relay.py, "Reading a leg")."""
-
-    HEAD = "head"  # the handshake's HTTP head, up to its blank line
-    FRAMES = "frames"  # whole frames: data frames spliced, the rest to the protocol
-    PROTOCOL = "protocol"  # everything through websockets' protocol, as it comes
-
-
-class LegEvents(Protocol):
-    """What a leg tells the call it belongs to (the :class:`~.relay.Relay`)."""
-
-    loop: asyncio.AbstractEventLoop  # (a leg takes the rest of a big read up on it)
-
-    def leg_made(self, leg: Leg) -> None: ...
-
-    def data(self, leg: Leg, data: bytes) -> None: ...
-
-    def eof(self, leg: Leg) -> None: ...
-
-    def lost(self, leg: Leg) -> None: ...
-
-    def backpressure(self, leg: Leg, paused: bool) -> None: ...
-
-
-# Why a leg's reading is paused (bits of ``Leg.paused``).
-BACKPRESSURE = 1  # the other leg's writes are full (Relay.backpressure)
-FAIRNESS = 2  # the leg had its share of this turn of the loop (Leg.data_received)
-RATE = 4  # the leg's peer sent max_messages_per_s this second (CallLegs._over_rate)
-
-
-class Leg(asyncio.Protocol):
-    """One TCP connection of a call; forwards everything to its relay.
-
-    A leg takes its share of a turn of the event loop, no more, so that a peer writing
-    faster than the proxy can read never holds the other calls up. A read of up to
-    :data:`READ_SLICE` bytes (most reads of a real-time call) goes to the relay as it
-    comes. A bigger one (a peer ahead of the proxy, or a big message) goes to the relay
-    a slice at a time until :data:`TURN_BUDGET_NS` has been spent; then reading is
-    paused and the rest waits for the loop's next turn (every other connection's reads
-    and timers run in between), and so on until the read is done; reading resumes on
-    the turn after that. Without the pause, uvloop (libuv reads a busy socket up to 32
-    times in a row) handed one flooding connection megabytes per turn of the loop, and
-    asyncio a quarter of a megabyte.
-    """
-
-    __slots__ = (
-        "cutter",
-        "direction",
-        "held",
-        "mode",
-        "paused",
-        "relay",
-        "tail",
-        "transport",
-        "turn_due",
-    )
-
-    def __init__(self, relay: LegEvents | None, direction: Direction) -> None:
-        self.relay = relay
-        self.direction = direction  # the direction of the messages this leg *receives*
-        self.transport: asyncio.Transport | None = None
-        # How the relay reads this leg (relay.py, "Reading a leg"): its handshake head
-        # first, then whole frames, or everything through websockets' protocol.
-        self.mode = LegMode.HEAD
-        self.tail = b""  # the head's last bytes so far (its end may span two reads)
-        self.cutter: FrameCutter | None = None  # cuts the leg's frames in LegMode.FRAMES
-        self.held = b""  # the rest of a big read, for the loop's next turn (data_received)
-        self.paused = 0  # why reading is paused: BACKPRESSURE | FAIRNESS | RATE, or 0
-        self.turn_due = False  # _next_turn is on the loop's next turn
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports are not asyncio.Transport subclasses, but quack alike.
-        self.transport = transport = cast(asyncio.Transport, transport)
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
-        if self.relay is not None:
-            self.relay.leg_made(self)
-
-    def data_received(self, data: bytes) -> None:
-        relay = self.relay
-        if relay is None:
-            return
-        if self.held:  # (not while paused, but should a read come: after what waits)
-            self.held += data
-        elif len(data) <= READ_SLICE:
-            relay.data(self, data)
-        else:
-            self._take(data)
-
-    def _take(self, data: bytes) -> None:
-        """A big read (or what is left of it), a slice at a time, within the turn's
-        budget; then reading pauses until the loop's next turn."""
-        relay = self.relay
-        assert relay is not None
-        start = time.perf_counter_ns()
-        n = len(data)
-        pos = 0
-        while pos < n:
-            relay.data(self, data[pos : pos + READ_SLICE])
-            pos += READ_SLICE
-            if self.paused & RATE or self.relay is None:
-                break  # (over the rate: the rest waits for the next second)
-            if time.perf_counter_ns() - start >= TURN_BUDGET_NS:
-                break
-        self.held = data[pos:] if pos < n else b""
-        self.hold(FAIRNESS)
-        self._turn_later()
-
-    def _turn_later(self) -> None:
-        if not self.turn_due and self.relay is not None:
-            self.turn_due = True
-            self.relay.loop.call_soon(self._next_turn)
-
-    def _next_turn(self) -> None:
-        self.turn_due = False
-        if self.relay is None:
-            self.held = b""
-            return
-        if self.paused & RATE:
-            return  # (release(RATE) takes the rest up)
-        if self.held:
-            self._take(self.held)
-        else:
-            self.release(FAIRNESS)
-
-    def backpressured(self, paused: bool) -> None:
-        """The other leg's writes are full (``paused``), or drained again."""
-        if paused:
-            self.hold(BACKPRESSURE)
-        else:
-            self.release(BACKPRESSURE)
-
-    def hold(self, why: int) -> None:
-        """Pause reading (``why``: BACKPRESSURE, FAIRNESS or RATE) until released for
-        every reason. (The rest of a read in hand waits only for FAIRNESS and RATE.)"""
-        if not self.paused:
-            transport = self.transport
-            if transport is not None and not transport.is_closing():
-                transport.pause_reading()
-        self.paused |= why
-
-    def release(self, why: int) -> None:
-        if not self.paused & why:
-            return
-        self.paused &= ~why
-        if why == RATE and self.paused & FAIRNESS:
-            self._turn_later()  # the rest of the read in hand
-        elif not self.paused:
-            transport = self.transport
-            if transport is not None and not transport.is_closing():
-                transport.resume_reading()
-
-    def eof_received(self) -> bool | None:
-        if self.relay is not None:
-            self.relay.eof(self)
-        return None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.held = b""  # (gone with the connection)
-        if self.relay is not None:
-            self.relay.lost(self)
-
-    def pause_writing(self) -> None:
-        if self.relay is not None:
-            self.relay.backpressure(self, True)
-
-    def resume_writing(self) -> None:
-        if self.relay is not None:
-            self.relay.backpressure(self, False)
 
 
 class CallLegs:
@@ -295,6 +107,10 @@ class CallLegs:
         self.observer_errors = 0
         # Messages that could not be forwarded: the other leg was not open.
         self.undelivered = 0
+        # How much each message's arrival stamp is worth, and the proxy's forwarding delays
+        # per direction (arrivals.py): handed to the observer with the end.
+        self.arrivals = ArrivalLog()
+        self.forwarded = (ForwardDelays(), ForwardDelays())
         self._close_sent = [False, False]  # a close went on the leg (caller, agent): seen
         self._deadlines = [False, False]  # the leg's close deadline is armed
         # Messages over config.max_messages_per_s in a direction's second: not measured.
@@ -555,6 +371,8 @@ class CallLegs:
         info.undelivered = self.undelivered
         info.over_rate = (self.over_rate[0], self.over_rate[1])
         info.over_rate_bytes = (self.over_rate_bytes[0], self.over_rate_bytes[1])
+        info.arrivals = self.arrivals
+        info.forwarding = self.forwarded
         if info.caller_code is None and self.server.close_rcvd is not None:
             info.caller_code = self.server.close_rcvd.code
         elif info.caller_code is None and self.server.close_sent is not None:

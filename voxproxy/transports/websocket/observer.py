@@ -11,6 +11,7 @@ from websockets.http11 import Request
 
 from voxproxy.events import Direction
 from voxproxy.transports.ends import EndCause
+from voxproxy.transports.websocket.arrivals import ArrivalLog, ForwardDelays
 
 
 @dataclass(slots=True)
@@ -26,6 +27,9 @@ class EndInfo:
     # over RelayConfig.max_messages_per_s, and their bytes.
     over_rate: tuple[int, int] = (0, 0)
     over_rate_bytes: tuple[int, int] = (0, 0)
+    # What the call's arrival stamps are worth, and its forwarding delays per direction.
+    arrivals: ArrivalLog | None = None
+    forwarding: tuple[ForwardDelays, ForwardDelays] | None = None
 
 
 class CallObserver(Protocol):

@@ -50,7 +50,8 @@ from voxproxy.transports.websocket.handshake import (
     pass_request_headers,
     pass_response_headers,
 )
-from voxproxy.transports.websocket.legs import CallLegs, Leg, LegMode, log, log_failure
+from voxproxy.transports.websocket.leg import Leg, LegMode, log, log_failure
+from voxproxy.transports.websocket.legs import CallLegs
 from voxproxy.transports.websocket.observer import EndInfo, ObserverFactory
 
 # The keys the relay masks the caller's spliced frames with, as the agent's client (a
@@ -91,7 +92,7 @@ class Relay(CallLegs):
 
     def data(self, leg: Leg, data: bytes) -> None:
         # (Bytes are not activity: only a whole message with media is, see _deliver.)
-        t_ns = time.monotonic_ns()
+        t_ns = leg.rx_ns  # the read's arrival at the host (legs.Leg)
         mode = leg.mode
         if mode is LegMode.FRAMES:
             self._frames(leg, data, t_ns)
@@ -102,13 +103,18 @@ class Relay(CallLegs):
 
     def _feed(self, leg: Leg, data: bytes, t_ns: int) -> None:
         """Bytes through the leg's websockets protocol, and what comes out acted on."""
+        protocol = self.server if leg is self.caller else self.client
+        if protocol is None:
+            return
+        protocol.receive_data(data)
+        events = protocol.events_received()
+        if leg.rx_bound_ns and (len(events) > 1 or not (leg.rx_exact and leg.rx_end)):
+            self.arrivals.note_bounded(t_ns, leg.rx_bound_ns)  # (see _frames)
         if leg is self.caller:
-            self.server.receive_data(data)
-            self._caller_events(self.server.events_received(), t_ns)
+            self._caller_events(events, t_ns)
             self._flush_caller()
-        elif self.client is not None:
-            self.client.receive_data(data)
-            self._agent_events(self.client.events_received(), t_ns)
+        else:
+            self._agent_events(events, t_ns)
             self._flush_agent()
 
     # -- reading a leg -------------------------------------------------------------------
@@ -182,7 +188,13 @@ class Relay(CallLegs):
         if protocol is None or cutter is None:
             return
         cuts = cutter.feed(data)
-        for cut in cuts:
+        # Only a message that ends the read carries the read's stamp exactly (stamped.py):
+        # one that queued behind others arrived up to rx_bound_ns before it.
+        last = len(cuts) - 1 if leg.rx_exact and leg.rx_end and not cutter.pending else -1
+        bound = leg.rx_bound_ns
+        for i, cut in enumerate(cuts):
+            if i != last and bound:
+                self.arrivals.note_bounded(t_ns, bound)
             if type(cut) is Splice:
                 self._splice(leg, cut, t_ns)
             elif type(cut) is Handover:
@@ -241,6 +253,7 @@ class Relay(CallLegs):
             payload = None
         if transport is not None and not transport.is_closing():
             transport.write(data)
+            self.forwarded[direction].add(time.monotonic_ns() - t_ns)
         if self.observer is None:
             self._last_activity = time.monotonic()
             return
@@ -517,6 +530,7 @@ class Relay(CallLegs):
                 self._flush_agent()
             else:
                 self._flush_caller()
+            self.forwarded[direction].add(time.monotonic_ns() - t_ns)
             self._measure(frame, direction, t_ns)
         elif opcode is Opcode.CLOSE:
             close = Close.parse(frame.data) if frame.data else Close(CloseCode.NO_STATUS_RCVD, "")

@@ -8,6 +8,7 @@ import contextlib
 import ssl
 import time
 
+from voxproxy.transports.stamped import keep_stamping
 from voxproxy.transports.websocket.config import Admission, RelayConfig
 from voxproxy.transports.websocket.observer import ObserverFactory
 from voxproxy.transports.websocket.relay import Relay
@@ -37,6 +38,8 @@ class RelayServer:
     ) -> int:
         """Listen; ``reuse_port`` shares the port with other processes (SO_REUSEPORT)."""
         loop = asyncio.get_running_loop()
+        if self.config.kernel_stamps:
+            keep_stamping()  # (a caller's first bytes stamped too)
         self.server = await loop.create_server(
             self._protocol, host, port, ssl=ssl_context, reuse_port=reuse_port or None
         )
