@@ -87,11 +87,12 @@ class CallTiming:
       loop's lag at the read (the proxy's :class:`~voxproxy.clock.LagMonitor`).
     * **Downstream** (:meth:`downstream`): the caller's jitter buffer plays the
       agent's audio later than the proxy forwards it, by a floor of its own (the
-      declared ``downstream_offset_ms``) and by what it grew to over the jitter it
-      saw, which the proxy cannot see. What it can see bounds that growth: the
-      interarrival jitter the caller reports (RTCP receiver reports, RFC 3550 6.4.1)
-      times :data:`JITTER_BUFFER_FACTOR`, and the relay's own packets towards the
-      caller that left late (a stall longer than its pacing constant), over the
+      declared ``downstream_offset_ms``) and by what it grew to over the lateness it
+      saw, which the proxy cannot see. What it can see bounds that growth: how late
+      the packets towards the caller left against their own timestamps (the relay's
+      stalls, the agent's bursts: ``OutboundTrack.on_late``), and the interarrival
+      jitter the caller reports (RTCP receiver reports, RFC 3550 6.4.1) times
+      :data:`JITTER_BUFFER_FACTOR` for the way from the proxy to the caller, over the
       :data:`DOWNSTREAM_WINDOW_NS` before an edge (and reports up to
       :data:`REPORT_AFTER_NS` after it, which describe it too).
     """
@@ -101,18 +102,18 @@ class CallTiming:
     def __init__(self, monitor: LagMonitor) -> None:
         self._monitor = monitor
         self._read: list[tuple[int, int]] = []  # spans of media stamped when read
-        self._reports: list[tuple[int, float]] = []  # (arrival, caller's jitter ms)
-        self._late: list[tuple[int, float]] = []  # (departure, ms late) towards the caller
+        self._reports: dict[int, float] = {}  # second -> the caller's largest jitter (ms)
+        self._late: dict[int, float] = {}  # second -> the latest packet towards it (ms)
 
     def read_stamped(self, t_ns: int) -> None:
         """Media that arrived at ``t_ns`` was stamped when the loop read it."""
         _note(self._read, t_ns, t_ns, _SPAN_JOIN_NS)
 
     def receiver_report(self, t_ns: int, jitter_ms: float) -> None:
-        _add(self._reports, t_ns, jitter_ms)
+        _keep_max(self._reports, t_ns, jitter_ms)
 
     def late(self, t_ns: int, late_ms: float) -> None:
-        _add(self._late, t_ns, late_ms)
+        _keep_max(self._late, t_ns, late_ms)
 
     def clock_lag(self, start_ns: int, end_ns: int) -> int:
         """How late a stamp of this call's media in ``[start_ns, end_ns]`` may be."""
@@ -124,8 +125,8 @@ class CallTiming:
         """How much later than the proxy's figure (offset included) the caller may have
         heard the agent's audio at ``t_ns`` (ms)."""
         lo = t_ns - DOWNSTREAM_WINDOW_NS
-        jitter = max((j for t, j in self._reports if lo <= t <= t_ns + REPORT_AFTER_NS), default=0)
-        late = max((x for t, x in self._late if lo <= t <= t_ns), default=0.0)
+        jitter = _max_over(self._reports, lo, t_ns + REPORT_AFTER_NS)
+        late = _max_over(self._late, lo, t_ns)
         return round(JITTER_BUFFER_FACTOR * jitter + late, 1)
 
 
@@ -139,24 +140,29 @@ DOWNSTREAM_WINDOW_NS = 10 * NS_PER_S
 # report every 1-5 s; J itself averages the last ~16 packets).
 REPORT_AFTER_NS = 5 * NS_PER_S
 _SPAN_JOIN_NS = 1 * NS_PER_S
-_MAX_ENTRIES = 4096
+_MAX_SPANS = 4096
 
 
 def _note(spans: list[tuple[int, int]], start_ns: int, end_ns: int, join_ns: int) -> None:
-    if spans and (start_ns <= spans[-1][1] + join_ns or len(spans) >= _MAX_ENTRIES):
+    if spans and (start_ns <= spans[-1][1] + join_ns or len(spans) >= _MAX_SPANS):
         spans[-1] = (spans[-1][0], max(spans[-1][1], end_ns))
     else:
         spans.append((start_ns, end_ns))
 
 
-def _add(entries: list[tuple[int, float]], t_ns: int, value: float) -> None:
-    """Append, bounded: past the bound the last entry keeps the larger value (only ever
-    widens an uncertainty)."""
-    if len(entries) >= _MAX_ENTRIES:
-        t, v = entries[-1]
-        entries[-1] = (max(t, t_ns), max(v, value))
-    else:
-        entries.append((t_ns, value))
+def _keep_max(per_second: dict[int, float], t_ns: int, value: float) -> None:
+    """The largest value of each second (bounded by the call's length in seconds)."""
+    k = t_ns // NS_PER_S
+    if value > per_second.get(k, 0.0):
+        per_second[k] = value
+
+
+def _max_over(per_second: dict[int, float], lo_ns: int, hi_ns: int) -> float:
+    """The largest value of the seconds that overlap ``[lo_ns, hi_ns]``."""
+    return max(
+        (per_second.get(k, 0.0) for k in range(lo_ns // NS_PER_S, hi_ns // NS_PER_S + 1)),
+        default=0.0,
+    )
 
 
 class WebRtcCallContext(MeasuredCall):

@@ -82,14 +82,36 @@ async def test_a_timer_that_fires_early_is_waited_out() -> None:
     assert clock() >= 1_009 * MS - 500_000 and len(clock.slept) > 1
 
 
-async def test_an_unpaced_packet_held_by_the_loop_is_counted_late() -> None:
-    """Without pacing a packet leaves when the loop gets to it: held longer than LATE_NS
-    after its arrival it is counted, and told, as late."""
+async def test_a_packet_held_by_the_loop_is_late_against_the_stream() -> None:
+    """Without pacing a packet leaves when the loop gets to it: one held 25 ms behind the
+    packet before it is counted late (the relay's own) and told (the stream's)."""
     clock = FakeClock(1_000 * MS)
     track = OutboundTrack(clock=clock, sleep=clock.sleep)
     told: list[tuple[int, int]] = []
     track.on_late = lambda t, late: told.append((t, late))
-    track.push(b"a", 0, TB, clock() - 1 * MS)  # within LATE_NS: not late
-    track.push(b"b", 960, TB, clock() - 25 * MS)  # the loop held it 25 ms
+    track.push(b"a", 0, TB, clock())
+    await track.recv()
+    clock.t += 45 * MS  # the loop was held: b (20 ms later) and c (40 ms) waited
+    track.push(b"b", 960, TB, 1_020 * MS)
+    track.push(b"c", 1920, TB, 1_040 * MS)
     await _departures(track, clock, 2)
-    assert told == [(1_000 * MS, 25 * MS)] and track.late == 1
+    assert told == [(1_045 * MS, 25 * MS)]  # c, 5 ms behind, is within LATE_NS
+    assert track.late == 1
+
+
+async def test_a_sender_s_burst_ahead_of_time_makes_the_packets_after_it_late() -> None:
+    """A sender that catches up in a burst sends packets ahead of their timestamps: the
+    far end's buffer then sees the next on-time packets late by as much, though the relay
+    forwarded every one at once."""
+    clock = FakeClock(1_000 * MS)
+    track = OutboundTrack(clock=clock, sleep=clock.sleep)
+    told: list[tuple[int, int]] = []
+    track.on_late = lambda t, late: told.append((t, late))
+    for k in range(5):  # timestamps 0-80 ms, all sent at once
+        track.push(bytes([k]), k * 960, TB, clock())
+    await _departures(track, clock, 5)
+    assert told == [] and track.late == 0
+    clock.t += 100 * MS
+    track.push(b"n", 5 * 960, TB, clock())  # on time for its timestamp (100 ms)
+    await track.recv()
+    assert told == [(1_100 * MS, 80 * MS)] and track.late == 0

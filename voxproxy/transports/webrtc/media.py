@@ -36,9 +36,14 @@ LATENCY_BIN_NS = 50_000  # the relay's forwarding latency histogram: 50 µs bins
 LATENCY_BINS = 2000  # ... up to 100 ms (the last bin holds everything above)
 
 
-# A paced packet that leaves this much after its due time is late (the loop's timers keep
-# whole milliseconds, uvloop's too: a timer may fire up to 1 ms after it was asked).
-LATE_NS = 2_000_000
+# A packet this much later than its due time (or the stream's timeline) is late: below it,
+# the loop's timers (whole milliseconds) and a receiver's jitter buffer (20 ms steps) alike.
+LATE_NS = 5_000_000
+
+
+# A relayed packet's lateness is held to the earliest packet of this window (by departure
+# less RTP timestamp): the reference Chromium's NetEq takes for its relative delays.
+BEHIND_WINDOW_NS = 2_000_000_000
 
 
 # A paced packet may leave this much before its due time (not worth another timer).
@@ -62,13 +67,21 @@ class OutboundTrack(MediaStreamTrack):
     ``pace_ns`` the track paces: a packet leaves at its arrival plus ``pace_ns``,
     so packets that came 20 ms apart leave 20 ms apart even when the event loop
     held them and then handed them over together (a long callback shorter than
-    ``pace_ns``), at the cost of ``pace_ns`` on every packet. The far end's
-    jitter buffer grows with the lateness it sees, so a packet that leaves more
-    than :data:`LATE_NS` after its due time (its arrival, plus ``pace_ns``) is
-    counted in :attr:`late` and :attr:`late_max_ns` and told to :attr:`on_late`:
-    the proxy states it in the figures' uncertainty. Packets without an arrival
-    (a peer's own audio: the mock agent, the load generator) are paced by whoever
-    pushes them and leave at once.
+    ``pace_ns``), at the cost of ``pace_ns`` on every packet. A packet that
+    leaves more than :data:`LATE_NS` after its due time (its arrival, plus
+    ``pace_ns``) is counted in :attr:`late` and :attr:`late_max_ns`: the relay's
+    own lateness.
+
+    The far end's jitter buffer grows with the lateness it sees against the
+    stream's timestamps, whoever caused it (the relay, or the sender: a sender
+    that catches up in a burst puts its packets ahead of their time, and the
+    next ones then look late). So each relayed packet's departure is also held
+    to its RTP timestamp: how much later it leaves than the earliest packet of
+    the last :data:`BEHIND_WINDOW_NS` would have it (NetEq's own reference, in
+    Chromium), told to :attr:`on_late` past :data:`LATE_NS`; the proxy states it
+    in the figures' uncertainty. Packets without an arrival (a peer's own audio:
+    the mock agent, the load generator) are paced by whoever pushes them and
+    leave at once.
 
     The time from arrival until aiortc's sender takes the packet goes into
     :attr:`latency_hist`.
@@ -96,8 +109,11 @@ class OutboundTrack(MediaStreamTrack):
         self.late = 0  # packets that left more than LATE_NS after their due time
         self.late_max_ns = 0
         self.latency_hist = [0] * LATENCY_BINS
-        # Told (departure, how late) of every packet that left late (see above).
+        # Told (departure, how late against the stream's timeline) past LATE_NS (above).
         self.on_late: Callable[[int, int], None] | None = None
+        # (departure, departure less RTP timestamp) of the last BEHIND_WINDOW_NS, the
+        # smallest first (a monotonic deque: the window's minimum at its head).
+        self._earliest: deque[tuple[int, int]] = deque()
         # (RTP timestamp in ns, arrival, departure) of every relayed packet, when a list is set
         # here (benchmarks/webrtc.py: the inter-departure jitter against the inter-arrival).
         self.departures: list[tuple[int, int, int]] | None = None
@@ -132,8 +148,9 @@ class OutboundTrack(MediaStreamTrack):
             if late > LATE_NS:
                 self.late += 1
                 self.late_max_ns = max(self.late_max_ns, late)
-                if self.on_late is not None:
-                    self.on_late(t_out_ns, late)
+            behind = self._behind(t_out_ns, packet)
+            if behind > LATE_NS and self.on_late is not None:
+                self.on_late(t_out_ns, behind)
             b = (t_out_ns - t_in_ns) // LATENCY_BIN_NS
             self.latency_hist[min(b, LATENCY_BINS - 1)] += 1
             if self.departures is not None:
@@ -142,6 +159,21 @@ class OutboundTrack(MediaStreamTrack):
                 self.departures.append((ts_ns, t_in_ns, t_out_ns))
         self.sent += 1
         return packet
+
+    def _behind(self, t_out_ns: int, packet: Packet[Any]) -> int:
+        """How much later ``packet`` leaves than the earliest of the last
+        BEHIND_WINDOW_NS would have it, by their RTP timestamps (ns)."""
+        tb = packet.time_base
+        if tb is None or packet.pts is None:
+            return 0
+        rel = t_out_ns - int(packet.pts) * 1_000_000_000 * tb.numerator // tb.denominator
+        q = self._earliest
+        while q and q[-1][1] >= rel:
+            q.pop()
+        q.append((t_out_ns, rel))
+        while q[0][0] < t_out_ns - BEHIND_WINDOW_NS:
+            q.popleft()
+        return rel - q[0][1]
 
     def stop(self) -> None:
         with contextlib.suppress(asyncio.QueueFull):

@@ -99,8 +99,9 @@ class RelayObserver(Protocol):
         ...
 
     def on_late(self, t_ns: int, late_ms: float) -> None:
-        """A packet towards the caller left ``late_ms`` after its arrival plus the pacing
-        constant (a stall of the relay longer than the constant)."""
+        """A packet towards the caller left ``late_ms`` later than the earliest of the
+        last 2 s would have it by their RTP timestamps (a stall of the relay, a burst of
+        the agent's): what the caller's jitter buffer grows by."""
         ...
 
     def on_data(
