@@ -40,6 +40,7 @@ PURE_ENV = "VOXPROXY_PURE_PYTHON"
 NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.analysis.timeline",
     "voxproxy.analysis.edges",
+    "voxproxy.analysis.audible",
     "voxproxy.analysis.floor",
     "voxproxy.analysis.energies",
     "voxproxy.analysis.vad",

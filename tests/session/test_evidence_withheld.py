@@ -157,42 +157,42 @@ def test_a_caller_on_another_wire_than_the_configured_one_is_named() -> None:
 
 
 @pytest.mark.slow
-def test_noise_under_the_caller_states_what_it_may_hide_and_withholds_past_the_bound() -> None:
-    """Issue 13: under a bed of white noise 10 and 20 dB below the caller, the truth's
-    edges (35 dB under the talker) lie partly under the noise. Each figure states what
-    noise may hide of its caller edge (MASKING_TABLE's p95); past the default bound it is
-    withheld as caller_noise. With the bound lifted the figures are published, and their
-    errors against the truth lie inside their stated uncertainty."""
+def test_noise_under_the_caller_is_measured_against_what_is_heard() -> None:
+    """Issue 13, then issue 36: under a bed of white noise 10 and 20 dB below the caller.
+    The contract's truth is now what a listener hears over the bed (MEASUREMENT.md 2;
+    the scripted calls' truth follows it), and the detector finds the edges where the
+    speech rises out of the noise (analysis/audible.py). Before, every figure was withheld
+    as caller_noise (the old truth's edges lay 100-200 ms under the noise): now most are
+    published against the heard truth, a figure whose edge hovers on the noise states it
+    and is withheld as caller_noise past the bound, and with the bound lifted the errors
+    lie inside their stated uncertainty. Measured: 16 of 24 published, |error| at most 49
+    ms; lifted, 21 of 24 inside."""
     rng = np.random.default_rng(7)
     bed = (rng.standard_normal(16000 * 4) * 8000).astype(np.int16)  # -12.3 dBFS, scaled below
-    inside = total = 0
+    inside = total = published = 0
+    worst = 0.0
     for snr in (10.0, 20.0):
         for seed in range(4):
             call = render(_plan(seed, caller_bed=bed, caller_bed_dbfs=-21.0 - snr))
             receipt = measure(call, "raw")
             responses = [t for t in receipt.turns if t.kind == "response"]
             assert len(responses) == 3, (snr, seed, [t.reason for t in responses])
-            for t in responses:
-                assert t.ttfs_ms is None and t.reason == "caller_noise", (snr, seed, t)
-                assert t.ttfs_uncertainty_ms is not None and t.ttfs_uncertainty_ms > 50.0
-            lifted = CallSession(
-                make_decoder("raw"),
-                0,
-                secret=b"k",
-                link_id="l",
-                config=SessionConfig(max_uncertainty_ms=10_000.0),
-            )
-            for t_ns, d, p in call.messages:
-                lifted.on_message(d, p, t_ns)
-            published = lifted.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
-            turns = [t for t in published.turns if t.kind == "response"]
-            assert len(turns) == 3
-            for t, truth in zip(turns, call.truth, strict=True):
-                assert t.ttfs_ms is not None and t.ttfs_uncertainty_ms is not None
+            for t, truth in zip(responses, call.truth, strict=True):
+                if t.ttfs_ms is None:
+                    assert t.reason == "caller_noise", (snr, seed, t)
+                    assert t.ttfs_uncertainty_ms is not None and t.ttfs_uncertainty_ms > 50.0
+                    continue
+                published += 1
+                worst = max(worst, abs(t.ttfs_ms - truth.ttfs_ns / 1e6))
+            for (value, unc), truth in zip(_measure_lifted(call, "raw"), call.truth, strict=True):
+                assert value is not None and unc is not None
                 total += 1
-                inside += abs(t.ttfs_ms - truth.ttfs_ns / 1e6) <= t.ttfs_uncertainty_ms
-    print(f"noisy callers: {inside}/{total} figures inside their stated uncertainty")
-    assert total == 24 and inside >= 23
+                inside += abs(value - truth.ttfs_ns / 1e6) <= unc
+    print(
+        f"noisy callers: {published}/{total} published (worst |error| {worst:.1f} ms); "
+        f"lifted, {inside}/{total} inside their stated uncertainty"
+    )
+    assert total == 24 and published >= 12 and worst <= 60.0 and inside >= 20
 
 
 @pytest.mark.slow

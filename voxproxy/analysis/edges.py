@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from voxproxy.analysis.audible import AUDIBLE_SEEN_DB, BED_START_DB, AudibleEdges
 from voxproxy.analysis.timeline import Timeline
 from voxproxy.analysis.vadconfig import (
     CUT_JITTER_MS,
@@ -74,7 +75,7 @@ class FrameLevels:
         return self._buf[max(0, self._end - self._size) : self._end]
 
 
-class EdgeWalker:
+class EdgeWalker(AudibleEdges):
     """Edge rules of one direction's detector (a base of ``SpeechDetector``)."""
 
     config: VadConfig
@@ -92,6 +93,8 @@ class EdgeWalker:
     _band: npt.NDArray[np.bool_]
     _taper: npt.NDArray[np.float64]
     _noise_psd: npt.NDArray[np.float64] | None
+    _noise_pow: float  # mean power of the noise frames learned with _noise_psd
+    _bed_start_db: float  # the start threshold of pitched frames over a bed (100: none)
     _framed: int
     _written_win: int
     _clamp: float
@@ -204,10 +207,25 @@ class EdgeWalker:
 
     def _learn_noise(self, frame: Pcm) -> None:
         spec = np.abs(np.fft.rfft(frame * self._taper, self._nfft)) ** 2
+        x = frame.astype(np.float64)
+        power = float(np.dot(x, x)) / (x.size * 32768.0 * 32768.0)
         if self._noise_psd is None:
             self._noise_psd = spec
+            self._noise_pow = power
         else:
             self._noise_psd = 0.9 * self._noise_psd + 0.1 * spec
+            self._noise_pow = 0.9 * self._noise_pow + 0.1 * power
+        self._set_bed_start()
+
+    def _set_bed_start(self) -> None:
+        """Over a bed (the floor above the clamp) only a pitched frame counts as active,
+        from BED_START_DB above the noise's mean, not from the start margin above its
+        quietest frames: at 10 dB SNR the talker's frames stand about that far above the
+        floor (a short utterance was missed whole), and noise has no pitch (white, pink,
+        brown, street: under 1% of 30 ms frames above VOICING_THRESHOLD) whatever its
+        level does. 100 dBFS: not over a bed."""
+        noisy = self._floor_db > self._clamp + 1.0
+        self._bed_start_db = self._noise_level_db() + BED_START_DB if noisy else 100.0
 
     def _presence(self, first_win: int, last_win: int) -> tuple[int, npt.NDArray[np.bool_]]:
         """Spectral speech presence in hops of SPECTRAL_HOP_MS over windows
@@ -233,6 +251,28 @@ class EdgeWalker:
 
     def _spectral_ok(self) -> bool:
         return self._noise_psd is not None and self._floor_db > self._clamp + 1.0
+
+    def _audible_ok(self) -> bool:
+        """A bed of noise lies under the talker (less than AUDIBLE_SEEN_DB under its
+        level): edges are where the speech rises out of it (``analysis/audible.py``)."""
+        if self._floor_db <= self._clamp + 1.0:
+            return False  # quiet (digital silence, a codec's idle, a faint hiss)
+        noise_db = self._noise_level_db()
+        level = self.level_dbfs
+        return level is not None and level - noise_db < AUDIBLE_SEEN_DB
+
+    def _noise_level_db(self) -> float:
+        """The noise's mean power (dBFS) as learned from quiet frames, and no less than
+        the floor (its quietest frames, all there is before a quiet frame was learned):
+        a rumble's frames swing far below its mean."""
+        learned = 10.0 * float(np.log10(max(self._noise_pow, 1e-12)))
+        return learned if learned > self._raw_floor_db else self._raw_floor_db
+
+    def _truth_threshold(self) -> float:
+        """The truth's level threshold: the talker's level less 35 dB (and the slack)."""
+        level = self.level_dbfs
+        assert level is not None
+        return level - self.config.level_range_db - LEVEL_SLACK_DB
 
     def _spectral_back(self, onset_win: int, lower: int) -> int:
         """Move a noisy onset earlier, not before ``lower``, while speech is still
@@ -302,6 +342,10 @@ class EdgeWalker:
             lower = max(lower, -(-gap // self._win))
         if lower >= win:
             return win
+        if self._audible_ok():
+            found = self._audible_back(win, lower, self._truth_threshold())
+            if found is not None:
+                return min(found, win)
         ok = self._above(lower, win, threshold)[::-1]  # ok[i] is window win-1-i
         # Backwards, never more than the quiet bridge: the head of a response may carry a
         # few samples of the one before (a resampler's memory), a merge gap earlier.
@@ -329,6 +373,10 @@ class EdgeWalker:
             upper = min(upper, gap // self._win)
         if upper <= win + 1:
             return win + 1
+        if self._audible_ok():
+            found = self._audible_forward(win, upper, self._truth_threshold())
+            if found is not None:
+                return max(found, win + 1)
         ok = self._above(win + 1, upper, threshold)  # ok[i] is window win+1+i
         hits = np.nonzero(ok)[0]
         end = win + 1

@@ -11,7 +11,7 @@ from collections import deque
 import numpy as np
 
 from voxproxy.analysis.edges import EdgeWalker
-from voxproxy.analysis.vadconfig import NOISE_BED_SAMPLES
+from voxproxy.analysis.vadconfig import EARLY_BED_SPREAD_DB, NOISE_BED_SAMPLES
 from voxproxy.analysis.voicing import VOICING_THRESHOLD, voicing
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_MS
@@ -34,6 +34,8 @@ class NoiseFloor(EdgeWalker):
     _prev_tail: Pcm
     _lag_lo: int
     _lag_hi: int
+    _spurt_frames: int
+    _voiced_ms: float
 
     def note_silence(self, duration_ns: int) -> None:
         """``duration_ns`` of digital silence was heard (nothing played): the floor
@@ -78,6 +80,7 @@ class NoiseFloor(EdgeWalker):
             return  # nothing known yet: quiet is assumed
         self._raw_floor_db = floor
         self._floor_db = floor if floor > self._clamp else self._clamp
+        self._set_bed_start()
 
     def _all_floor(self) -> float:
         mins = [*self._all_block_mins, self._all_block_min]
@@ -97,6 +100,14 @@ class NoiseFloor(EdgeWalker):
             for i, v in zip(todo, self._voicings(windows), strict=True):  # type: ignore[arg-type]
                 recent[i] = v > VOICING_THRESHOLD
         return sum(1 for v in recent if v) <= 1
+
+    def _early_bed(self) -> bool:
+        """The open spurt opened with the stream and has had no pitch and a steady level
+        so far: a bed of noise from the first frame, not speech (EARLY_BED_FRAMES)."""
+        if self._onset_win > 3 * self.config.frame_ms or self._voiced_ms > 0:
+            return False
+        levels = self._utt_db.last(self._spurt_frames)
+        return levels.size > 0 and float(levels.max() - levels.min()) < EARLY_BED_SPREAD_DB
 
     def _voicing_of(self, usable: Pcm, f: int) -> float:
         """Voicing of frame ``f`` of ``usable`` with the 10 ms before it."""

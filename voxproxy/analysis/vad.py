@@ -35,6 +35,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from voxproxy.analysis.audible import UNRESOLVED_BAND_MS, UNRESOLVED_SNR_DB, NoiseStats
 from voxproxy.analysis.edges import FrameLevels
 from voxproxy.analysis.energies import F32, batch_energies, frame_scale, window_scale
 from voxproxy.analysis.floor import NoiseFloor
@@ -42,6 +43,7 @@ from voxproxy.analysis.framevad import frame_classifier
 from voxproxy.analysis.timeline import Timeline
 from voxproxy.analysis.vadconfig import (
     CLOSE_LOOKBACK_NS,
+    EARLY_BED_FRAMES,
     EDGE_LEVEL_DB,
     LEVEL_BIAS_DB,
     LEVEL_SLACK_DB,
@@ -133,6 +135,10 @@ class SpeechDetector(NoiseFloor):
         self._win_scale = window_scale(self._win)
         self._frame_scale = frame_scale(cfg.frame_ms)
         self._noise_psd: npt.NDArray[np.float64] | None = None
+        self._noise_pow = 0.0
+        self._bed_start_db = 100.0  # start threshold of pitched frames over a bed (none)
+        self._onset_noise: NoiseStats | None = None  # the noise an onset was heard over
+        self._onset_band = self._offset_band = 0.0  # how far edges move (audible.py)
         self._psd_count = 0
         self._hist_mask = self._hist.size - 1
         # Noise floor: minimum statistics over blocks of frames.
@@ -358,7 +364,14 @@ class SpeechDetector(NoiseFloor):
             win0 = first_win + f * fm
             loud = fdb > start_thr
             voiced = None
-            if loud and not is_speech(raw[f * nbytes : (f + 1) * nbytes], frame):
+            if self._bed_start_db < 100.0:
+                # Over a bed only a pitched frame counts, from BED_START_DB above its mean:
+                # noise has no pitch, whatever its level does (audible.py).
+                loud = fdb > self._bed_start_db
+                if loud:
+                    voiced = loud = self._voicing_of(usable, f) > VOICING_THRESHOLD
+                    start_thr = min(start_thr, self._bed_start_db)
+            if loud and voiced is None and not is_speech(raw[f * nbytes : (f + 1) * nbytes], frame):
                 # webrtcvad rejects the first frames of a stream that starts on speech: a
                 # loud frame with pitch is speech all the same, never noise to learn.
                 voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
@@ -401,13 +414,15 @@ class SpeechDetector(NoiseFloor):
                 if self._t_of_win(onset) - self._t_of_end(end_win) > merge_ns:
                     self._close(end_win)
                     self._in_spurt = True
+                    self._onset_band, self._offset_band = UNRESOLVED_BAND_MS
                     self._spurt_from = self._utt_db.total
                     self._first_above_win = first_above
                     self._onset_win = onset
                     self._onset_t = self._t_of_win(onset)
                     self._onset_final = False
             elif not self._in_spurt:
-                self._in_spurt = True
+                self._in_spurt = True  # (its edges unresolved until walked over a bed)
+                self._onset_band, self._offset_band = UNRESOLVED_BAND_MS
                 if self._t_of_win(first_above) - self._prev_offset_t >= UTTERANCE_GAP_NS:
                     self._utt_frames = 0
                     self._utt_db.clear()
@@ -442,6 +457,8 @@ class SpeechDetector(NoiseFloor):
                 )
                 if self._spurt_frames >= NOISE_BED_FRAMES and self._in_noise_bed():
                     self._restart_floor(win0 + fm)
+            if self._spurt_frames == EARLY_BED_FRAMES and self._early_bed():
+                self._restart_floor(win0 + fm)
         self._framed += n_frames * frame
         self._prev_tail = usable[-self._voicing_extra :].copy()
         self._pending = _NO_SAMPLES if usable is pending else pending[n_frames * frame :]
@@ -461,6 +478,7 @@ class SpeechDetector(NoiseFloor):
         self._block_min = float("inf")
         self._raw_floor_db = floor
         self._floor_db = floor if floor > self._clamp else self._clamp
+        self._set_bed_start()
         # The bed's frames were counted as the talker's: forget them.
         self._level_pow, self._level_frames = 0.0, 0
         self._utt_frames = 0
@@ -476,6 +494,8 @@ class SpeechDetector(NoiseFloor):
         onset = lo + int(hits[0])
         self._first_above_win = self._onset_win = onset
         self._onset_t = self._t_of_win(onset)
+        # Its edges were found against a floor that took the bed for quiet: unresolved.
+        self._onset_band, self._offset_band = UNRESOLVED_BAND_MS
         self._close(lo + int(hits[-1]) + 1)
 
     def _rewalk_onset(self) -> None:
@@ -564,6 +584,12 @@ class SpeechDetector(NoiseFloor):
         level = self.level_dbfs
         seen = (NOMINAL_LEVEL_DBFS if level is None else level) - self._raw_floor_db
         masked_on, masked_off = masked_ms(seen - cfg.edge_margin_db)
+        # Over a bed the truth is what is heard: the edges' band, unless the talker stands
+        # too near the bed for anyone to follow (then the masking table's).
+        resolved = level is not None and level - self._noise_level_db() >= UNRESOLVED_SNR_DB
+        if resolved and self._audible_ok():
+            masked_on, masked_off = self._onset_band, self._offset_band
+        self._onset_band = self._offset_band = 0.0
         voiced = min(self._voiced_ms, VOICED_ENOUGH_MS)
         self.spurts.append(
             Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off, amb_on, amb_off)

@@ -1,6 +1,6 @@
 """The speech detector's settings (:class:`VadConfig`), what it emits (:class:`Spurt`)
 and the constants its rules are written in (:mod:`voxproxy.analysis.vad` says how it
-works). The masking table bounds how much of an edge a bed of noise may hide.
+works). The masking table bounds how much of an edge a faint floor may hide.
 """
 
 from __future__ import annotations
@@ -65,6 +65,14 @@ NOMINAL_LEVEL_DBFS = -26.0  # assumed before a talker is heard: a usual telephon
 NOISE_BED_FRAMES = 50
 NOISE_BED_STRIDE = 5
 NOISE_BED_SAMPLES = 10
+# A bed that starts with the stream (a caller in a car or a street from the first frame)
+# and is taken for speech by a floor that assumes quiet: a spurt that opened on the
+# stream's first frames and has run this many frames (500 ms) without one pitched frame,
+# its frames' levels within EARLY_BED_SPREAD_DB, is that bed, before the talker's first
+# words merge into it (the scripted calls' callers start 0.75 s in). Shorter unpitched
+# sounds from the first frame (a burst of noise) stay spurts of their own.
+EARLY_BED_FRAMES = 25
+EARLY_BED_SPREAD_DB = 15.0  # brown noise's 20 ms frames span up to 14 dB over 500 ms
 SINGLE_WINDOW_MARGIN_DB = 10.0
 # (seen down to dB under the level, onset hidden p95 ms, offset hidden p95 ms): the truth
 # counts windows within 35 dB of the talker's level, a detector over noise sees down to
@@ -164,8 +172,10 @@ class Spurt:
     onset_ns: int
     offset_ns: int
     voiced_ms: float = VOICED_ENOUGH_MS  # voiced (pitched) audio seen in it, capped
-    # How much of the true edge a bed of noise may hide (the p95 of MASKING_TABLE for
-    # how far under the talker's level the detector could see): 0 in quiet.
+    # How far noise may put the true edge from this one: over a bed, how far the heard
+    # edge moves with the speech estimate 3 dB off (analysis/audible.py); over a faint
+    # floor or at SNR near 0 dB, the p95 of MASKING_TABLE for how far under the talker's
+    # level the detector could see; 0 in quiet.
     masked_onset_ms: float = 0.0
     masked_offset_ms: float = 0.0
     # How far each edge moves when the talker's level reads EDGE_LEVEL_DB off (in quiet:
