@@ -12,19 +12,16 @@ Two layers work together:
    and its energy stands ``start_margin_db`` above the floor. A spurt's onset
    is then walked back, and its offset walked forward, over 1 ms windows while
    they stay ``edge_margin_db`` above the floor (a double-threshold endpoint
-   detector in the manner of Rabiner and Sambur, 1975). This removes the
-   hangover and the start-up false alarms, and brings edges to within a few
-   milliseconds on clean speech.
+   detector in the manner of Rabiner and Sambur, 1975), in quiet; over a bed of
+   noise, where the speech rises out of it (``audible.py``).
 
-Positions inside the stream (sample indices) are the source of truth; each
-pushed chunk anchors its positions to the shared clock. Chunks that continue
-the stream without a gap share one timeline; a chunk that starts after a gap
-(agent audio after a pause in playout) begins a new anchor, and the partial
-frame before it is completed with the silence that the gap really was.
+Positions inside the stream (sample indices) are the source of truth; each pushed
+chunk anchors its positions to the shared clock; a chunk after a gap in time (agent
+audio after a pause in playout) begins a new anchor, the partial frame before it
+completed with the silence that the gap really was.
 
-The detector is pure: it is handed samples with their times and ``advance``
-calls when time passes without samples. It emits finished :class:`Spurt`
-objects; ``settled_ns`` promises that no later spurt will start before it.
+The detector is pure: it is handed samples with their times, and ``advance`` calls when
+time passes without samples; ``settled_ns`` promises no later spurt starts before it.
 """
 
 from __future__ import annotations
@@ -137,6 +134,7 @@ class SpeechDetector(NoiseFloor):
         self._noise_psd: npt.NDArray[np.float64] | None = None
         self._noise_pow = 0.0
         self._bed_start_db = 100.0  # start threshold of pitched frames over a bed (none)
+        self._opened_quiet = True  # the open spurt began before a bed was known
         self._onset_noise: NoiseStats | None = None  # the noise an onset was heard over
         self._onset_band = self._offset_band = 0.0  # how far edges move (audible.py)
         self._psd_count = 0
@@ -415,6 +413,7 @@ class SpeechDetector(NoiseFloor):
                     self._close(end_win)
                     self._in_spurt = True
                     self._onset_band, self._offset_band = UNRESOLVED_BAND_MS
+                    self._opened_quiet = self._bed_start_db >= 100.0
                     self._spurt_from = self._utt_db.total
                     self._first_above_win = first_above
                     self._onset_win = onset
@@ -423,6 +422,7 @@ class SpeechDetector(NoiseFloor):
             elif not self._in_spurt:
                 self._in_spurt = True  # (its edges unresolved until walked over a bed)
                 self._onset_band, self._offset_band = UNRESOLVED_BAND_MS
+                self._opened_quiet = self._bed_start_db >= 100.0  # (no bed known yet)
                 if self._t_of_win(first_above) - self._prev_offset_t >= UTTERANCE_GAP_NS:
                     self._utt_frames = 0
                     self._utt_db.clear()
@@ -584,12 +584,12 @@ class SpeechDetector(NoiseFloor):
         level = self.level_dbfs
         seen = (NOMINAL_LEVEL_DBFS if level is None else level) - self._raw_floor_db
         masked_on, masked_off = masked_ms(seen - cfg.edge_margin_db)
-        # Over a bed the truth is what is heard: the edges' band, unless the talker stands
-        # too near the bed for anyone to follow (then the masking table's).
+        # Over a bed, the edges' band; unresolved if the talker stands too near the bed or
+        # the spurt began before the bed was known (its frames took noise for speech).
         resolved = level is not None and level - self._noise_level_db() >= UNRESOLVED_SNR_DB
         if resolved and self._audible_ok():
-            masked_on, masked_off = self._onset_band, self._offset_band
-        self._onset_band = self._offset_band = 0.0
+            bands = UNRESOLVED_BAND_MS if self._opened_quiet else None
+            masked_on, masked_off = bands or (self._onset_band, self._offset_band)
         voiced = min(self._voiced_ms, VOICED_ENOUGH_MS)
         self.spurts.append(
             Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off, amb_on, amb_off)
