@@ -23,6 +23,7 @@ from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.receipts.model import Receipt
 from voxproxy.simcall.webrtc import payload_key
 from voxproxy.transports.webrtc import (
+    OUT_QUEUE_PACKETS,
     AudioPeer,
     Channel,
     Offer,
@@ -69,6 +70,16 @@ async def test_payloads_pass_unchanged_and_channels_are_relayed_by_label() -> No
     assert receipt.transport == "webrtc"
     assert receipt.terminal == "caller_closed"
     assert receipt.close.upstream_status == 201
+    # The relay's own delay, a figure apart: every packet each way, stamped by the kernel.
+    fwd = receipt.forwarding
+    assert fwd is not None
+    for d, n in (
+        (fwd.caller_to_agent, stats.passthrough[0]),
+        (fwd.agent_to_caller, stats.passthrough[1]),
+    ):
+        # (less the few a leg's queue may still hold, or have dropped, at the hang-up)
+        assert d.arrival == "kernel" and n - OUT_QUEUE_PACKETS <= d.messages <= n
+        assert d.p50_ms is not None and d.max_ms is not None and 0 <= d.p50_ms <= d.max_ms
     assert receipt.upstream_connect_ms is not None
     # The two channel messages on oai-events are not OpenAI events: counted as unknown.
     assert receipt.traffic.caller_to_agent_messages > 20

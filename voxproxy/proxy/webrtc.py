@@ -31,13 +31,13 @@ from voxproxy.proxy.lifecycle import (
     loop_lag_over,
 )
 from voxproxy.proxy.livecalls import LiveCalls
-from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
+from voxproxy.receipts.model import CloseInfo, ForwardDelay, Forwarding, Receipt, terminal_of
 from voxproxy.session import SessionConfig
 from voxproxy.telemetry import (
     TRACE_HEADERS,
     Telemetry,
 )
-from voxproxy.timebase import NS_PER_S
+from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
     EndInfo,
     Offer,
@@ -45,6 +45,7 @@ from voxproxy.transports.webrtc import (
     WebRtcRelayConfig,
     WebRtcRelayServer,
 )
+from voxproxy.transports.websocket.arrivals import ForwardDelays
 
 log = logging.getLogger("voxproxy.proxy.webrtc")
 
@@ -234,7 +235,29 @@ class WebRtcCallContext(MeasuredCall):
         )
         receipt = self._receipt(t_ns, terminal_of(info.cause), close, dialect=self.decoder.name)
         if receipt is not None:
+            if stats.forwarded is not None:
+                forwarding = forwarding_of(stats, stats.forwarded)
+                receipt = receipt.model_copy(update={"forwarding": forwarding})
             self._publish(receipt, t_ns)
+
+
+def forwarding_of(stats: RelayStats, delays: tuple[ForwardDelays, ForwardDelays]) -> Forwarding:
+    """The receipt's ``forwarding`` of a WebRTC call: each direction's delays from the
+    packets' arrival at the host to aiortc's sender taking them (then packed, encrypted
+    and written in the same step), and where their arrival times came from."""
+
+    def one(d: int) -> ForwardDelay:
+        fd = delays[d]
+        kernel, read = stats.kernel_stamped[d], stats.read_stamped[d]
+        return ForwardDelay(
+            messages=fd.n,
+            p50_ms=fd.quantile_ms(0.5),
+            p95_ms=fd.quantile_ms(0.95),
+            max_ms=round(fd.max_ns / NS_PER_MS, 2) if fd.n else None,
+            arrival="mixed" if kernel and read else ("read" if read else "kernel"),
+        )
+
+    return Forwarding(caller_to_agent=one(0), agent_to_caller=one(1))
 
 
 class WebRtcProxy(CallHost):

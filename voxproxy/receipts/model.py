@@ -415,7 +415,7 @@ class Receipt(_Model):
     traffic: Traffic
     forwarding: Forwarding | None = Field(
         default=None,
-        description="The proxy's own forwarding delay, per direction (the websocket proxy; "
+        description="The proxy's own forwarding delay, per direction (both transports; "
         "receipts written before this field existed have none).",
     )
     anomalies: dict[str, int] = Field(

@@ -23,6 +23,7 @@ from av.packet import Packet
 
 from voxproxy.transports.webrtc.arrival import arrival_of
 from voxproxy.transports.webrtc.codecs import CodecInfo, RtpIn
+from voxproxy.transports.websocket.arrivals import ForwardDelays
 
 OUT_QUEUE_PACKETS = 8  # packets a sending leg may hold (160 ms at 20 ms): a relay does not buffer
 
@@ -109,6 +110,9 @@ class OutboundTrack(MediaStreamTrack):
         self.late = 0  # packets that left more than LATE_NS after their due time
         self.late_max_ns = 0
         self.latency_hist = [0] * LATENCY_BINS
+        # The relay's own forwarding delay (arrival at the host to aiortc's sender taking
+        # the packet, pacing included): the receipt's forwarding, as the websocket relay's.
+        self.forwarded = ForwardDelays()
         # Told (departure, how late against the stream's timeline) past LATE_NS (above).
         self.on_late: Callable[[int, int], None] | None = None
         # (departure, departure less RTP timestamp) of the last BEHIND_WINDOW_NS, the
@@ -151,6 +155,7 @@ class OutboundTrack(MediaStreamTrack):
             behind = self._behind(t_out_ns, packet)
             if behind > LATE_NS and self.on_late is not None:
                 self.on_late(t_out_ns, behind)
+            self.forwarded.add(t_out_ns - t_in_ns)
             b = (t_out_ns - t_in_ns) // LATENCY_BIN_NS
             self.latency_hist[min(b, LATENCY_BINS - 1)] += 1
             if self.departures is not None:

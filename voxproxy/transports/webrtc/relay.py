@@ -46,6 +46,7 @@ from voxproxy.transports.webrtc.signaling_server import (
     add_trickled,
 )
 from voxproxy.transports.websocket import Admission
+from voxproxy.transports.websocket.arrivals import ForwardDelays
 
 log = logging.getLogger("voxproxy.webrtc")
 
@@ -70,6 +71,11 @@ class RelayStats:
     # constant, and the most one did (what the far end's jitter buffer saw of the relay).
     late: tuple[int, int] = (0, 0)
     late_max_ns: tuple[int, int] = (0, 0)
+    # The forwarding delays per direction, and how many packets the kernel stamped / the
+    # loop stamped when it read them (the receipt's forwarding).
+    forwarded: tuple[ForwardDelays, ForwardDelays] | None = None
+    kernel_stamped: tuple[int, int] = (0, 0)
+    read_stamped: tuple[int, int] = (0, 0)
 
 
 class RelayObserver(Protocol):
@@ -146,6 +152,7 @@ class _Direction:
         "dst",
         "encoder",
         "forward_ns",
+        "kernel",
         "measured",
         "packets",
         "passthrough",
@@ -163,6 +170,7 @@ class _Direction:
         self.transcoded = 0
         self.dropped = 0
         self.forward_ns = 0
+        self.kernel = 0  # packets whose arrival the kernel stamped
 
 
 class WebRtcRelay:
@@ -291,6 +299,7 @@ class WebRtcRelay:
     def _rtp(self, direction: Direction, p: RtpIn) -> None:
         d = self._dirs[direction]
         d.packets += 1
+        d.kernel += p.kernel
         self._last_activity = time.monotonic()
         dst = d.dst
         out_codec = dst.send_codec if dst.state == "connected" else None
@@ -487,6 +496,12 @@ class WebRtcRelay:
             forward_ns=(self._dirs[0].forward_ns, self._dirs[1].forward_ns),
             late=(self.agent.track.late, self.caller.track.late),
             late_max_ns=(self.agent.track.late_max_ns, self.caller.track.late_max_ns),
+            forwarded=(self.agent.track.forwarded, self.caller.track.forwarded),
+            kernel_stamped=(self._dirs[0].kernel, self._dirs[1].kernel),
+            read_stamped=(
+                self._dirs[0].packets - self._dirs[0].kernel,
+                self._dirs[1].packets - self._dirs[1].kernel,
+            ),
         )
         self.server.finished.append(stats)
         observer, self.observer = self.observer, None
