@@ -5,14 +5,19 @@ before the handler was set): those and all after them until the queue is read.""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+import uvloop
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from voxproxy.loadgen.connection import DirectConnection, proxy_for
+from voxproxy.transports.stamped import SUPPORTED
 
 Sent = list[str | bytes | list[str]]
 
@@ -95,3 +100,36 @@ def test_the_proxy_is_the_one_websockets_takes_from_the_environment_looked_up_on
         assert proxy_for("ws://agent.example/stream") == "http://proxy.example:3128"  # once
     finally:
         proxy_for.cache_clear()
+
+
+async def _late_message() -> tuple[int, int, int]:
+    """The server sends one message, then the loop (the caller's too) is blocked for
+    200 ms: (when it was sent, when the block ended, the arrival the caller was told)."""
+    times: list[int] = []
+
+    async def handler(ws: ServerConnection) -> None:
+        assert await ws.recv() == "go"
+        times.append(time.monotonic_ns())
+        await ws.send(b"late")  # (written to the socket at once)
+        time.sleep(0.2)  # a callback that runs long: the caller reads nothing meanwhile
+        times.append(time.monotonic_ns())
+        await ws.wait_closed()
+
+    arrivals: list[int] = []
+    async with serve(handler, "127.0.0.1", 0, compression=None) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with connect(
+            f"ws://127.0.0.1:{port}/", compression=None, create_connection=DirectConnection
+        ) as ws:
+            assert isinstance(ws, DirectConnection)
+            ws.on_message = lambda m: arrivals.append(ws.arrival_ns())
+            await ws.send("go")
+            await wait_until(lambda: arrivals, what="the message")
+    return times[0], times[1], arrivals[0]
+
+
+@pytest.mark.skipif(not SUPPORTED, reason="kernel receive stamps are Linux's")
+@pytest.mark.parametrize("run", [asyncio.run, uvloop.run], ids=["asyncio", "uvloop"])
+def test_a_message_read_late_is_handed_over_with_its_arrival(run: Callable[..., Any]) -> None:
+    sent, unblocked, arrival = run(_late_message())
+    assert sent - 2_000_000 <= arrival <= sent + 5_000_000 < unblocked

@@ -255,11 +255,13 @@ class ScriptedCaller:
                 done.set_exception(failed)
                 return None
             try:
-                lags.append(now - deadline)
                 frame = self._next_frame()
                 self._sent_samples += frame.size
                 k += 1
                 self._send_soon(self._encode(frame))
+                # How late it left against its schedule: read right after its write (a
+                # frame that waits behind a full socket buffer leaves later still).
+                lags.append(time.monotonic_ns() - deadline)
                 self._sent_to(self._sent_samples)
                 self._tick(time.monotonic_ns())
             except Exception as exc:
@@ -338,7 +340,9 @@ class ScriptedCaller:
             raise ws.failure
 
     def _on_message(self, message: str | bytes) -> None:
-        t = time.monotonic_ns()
+        ws = self._ws
+        # When it reached this host (the kernel's stamp), however late the loop ran.
+        t = ws.arrival_ns() if isinstance(ws, DirectConnection) else time.monotonic_ns()
         if self.config.keep_messages:
             self.record.messages_received.append(message)
         for ev in self._decoder.decode(AGENT_TO_CALLER, message, t):

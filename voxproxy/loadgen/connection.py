@@ -14,12 +14,19 @@ is queued, and so is every message after it until the reader of the queue (``asy
 message in ws``, which the caller keeps running for that) has taken them all; then they
 are handed over again. A handler that raises is kept as :attr:`failure` and dropped:
 the rest of the messages go through the queue.
+
+Its socket is read kernel-stamped where it can (``voxproxy.transports.stamped``, as the
+proxy's legs are): :meth:`DirectConnection.arrival_ns` is when the message being handed
+over reached the host, not when this process's loop got round to it, so that a caller's
+truth holds on a busy machine too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import cast
 
@@ -28,6 +35,8 @@ from websockets.frames import Frame, Opcode
 from websockets.protocol import Event
 from websockets.typing import Data
 from websockets.uri import WebSocketURI, parse_uri
+
+from voxproxy.transports.stamped import StampedReader, attach
 
 TEXT = Opcode.TEXT  # (websockets.frames.TEXT and BINARY came in websockets 16)
 BINARY = Opcode.BINARY
@@ -60,6 +69,28 @@ class DirectConnection(ClientConnection):
     failure: Exception | None = None
     handed = 0  # messages handed to on_message
     _queued = 0  # messages put in the queue that its reader has not taken yet
+    reader: StampedReader | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.reader = reader = attach(transport, self)
+        if reader is not None:  # (websockets pauses its reading when its queue is full)
+            self.recv_messages.pause = reader.pause_reading
+            self.recv_messages.resume = reader.resume_reading
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reader, self.reader = self.reader, None
+        if reader is not None:
+            reader.close()
+        super().connection_lost(exc)
+
+    def arrival_ns(self) -> int:
+        """When the message being handed over reached the host (monotonic ns): the
+        kernel's stamp of its read, else now."""
+        reader = self.reader
+        if reader is not None and reader.handing:
+            return reader.rx_ns
+        return time.monotonic_ns()
 
     def process_event(self, event: Event) -> None:
         if isinstance(event, Frame) and event.opcode in (TEXT, BINARY):  # a message starts

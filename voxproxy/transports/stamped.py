@@ -205,7 +205,7 @@ class StampedReader:
             self.paused_since_lo = not self._reading
 
 
-_KEEP: list[socket.socket] = []
+_KEEP: list[int] = []  # the descriptor of that socket (closed with the process)
 
 
 def keep_stamping() -> None:
@@ -220,7 +220,7 @@ def keep_stamping() -> None:
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         except OSError:
             return
-        _KEEP.append(sock)
+        _KEEP.append(sock.detach())
 
 
 def attach(transport: asyncio.BaseTransport, protocol: Reading) -> StampedReader | None:

@@ -17,6 +17,8 @@ def test_kernel_stamps_leave_nothing_unknown_whatever_the_loop_did() -> None:
 
 
 def test_a_queued_message_leaves_its_bound_near_it_and_only_there() -> None:
+    """... and never more than the loop's lag near it (it waited in the socket only while
+    the loop did not come round to it)."""
     log = ArrivalLog()
     log.note_bounded(5 * S, 30 * NS_PER_MS)
     log.note_bounded(5 * S + 10 * NS_PER_MS, 12 * NS_PER_MS)
@@ -24,6 +26,7 @@ def test_a_queued_message_leaves_its_bound_near_it_and_only_there() -> None:
     assert (
         log.error_between(5 * S - 100 * NS_PER_MS, 5 * S + 350 * NS_PER_MS, LAG) == 30 * NS_PER_MS
     )
+    assert log.error_between(5 * S, 5 * S + 1, 20 * NS_PER_MS) == 20 * NS_PER_MS
     assert log.error_between(7 * S, 8 * S, LAG) == 0
     assert log.error_between(9 * S - 1, 9 * S + 1, LAG) == 0
 

@@ -66,8 +66,9 @@ class _Spans:
 
 class ArrivalLog:
     """One call's stamps that are not exact: bounded ones (a message that queued behind
-    others in its read: its stamp may be late by up to the bound) and the read times of
-    legs without kernel stamps (late by the loop's lag then)."""
+    others in its read: its stamp may be late by up to the bound, and by no more than
+    the loop's lag near it) and the read times of legs without kernel stamps (late by
+    the loop's lag then)."""
 
     __slots__ = ("_bounded", "_read_times", "kernel", "read_time")
 
@@ -87,12 +88,15 @@ class ArrivalLog:
         self._read_times.note(t_ns, 1)
 
     def error_between(self, start_ns: int, end_ns: int, loop_lag_ns: int) -> int:
-        """The most a stamp in ``[start_ns, end_ns]`` may be late: the largest bound of
-        the queued messages there, and ``loop_lag_ns`` (the loop's longest block near
-        them) if a read there had no kernel stamp."""
-        worst = max(self._bounded.overlapping(start_ns, end_ns), default=0)
-        if self._read_times.overlapping(start_ns, end_ns):
-            worst = max(worst, loop_lag_ns)
+        """The most a stamp in ``[start_ns, end_ns]`` may be late: ``loop_lag_ns`` (the
+        loop's longest block near them) if a read there had no kernel stamp; for the
+        messages that queued behind others there, their bound, but no more than that
+        lag (a message waits in the socket only while the loop does not come round to
+        it: the bound from the previous read is loose after a quiet stretch, an agent's
+        first burst after seconds of silence)."""
+        worst = min(max(self._bounded.overlapping(start_ns, end_ns), default=0), loop_lag_ns)
+        if loop_lag_ns > worst and self._read_times.overlapping(start_ns, end_ns):
+            worst = loop_lag_ns
         return worst
 
     @property
