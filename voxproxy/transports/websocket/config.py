@@ -11,6 +11,9 @@ from websockets.uri import WebSocketURI, parse_uri
 
 WRITE_HIGH_WATER = 512 * 1024
 MAX_FRAGMENTS = 4096  # frames of one message; more close the call with 1009 (message too big)
+# The longest request line the relay holds back to read its HTTP version (websockets'
+# own limit on a request line is 8 KiB: a longer one fails there).
+MAX_REQUEST_LINE = 8192
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ answer headers passed back to the caller.
 
 from __future__ import annotations
 
+import http
 from collections.abc import Iterable, Sequence
 
 from websockets.datastructures import Headers
@@ -70,6 +71,17 @@ def handshake_rejection(request: Request) -> Response | None:
     probe = ServerProtocol(select_subprotocol=_no_subprotocol)
     response = probe.accept(request)
     return None if response.status_code == 101 else response
+
+
+def http_version_rejection() -> Response:
+    """The answer to a websocket request made over HTTP/1.0: 505, as websockets
+    itself answers it where it parses such a request (RFC 6455 4.2.1: HTTP/1.1 or
+    higher)."""
+    probe = ServerProtocol(select_subprotocol=_no_subprotocol)
+    return probe.reject(
+        http.HTTPStatus.HTTP_VERSION_NOT_SUPPORTED,
+        "Failed to open a WebSocket connection: unsupported protocol; expected HTTP/1.1.\n",
+    )
 
 
 def health_response(refusal: str | None = None) -> Response:

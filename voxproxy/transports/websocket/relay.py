@@ -31,6 +31,7 @@ from voxproxy.health import HEALTH_PATHS, LIVE_PATH
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.config import (
     MAX_FRAGMENTS,
+    MAX_REQUEST_LINE,
     Admission,
     RelayConfig,
 )
@@ -46,6 +47,7 @@ from voxproxy.transports.websocket.handshake import (
     add_own_headers,
     handshake_rejection,
     health_response,
+    http_version_rejection,
     offered_subprotocols,
     pass_request_headers,
     pass_response_headers,
@@ -76,6 +78,10 @@ class Relay(CallLegs):
         # only its continuations follow it (one begun before the agent answered, or
         # while the other side could not take it, is dropped whole).
         self._forwarding = [False, False]
+        # The caller's request line, until it is whole; then whether it said HTTP/1.0
+        # (see _request_line).
+        self._line: bytearray | None = bytearray()
+        self._http10 = False
 
     # -- leg callbacks -------------------------------------------------------------------
 
@@ -97,6 +103,10 @@ class Relay(CallLegs):
         if mode is LegMode.FRAMES:
             self._frames(leg, data, t_ns)
         elif mode is LegMode.HEAD:
+            if leg is self.caller and self._line is not None:
+                data = self._request_line(data)
+                if not data:
+                    return
             self._head(leg, data, t_ns)
         else:
             self._feed(leg, data, t_ns)
@@ -137,6 +147,26 @@ class Relay(CallLegs):
     # and the relay writes nothing on a leg between two of the protocol's own writes
     # (each is flushed at once). What this saves: the protocol's generator-based
     # parsing, and a Frame object and its serialization for every message.
+
+    def _request_line(self, data: bytes) -> bytes:
+        """The caller's bytes held until its request line is whole (at most
+        ``MAX_REQUEST_LINE`` of them), then all of them, the line's ``HTTP/1.0`` read as
+        ``HTTP/1.1`` and remembered. Every websockets release this package allows then
+        parses the request alike (15 and 16 cannot parse an HTTP/1.0 request line and
+        answered nothing at all, where 17 answers it), and the relay answers an HTTP/1.0
+        request itself (:meth:`_on_request`): a health check as any other, an upgrade
+        with 505, as RFC 6455 4.2.1 asks of a request that is not HTTP/1.1 or higher."""
+        line = self._line
+        assert line is not None
+        line += data
+        end = line.find(b"\r\n")
+        if end < 0 and len(line) < MAX_REQUEST_LINE:
+            return b""
+        self._line = None
+        if end >= 0 and line[:end].endswith(b" HTTP/1.0"):
+            self._http10 = True
+            line[end - 1 : end] = b"1"  # HTTP/1.0 -> HTTP/1.1, in place
+        return bytes(line)
 
     def _protocol(self, leg: Leg) -> ServerProtocol | ClientProtocol | None:
         return self.server if leg is self.caller else self.client
@@ -353,6 +383,8 @@ class Relay(CallLegs):
             self._answer_health(request.path)
             return
         rejection = handshake_rejection(request)
+        if rejection is None and self._http10:
+            rejection = http_version_rejection()
         if rejection is not None:
             self._set_end(EndInfo(EndCause.BAD_REQUEST, initiator="caller"))
             self.server.send_response(rejection)
