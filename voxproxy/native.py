@@ -129,9 +129,18 @@ def compiled_files(package_dir: Path = _ROOT) -> list[Path]:
     return sorted(out)
 
 
+def installed_from_wheel(package_dir: Path = _ROOT) -> bool:
+    """Whether an installer unpacked the package at ``package_dir`` from a wheel (its
+    ``voxproxy-*.dist-info`` lies beside it; an editable install's lies elsewhere)."""
+    return any(package_dir.parent.glob("voxproxy-*.dist-info"))
+
+
 def stale(package_dir: Path = _ROOT) -> list[str]:
     """Compiled modules older than their source, or left from a module no longer compiled
-    (rebuild with ``make native``)."""
+    (rebuild with ``make native``). None in an installed wheel: its files were built
+    together, and their times are the order the installer wrote them in, not edits."""
+    if installed_from_wheel(package_dir):
+        return []
     out = []
     for name in NATIVE_MODULES:
         so = compiled_path(name, package_dir)
