@@ -1,37 +1,56 @@
 # voxproxy: the two commands of the README, and a few helpers.
-#   make demo   install into .venv and run the main job (mock agent + proxy + scripted calls)
-#   make test   install into .venv (and the Debian packages a few tests drive: prometheus,
-#               chromium, iproute2, util-linux), compile the measurement core, and run the
-#               whole suite (ruff, mypy --strict, pytest on the compiled build, then the
-#               quick tests again on the pure-Python sources)
-#   make native compile the measurement core in place with mypyc (voxproxy/native.py); a
-#               machine without a C compiler keeps the pure-Python build
-#   make wheels the sdist, the compiled wheel (manylinux) and the pure-Python wheel in dist/
+#   make demo    install voxproxy and what it runs on into .venv (no dev tools, no compiled
+#                build: the demo runs in real time) and run the main job (mock agents +
+#                proxies + scripted calls)
+#   make test    install into .venv every dev dependency (and the Debian packages a few
+#                tests drive: prometheus, chromium, iproute2, util-linux), compile the
+#                measurement core, and run the whole suite (ruff, mypy --strict, pytest on
+#                the compiled build, then the quick tests again on the pure-Python sources)
+#   make native  compile the measurement core in place with mypyc (voxproxy/native.py); a
+#                machine without a C compiler keeps the pure-Python build
+#   make wheels  the sdist, the compiled wheel (manylinux) and the pure-Python wheel in dist/
 #   make release-dry-run  make wheels, check them as PyPI would and install each into a
-#               fresh virtualenv; uploads nothing (.github/workflows/release.yml publishes)
+#                fresh virtualenv; uploads nothing (.github/workflows/release.yml publishes)
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+UV     := $(BIN)/uv
+# Installed by uv (from PyPI, into .venv first): it resolves and downloads in parallel.
+UV_REQ := uv>=0.5
+# every dev dependency (make test); the package and what it runs on (make demo)
+STAMP     := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+INSTALL_DEPS := pyproject.toml setup.py tools/build_backend.py
 # The release tools (build, twine, auditwheel), apart from the project's dependencies.
 RELEASE := .venv-release
 
-.PHONY: native native-sources demo test system-deps lint typecheck pytest pytest-pure bench clean \
-	fixtures clean-native wheels release-dry-run
+.PHONY: native native-sources demo test system-deps lint typecheck pytest pytest-pure \
+	bench clean fixtures clean-native wheels release-dry-run
 
 # The measurement core's compiled build: rebuilt when one of its sources changed (the
 # modules voxproxy/native.py lists in NATIVE_MODULES, one "voxproxy.x.y", per line).
 NATIVE_SOURCES := $(patsubst %,%.py,$(subst .,/,$(shell sed -n 's/^ *"\(voxproxy\.[a-z0-9_.]*\)",.*/\1/p' voxproxy/native.py)))
 NATIVE_STAMP   := build/native/.built
 
-$(STAMP): pyproject.toml setup.py tools/build_backend.py
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+$(UV):
+	@echo "== creating $(VENV) and installing uv into it"
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check '$(UV_REQ)'
 
-demo: $(STAMP) $(NATIVE_STAMP)
+# Editable installs are pure Python (setup.py): `make native` compiles in place.
+$(RUN_STAMP): $(INSTALL_DEPS) | $(UV)
+	@echo "== installing voxproxy and what it runs on into $(VENV) (no dev tools)"
+	$(UV) pip install --python $(BIN)/python -e '.[report]'
+	touch $(RUN_STAMP)
+
+$(STAMP): $(INSTALL_DEPS) | $(UV)
+	@echo "== installing voxproxy and every dev dependency into $(VENV)"
+	$(UV) pip install --python $(BIN)/python -e '.[dev]'
+	touch $(RUN_STAMP) $(STAMP)
+
+demo: $(RUN_STAMP)
+	@echo "== running the demo"
 	$(BIN)/voxproxy demo
 
 test: $(STAMP) system-deps lint typecheck pytest pytest-pure
