@@ -5,7 +5,8 @@
 #   make test    install into .venv every dev dependency (and the Debian packages a few
 #                tests drive: prometheus, chromium, iproute2, util-linux), compile the
 #                measurement core, and run the whole suite (ruff, mypy --strict, pytest on
-#                the compiled build, then the quick tests again on the pure-Python sources)
+#                the compiled build with the newest dependencies, the quick tests again on
+#                the pure-Python sources, then on the lowest versions pyproject.toml allows)
 #   make native  compile the measurement core in place with mypyc (voxproxy/native.py); a
 #                machine without a C compiler keeps the pure-Python build
 #   make wheels  the sdist, the compiled wheel (manylinux) and the pure-Python wheel in dist/
@@ -22,11 +23,14 @@ UV_REQ := uv>=0.5
 STAMP     := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 INSTALL_DEPS := pyproject.toml setup.py tools/build_backend.py
+# The quick tests on the lowest versions pyproject.toml allows (uv's lowest-direct
+# resolution of the package, every extra and the test extra), in a virtualenv of their own.
+LOWEST := .venv-lowest
 # The release tools (build, twine, auditwheel), apart from the project's dependencies.
 RELEASE := .venv-release
 
 .PHONY: native native-sources demo test system-deps lint typecheck pytest pytest-pure \
-	bench clean fixtures clean-native wheels release-dry-run
+	pytest-lowest bench clean fixtures clean-native wheels release-dry-run
 
 # The measurement core's compiled build: rebuilt when one of its sources changed (the
 # modules voxproxy/native.py lists in NATIVE_MODULES, one "voxproxy.x.y", per line).
@@ -53,7 +57,7 @@ demo: $(RUN_STAMP)
 	@echo "== running the demo"
 	$(BIN)/voxproxy demo
 
-test: $(STAMP) system-deps lint typecheck pytest pytest-pure
+test: $(STAMP) system-deps lint typecheck pytest pytest-pure pytest-lowest
 
 $(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES) voxproxy/native.py tools/build_native.py
 	$(BIN)/python tools/build_native.py
@@ -93,6 +97,20 @@ pytest: $(STAMP) system-deps $(NATIVE_STAMP)
 pytest-pure: $(STAMP)
 	VOXPROXY_PURE_PYTHON=1 $(BIN)/pytest -q $(PYTEST_XDIST) -m "not slow"
 
+$(LOWEST)/.installed: $(INSTALL_DEPS) | $(UV)
+	@echo "== installing the lowest versions pyproject.toml allows into $(LOWEST)"
+	rm -rf $(LOWEST)
+	$(UV) venv --quiet --python $(BIN)/python $(LOWEST)
+	$(UV) pip compile --quiet --resolution lowest-direct --python $(LOWEST)/bin/python \
+		--extra all --extra test pyproject.toml -o $(LOWEST)/requirements.txt
+	$(UV) pip install --quiet --python $(LOWEST)/bin/python -r $(LOWEST)/requirements.txt
+	$(UV) pip install --quiet --python $(LOWEST)/bin/python --no-deps -e .
+	touch $@
+
+# The quick tests on the lowest versions, in parallel processes as the others.
+pytest-lowest: $(LOWEST)/.installed
+	$(LOWEST)/bin/pytest -q $(PYTEST_XDIST) -m "not slow"
+
 $(RELEASE)/.installed:
 	$(PYTHON) -m venv $(RELEASE)
 	$(RELEASE)/bin/pip install --quiet --disable-pip-version-check \
@@ -131,5 +149,5 @@ corpus: $(STAMP)
 	$(BIN)/python tools/make_corpus.py
 
 clean:
-	rm -rf $(VENV) $(RELEASE) .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) $(LOWEST) $(RELEASE) .pytest_cache .mypy_cache .ruff_cache build dist
 	find voxproxy -name '*.so' -delete
