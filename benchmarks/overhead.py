@@ -9,7 +9,10 @@ Three paths are measured in one run, at each concurrency level, with the same lo
   of the measurement core this checkout has (compiled by ``make native`` where it could
   be: the table's title and the JSON's ``build`` say which, see voxproxy/native.py);
 * ``voxproxy-pure``: the same with ``VOXPROXY_PURE_PYTHON=1``, the core from its sources
-  (the pure-Python fallback), side by side.
+  (the pure-Python fallback), side by side;
+* ``voxproxy-capture``: ``voxproxy`` with ``--capture DIR`` (every call's wire written to
+  disk, docs/captures.md): what capturing adds (its thread's CPU counts: it is the
+  relay's process's).
 
 Each call is a real-time Twilio Media Streams call: 20 ms ``media`` messages in
 both directions (μ-law speech from the fixtures, looped), with the sender's
@@ -62,8 +65,8 @@ from voxproxy import native  # noqa: E402
 from voxproxy.harness.child import proxy_command  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 
-PATHS = ("direct", "bare", "forward-only", "voxproxy", "voxproxy-pure")
-PROXY_PATHS = ("voxproxy", "voxproxy-pure")
+PATHS = ("direct", "bare", "forward-only", "voxproxy", "voxproxy-pure", "voxproxy-capture")
+PROXY_PATHS = ("voxproxy", "voxproxy-pure", "voxproxy-capture")
 PY = sys.executable
 
 
@@ -199,6 +202,7 @@ def measure(
     agent_port = free_port()
     relay: subprocess.Popen[bytes] | None = None
     receipts = tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False)
+    captures = tempfile.TemporaryDirectory() if path == "voxproxy-capture" else None
     if path == "direct":
         target = agent_port
     else:
@@ -212,6 +216,7 @@ def measure(
                 *("--upstream", f"ws://127.0.0.1:{agent_port}", "--dialect", "twilio"),
                 *("--receipts", receipts.name, "--secret", "bench"),
                 *("--log-level", "warning", "--drain-timeout", "0"),
+                *(("--capture", captures.name) if captures is not None else ()),
                 listen=f"127.0.0.1:{target}",
             )
         env = dict(os.environ)
@@ -263,6 +268,8 @@ def measure(
             relay.kill()
     shed = _shed_share(Path(receipts.name)) if path in PROXY_PATHS else None
     os.unlink(receipts.name)
+    if captures is not None:
+        captures.cleanup()
     data = json.loads(out)
     lat = [x / 1e6 for x in data["latencies_ns"]]
     # Messages the relay forwarded in the CPU window: those that arrived in the
@@ -358,7 +365,11 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--paths", default=",".join(PATHS), help="paths to run (direct first)")
+    parser.add_argument(
+        "--paths",
+        default=",".join(p for p in PATHS if p != "voxproxy-capture"),
+        help="paths to run (direct first; voxproxy-capture only when named)",
+    )
     parser.add_argument("--profile", default=None, help="write voxproxy's py-spy profile here")
     parser.add_argument("--bare-relay", nargs=2, metavar=("PORT", "UPSTREAM"))
     parser.add_argument("--forward-only", nargs=2, metavar=("PORT", "UPSTREAM"))
@@ -468,6 +479,11 @@ def main() -> None:
                 )
             if p == "forward-only":
                 level.update(forward_only_cpu_per_msg_us=round(cpu_msg_us, 2))
+            if p == "voxproxy-capture":
+                level.update(
+                    capture_cpu_per_msg_us=round(cpu_msg_us, 2),
+                    capture_p99_added_ms=round(pct(added, 99), 3),
+                )
             if p == "voxproxy-pure":
                 level.update(
                     pure_cpu_per_msg_us=round(cpu_msg_us, 2),
@@ -490,6 +506,9 @@ def main() -> None:
         if "voxproxy" in per_msg and "bare" in per_msg:
             ratios = [a / b for a, b in zip(per_round["voxproxy"], per_round["bare"], strict=True)]
             level["cpu_per_msg_ratio"] = round(statistics.median(ratios), 3)
+        if "voxproxy-capture" in per_msg and "voxproxy" in per_msg:
+            pairs = zip(per_round["voxproxy-capture"], per_round["voxproxy"], strict=True)
+            level["capture_over_voxproxy"] = round(statistics.median(a / b for a, b in pairs), 3)
         if "voxproxy-pure" in per_msg and "bare" in per_msg:
             pairs = zip(per_round["voxproxy-pure"], per_round["bare"], strict=True)
             level["pure_cpu_per_msg_ratio"] = round(statistics.median(a / b for a, b in pairs), 3)

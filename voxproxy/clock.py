@@ -89,14 +89,6 @@ class LagMonitor:
             i += 1
         return worst
 
-    def lags_since(self, t_ns: int) -> list[tuple[int, int]]:
-        """The kept readings (``(t_ns, lag_ns)``, oldest first) taken at ``t_ns`` or later:
-        all :meth:`max_between` reads of an interval from ``t_ns`` on (a capture of a
-        call keeps them; its replay :meth:`record` s them)."""
-        times = self._times
-        i = bisect_left(times, t_ns)
-        return [(times[j], self._lags[j]) for j in range(i, len(times))]
-
     def recent_lags_ns(self, window_ns: int) -> list[int]:
         """The lags of the readings of the last ``window_ns``, oldest first."""
         since = self._clock() - window_ns

@@ -72,13 +72,12 @@ def test_shed_messages_and_a_given_up_measurement_replay_as_they_were(tmp_path: 
         link_id="link-1",
         anchor=EpochAnchor(mono_ns=START_NS, wall_ns=1_800_000_000_000_000_000),
     )
-    session.tap = capture = writer.open_call(header())
+    session.tap = capture = writer.open_call(header(questions=()))  # (it asks nothing)
     n = len(call.messages)
     for i, (t_ns, direction, message) in enumerate(call.messages):
         if i == 3 * n // 4:
             session.measurement_disabled = True  # the proxy gave up on it here
         session.on_message(direction, message, START_NS + t_ns, shed=n // 3 < i < n // 2)
-    capture.lags([])
     live = session.close(START_NS + call.end_ns, "caller_closed", CloseInfo(initiator="caller"))
     capture.finish(live.call)
     writer.close()
@@ -107,18 +106,27 @@ def _realtime_call() -> list[tuple[int, int, bytes | str]]:
 
 def test_a_webrtc_call_s_decoded_audio_and_data_channels_replay(tmp_path: Path) -> None:
     """A WebRTC call's session gets decoded audio (on_audio) and the data channel's
-    messages, some on ``oai-events`` (decoded), some on another channel (not)."""
+    messages, some on ``oai-events`` (decoded), some on another channel (not), and asks
+    its shell how late the caller may have heard the agent (``downstream``)."""
     writer = CaptureWriter(writer_in(tmp_path).settings)
     options = DialectOptions(secret=SECRET)
     config = SessionConfig(transport="webrtc", agent_playout="arrival")
     decoder = ChannelDecoder("auto", options)
-    anchor = header().anchor
+    asks = ("clock_lag", "downstream")
+    capture = writer.open_call(
+        header(dialect="auto", transport="webrtc", config=config, link_id="l-rtc", questions=asks)
+    )
     session = CallSession(
-        decoder, START_NS, secret=SECRET, link_id="l-rtc", config=config, anchor=anchor
+        decoder,
+        START_NS,
+        secret=SECRET,
+        link_id="l-rtc",
+        config=config,
+        anchor=header().anchor,
+        clock_lag=capture.answers("clock_lag", lambda a, b: (b // 1_000_000) % 3 * 1_000_000),
+        downstream=capture.answers("downstream", lambda t: 4.0 + t % 7),
     )
-    session.tap = capture = writer.open_call(
-        header(dialect="auto", transport="webrtc", config=config, link_id="l-rtc")
-    )
+    session.tap = capture
     audio_of = make_decoder("openai-realtime", options)
     for t_ns, direction, message in _realtime_call():
         t = START_NS + t_ns
@@ -133,7 +141,6 @@ def test_a_webrtc_call_s_decoded_audio_and_data_channels_replay(tmp_path: Path) 
         decoder.label = "chat"
         capture.label("chat")
         session.on_message(direction, '{"type":"chat","text":"hello"}', t)
-    capture.lags([])
     end = START_NS + 20_000 * NS_PER_MS
     live = session.close(end, "caller_closed", CloseInfo(initiator="caller"), dialect=decoder.name)
     capture.finish(live.call)

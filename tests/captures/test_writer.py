@@ -22,7 +22,8 @@ from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, StageMark, ToolEve
 
 def test_a_capture_holds_every_input_in_order_at_its_time(tmp_path: Path) -> None:
     writer = writer_in(tmp_path / "caps", chunk_bytes=4096)  # many chunks through the thread
-    done = capture_call(writer, scripted_twilio(), lags=[(START_NS + 5, 2_000_000)])
+    lags = [(START_NS + k * 100_000_000, 2_000_000) for k in range(100)]
+    done = capture_call(writer, scripted_twilio(), lags=lags)
     writer.close()
     assert writer.written == 1 and writer.failed == 0
     path = tmp_path / "caps" / f"{done.receipt.call}.vxcap"
@@ -30,10 +31,16 @@ def test_a_capture_holds_every_input_in_order_at_its_time(tmp_path: Path) -> Non
     assert head.link_id == "link-1" and head.dialect == "twilio"
     kinds = [r.kind for r in records]
     assert kinds[0] == Kind.UPSTREAM and records[0].t_ns == START_NS + 40_000_000
-    assert kinds[-5:] == [Kind.ANOMALY, Kind.UNMEASURED, Kind.LAG, Kind.CLOSE, Kind.END]
-    assert orjson.loads(records[-5].payload) == {"kind": "undelivered", "count": 2}
-    assert records[-4].flags == AGENT and records[-4].payload == struct.pack("<QQ", 3, 120)
-    assert records[-3].payload == struct.pack("<qq", START_NS + 5, 2_000_000)
+    # The session's questions come as its receipt is built: their answers follow the close.
+    close_at = kinds.index(Kind.CLOSE)
+    assert kinds[close_at - 2 : close_at] == [Kind.ANOMALY, Kind.UNMEASURED]
+    assert orjson.loads(records[close_at - 2].payload) == {"kind": "undelivered", "count": 2}
+    unmeasured = records[close_at - 1]
+    assert unmeasured.flags == AGENT and unmeasured.payload == struct.pack("<QQ", 3, 120)
+    answers = [orjson.loads(r.payload) for r in records[close_at + 1 : -1]]
+    assert answers and {a["q"] for a in answers} == {"clock_lag"}
+    assert {a["value"] for a in answers} == {2_000_000}  # (every edge near a reading)
+    assert kinds[-1] == Kind.END
     messages = [r for r in records if r.kind == Kind.MESSAGE]
     assert [
         (
@@ -46,9 +53,9 @@ def test_a_capture_holds_every_input_in_order_at_its_time(tmp_path: Path) -> Non
     events = [event_of(r.payload) for r in records if r.kind == Kind.EVENT]
     assert [type(e) for e in events] == [ToolEvent, StageMark]
     assert records.index(next(r for r in records if r.kind == Kind.EVENT)) == 1 + 11
-    close = orjson.loads(records[-2].payload)
+    close = orjson.loads(records[close_at].payload)
     assert close["terminal"] == "caller_closed" and close["close"]["initiator"] == "caller"
-    assert records[-2].t_ns == START_NS + done.call.end_ns
+    assert records[close_at].t_ns == START_NS + done.call.end_ns
     assert orjson.loads(records[-1].payload) == {"call": done.receipt.call}
 
 
@@ -136,3 +143,20 @@ def test_an_earlier_run_s_unfinished_captures_are_said(
     (tmp_path / ".123-1.vxcap.part").write_bytes(b"x")
     writer_in(tmp_path)
     assert "1 unfinished capture(s) of an earlier run" in caplog.text
+
+
+def test_two_writers_on_one_directory_keep_their_calls_apart(tmp_path: Path) -> None:
+    """Two proxies of one process (or --workers siblings) writing to one directory: each
+    call in progress has a file of its own (on ca47800 both were .PID-1.vxcap.part)."""
+    from support.capturekit import header
+
+    writers = [writer_in(tmp_path, chunk_bytes=1024) for _ in range(2)]
+    captures = [w.open_call(header(link_id=f"l{i}")) for i, w in enumerate(writers)]
+    for capture, writer in zip(captures, writers, strict=True):
+        capture.message(CALLER_TO_AGENT, bytes(2048), START_NS + 1, False, False)
+        writer.close()  # (its file is open, unfinished, when the other's is made)
+    for i, (capture, writer) in enumerate(zip(captures, writers, strict=True)):
+        capture.finish(f"c_{i}")
+        writer.close()
+    assert [w.failed for w in writers] == [0, 0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c_0.vxcap", "c_1.vxcap"]

@@ -125,3 +125,38 @@ async def test_otlp_export_sends_each_receipt(folder: Path, tmp_path: Path, monk
         assert call.resource["service.name"] == "voxproxy-analyze"  # apart from the proxy's
     finally:
         await receiver.stop()
+
+
+def test_captures_in_a_folder_replay_into_their_live_receipts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Captures beside recordings: found by their suffix, replayed across 2 workers into
+    the receipts their sessions gave (source: capture), a cut one skipped in one line;
+    the report draws their timelines without a player (no audio file to play)."""
+    from support.capturekit import SECRET, capture_call, scripted_twilio, writer_in
+
+    caps = tmp_path / "caps"
+    writer = writer_in(caps)
+    live = [capture_call(writer, scripted_twilio(seed)).receipt for seed in (0, 1)]
+    writer.close()
+    first = caps / f"{live[0].call}.vxcap"
+    (caps / "cut.vxcap").write_bytes(first.read_bytes()[:-100])
+    out = tmp_path / "again.jsonl"
+    args = ["analyze", str(caps), "--receipts", str(out), "--jobs", "2", "--no-progress"]
+    assert main([*args, "--secret", SECRET.decode()]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "skipped" in line]
+    assert len(err) == 2 and "cut.vxcap: truncated capture" in err[0]  # (and the summary)
+
+    def order(r: dict[str, object]) -> tuple[str, str]:
+        return str(r["call"]), json.dumps(r["turns"])
+
+    again = sorted((json.loads(line) for line in out.read_text().splitlines()), key=order)
+    expected = sorted((json.loads(r.model_dump_json(by_alias=True)) for r in live), key=order)
+    assert [r.pop("source") for r in again] == ["capture", "capture"]
+    for r in again:
+        r.pop("verdict"), r.pop("policy")  # (judged here; the live session was not)
+    for r in expected:
+        r.pop("source"), r.pop("verdict"), r.pop("policy")
+    assert again == expected
+    report = (tmp_path / "report.html").read_text()
+    assert report.count("<section class='call'") == 2 and "<audio" not in report

@@ -29,6 +29,7 @@ def header(
     config: SessionConfig | None = None,
     options: DialectOptions | None = None,
     link_id: str = "link-1",
+    questions: tuple[str, ...] = ("clock_lag",),
 ) -> CaptureHeader:
     return CaptureHeader.of(
         transport=transport,
@@ -40,6 +41,7 @@ def header(
         link_id=link_id,
         secret=SECRET,
         version="test",
+        questions=questions,
     )
 
 
@@ -79,19 +81,19 @@ def capture_call(
 ) -> Captured:
     """``call`` fed to a session as the proxy feeds one (from START_NS), captured; the
     shell's part too: the agent's answer, event API events, the event loop's ``lags``
-    (``(t_ns, lag_ns)`` readings the session's uncertainties are read from)."""
+    (``(t_ns, lag_ns)`` readings: the session asks how late its clock readings were)."""
     monitor = LagMonitor()
     for t, lag in lags or []:
         monitor.record(t, lag)
+    capture = writer.open_call(header())
     session = CallSession(
         make_decoder("twilio", DialectOptions(secret=SECRET)),
         START_NS,
         secret=SECRET,
         link_id="link-1",
         anchor=EpochAnchor(mono_ns=START_NS - 7, wall_ns=1_800_000_000_000_000_000),
-        clock_lag=monitor.max_between,
+        clock_lag=capture.answers("clock_lag", monitor.max_between),
     )
-    capture = writer.open_call(header())
     session.tap = capture
     session.on_upstream_connected(START_NS + 40 * NS_PER_MS)
     for i, (t_ns, direction, message) in enumerate(call.messages):
@@ -103,7 +105,6 @@ def capture_call(
     if events:  # what a shell notes as the call closes
         session.note_anomaly(AnomalyKind.UNDELIVERED, 2)
         session.count_unmeasured(AGENT_TO_CALLER, 3, 120)
-    capture.lags(monitor.lags_since(START_NS))
     receipt = session.close(end_ns, "caller_closed", CloseInfo(initiator="caller"))
     capture.finish(receipt.call)
     return Captured(receipt, capture, call)

@@ -68,9 +68,11 @@ class Kind(enum.IntEnum):
     ANOMALY = 5  # the proxy noted an anomaly (``note_anomaly``): JSON kind and count
     ERROR = 6  # the proxy noted a measurement error (``note_measurement_error``)
     LABEL = 7  # WebRTC: the data channel of the messages that follow (UTF-8)
-    LAG = 8  # the event loop's lags near the call: (t_ns, lag_ns) i64 pairs
+    ANSWER = 8  # what the proxy answered the session's question: JSON q, args, value
     CLOSE = 9  # the call closed (``close``), at its end: JSON terminal, close, dialect
     END = 10  # the capture is whole: JSON call (the receipt's call id)
+    # (A session asks its shell (``clock_lag``, ``downstream``) as its receipt is built:
+    # the ANSWERs follow the CLOSE.)
     UNMEASURED = 11  # forwarded, counted, not measured (``count_unmeasured``): u64 messages, bytes
 
 
@@ -91,8 +93,9 @@ class CaptureHeader:
     for (``auto`` detects it), the decoder's options but its secret, the session's
     settings, the call's start on the proxy's monotonic clock and its wall-clock anchor,
     the proxy's link id for the call (its receipt's call id when the wire names none),
-    and a keyed hash of a constant (``key_check``) that tells whether a replay was given
-    the proxy's ``--secret`` (never the secret)."""
+    a keyed hash of a constant (``key_check``) that tells whether a replay was given
+    the proxy's ``--secret`` (never the secret), and the ``questions`` the session could
+    put to the proxy (``clock_lag``, ``downstream``: their answers are ANSWER records)."""
 
     transport: str
     dialect: str
@@ -106,6 +109,7 @@ class CaptureHeader:
     names: tuple[str, ...] | None
     session: dict[str, Any]
     voxproxy: str
+    questions: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -120,6 +124,7 @@ class CaptureHeader:
         link_id: str,
         secret: bytes,
         version: str,
+        questions: tuple[str, ...] = (),
     ) -> CaptureHeader:
         return cls(
             transport=transport,
@@ -134,6 +139,7 @@ class CaptureHeader:
             names=None if options.names is None else tuple(sorted(options.names)),
             session=_settings(config),
             voxproxy=version,
+            questions=questions,
         )
 
     def to_bytes(self) -> bytes:
@@ -230,6 +236,7 @@ def read_header(fh: BinaryIO, name: str) -> CaptureHeader:
         d = orjson.loads(body)
         names = d.get("names")
         d["names"] = None if names is None else tuple(names)
+        d["questions"] = tuple(d.get("questions", ()))
         return CaptureHeader(**d)
     except (orjson.JSONDecodeError, TypeError) as exc:
         raise CaptureError(f"{name}: damaged capture header ({exc})") from None

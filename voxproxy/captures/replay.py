@@ -1,10 +1,11 @@
 """Replaying a capture: its records handed to a new session, in order, at their times.
 
 The session is set up as the proxy's was (the header's dialect, decoder options,
-settings, start, clock anchor and link id; the event loop's lag readings the live
-receipt's uncertainties were read from), then given each record as the live one was:
+settings, start, clock anchor and link id), then given each record as the live one was:
 messages (``on_message``, shed where the live one shed), decoded audio (``on_audio``),
-events, the agent's answer, the anomalies and errors the proxy noted, and the close.
+events, the agent's answer, the anomalies and errors the proxy noted, and the close,
+where its questions to the proxy (how late the loop's clock readings near an edge were;
+WebRTC: how late the caller may have heard the agent) get the answers the live one got.
 The measurement core reads no clock, so the receipt is the live one, figure for figure,
 with ``source: capture``.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -38,7 +40,6 @@ from voxproxy.captures.format import (
     key_check,
     sniff,
 )
-from voxproxy.clock import LagMonitor
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import Decoder
 from voxproxy.dialects.channels import ChannelDecoder
@@ -69,7 +70,8 @@ def _replay(f: CaptureFile, secret: bytes) -> Receipt:
             decoder = make_decoder(header.dialect, options)
         except Exception as exc:
             raise CaptureError(f"{name}: dialect {header.dialect!r}: {exc}") from None
-    lags = LagMonitor()
+    answers = _Answers(name)
+    asked = header.questions
     session = CallSession(
         decoder,
         header.start_ns,
@@ -77,9 +79,11 @@ def _replay(f: CaptureFile, secret: bytes) -> Receipt:
         link_id=header.link_id,
         config=header.session_config(),
         anchor=header.anchor,
-        clock_lag=lags.max_between,
+        clock_lag=answers.clock_lag if "clock_lag" in asked else None,
+        downstream=answers.downstream if "downstream" in asked else None,
     )
-    receipt: Receipt | None = None
+    closed: dict[str, Any] | None = None
+    end_ns = 0
     call: str | None = None
     for r in f.records():
         kind, flags, t_ns, payload = r.kind, r.flags, r.t_ns, r.payload
@@ -108,25 +112,48 @@ def _replay(f: CaptureFile, secret: bytes) -> Receipt:
             session.note_measurement_error()
         elif kind == Kind.LABEL and channels is not None:
             channels.label = payload.decode()
-        elif kind == Kind.LAG:
-            pairs = np.frombuffer(payload, "<i8").reshape(-1, 2)
-            for t, lag in pairs.tolist():
-                lags.record(t, lag)
-        elif kind == Kind.CLOSE:
-            closed = orjson.loads(payload)
-            receipt = session.close(
-                t_ns, closed["terminal"], CloseInfo(**closed["close"]), dialect=closed["dialect"]
-            )
+        elif kind == Kind.ANSWER:
+            answers.note(orjson.loads(payload))
+        elif kind == Kind.CLOSE:  # closed once the answers that follow are read
+            closed, end_ns = orjson.loads(payload), t_ns
         elif kind == Kind.END:
             call = str(orjson.loads(payload)["call"])
         else:
             raise CaptureError(f"{name}: damaged capture (a record of kind {kind})")
-    if receipt is None or call is None:
+    if closed is None or call is None:
         raise CaptureError(f"{name}: damaged capture (the call's close is missing)")
+    close = CloseInfo(**closed["close"])
+    receipt = session.close(end_ns, closed["terminal"], close, dialect=closed["dialect"])
     update: dict[str, object] = {"source": "capture"}
     if key_check(secret) != header.key_check:
         update["call"] = call  # not the proxy's secret: the call id the live receipt had
     return receipt.model_copy(update=update)
+
+
+class _Answers:
+    """The proxy's answers to the session's questions, as the capture recorded them."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._given: dict[tuple[str, tuple[int, ...]], Any] = {}
+
+    def note(self, answer: dict[str, Any]) -> None:
+        self._given[(answer["q"], tuple(answer["args"]))] = answer["value"]
+
+    def _answer(self, question: str, *args: int) -> Any:
+        try:
+            return self._given[(question, args)]
+        except KeyError:
+            raise CaptureError(
+                f"{self._name}: the replay asked {question}{args}, which the live call was "
+                "never asked (a capture of another version of the measurement)"
+            ) from None
+
+    def clock_lag(self, start_ns: int, end_ns: int) -> int:
+        return int(self._answer("clock_lag", start_ns, end_ns))
+
+    def downstream(self, t_ns: int) -> float:
+        return float(self._answer("downstream", t_ns))
 
 
 def measure_capture(job: Job, options: Options) -> tuple[Receipt, float]:

@@ -28,10 +28,10 @@ import stat
 import struct
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import orjson
 
@@ -51,13 +51,16 @@ from voxproxy.events import Direction, Pcm, StageMark, ToolEvent
 from voxproxy.receipts.model import CloseInfo
 
 log = logging.getLogger("voxproxy.captures")
+T = TypeVar("T")
 
 DEFAULT_MAX_CALLS = 1000
 DEFAULT_MAX_BYTES = 1 << 30
 DEFAULT_MAX_PENDING_BYTES = 64 << 20
 DEFAULT_CHUNK_BYTES = 64 << 10
 PART = ".part"  # a capture being written (or left by a proxy that was killed)
-LEVEL = 6  # zlib's default: a 2-minute Twilio call 1.5 MB -> 0.8 MB (docs/captures.md)
+# zlib's fastest: on scripted Twilio calls 92 MB/s for 0.353 of the wire, level 6 62 MB/s
+# for 0.339 (docs/captures.md, benchmarks/capture.py).
+LEVEL = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,11 +225,22 @@ class CallCapture:
             self._label = label
             self._add(Kind.LABEL, 0, self._t, label.encode())
 
-    def lags(self, lags: Iterable[tuple[int, int]]) -> None:
-        """The event loop's lag readings the receipt's uncertainties are read from."""
-        if not self.dead:
-            flat = [x for pair in lags for x in pair]
-            self._add(Kind.LAG, 0, self._t, struct.pack(f"<{len(flat)}q", *flat))
+    def answers(self, question: str, ask: Callable[..., T]) -> Callable[..., T]:
+        """``ask`` (a question the session puts to its shell: ``clock_lag``, how late the
+        loop's clock readings in an interval may be; ``downstream``, how late a WebRTC
+        caller may have heard the agent), each of its answers recorded."""
+
+        def asked(*args: int) -> T:
+            value = ask(*args)
+            if not self.dead:
+                try:
+                    answer = orjson.dumps({"q": question, "args": args, "value": value})
+                    self._add(Kind.ANSWER, 0, self._t, answer)
+                except Exception as exc:
+                    self.abandon(f"an answer could not be recorded ({exc})")
+            return value
+
+        return asked
 
     def finish(self, call: str) -> None:
         """The call has its receipt (``call``: its call id, the file's name): the last
@@ -269,6 +283,9 @@ class CaptureWriter:
         self._queue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._seq = 0
+        # Names of the files being written: unique to this writer (another in this process,
+        # a --workers sibling) whatever the calls' ids.
+        self._prefix = f".{os.getpid()}-{os.urandom(4).hex()}"
         left = sum(1 for p in settings.directory.glob(f".*{SUFFIX}{PART}"))
         if left:
             log.warning(
@@ -340,7 +357,7 @@ class CaptureWriter:
         if capture._file is None:
             self._seq += 1
             directory = self.settings.directory
-            path = directory / f".{os.getpid()}-{self._seq}{SUFFIX}{PART}"
+            path = directory / f"{self._prefix}-{self._seq}{SUFFIX}{PART}"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
             capture._file = open(os.open(path, flags, 0o600), "wb")  # noqa: SIM115
             capture.path = path

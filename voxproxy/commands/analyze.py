@@ -18,19 +18,22 @@ def add_parser(sub: Any) -> None:
 
     p = sub.add_parser(
         "analyze",
-        help="measure recorded calls (dual-channel WAV/FLAC, mono pairs): receipts, "
-        "verdicts and a report that plays them",
+        help="measure recorded calls (dual-channel WAV/FLAC, mono pairs) and captures of "
+        "the proxy's calls (.vxcap): receipts, verdicts and a report that plays them",
         description="Measure calls that never passed through the proxy: each recording "
         "gets the receipt and verdict a live call gets (source: recording, measured at the "
         "listener's vantage). Left channel = caller, right = agent unless --channels says "
-        "otherwise. Exit status 1 when a file was skipped.",
+        "otherwise. A capture of a call (voxproxy proxy --capture) is replayed through the "
+        "same core and gives the receipt the live proxy gave (source: capture). Exit status "
+        "1 when a file was skipped.",
         formatter_class=DefaultsShown,
     )
     p.add_argument(
         "paths",
         nargs="*",
         metavar="PATH",
-        help="a dual-channel recording, or a folder searched for .wav/.wave/.flac files",
+        help="a dual-channel recording or a capture, or a folder searched for "
+        ".wav/.wave/.flac/.vxcap files",
     )
     p.add_argument(
         "--pair",
@@ -70,6 +73,7 @@ def add_parser(sub: Any) -> None:
         "--secret",
         default=None,
         help="key for the pseudonymous call ids (HMAC of each recording's file name); "
+        "for captures, the proxy's --secret (then every keyed hash is the live receipt's); "
         "without it a random per-run key is used",
     )
     p.add_env_argument(
@@ -91,6 +95,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from voxproxy.captures.replay import register
     from voxproxy.recordings.run import run_analyze
 
+    register()  # captures of the proxy's wire (proxy --capture) too
     return run_analyze(args)

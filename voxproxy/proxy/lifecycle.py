@@ -50,9 +50,6 @@ MIN_LAG_READINGS = 3  # readings in that second for their median to count (see l
 OWN_LOAD_SHARE = 0.5
 
 CALL_ID_HEADER = "X-Voxproxy-Call"
-# A capture keeps the loop's lag readings from this long before the call's start: every
-# reading the receipt's uncertainties can read (edges 100 ms before, a caller chunk).
-CAPTURE_LAGS_BEFORE_NS = 5_000 * NS_PER_MS
 
 
 ReceiptSink = Callable[[Receipt], None]
@@ -146,6 +143,20 @@ class MeasuredCall:
         self.link_id = uuid.uuid4().hex
         # How late the call's arrival stamps may be (its session's clock_lag).
         self.stamps = StampError(proxy.clock_lag)
+        lag: Callable[[int, int], int] = clock_lag or self.stamps
+        # What the session is handed, and what it asks, on disk (voxproxy.captures).
+        self.capture: CallCapture | None = None
+        if proxy.captures is not None:
+            try:
+                asks = ("clock_lag",) if downstream is None else ("clock_lag", "downstream")
+                header = capture_header(proxy, t_ns, self.link_id, transport, asks)
+                self.capture = capture = proxy.captures.open_call(header)
+                lag = capture.answers("clock_lag", lag)
+                if downstream is not None:
+                    downstream = capture.answers("downstream", downstream)
+            except Exception:  # the call goes on, measured, uncaptured
+                log.exception("could not start a call's capture (counted in its failures)")
+                proxy.captures.failed += 1
         self.session = CallSession(
             decoder,
             t_ns,
@@ -153,20 +164,11 @@ class MeasuredCall:
             link_id=self.link_id,
             config=proxy.config.session,
             anchor=proxy.anchor,
-            clock_lag=clock_lag or self.stamps,
+            clock_lag=lag,
             downstream=downstream,
         )
+        self.session.tap = self.capture
         self.trace: CallTrace | None = None
-        # What the session is handed, on disk (proxy --capture: voxproxy.captures).
-        self.capture: CallCapture | None = None
-        if proxy.captures is not None:
-            try:
-                header = capture_header(proxy, self.session, self.link_id, transport)
-                self.capture = proxy.captures.open_call(header)
-                self.session.tap = self.capture
-            except Exception:  # the call goes on, measured, uncaptured
-                log.exception("could not start a call's capture (counted in its failures)")
-                proxy.captures.failed += 1
         proxy.active += 1
         proxy.live.add_link(self, self.link_id)
         proxy.telemetry.call_opened()
@@ -212,9 +214,6 @@ class MeasuredCall:
         journal entry closed) if that fails. A capture of the call is finished, named
         by the receipt's call id."""
         capture = self.capture
-        if capture is not None:
-            start = self.session.start_ns - CAPTURE_LAGS_BEFORE_NS
-            capture.lags(self._proxy.clock_lag.lags_since(start))
         try:
             receipt = self.session.close(t_ns, terminal, close, dialect=dialect)
         except Exception:
@@ -290,9 +289,10 @@ class ReceiptOutlet:
 
 
 def capture_header(
-    proxy: CallHost, session: CallSession, link_id: str, transport: str
+    proxy: CallHost, t_ns: int, link_id: str, transport: str, questions: tuple[str, ...]
 ) -> CaptureHeader:
-    """What a capture of a call of ``proxy`` says of the call's measurement settings."""
+    """What a capture of a call of ``proxy`` that started at ``t_ns`` says of its
+    measurement's settings (``questions``: those the session may put to the proxy)."""
     from voxproxy import __version__
     from voxproxy.captures.format import CaptureHeader
 
@@ -300,12 +300,13 @@ def capture_header(
         transport=transport,
         dialect=proxy.config.dialect,
         options=proxy.dialect_options,
-        config=session.config,
-        start_ns=session.start_ns,
+        config=proxy.config.session,
+        start_ns=t_ns,
         anchor=proxy.anchor,
         link_id=link_id,
         secret=proxy.secret,
         version=__version__,
+        questions=questions,
     )
 
 

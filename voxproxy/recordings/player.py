@@ -155,6 +155,8 @@ def _timeline(view: CallView, index: int) -> str:
 
 
 def _players(view: CallView, base: Path) -> str:
+    if not view.audio:  # (a capture: its timeline without a player)
+        return ""
     parts = []
     for path, start_ms in view.audio:
         rel = os.path.relpath(Path(path).resolve(), base.resolve())

@@ -133,12 +133,11 @@ def run_analyze(args: argparse.Namespace) -> int:
                 if len(job.paths) == 1
                 else (max(0.0, -job.offset_ms), max(0.0, job.offset_ms))
             )
+            # A capture is no audio file a page can play: its timeline alone.
+            files = [] if r.source == "capture" else list(zip(job.paths, starts, strict=True))
             views.append(
                 CallView(
-                    " + ".join(Path(p).name for p in job.paths),
-                    r,
-                    list(zip(job.paths, starts, strict=True)),
-                    read_truth(job.paths[0]),
+                    " + ".join(Path(p).name for p in job.paths), r, files, read_truth(job.paths[0])
                 )
             )
         write_player_report(report, views, failures)
