@@ -223,6 +223,8 @@ async def test_captured_calls_of_every_wire_replay_into_the_live_receipts(
     assert dialects == sorted([*_calls(), "webrtc"]), dialects
     for r in receipts.values():
         assert r.summary.turns >= 2 and r.wire_looks_like is None, (r.dialect, r.summary)
+        # (the relay's own forwarding delays: carried over from the live call)
+        assert r.forwarding is not None, r.transport
     assert stat.S_IMODE(caps.stat().st_mode) == 0o700
     files = sorted(caps.iterdir())
     assert [p.name for p in files] == sorted(f"{call}.vxcap" for call in receipts)

@@ -56,7 +56,7 @@ def test_a_capture_holds_every_input_in_order_at_its_time(tmp_path: Path) -> Non
     close = orjson.loads(records[close_at].payload)
     assert close["terminal"] == "caller_closed" and close["close"]["initiator"] == "caller"
     assert records[close_at].t_ns == START_NS + done.call.end_ns
-    assert orjson.loads(records[-1].payload) == {"call": done.receipt.call}
+    assert orjson.loads(records[-1].payload) == {"call": done.receipt.call, "added": {}}
 
 
 def test_files_are_the_owner_s_alone(tmp_path: Path) -> None:

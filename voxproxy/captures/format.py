@@ -70,7 +70,7 @@ class Kind(enum.IntEnum):
     LABEL = 7  # WebRTC: the data channel of the messages that follow (UTF-8)
     ANSWER = 8  # what the proxy answered the session's question: JSON q, args, value
     CLOSE = 9  # the call closed (``close``), at its end: JSON terminal, close, dialect
-    END = 10  # the capture is whole: JSON call (the receipt's call id)
+    END = 10  # the capture is whole: JSON call (the receipt's id), added (by the transport)
     # (A session asks its shell (``clock_lag``, ``downstream``) as its receipt is built:
     # the ANSWERs follow the CLOSE.)
     UNMEASURED = 11  # forwarded, counted, not measured (``count_unmeasured``): u64 messages, bytes

@@ -85,6 +85,7 @@ def _replay(f: CaptureFile, secret: bytes) -> Receipt:
     closed: dict[str, Any] | None = None
     end_ns = 0
     call: str | None = None
+    added: dict[str, Any] = {}
     for r in f.records():
         kind, flags, t_ns, payload = r.kind, r.flags, r.t_ns, r.payload
         if flags & DISABLED:
@@ -117,16 +118,20 @@ def _replay(f: CaptureFile, secret: bytes) -> Receipt:
         elif kind == Kind.CLOSE:  # closed once the answers that follow are read
             closed, end_ns = orjson.loads(payload), t_ns
         elif kind == Kind.END:
-            call = str(orjson.loads(payload)["call"])
+            end = orjson.loads(payload)
+            call, added = str(end["call"]), dict(end.get("added") or {})
         else:
             raise CaptureError(f"{name}: damaged capture (a record of kind {kind})")
     if closed is None or call is None:
         raise CaptureError(f"{name}: damaged capture (the call's close is missing)")
     close = CloseInfo(**closed["close"])
     receipt = session.close(end_ns, closed["terminal"], close, dialect=closed["dialect"])
-    update: dict[str, object] = {"source": "capture"}
+    update: dict[str, Any] = {**added, "source": "capture"}
     if key_check(secret) != header.key_check:
         update["call"] = call  # not the proxy's secret: the call id the live receipt had
+    if added:  # (figures of the live proxy's own, its forwarding delays: as they were)
+        merged = {**orjson.loads(receipt.model_dump_json(by_alias=True)), **update}
+        return Receipt.model_validate(merged)
     return receipt.model_copy(update=update)
 
 

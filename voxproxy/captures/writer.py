@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import orjson
 
@@ -49,6 +49,9 @@ from voxproxy.captures.format import (
 from voxproxy.errors import ConfigError
 from voxproxy.events import Direction, Pcm, StageMark, ToolEvent
 from voxproxy.receipts.model import CloseInfo
+
+if TYPE_CHECKING:
+    from voxproxy.receipts.model import Receipt
 
 log = logging.getLogger("voxproxy.captures")
 T = TypeVar("T")
@@ -113,6 +116,7 @@ class CallCapture:
         "_label",
         "_t",
         "_writer",
+        "built",
         "dead",
         "header",
         "path",
@@ -127,6 +131,7 @@ class CallCapture:
         self._t = header.start_ns
         self._label: str | None = None
         self.dead = False  # abandoned: what comes is dropped
+        self.built: Receipt | None = None  # the session's receipt, until published
         # The writer thread's alone:
         self._file: BinaryIO | None = None
         self._deflate = zlib.compressobj(LEVEL)
@@ -242,12 +247,13 @@ class CallCapture:
 
         return asked
 
-    def finish(self, call: str) -> None:
-        """The call has its receipt (``call``: its call id, the file's name): the last
-        records go to the thread, which completes the file."""
+    def finish(self, call: str, added: dict[str, Any] | None = None) -> None:
+        """The call has its receipt (``call``: its call id, the file's name; ``added``:
+        the receipt's fields its transport set, as JSON): the last records go to the
+        thread, which completes the file."""
         if self.dead:
             return
-        self._add(Kind.END, 0, self._t, orjson.dumps({"call": call}))
+        self._add(Kind.END, 0, self._t, orjson.dumps({"call": call, "added": added or {}}))
         self._hand_over(call)
 
     def abandon(self, why: str) -> None:

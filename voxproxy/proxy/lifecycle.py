@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+import orjson
+
 from voxproxy.clock import EpochAnchor, LagMonitor
 from voxproxy.dialects.base import Decoder, DialectOptions
 from voxproxy.events import Direction, Event
@@ -211,8 +213,7 @@ class MeasuredCall:
         self, t_ns: int, terminal: Terminal, close: CloseInfo, dialect: str | None = None
     ) -> Receipt | None:
         """Build the call's receipt; None (counted in ``receipt_errors``, logged, the
-        journal entry closed) if that fails. A capture of the call is finished, named
-        by the receipt's call id."""
+        journal entry closed, a capture of the call finished) if that fails."""
         capture = self.capture
         try:
             receipt = self.session.close(t_ns, terminal, close, dialect=dialect)
@@ -220,13 +221,20 @@ class MeasuredCall:
             log.exception("could not build a receipt for a call (counted in receipt_errors)")
             self._proxy.receipt_errors += 1
             self._proxy.journal_closed(self.link_id)
-            receipt = None
+            if capture is not None:
+                capture.finish(keyed_hash(self._proxy.secret, self.link_id, CALL_PREFIX))
+            return None
         if capture is not None:
-            proxy_id = keyed_hash(self._proxy.secret, self.link_id, CALL_PREFIX)
-            capture.finish(receipt.call if receipt is not None else proxy_id)
+            capture.built = receipt
         return receipt
 
     def _publish(self, receipt: Receipt, t_ns: int) -> None:
+        """Publish the call's receipt (as its transport completed it). A capture of the
+        call is finished, named by its call id, with what the transport added to the
+        session's receipt (its forwarding delays: figures of the proxy's own)."""
+        capture = self.capture
+        if capture is not None and capture.built is not None:
+            capture.finish(receipt.call, added_fields(capture.built, receipt))
         publish(self._proxy, receipt, self.session, self.trace, t_ns)
 
 
@@ -286,6 +294,14 @@ class ReceiptOutlet:
     def journal_closed(self, key: str) -> None:
         if self.journal is not None:
             self.journal.closed(key)
+
+
+def added_fields(built: Receipt, final: Receipt) -> dict[str, Any]:
+    """The fields of ``final`` (as JSON) that a transport set on the session's ``built``
+    receipt."""
+    before = orjson.loads(built.model_dump_json(by_alias=True))
+    after: dict[str, Any] = orjson.loads(final.model_dump_json(by_alias=True))
+    return {k: v for k, v in after.items() if before.get(k) != v}
 
 
 def capture_header(
