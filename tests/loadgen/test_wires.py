@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.groundtruth import NEVER_WITHHELD, require_published
+from support.groundtruth import NEVER_WITHHELD, beside_load, require_published
 from support.waiting import wait_until
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -121,7 +121,7 @@ async def test_each_new_wire_round_trips_through_the_proxy(dialect: str) -> None
     assert len(agent.echoes) == 2, agent.received[-3:]
     (receipt,) = receipts
     assert receipt.dialect == dialect and receipt.wire_looks_like is None
-    assert receipt.anomalies == {}, receipt.anomalies
+    assert beside_load(receipt.anomalies) == {}, receipt.anomalies
     assert [t.kind for t in receipt.turns] == ["response", "response"]
     # Both measured (only shed measurement could withhold one here, and not both).
     assert receipt.summary.responses == require_published(receipt.turns, dialect)

@@ -172,6 +172,13 @@ LOAD_REASONS = (
 )
 
 
+def beside_load(anomalies: dict[str, int]) -> dict[str, int]:
+    """A receipt's anomalies less ``measurement_shed``: the proxy's measurement fell behind
+    on a busy machine and shed audio (each figure near it withheld for that reason), which
+    says nothing of the wire a test is about."""
+    return {k: n for k, n in anomalies.items() if k != "measurement_shed"}
+
+
 def withheld_for_load(value: float | None, reason: str | None, what: object = None) -> bool:
     """Whether a live call's figure (a time to first sound or a stop latency, with the
     reason the receipt gives) was withheld, which a live test accepts only for one of
