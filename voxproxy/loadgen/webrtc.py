@@ -42,6 +42,7 @@ from voxproxy.loadgen.caller import (
     ScriptedCaller,
     Step,
 )
+from voxproxy.loadgen.record import NoiseTruth, SpeechTruth
 from voxproxy.loadgen.truth import TurnTruth, truths_of_turns
 from voxproxy.simcall.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
@@ -110,6 +111,8 @@ class WebRtcCaller(ScriptedCaller):
         self._heard = MeasuredStream()
         self._silence: bytes | None = None
         self._agent_end_ns: int | None = None
+        # The stream position at the end of each frame handed to aiortc's sender, in order.
+        self._pushed: list[int] = []
 
     # -- audio out ------------------------------------------------------------------------
 
@@ -129,14 +132,13 @@ class WebRtcCaller(ScriptedCaller):
         return payloads[0] if payloads else b""
 
     async def _send(self, payload: bytes | str) -> None:
-        assert self.peer is not None and isinstance(payload, bytes)
-        if payload:
-            self.peer.send_encoded(payload)
+        self._write_now(payload)
 
     def _write_now(self, payload: bytes | str) -> bool:
         assert self.peer is not None and isinstance(payload, bytes)
-        if payload:
-            self.peer.send_encoded(payload)
+        if payload and self.peer.send_encoded(payload):
+            # (the frame's end in the stream: the sender counts it before it sends)
+            self._pushed.append(self._sent_samples)
         return True
 
     # -- audio in -------------------------------------------------------------------------
@@ -225,7 +227,13 @@ class WebRtcCaller(ScriptedCaller):
                     rec.error = f"the peer connection did not connect ({peer.state})"
                     return rec
                 rec.connected_ns = peer.connected_ns
+                sent = peer.track.sent_log = []
                 await self._converse()
+                if not peer.track.dropped:
+                    frame = self.frame
+                    move_to_departures(
+                        rec.speech, rec.noises, self._pushed, sent, rec.t0_ns, self.rate, frame
+                    )
             except Exception as exc:
                 rec.error = f"{type(exc).__name__}: {exc}"
             finally:
@@ -256,6 +264,37 @@ class WebRtcCaller(ScriptedCaller):
 
 
 # -- ground truth -------------------------------------------------------------------------
+
+
+def move_to_departures(
+    speech: list[SpeechTruth],
+    noises: list[NoiseTruth],
+    pushed: list[int],
+    sent: list[int],
+    t0_ns: int,
+    rate: int,
+    frame: int,
+) -> bool:
+    """Move the caller's truth to the proxy's vantage: each edge by how late the frame
+    holding it left against its schedule (the end of its interval), which the proxy sees
+    as it arrives (its kernel stamp). ``pushed``: each frame's end position in the stream
+    as it was handed to aiortc's sender; ``sent``: when the sender took each, in order
+    (it writes it in the same step; the last few may still have been queued at the
+    hang-up: their edges stay). Call it only when the sending queue dropped nothing, else
+    the order does not match; False, nothing moved, where it plainly does not."""
+    if len(sent) > len(pushed):
+        return False
+    lag = {end: t - (t0_ns + end * NS_PER_S // rate) for end, t in zip(pushed, sent, strict=False)}
+
+    def moved(t_ns: int, last: bool) -> int:
+        pos = round((t_ns - t0_ns) * rate / NS_PER_S) - (1 if last else 0)
+        return t_ns + lag.get((pos // frame + 1) * frame, 0)
+
+    for s in speech:
+        s.onset_ns, s.offset_ns = moved(s.onset_ns, False), moved(s.offset_ns, True)
+    for n in noises:
+        n.onset_ns, n.offset_ns = moved(n.onset_ns, False), moved(n.offset_ns, True)
+    return True
 
 
 @dataclass(frozen=True, slots=True)

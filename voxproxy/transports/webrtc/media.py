@@ -121,6 +121,9 @@ class OutboundTrack(MediaStreamTrack):
         # (RTP timestamp in ns, arrival, departure) of every relayed packet, when a list is set
         # here (benchmarks/webrtc.py: the inter-departure jitter against the inter-arrival).
         self.departures: list[tuple[int, int, int]] | None = None
+        # The departure of every packet, in order, when a list is set here (the load
+        # generator's caller: its truth at the proxy's vantage, loadgen/webrtc.py).
+        self.sent_log: list[int] | None = None
 
     def push(
         self, payload: bytes, pts: int, time_base: fractions.Fraction, t_in_ns: int = 0
@@ -163,6 +166,8 @@ class OutboundTrack(MediaStreamTrack):
                 ts_ns = int(packet.pts or 0) * 1_000_000_000 * tb.numerator // tb.denominator
                 self.departures.append((ts_ns, t_in_ns, t_out_ns))
         self.sent += 1
+        if self.sent_log is not None:
+            self.sent_log.append(self._clock())
         return packet
 
     def _behind(self, t_out_ns: int, packet: Packet[Any]) -> int:
