@@ -636,7 +636,7 @@ def main() -> int:
         ("|D| departures p50/p99/max", "departure_ms"),
         ("added by relay p50/p99/max", "added_ms"),
     ):
-        print(f"{label:28s}{jit(relay, key):>14s}{jit(trans, key):>14s}")
+        print(f"{label:28s}{jit(relay, key):>20s}{jit(trans, key):>20s}")
     print(f"{'':28s}{'direct':>14s}{'relay':>14s}")
     far = [p["caller_arrival_jitter_ms"] for p in (direct, relay)]
     print(
