@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -144,7 +145,7 @@ async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
         share=0.0,
         shed_after_ms=0.0,
         call_soon=turns.append,
-        now_ns=lambda: now[0],
+        now_ns=lambda: now[0] or time.monotonic_ns(),  # the real clock while the call runs
     )
     shed_until = [0]
     pending_at_end: list[int] = []
@@ -155,8 +156,8 @@ async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
         pending_at_end.append(queue.queued)
         (ctx,) = contexts
         assert ctx.backlog is not None
-        times = [item[2] for item in ctx.backlog]
-        # Shed what came in the call's first 40%; measure the rest.
+        times = [item[3] for item in ctx.backlog]  # when each was queued
+        # Shed what was queued in the call's first 40%; measure the rest.
         shed_until[0] = now[0] = times[0] + (times[-1] - times[0]) * 4 // 10
         while turns:
             turns.pop(0)()

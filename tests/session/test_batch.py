@@ -28,16 +28,17 @@ def _close(session: CallSession, call: ScriptedCall) -> Receipt:
 
 def _items(call: ScriptedCall) -> list[Item]:
     """The call's messages, with a tool event from the event API among them."""
-    items: list[Item] = [(d, p, t) for t, d, p in call.messages]
+    items: list[Item] = [(d, p, t, t) for t, d, p in call.messages]  # queued as they came
     at = len(items) // 2
     t_ns = items[at][2]
-    items.insert(at, (None, ToolEvent("tool.started", t_ns, operation_id="op", tool="t"), t_ns))
+    event = ToolEvent("tool.started", t_ns, operation_id="op", tool="t")
+    items.insert(at, (None, event, t_ns, t_ns))
     return items
 
 
 def _one_by_one(call: ScriptedCall, dialect: str, items: list[Item]) -> Receipt:
     session = _session(dialect)
-    for d, p, t in items:
+    for d, p, t, _queued in items:
         if d is None:
             session.on_event(p)  # type: ignore[arg-type]
         else:
@@ -67,14 +68,14 @@ def test_a_batch_gives_the_receipt_of_one_message_at_a_time() -> None:
 
 
 def _carries_audio(dialect: str, item: Item) -> bool:
-    d, p, t = item
+    d, p, t, _queued = item
     return any(type(ev) is Audio for ev in make_decoder(dialect).decode(d, p, t))  # type: ignore[arg-type]
 
 
 def test_the_budget_stops_a_batch_and_late_messages_are_shed() -> None:
     case = random_case(random.Random(7))
     call, dialect = render_case(case)
-    items: list[Item] = [(d, p, t) for t, d, p in call.messages]
+    items: list[Item] = [(d, p, t, t) for t, d, p in call.messages]  # queued as they came
     session = _session(dialect)
     queued: deque[Item] = deque(items)
     cpu = [0]
@@ -88,7 +89,7 @@ def test_the_budget_stops_a_batch_and_late_messages_are_shed() -> None:
     assert len(queued) == len(items) - 3 and shed == 0
     audio = [it[2] for it in items[:3] if _carries_audio(dialect, it)]
     assert last_audio == (audio[-1] if audio else -1)
-    # Messages that arrived before shed_before are shed: counted, their audio not analysed.
+    # Messages queued before shed_before are shed: counted, their audio not analysed.
     cut = queued[4][2]
     shed, last_audio = measure_queued(session, queued, 8, lambda: 0, 1, cut)
     assert len(queued) == len(items) - 11
@@ -98,3 +99,20 @@ def test_the_budget_stops_a_batch_and_late_messages_are_shed() -> None:
     assert session.anomalies["measurement_shed"] == sum(
         1 for it in items[3:11] if it[2] < cut and _carries_audio(dialect, it)
     )
+
+
+def test_a_message_is_shed_for_its_wait_in_the_queue_not_for_its_age() -> None:
+    """A message the loop read late (it arrived long before, kept in the socket while the
+    loop waited for a core) but queued just now is measured: its kernel arrival time
+    keeps its figures exact, and measurement is not behind."""
+    case = random_case(random.Random(11))
+    call, dialect = render_case(case)
+    now = call.messages[-1][0] + 10**9
+    items: list[Item] = [(d, p, t, now) for t, d, p in call.messages]  # all queued now
+    session = _session(dialect)
+    queued: deque[Item] = deque(items)
+    while queued:
+        shed, _ = measure_queued(session, queued, 64, lambda: 0, 1, now - 500 * 10**6)
+        assert shed == 0
+    assert "measurement_shed" not in session.anomalies
+    assert any(t.ttfs_ms is not None for t in _close(session, call).turns)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from voxproxy.proxy.measuring import Item, give_up_measuring
+from voxproxy.proxy.measuring import Queued, give_up_measuring
 from voxproxy.session.batch import measure_queued
 from voxproxy.session.call import CallSession
 
@@ -24,14 +24,14 @@ class QueuedSession:
 
     def __init__(self, session: CallSession) -> None:
         self.session = session
-        self.backlog: deque[Item] | None = None
+        self.backlog: deque[Queued] | None = None
 
     @property
     def pump_due(self) -> bool:
         return self.session.pump_due
 
-    def measure_item(self, item: Item, shed: bool) -> None:
-        direction, payload, t_ns = item
+    def measure_item(self, item: Queued, shed: bool) -> None:
+        direction, payload, t_ns, _queued = item
         if direction is None:
             self.session.on_event(payload)  # type: ignore[arg-type]
         else:

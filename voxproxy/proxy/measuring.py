@@ -35,7 +35,10 @@ a bound on that, and keeps the two kinds of work apart:
   within the budget, the calls taking turns a few messages at a time. Messages
   carry their arrival times, and the measurement core reads no clock, so a
   message measured late gives exactly the figures it would have given at once.
-* A message that has waited longer than ``shed_after_ms`` is *shed*: decoded
+* A message that has waited in the queue longer than ``shed_after_ms`` is *shed*
+  (its wait counts from when the proxy queued it, not from its arrival at the host:
+  a loop that read it late, kept waiting for a core, is not measurement falling
+  behind, and its kernel arrival time keeps its figures exact): decoded
   (stream starts, marks, flushes and the playout timeline stay exact) but its
   audio not analysed (:meth:`CallSession.on_message` with ``shed=True``): the
   figures near it are withheld with the reason ``measurement_shed``, and it is
@@ -67,6 +70,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from voxproxy.events import AnomalyKind
+from voxproxy.session.batch import Item as BatchItem
 from voxproxy.session.call import CallSession
 from voxproxy.session.pumps import PumpGroup
 from voxproxy.timebase import NS_PER_MS
@@ -97,15 +101,17 @@ DEFAULT_MAX_BACKLOG = 5000  # messages queued per call (50 s of 20 ms frames one
 # empties, under overload, still passes its pumps on: none waits for long).
 PASS_PUMPS = 64
 
-# A queued item: (direction, payload, t_ns) for a message, (None, event, t_ns) for an
-# event from the event API. Its time is when it arrived (or was stamped).
+# An item to queue: (direction, payload, t_ns) for a message, (None, event, t_ns) for an
+# event from the event API. Its time is when it arrived (or was stamped). Queued, it
+# carries when it was queued too (session/batch.py's Item: ``Queued`` here).
 Item = tuple[object, object, int]
+Queued = BatchItem
 
 
 class Measured(Protocol):
     """A call as the queue sees it (``proxy.CallContext``)."""
 
-    backlog: deque[Item] | None
+    backlog: deque[Queued] | None
 
     @property
     def pump_due(self) -> bool:
@@ -113,7 +119,7 @@ class Measured(Protocol):
         until the group has run)."""
         ...
 
-    def measure_item(self, item: Item, shed: bool) -> None:
+    def measure_item(self, item: Queued, shed: bool) -> None:
         """Measure one queued item (never raises)."""
         ...
 
@@ -122,7 +128,7 @@ class Measured(Protocol):
     ) -> int:
         """Measure items from the left of ``backlog`` (never raises), as
         :func:`measure_each` does: at most ``limit``, and none after ``cpu_ns()`` reaches
-        ``stop_at`` (at least one); those that arrived before ``shed_before`` are shed.
+        ``stop_at`` (at least one); those queued before ``shed_before`` are shed.
         It may stop after an item that left its pump due (:attr:`pump_due`). Returns how
         many messages were shed."""
         ...
@@ -146,7 +152,7 @@ def measure_each(
     while backlog and measured < limit:
         item = backlog.popleft()
         measured += 1
-        late = item[2] < shed_before
+        late = item[3] < shed_before
         if late and item[0] is not None:
             shed += 1
         call.measure_item(item, late)
@@ -155,13 +161,13 @@ def measure_each(
     return shed
 
 
-def give_up_measuring(session: CallSession, backlog: deque[Item] | None) -> None:
+def give_up_measuring(session: CallSession, backlog: deque[Queued] | None) -> None:
     """Measurement fell too far behind for this call (:meth:`Measured.give_up`): it
     keeps its traffic counts only (its receipt says ``measurement_disabled``); each
     message still queued is counted as shed and in the call's traffic, then dropped."""
     session.measurement_disabled = True
     if backlog:
-        for direction, payload, t_ns in backlog:
+        for direction, payload, t_ns, _queued in backlog:
             if direction is not None:
                 session.note_anomaly(AnomalyKind.MEASUREMENT_SHED)
                 session.on_message(direction, payload, t_ns)  # type: ignore[arg-type]
@@ -252,7 +258,7 @@ class MeasurementQueue:
         if backlog is None:
             backlog = call.backlog = deque()
             self._waiting.append(call)
-        backlog.append(item)
+        backlog.append((item[0], item[1], item[2], self._now_ns()))
         self.queued += 1
         self.deferred += 1
         if len(backlog) > self.max_backlog:
@@ -262,7 +268,7 @@ class MeasurementQueue:
         self._schedule(group=not urgent)
 
     def oldest_queued_ns(self) -> int | None:
-        """The arrival time of the oldest item queued now, or None when nothing is.
+        """When the oldest item queued now was queued, or None when nothing is.
 
         Read from the queue itself, never remembered: once the queue is empty the
         proxy is caught up, however long ago its last turn ran (an idle proxy is a
@@ -272,7 +278,7 @@ class MeasurementQueue:
             for call in calls:
                 backlog = call.backlog
                 if backlog:
-                    t_ns = backlog[0][2]  # a call's first item is its oldest
+                    t_ns = backlog[0][3]  # a call's first item is its oldest
                     if oldest is None or t_ns < oldest:
                         oldest = t_ns
         return oldest

@@ -25,8 +25,8 @@ from voxproxy.proxy.livecalls import LiveCalls, wire_ids
 from voxproxy.proxy.measuring import (
     ADMIT_BEHIND_MS,
     YIELD_LAG_MS,
-    Item,
     MeasurementQueue,
+    Queued,
     give_up_measuring,
     measure_each,
 )
@@ -76,7 +76,7 @@ class CallContext(MeasuredCall):
         super().__init__(proxy, t_ns, decoder, "websocket", cfg.dialect)
         self._wire_pending = True  # the wire's own call ids are not known yet
         self._media = False  # a message of this call has carried audio
-        self.backlog: deque[Item] | None = None  # messages queued for measurement
+        self.backlog: deque[Queued] | None = None  # messages queued for measurement
         self._end: tuple[int, EndInfo] | None = None  # the call ended with a backlog
         self.last_media_s = 0.0  # arrival (time.monotonic()) of the last media measured
         # Its pumps may wait for the queue's group pass (one energies pass for all calls).
@@ -121,9 +121,9 @@ class CallContext(MeasuredCall):
     def pump_due(self) -> bool:
         return self.session.pump_due
 
-    def measure_item(self, item: Item, shed: bool) -> None:
+    def measure_item(self, item: Queued, shed: bool) -> None:
         """Measure a message (or an event) queued earlier; never raises."""
-        direction, payload, t_ns = item
+        direction, payload, t_ns, _queued = item
         try:
             if direction is None:
                 self.session.on_event(payload)  # type: ignore[arg-type]

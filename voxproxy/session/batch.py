@@ -17,9 +17,10 @@ from typing import cast
 from voxproxy.events import Audio, Direction, StageMark, ToolEvent
 from voxproxy.session.call import CallSession
 
-# A queued item: a message ``(direction, payload, t_ns)``, or an event from outside the
-# media ``(None, event, t_ns)``.
-Item = tuple[object, object, int]
+# A queued item: a message ``(direction, payload, t_ns, queued_ns)``, or an event from
+# outside the media ``(None, event, t_ns, queued_ns)``: ``t_ns`` is when it arrived (the
+# time measured), ``queued_ns`` when the proxy queued it (how late its measurement is).
+Item = tuple[object, object, int, int]
 
 
 def measure_queued(
@@ -31,19 +32,19 @@ def measure_queued(
     shed_before: int,
 ) -> tuple[int, int]:
     """Measure items from the left of ``items``: at most ``limit``, and none after
-    ``cpu_ns()`` reaches ``stop_at`` (at least one). A message that arrived before
+    ``cpu_ns()`` reaches ``stop_at`` (at least one). A message queued before
     ``shed_before`` is shed (``CallSession.on_message(shed=True)``). Returns the messages
     shed and the arrival of the last message that carried audio (-1: none)."""
     shed = 0
     last_audio = -1
     measured = 0
     while items and measured < limit:
-        direction, payload, t_ns = items.popleft()
+        direction, payload, t_ns, queued_ns = items.popleft()
         measured += 1
         if direction is None:
             session.on_event(cast(ToolEvent | StageMark, payload))
         else:
-            late = t_ns < shed_before
+            late = queued_ns < shed_before
             if late:
                 shed += 1
             events = session.on_message(
