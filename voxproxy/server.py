@@ -390,11 +390,11 @@ def log_started(cfg: ServeConfig, policy: Policy, port: int, workers: str = "") 
     )
     if cfg.capture is not None:
         log.warning(
-            "capturing every call's audio and messages to %s (the newest %d, at most %d "
-            "bytes; docs/captures.md)",
+            "capturing every call's audio and messages to %s (the newest %d, at most %.1f "
+            "MiB; docs/captures.md)",
             cfg.capture.directory,
             cfg.capture.max_calls,
-            cfg.capture.max_bytes,
+            cfg.capture.max_bytes / (1 << 20),
         )
 
 

@@ -239,7 +239,8 @@ class CallCapture:
             value = ask(*args)
             if not self.dead:
                 try:
-                    answer = orjson.dumps({"q": question, "args": args, "value": value})
+                    body = {"q": question, "args": args, "value": value}
+                    answer = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
                     self._add(Kind.ANSWER, 0, self._t, answer)
                 except Exception as exc:
                     self.abandon(f"an answer could not be recorded ({exc})")
@@ -320,7 +321,7 @@ class CaptureWriter:
         return True
 
     def abandoned(self, capture: CallCapture, why: str) -> None:
-        self._count_failure()
+        self.count_failure()
         log.warning("a call's capture was abandoned (the call goes on): %s", why)
         if self._thread is not None:
             self._queue.put((capture, None, None))  # its file, if any, is removed
@@ -332,7 +333,7 @@ class CaptureWriter:
             self._queue.put(None)
             thread.join(timeout_s)
 
-    def _count_failure(self) -> None:
+    def count_failure(self) -> None:
         with self._lock:  # (the loop and the thread both count)
             self.failed += 1
 
@@ -352,7 +353,7 @@ class CaptureWriter:
             except OSError as exc:
                 capture.dead = True
                 _discard(capture)
-                self._count_failure()
+                self.count_failure()
                 log.warning("a call's capture could not be written (the call goes on): %s", exc)
             finally:
                 if chunk is not None:
@@ -377,7 +378,7 @@ class CaptureWriter:
         if capture.size > self.settings.max_bytes:
             capture.dead = True
             _discard(capture)
-            self._count_failure()
+            self.count_failure()
             log.warning(
                 "a call's capture was abandoned (the call goes on): larger than "
                 "--capture-max-bytes (%d bytes)",

@@ -158,7 +158,7 @@ class MeasuredCall:
                     downstream = capture.answers("downstream", downstream)
             except Exception:  # the call goes on, measured, uncaptured
                 log.exception("could not start a call's capture (counted in its failures)")
-                proxy.captures.failed += 1
+                proxy.captures.count_failure()
         self.session = CallSession(
             decoder,
             t_ns,
