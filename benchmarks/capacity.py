@@ -27,11 +27,15 @@ of the direct path (no relay) at the same number of calls, measured in the same 
 The load generator is not overhead.py's: that one runs on the stock websockets
 asyncio layer (a task and a ``sleep`` per call and direction, a ``json.loads`` per
 message received) and itself saturates its core below the counts measured here. This
-one drives websockets' sans-I/O protocols from plain asyncio protocols and sends
-every call's frames from one 1 ms timer, each call at its own phase of the 20 ms
-frame; it reuses overhead.py's helpers (speech frames, pinning, CPU from /proc,
-ports). Its own limit is reported: a level where the direct path itself misses the
-bound, or where its pacing lags, is load-limited, and the search stops there.
+one (capacity_load.py) writes and cuts RFC 6455 frames itself on plain asyncio
+protocols, no websockets protocol object a call, and sends every call's frames from
+one 1 ms timer, each call at its own phase of the 20 ms frame; it reuses overhead.py's
+helpers (speech frames, pinning, CPU from /proc, ports). Its own limit is reported: a
+level where the direct path itself misses the bound, or where its pacing lags, is
+load-limited, and the search stops there. And so that voxproxy's count is voxproxy's,
+the load alone must carry ``--headroom`` (2) times it on the direct path (the majority
+of the runs, as a level of the search): the JSON's ``load_headroom`` says whether it
+did, and voxproxy's CPU over the load's in the same runs.
 
 Search: levels grow geometrically (``--start`` 100, or 100 x F with ``--core-share F``,
 x``--growth`` 1.4) while any relay still passes and the load keeps up; then each relay's
@@ -85,7 +89,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +98,14 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 import overhead  # noqa: E402  (benchmarks/overhead.py: frames, pinning, CPU, bare relay)
 from capacity_load import run_load  # noqa: E402  (the load side, a subprocess mode)
-from capacity_relays import confine, start_relay, tree_cpu_seconds  # noqa: E402
+from capacity_relays import (  # noqa: E402
+    Run,
+    busy_s,
+    confine,
+    own_s,
+    start_relay,
+    tree_cpu_seconds,
+)
 
 from voxproxy import native  # noqa: E402
 from voxproxy.harness.child import stop  # noqa: E402
@@ -133,48 +143,6 @@ def load_shares_relay(path: str) -> bool:
 # -- one run ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Run:
-    path: str
-    calls: int
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
-    errors: int
-    messages: int
-    relay_cpu: float  # fraction of one core over the window
-    load_cpu: float
-    lag_p99_ms: float
-    foreign: float = 0.0  # CPU (in cores) used by other processes during the window
-    refused: int = 0  # refused at the handshake (503): admission control
-    opened: int = 0
-    added_p99_ms: float = float("nan")
-    attempts: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
-    shed: float = 0.0  # voxproxy: share of messages whose analysis it shed (its receipts)
-
-    def ok(self, max_p99_ms: float) -> bool:
-        """Within the bound, no failed call, and (voxproxy) measurement kept up: a count
-        at which the proxy sheds measurement is not a count it measures."""
-        return self.errors == 0 and self.added_p99_ms <= max_p99_ms and self.shed == 0.0
-
-    def disturbed(self, max_foreign: float) -> bool:
-        """Other processes on the machine used more than ``max_foreign`` of a core."""
-        return self.foreign > max_foreign
-
-
-def _busy_s() -> float:
-    """CPU time (user, nice, system) of the whole machine so far, in seconds."""
-    with open("/proc/stat") as fh:
-        fields = fh.readline().split()
-    return (int(fields[1]) + int(fields[2]) + int(fields[3])) / os.sysconf("SC_CLK_TCK")
-
-
-def _own_s() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
 def measure(path: str, calls: int, warmup: float, window: float, max_calls: int = 0) -> Run:
     agent_port = free_port()
     relay = None
@@ -206,16 +174,16 @@ def measure(path: str, calls: int, warmup: float, window: float, max_calls: int 
                 t0 = time.monotonic()
                 cpu0 = tree_cpu_seconds(relay.pid) if relay else 0.0
                 load_cpu0 = overhead._cpu_seconds(load.pid)
-                busy0, own0 = _busy_s(), _own_s()
+                busy0, own0 = busy_s(), own_s()
             elif line.startswith("window-end"):
                 elapsed = time.monotonic() - t0
                 relay_cpu = (tree_cpu_seconds(relay.pid) - cpu0) / elapsed if relay else 0.0
                 load_cpu = (overhead._cpu_seconds(load.pid) - load_cpu0) / elapsed
-                ours = (relay_cpu + load_cpu) * elapsed + _own_s() - own0
-                foreign = max(0.0, (_busy_s() - busy0 - ours) / elapsed)
+                ours = (relay_cpu + load_cpu) * elapsed + own_s() - own0
+                foreign = max(0.0, (busy_s() - busy0 - ours) / elapsed)
             elif line.startswith("{"):
                 result = json.loads(line)
-        load.wait(timeout=60)
+        load.communicate(timeout=60)  # (and closes its pipe)
         shed = 0.0
         if relay is not None:
             stop(relay, timeout_s=20)
@@ -322,6 +290,13 @@ def main() -> None:
         "than this share of a core during its window (from /proc/stat, minus our own)",
     )
     parser.add_argument("--relays", default=",".join(RELAYS))
+    parser.add_argument(
+        "--headroom",
+        type=float,
+        default=2.0,
+        help="then check that the load alone keeps up with this many times voxproxy's count "
+        "on the direct path (0: skip): the count is the relay's only if it does",
+    )
     parser.add_argument(
         "--overload",
         type=float,
@@ -444,6 +419,14 @@ def main() -> None:
                 hi = mid
         failed[p] = hi
 
+    headroom: dict[str, Any] = {}
+    if args.headroom > 0 and passed.get("voxproxy"):
+        n = round(passed["voxproxy"] * args.headroom)
+        headroom = {"factor": args.headroom, "calls": n, "load_keeps_up": load_ok(n)}
+        mine = [r for r in runs if r.path == "voxproxy" and r.calls and r.relay_cpu == r.relay_cpu]
+        ratio = np.median([r.relay_cpu / r.load_cpu for r in mine if r.load_cpu > 0])
+        headroom["relay_cpu_over_load"] = round(float(ratio), 2)  # (in the same runs)
+        headroom |= {"load_cpu": direct[n].load_cpu, "lag_p99_ms": direct[n].lag_p99_ms}
     overload: dict[str, Any] = {}
     overload_runs: list[tuple[str, Run]] = []
     capacity = passed.get("voxproxy", 0)
@@ -557,6 +540,8 @@ def main() -> None:
     if "voxproxy" in relays and "nginx" in relays and passed["nginx"]:
         summary["voxproxy_over_nginx"] = round(passed["voxproxy"] / passed["nginx"], 3)
     summary["load_limit_calls"] = load_limit
+    if headroom:
+        summary["load_headroom"] = headroom
     disturbed = [r for r in runs if r.disturbed(foreign)]
     summary["disturbed_runs"] = len(disturbed)
     if overload:
@@ -584,6 +569,10 @@ def main() -> None:
         if "voxproxy_over_nginx" in summary:
             ratios += f", voxproxy / nginx = {summary['voxproxy_over_nginx']}"
         console.print(ratios)
+    if headroom:
+        kept = "kept up" if headroom["load_keeps_up"] else "did NOT keep up (a lower bound)"
+        console.print(f"the load alone at {headroom['factor']:g}x voxproxy's count: {kept}")
+        console.print(f"voxproxy's CPU a call: {headroom['relay_cpu_over_load']}x the load's")
     if disturbed:
         console.print(
             f"[bold red]warning[/]: {len(disturbed)} of {len(runs)} runs stayed disturbed by "

@@ -1,12 +1,15 @@
 """The relays that ``benchmarks/capacity.py`` measures: how each is started, confined to a
-share of a core (``--core-share``), and its CPU read (its whole process tree)."""
+share of a core (``--core-share``), and its CPU read (its whole process tree); and what
+one run of the load against one of them measured (:class:`Run`)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import overhead  # benchmarks/overhead.py: the bare relay, CPU from /proc
 
@@ -115,3 +118,45 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
     return out
+
+
+@dataclass
+class Run:
+    path: str
+    calls: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    errors: int
+    messages: int
+    relay_cpu: float  # fraction of one core over the window
+    load_cpu: float
+    lag_p99_ms: float
+    foreign: float = 0.0  # CPU (in cores) used by other processes during the window
+    refused: int = 0  # refused at the handshake (503): admission control
+    opened: int = 0
+    added_p99_ms: float = float("nan")
+    attempts: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+    shed: float = 0.0  # voxproxy: share of messages whose analysis it shed (its receipts)
+
+    def ok(self, max_p99_ms: float) -> bool:
+        """Within the bound, no failed call, and (voxproxy) measurement kept up: a count
+        at which the proxy sheds measurement is not a count it measures."""
+        return self.errors == 0 and self.added_p99_ms <= max_p99_ms and self.shed == 0.0
+
+    def disturbed(self, max_foreign: float) -> bool:
+        """Other processes on the machine used more than ``max_foreign`` of a core."""
+        return self.foreign > max_foreign
+
+
+def busy_s() -> float:
+    """CPU time (user, nice, system) of the whole machine so far, in seconds."""
+    with open("/proc/stat") as fh:
+        fields = fh.readline().split()
+    return (int(fields[1]) + int(fields[2]) + int(fields[3])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_s() -> float:
+    t = os.times()
+    return t.user + t.system
