@@ -14,9 +14,8 @@ from voxproxy.proxy.measuring import (
     DEFAULT_GROUP_MS,
     DEFAULT_MAX_BUDGET_MS,
     DEFAULT_SHARE,
-    Item,
     MeasurementQueue,
-    measure_each,
+    Queued,
 )
 
 MS = 1_000_000
@@ -50,7 +49,7 @@ class Call:
 
     def __init__(self, name: str, cpu: list[int], cost_ns: int) -> None:
         self.name = name
-        self.backlog: deque[Item] | None = None
+        self.backlog: deque[Queued] | None = None
         self.cpu = cpu
         self.cost_ns = cost_ns
         self.measured: list[tuple[object, bool]] = []
@@ -58,14 +57,25 @@ class Call:
         self.gave_up = False
         self.pump_due = False  # (no pumps here: tests/session/test_pumps.py has them)
 
-    def measure_item(self, item: Item, shed: bool) -> None:
+    def measure_item(self, item: Queued, shed: bool) -> None:
         self.cpu[0] += self.cost_ns
         self.measured.append((item[1], shed))
 
     def measure_queued(
         self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
     ) -> int:
-        return measure_each(self, limit, cpu_ns, stop_at, shed_before)
+        """As the core's batch (session/batch.measure) does it, one item at a time."""
+        backlog = self.backlog
+        shed = measured = 0
+        while backlog and measured < limit:
+            item = backlog.popleft()
+            measured += 1
+            late = item[3] < shed_before
+            shed += late
+            self.measure_item(item, late)
+            if cpu_ns() >= stop_at:
+                break
+        return shed
 
     def backlog_drained(self) -> None:
         self.drained += 1
@@ -79,7 +89,7 @@ class Call:
         """What CallContext.on_message does with the queue."""
         if queue.may_measure_now(self):
             start = queue.cpu_now()
-            self.measure_item((0, payload, t_ns), False)
+            self.measure_item((0, payload, t_ns, t_ns), False)
             queue.charge(queue.cpu_now() - start)
         else:
             queue.defer(self, (0, payload, t_ns))

@@ -13,7 +13,7 @@ from voxproxy.events import Audio, ToolEvent
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import ScriptedCall
 from voxproxy.session import CallSession
-from voxproxy.session.batch import Item, measure_queued
+from voxproxy.session.batch import Item, measure
 
 MS = 1_000_000
 
@@ -56,11 +56,17 @@ def test_a_batch_gives_the_receipt_of_one_message_at_a_time() -> None:
         session = _session(dialect)
         queued = deque(items)
         visits = 0
+        named = False
         while queued:
-            shed, _ = measure_queued(session, queued, 8, lambda: 0, 1, -(1 << 62))
-            assert shed == 0
+            done = measure(session, queued, 8, lambda: 0, 1, -(1 << 62))
+            assert done.shed == 0
             visits += 1
-        assert visits == -(-len(items) // 8)  # 8 a visit: the clock never reaches the stop
+            named = named or done.named_by is not None
+        # 8 a visit (the clock never reaches the stop), but for the visit that ended at the
+        # message that named the call, on a wire that names calls.
+        assert named == (expected.call_id_source == "wire"), case
+        least = -(-len(items) // 8)
+        assert least <= visits <= least + named
         got = _close(session, call)
         assert got.model_dump() == expected.model_dump(), case
         assert any(t.ttfs_ms is not None for t in got.turns)  # figures were made
@@ -85,13 +91,15 @@ def test_the_budget_stops_a_batch_and_late_messages_are_shed() -> None:
         return cpu[0]
 
     # The CPU clock reaches the stop after the third item: three are measured.
-    shed, last_audio = measure_queued(session, queued, 8, cpu_ns, 3, -(1 << 62))
+    done = measure(session, queued, 8, cpu_ns, 3, -(1 << 62))
+    shed, last_audio = done.shed, done.last_audio_ns
     assert len(queued) == len(items) - 3 and shed == 0
     audio = [it[2] for it in items[:3] if _carries_audio(dialect, it)]
     assert last_audio == (audio[-1] if audio else -1)
     # Messages queued before shed_before are shed: counted, their audio not analysed.
     cut = queued[4][2]
-    shed, last_audio = measure_queued(session, queued, 8, lambda: 0, 1, cut)
+    done = measure(session, queued, 8, lambda: 0, 1, cut)
+    shed, last_audio = done.shed, done.last_audio_ns
     assert len(queued) == len(items) - 11
     assert shed == sum(1 for it in items[3:11] if it[2] < cut) and shed >= 1
     audio = [it[2] for it in items[3:11] if _carries_audio(dialect, it)]
@@ -112,7 +120,26 @@ def test_a_message_is_shed_for_its_wait_in_the_queue_not_for_its_age() -> None:
     session = _session(dialect)
     queued: deque[Item] = deque(items)
     while queued:
-        shed, _ = measure_queued(session, queued, 64, lambda: 0, 1, now - 500 * 10**6)
-        assert shed == 0
+        assert measure(session, queued, 64, lambda: 0, 1, now - 500 * 10**6).shed == 0
     assert "measurement_shed" not in session.anomalies
     assert any(t.ttfs_ms is not None for t in _close(session, call).turns)
+
+
+def test_a_batch_stops_at_the_message_that_names_the_call_and_says_which() -> None:
+    """The shell registers the call under its wire ids (for the event API) before the
+    call's next items are measured: the batch hands back the message that named it."""
+    from voxproxy.dialects.twilio import TwilioCallerWire
+    from voxproxy.events import CALLER_TO_AGENT
+
+    sid = "CA" + "5" * 32
+    wire = TwilioCallerWire("MZ" + "5" * 32, sid)
+    start = wire.start()
+    items: deque[Item] = deque()
+    for k, payload in enumerate([wire.connected(), start, wire.media(b"\xff" * 160)]):
+        items.append((CALLER_TO_AGENT, payload, k * 20_000_000, k * 20_000_000))
+    session = _session("twilio")
+    done = measure(session, items, 8, lambda: 0, 1, -(1 << 62))
+    assert done.named_by == start and len(items) == 1  # stopped right after it
+    assert session.wire_call_id_hash is not None
+    done = measure(session, items, 8, lambda: 0, 1, -(1 << 62))
+    assert done.named_by is None and not items  # named once

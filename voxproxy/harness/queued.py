@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 
 from voxproxy.proxy.measuring import Queued, give_up_measuring
-from voxproxy.session.batch import measure_queued
+from voxproxy.session.batch import measure
 from voxproxy.session.call import CallSession
 
 
@@ -30,19 +30,12 @@ class QueuedSession:
     def pump_due(self) -> bool:
         return self.session.pump_due
 
-    def measure_item(self, item: Queued, shed: bool) -> None:
-        direction, payload, t_ns, _queued = item
-        if direction is None:
-            self.session.on_event(payload)  # type: ignore[arg-type]
-        else:
-            self.session.on_message(direction, payload, t_ns, shed=shed)  # type: ignore[arg-type]
-
     def measure_queued(
         self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
     ) -> int:
         backlog = self.backlog
         assert backlog is not None
-        return measure_queued(self.session, backlog, limit, cpu_ns, stop_at, shed_before)[0]
+        return measure(self.session, backlog, limit, cpu_ns, stop_at, shed_before).shed
 
     def backlog_drained(self) -> None:
         pass

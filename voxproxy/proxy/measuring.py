@@ -119,18 +119,14 @@ class Measured(Protocol):
         until the group has run)."""
         ...
 
-    def measure_item(self, item: Queued, shed: bool) -> None:
-        """Measure one queued item (never raises)."""
-        ...
-
     def measure_queued(
         self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
     ) -> int:
         """Measure items from the left of ``backlog`` (never raises), as
-        :func:`measure_each` does: at most ``limit``, and none after ``cpu_ns()`` reaches
-        ``stop_at`` (at least one); those queued before ``shed_before`` are shed.
-        It may stop after an item that left its pump due (:attr:`pump_due`). Returns how
-        many messages were shed."""
+        :func:`voxproxy.session.batch.measure` does: at most ``limit``, and none after
+        ``cpu_ns()`` reaches ``stop_at`` (at least one); those queued before
+        ``shed_before`` are shed. It may stop after an item that left its pump due
+        (:attr:`pump_due`). Returns how many messages were shed."""
         ...
 
     def backlog_drained(self) -> None:
@@ -141,24 +137,6 @@ class Measured(Protocol):
         """Too much queued: stop measuring the call, keep counting its traffic (the
         backlog is emptied; what comes later is queued and only counted)."""
         ...
-
-
-def measure_each(
-    call: Measured, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
-) -> int:
-    """:meth:`Measured.measure_queued` item by item, through ``call.measure_item``."""
-    backlog = call.backlog
-    shed = measured = 0
-    while backlog and measured < limit:
-        item = backlog.popleft()
-        measured += 1
-        late = item[3] < shed_before
-        if late and item[0] is not None:
-            shed += 1
-        call.measure_item(item, late)
-        if cpu_ns() >= stop_at:
-            break
-    return shed
 
 
 def give_up_measuring(session: CallSession, backlog: deque[Queued] | None) -> None:

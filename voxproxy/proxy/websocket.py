@@ -28,11 +28,10 @@ from voxproxy.proxy.measuring import (
     MeasurementQueue,
     Queued,
     give_up_measuring,
-    measure_each,
 )
 from voxproxy.receipts.model import CloseInfo, ForwardDelay, Forwarding, Receipt, terminal_of
 from voxproxy.session import SessionConfig
-from voxproxy.session.batch import measure_queued
+from voxproxy.session.batch import measure
 from voxproxy.telemetry import (
     TRACE_HEADERS,
     Telemetry,
@@ -121,37 +120,25 @@ class CallContext(MeasuredCall):
     def pump_due(self) -> bool:
         return self.session.pump_due
 
-    def measure_item(self, item: Queued, shed: bool) -> None:
-        """Measure a message (or an event) queued earlier; never raises."""
-        direction, payload, t_ns, _queued = item
-        try:
-            if direction is None:
-                self.session.on_event(payload)  # type: ignore[arg-type]
-            else:
-                self._measure(direction, payload, t_ns, shed)  # type: ignore[arg-type]
-        except Exception:
-            self.session.note_measurement_error()
-
     def measure_queued(
         self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
     ) -> int:
-        """Measure queued items (see ``proxy.measuring.Measured``); never raises. Once the
-        wire has named the call, in one call of the compiled core (session/batch.py);
-        before that, item by item (a message may name it: the event API is told)."""
+        """Measure queued items (see ``proxy.measuring.Measured``) in one call into the
+        core (session/batch.py), then do what it says; never raises."""
         backlog = self.backlog
-        if self._wire_pending or backlog is None:
-            return measure_each(self, limit, cpu_ns, stop_at, shed_before)
+        if backlog is None:
+            return 0
         try:
-            shed, last_audio = measure_queued(
-                self.session, backlog, limit, cpu_ns, stop_at, shed_before
-            )
+            done = measure(self.session, backlog, limit, cpu_ns, stop_at, shed_before)
         except Exception:
             self.session.note_measurement_error()
             return 0
-        if last_audio >= 0:
+        if done.last_audio_ns >= 0:
             self._media = True
-            self.last_media_s = last_audio / 1e9  # (the relay's clock: time.monotonic)
-        return shed
+            self.last_media_s = done.last_audio_ns / 1e9  # (the relay's clock: monotonic)
+        if done.named_by is not None:
+            self._named(done.named_by)
+        return done.shed
 
     def backlog_drained(self) -> None:
         if self._end is not None:
@@ -174,28 +161,33 @@ class CallContext(MeasuredCall):
         else:
             events = session.on_message(direction, payload, t_ns)
         if self._wire_pending and session.wire_call_id_hash is not None:
-            # The wire just named the call: the event API may now be told about it by those
-            # ids too (kept only as keyed hashes). Registered under the call's id even if
-            # the message's other ids cannot be read.
-            self._wire_pending = False
-            try:
-                ids = wire_ids(payload)
-            except Exception:
-                ids = []
-                session.note_measurement_error()
-            self._proxy.live.add_wire(self, session.wire_call_id_hash, ids)
-            self._proxy.journal_update(
-                self.link_id,
-                call=session.wire_call_id_hash,
-                call_id_source="wire",
-                dialect=session.decoder.name,
-            )
+            self._named(payload)
         for ev in events:
             if type(ev) is Audio:
                 self._media = True
                 self.last_media_s = t_ns / 1e9  # (the relay's clock: time.monotonic)
                 return True
         return self._no_audio()
+
+    def _named(self, payload: bytes | str) -> None:
+        """The wire just named the call (in ``payload``): the event API may now be told
+        about it by those ids too (kept only as keyed hashes). Registered under the
+        call's id even if the message's other ids cannot be read."""
+        session = self.session
+        assert session.wire_call_id_hash is not None
+        self._wire_pending = False
+        try:
+            ids = wire_ids(payload)
+        except Exception:
+            ids = []
+            session.note_measurement_error()
+        self._proxy.live.add_wire(self, session.wire_call_id_hash, ids)
+        self._proxy.journal_update(
+            self.link_id,
+            call=session.wire_call_id_hash,
+            call_id_source="wire",
+            dialect=session.decoder.name,
+        )
 
     def _no_audio(self) -> bool | None:
         """What a message not known to carry audio tells the idle timer: False (no media)
