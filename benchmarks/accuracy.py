@@ -63,7 +63,6 @@ from __future__ import annotations
 import argparse
 import copyreg
 import dataclasses
-import json
 import os
 import pickle
 import sys
@@ -80,6 +79,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import record  # noqa: E402
 from accuracy_compare import CallResult, compare_call  # noqa: E402
 from accuracy_report import ClassRun, report  # noqa: E402
 from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
@@ -432,6 +432,7 @@ def main() -> None:
         action="store_true",
         help="run the proxies in this process (as before); no contended class",
     )
+    record.add_flag(parser)
     args = parser.parse_args()
     unknown = [c for c in args.classes if c not in CLASSES]
     if unknown:
@@ -440,7 +441,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="voxproxy-accuracy-") as tmp:
         runs = run_loop(run_all(args, Path(tmp)))  # on uvloop when it is installed
     out = report(runs, time.monotonic() - started)
-    print(json.dumps(out))
+    record.finish("accuracy", out, args)
 
 
 if __name__ == "__main__":

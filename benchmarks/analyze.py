@@ -25,7 +25,6 @@ Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -36,6 +35,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import record  # noqa: E402
 
 from voxproxy import native  # noqa: E402
 from voxproxy.clips import load_corpus  # noqa: E402
@@ -130,6 +131,7 @@ def main() -> None:
     ap.add_argument("--hour-s", type=float, default=3600.0, help="length of the speed recording")
     ap.add_argument("--scale-calls", type=int, default=48, help="calls of the scaling folder")
     ap.add_argument("--workers", type=int, default=2, help="workers of the scaling run")
+    record.add_flag(ap)
     args = ap.parse_args()
     options = Options(secret=new_secret(), policy=load_policy(None))
     with tempfile.TemporaryDirectory(prefix="voxproxy-analyze-") as tmp:
@@ -227,7 +229,9 @@ def main() -> None:
     )
     for r in rows:
         r.pop("notes")
-    print(json.dumps({"build": build, "accuracy": rows, "speed": speed, "scaling": scaling}))
+    record.finish(
+        "analyze", {"build": build, "accuracy": rows, "speed": speed, "scaling": scaling}, args
+    )
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 import overhead  # noqa: E402  (benchmarks/overhead.py: frames, pinning, CPU, bare relay)
+import record  # noqa: E402
 from capacity_load import run_load  # noqa: E402  (the load side, a subprocess mode)
 from capacity_relays import (  # noqa: E402
     Run,
@@ -310,6 +311,7 @@ def main() -> None:
         help="give every relay process (each voxproxy worker) this share of one core of its "
         "own, the load the rest (cgroup CPU bandwidth; root): scaling on too few cores",
     )
+    record.add_flag(parser)
     args = parser.parse_args()
     global SHARE
     SHARE = args.core_share
@@ -579,7 +581,7 @@ def main() -> None:
             "other processes after 3 tries (others' CPU column): these figures are not reliable; "
             "run again on a quiet machine"
         )
-    print(json.dumps(summary))
+    record.finish("capacity", summary, args)
 
 
 def _line(r: Run) -> str:

@@ -27,7 +27,6 @@ Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import record  # noqa: E402
 from measurement import Call, scripted_calls  # noqa: E402
 
 from voxproxy import native  # noqa: E402
@@ -91,6 +91,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=6)
     p.add_argument("--repeat", type=int, default=3)
+    record.add_flag(p)
     args = p.parse_args()
     calls = scripted_calls(args.calls)
     messages = sum(len(c.messages) for c in calls)
@@ -139,20 +140,20 @@ def main() -> None:
         f"wire {wire / call_s / 1024:.1f} KiB per call-second, on disk "
         f"{disk / call_s / 1024:.1f} KiB ({disk / wire:.2f} of the wire)"
     )
-    print(
-        json.dumps(
-            {
-                "build": native.build(),
-                "messages": messages,
-                "tap_us_per_msg": round(us["tap"], 3),
-                "session_us_per_msg": round(us["session"], 3),
-                "session_capture_us_per_msg": round(us["session+capture"], 3),
-                "capture_loop_us_per_msg": round(added, 3),
-                "capture_thread_us_per_msg": round(thread_us, 3),
-                "disk_kib_per_call_s": round(disk / call_s / 1024, 2),
-                "compressed_of_wire": round(disk / wire, 3),
-            }
-        )
+    record.finish(
+        "capture",
+        {
+            "build": native.build(),
+            "messages": messages,
+            "tap_us_per_msg": round(us["tap"], 3),
+            "session_us_per_msg": round(us["session"], 3),
+            "session_capture_us_per_msg": round(us["session+capture"], 3),
+            "capture_loop_us_per_msg": round(added, 3),
+            "capture_thread_us_per_msg": round(thread_us, 3),
+            "disk_kib_per_call_s": round(disk / call_s / 1024, 2),
+            "compressed_of_wire": round(disk / wire, 3),
+        },
+        args,
     )
 
 

@@ -60,6 +60,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import record  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 
@@ -507,6 +508,7 @@ def main() -> int:
         "--quick", action="store_true", help="fewer calls, shorter gaps (about a minute)"
     )
     parser.add_argument("--keep", type=Path, help="keep the logs and receipts in this directory")
+    record.add_flag(parser)
     args = parser.parse_args()
     args.scale = 0.5 if args.quick else 1.0
     args.sequential = 10 if args.quick else 30
@@ -562,7 +564,7 @@ def main() -> int:
         print("\nrefused:", out["refused_reasons"])
     if out["errors"]:
         print("caller errors:", out["errors"])
-    print(json.dumps(out, default=str))
+    record.finish("day", out, args)
     return 0
 
 

@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import record  # noqa: E402
 import uvloop  # noqa: E402
 
 from voxproxy.dialects.twilio import TwilioCallerWire  # noqa: E402
@@ -375,7 +376,9 @@ async def main(args: argparse.Namespace) -> None:
         print(f"{r['relay']}: new callers' statuses: {r['handshakes']}")
         for line in r["refusals"]:
             print(f"{r['relay']}: {line}")
-    print(json.dumps({"calls": args.calls, "flood_seconds": args.flood_seconds, "runs": results}))
+    record.finish(
+        "flood", {"calls": args.calls, "flood_seconds": args.flood_seconds, "runs": results}, args
+    )
 
 
 def cli() -> None:
@@ -386,6 +389,7 @@ def cli() -> None:
     parser.add_argument("--no-pin", action="store_true")
     parser.add_argument("--agent", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--flooder", nargs=2, metavar=("PORT", "S"), help=argparse.SUPPRESS)
+    record.add_flag(parser)
     args = parser.parse_args()
     if args.agent:
         uvloop.run(agent_main(args.agent))

@@ -22,11 +22,11 @@ line printed is one JSON object.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from contextlib import suppress
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import record
 
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.harness.child import port_in_log, proxy_command
@@ -225,7 +226,10 @@ async def ahead(tmp: Path) -> dict[str, Any]:
     }
 
 
-async def main(which: list[str]) -> None:
+MEASUREMENTS = ("flood", "whip", "ahead")
+
+
+async def main(which: list[str], args: argparse.Namespace | None = None) -> None:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -238,8 +242,19 @@ async def main(which: list[str]) -> None:
         if "ahead" in which:
             results["ahead"] = await ahead(tmp)
             print("10 x 1 MB of caller audio beside an ordinary call:", results["ahead"])
-    print(json.dumps(results))
+    record.finish("hostile", results, args)
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("which", nargs="*", help="flood, whip, ahead (default: all three)")
+    record.add_flag(parser)
+    args = parser.parse_args()
+    unknown = set(args.which) - set(MEASUREMENTS)
+    if unknown:
+        parser.error(f"unknown measurements {sorted(unknown)}; have {', '.join(MEASUREMENTS)}")
+    asyncio.run(main(args.which or list(MEASUREMENTS), args))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1:] or ["flood", "whip", "ahead"]))
+    cli()

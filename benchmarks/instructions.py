@@ -27,7 +27,6 @@ Needs valgrind (Debian: ``apt-get install valgrind``). Last line: one JSON objec
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
@@ -41,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import measurement  # noqa: E402
+import record  # noqa: E402
 
 STAGES = ("parse", "decode", "session", "queued", "grouped")
 _COLLECTED = re.compile(r"Collected\s*:\s*([0-9]+)")
@@ -96,6 +96,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=4, help="scripted calls")
     ap.add_argument("--concurrent", type=int, default=20, help="calls at once (concurrent)")
     ap.add_argument("--child", nargs=2, metavar=("WORKLOAD", "STAGE"), help=argparse.SUPPRESS)
+    record.add_flag(ap)
     args = ap.parse_args()
     if args.child:
         child(args.child[0], args.child[1], args)
@@ -141,7 +142,7 @@ def main() -> None:
     console = Console(width=120)
     console.print(table)
     console.print("ratio = session / parse (orjson + base64 of each message).")
-    print(json.dumps({"build": build, "workloads": rows}))
+    record.finish("instructions", {"build": build, "workloads": rows}, args)
 
 
 if __name__ == "__main__":

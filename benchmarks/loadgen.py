@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import record
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -365,6 +366,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2", help="worker counts to compare ('' skips)")
     parser.add_argument("--worker-levels", default="50,100,200,300")
     parser.add_argument("--workers-run", type=int)
+    record.add_flag(parser)
     args = parser.parse_args()
     if args.workers_run:
         workers_run(args.callers, args.calls, args.seconds, args.workers_run, Path(args.out))
@@ -430,7 +432,7 @@ def main() -> None:
         workers = [int(x) for x in args.workers.split(",")]
         levels = [int(x) for x in args.worker_levels.split(",")]
         extra = workers_section(levels, workers, args.seconds)
-    print(json.dumps({"levels": rows, **summary, **extra}))
+    record.finish("loadgen", {"levels": rows, **summary, **extra}, args)
 
 
 if __name__ == "__main__":

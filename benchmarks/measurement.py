@@ -58,6 +58,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import record  # noqa: E402
+
 from voxproxy import native  # noqa: E402
 from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.clips import load_clips  # noqa: E402
@@ -318,6 +320,7 @@ def main() -> None:
     ap.add_argument("--concurrent", type=int, default=50, help="calls at once (concurrent)")
     ap.add_argument("--workloads", default="overhead,scripted,concurrent")
     ap.add_argument("--profile", metavar="FILE", help="write cProfile's top (own time) here")
+    record.add_flag(ap)
     args = ap.parse_args()
 
     workloads: dict[str, list[Call]] = {}
@@ -387,7 +390,11 @@ def main() -> None:
         calls = [c for cs in workloads.values() for c in cs]
         Path(args.profile).write_text(profile_top(calls, 30))
         console.print(f"profile (cProfile, own time) written to {args.profile}")
-    print(json.dumps({"build": build, "workloads": rows, "receipts_sha256": digest.hexdigest()}))
+    record.finish(
+        "measurement",
+        {"build": build, "workloads": rows, "receipts_sha256": digest.hexdigest()},
+        args,
+    )
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import record
 from hostile import proc_status, start_proxy
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
@@ -232,6 +233,7 @@ def main() -> None:
     parser.add_argument("--normal-calls", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--normal-seconds", type=float, default=2.0)
+    record.add_flag(parser)
     args = parser.parse_args()
     result = asyncio.run(run(args))
     mb = 1024.0
@@ -247,7 +249,7 @@ def main() -> None:
             f" {p['rss_after_kb'] / mb:>8.1f}"
         )
     print(f"bursting calls' anomalies: {result['burst_receipt_anomalies']}")
-    print(json.dumps(result))
+    record.finish("memory", result, args)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import record  # noqa: E402
 from overhead_load import load_main  # noqa: E402  (the load, a subprocess mode)
 
 from voxproxy import native  # noqa: E402
@@ -377,6 +378,7 @@ def main() -> None:
     parser.add_argument("--target-port", type=int)
     parser.add_argument("--agent-port", type=int)
     parser.add_argument("--calls", type=int)
+    record.add_flag(parser)
     args = parser.parse_args()
     if args.bare_relay:
         import uvloop
@@ -521,7 +523,7 @@ def main() -> None:
         "Added latency is relative to the direct path's median. shed = share of voxproxy's "
         "messages whose analysis it shed (measurement fell behind: figures withheld)."
     )
-    print(json.dumps({"build": build, "levels": rows}))
+    record.finish("overhead", {"build": build, "levels": rows}, args)
 
 
 if __name__ == "__main__":

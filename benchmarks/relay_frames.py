@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import os
 import platform
 import re
@@ -33,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import record
 
 _COLLECTED = re.compile(r"Collected\s*:\s*([0-9]+)")
 _REQUEST = (
@@ -178,6 +179,7 @@ def main() -> None:
     parser.add_argument("--callgrind", action="store_true", help="count instructions too")
     parser.add_argument("--sockets", action="store_true", help="over loopback (noisier)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    record.add_flag(parser)
     args = parser.parse_args()
     import uvloop
 
@@ -201,7 +203,7 @@ def main() -> None:
         per = extra / (2 * (args.messages - small))
         result["instructions_per_msg"] = round(per)
         print(f"instructions per message (callgrind): {per:.0f}")
-    print(json.dumps(result))
+    record.finish("relay_frames", result, args)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import record  # noqa: E402
+
 from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
@@ -333,6 +335,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="30 s proxy, 300 short calls")
     parser.add_argument("--callers", nargs=3, type=int, metavar=("PROXY", "AGENT", "CALLS"))
     parser.add_argument("--seconds", type=float, default=60.0)
+    record.add_flag(parser)
     args = parser.parse_args()
     if args.callers:
         import uvloop
@@ -411,7 +414,7 @@ def main() -> None:
         "core_short_rss_slope_kb_per_1000_calls": short["rss_slope_kb_per_1000_calls"],
         "core_short_fd_leak": short["fd_leak"],
     }
-    print(json.dumps(summary))
+    record.finish("soak", summary, args)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ Run:  .venv/bin/python benchmarks/telemetry_overhead.py [--levels 1,50] [--secon
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -38,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 import overhead  # noqa: E402  (benchmarks/overhead.py: the load and the measurement)
+import record  # noqa: E402
 
 from voxproxy.harness.ports import free_port  # noqa: E402
 
@@ -189,6 +189,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="off/on pairs per level")
     parser.add_argument("--scrape-interval", type=float, default=5.0, help="seconds")
     parser.add_argument("--export-interval-ms", type=int, default=5000)
+    record.add_flag(parser)
     args = parser.parse_args()
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
@@ -245,18 +246,18 @@ def main() -> None:
         f"({call_us / msgs_per_minute_call:.3f} µs per message of a one-minute call); "
         f"OTLP requests received: {Sink.requests} ({Sink.bytes} bytes)"
     )
-    print(
-        json.dumps(
-            {
-                "levels": rows,
-                "per_call_telemetry_us": round(call_us, 1),
-                "per_message_of_a_1min_call_us": round(call_us / msgs_per_minute_call, 4),
-                "otlp_requests": Sink.requests,
-                "scrape_interval_s": args.scrape_interval,
-                "export_interval_ms": args.export_interval_ms,
-                "goal_ratio": 1.1,
-            }
-        )
+    record.finish(
+        "telemetry_overhead",
+        {
+            "levels": rows,
+            "per_call_telemetry_us": round(call_us, 1),
+            "per_message_of_a_1min_call_us": round(call_us / msgs_per_minute_call, 4),
+            "otlp_requests": Sink.requests,
+            "scrape_interval_s": args.scrape_interval,
+            "export_interval_ms": args.export_interval_ms,
+            "goal_ratio": 1.1,
+        },
+        args,
     )
 
 

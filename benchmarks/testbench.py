@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from collections import Counter, defaultdict
@@ -27,6 +26,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import record  # noqa: E402
 
 from voxproxy.harness.testbench import (  # noqa: E402
     INTERRUPT_STOP_MS,
@@ -181,6 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", nargs="*", help="testbench scenario names (default: all)")
     parser.add_argument("--concurrency", type=int, default=64)
+    record.add_flag(parser)
     args = parser.parse_args()
     scenarios = load_testbench(args.scenarios or None)
     policy = outcome_policy(scenarios)
@@ -189,7 +191,7 @@ def main() -> None:
         run_testbench(scenarios, secret=SECRET, policy=policy, concurrency=args.concurrency)
     )
     out = report(calls, policy, time.monotonic() - started)
-    print(json.dumps(out, sort_keys=False))
+    record.finish("testbench", out, args)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ from typing import Any
 
 import aiohttp
 import numpy as np
+import record
 
 from voxproxy.timebase import NS_PER_MS
 
@@ -589,6 +590,7 @@ def main() -> int:
     parser.add_argument(
         "--no-measure", action="store_true", help="relay only (no decoding, no CallSession)"
     )
+    record.add_flag(parser)
     args = parser.parse_args()
     _pin(1)
     delays = codec_delays()
@@ -649,7 +651,9 @@ def main() -> int:
         "relay_added_latency_le_20ms": relay["added_latency_ms"] <= 20.0,
         "relay_added_latency_p99_le_20ms": (relay["added_latency_p99_ms"] or 1e9) <= 20.0,
     }
-    print(json.dumps({"direct": direct, "relay": relay, "transcoding": trans, "goal": goal}))
+    record.finish(
+        "webrtc", {"direct": direct, "relay": relay, "transcoding": trans, "goal": goal}, args
+    )
     return 0
 
 
