@@ -111,8 +111,10 @@ def _overhead_latency(h: Headline) -> str:
 
 def _capacity(h: Headline) -> str:
     text = f"{h['voxproxy_calls']} calls"
-    if h.get("voxproxy_bound") != "relay":
-        text += " (a lower bound: the load generator ran out first)"
+    text += {
+        "load": " (a lower bound: the load generator ran out first)",
+        "max_calls": " (a lower bound: the search stopped at its --max-calls)",
+    }.get(h.get("voxproxy_bound", "relay"), "")
     if h.get("bare_calls"):
         text += f"; a bare websockets relay {h['bare_calls']}"
     return text
