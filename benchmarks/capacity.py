@@ -32,10 +32,10 @@ protocols, no websockets protocol object a call, and sends every call's frames f
 one 1 ms timer, each call at its own phase of the 20 ms frame; it reuses overhead.py's
 helpers (speech frames, pinning, CPU from /proc, ports). Its own limit is reported: a
 level where the direct path itself misses the bound, or where its pacing lags, is
-load-limited, and the search stops there. And so that voxproxy's count is voxproxy's,
-the load alone must carry ``--headroom`` (2) times it on the direct path (the majority
-of the runs, as a level of the search): the JSON's ``load_headroom`` says whether it
-did, and voxproxy's CPU over the load's in the same runs.
+load-limited, and the search stops there. So that voxproxy's count is its own, the
+JSON's ``load_headroom`` says whether the load alone carried ``--headroom`` (2) times
+it on the direct path (a majority of runs), voxproxy's CPU over the load's in the same
+runs, and the share of a core the load (one process) used at voxproxy's count.
 
 Search: levels grow geometrically (``--start`` 100, or 100 x F with ``--core-share F``,
 x``--growth`` 1.4) while any relay still passes and the load keeps up; then each relay's
@@ -139,9 +139,6 @@ def load_cpu_of(path: str) -> int:
 
 def load_shares_relay(path: str) -> bool:
     return SHARE is None and load_cpu_of(path) in relay_cpus(path)
-
-
-# -- one run ------------------------------------------------------------------------------------
 
 
 def measure(path: str, calls: int, warmup: float, window: float, max_calls: int = 0) -> Run:
@@ -428,7 +425,8 @@ def main() -> None:
         mine = [r for r in runs if r.path == "voxproxy" and r.calls and r.relay_cpu == r.relay_cpu]
         ratio = np.median([r.relay_cpu / r.load_cpu for r in mine if r.load_cpu > 0])
         headroom["relay_cpu_over_load"] = round(float(ratio), 2)  # (in the same runs)
-        headroom |= {"load_cpu": direct[n].load_cpu, "lag_p99_ms": direct[n].lag_p99_ms}
+        at = [r.load_cpu for r in mine if r.calls == passed["voxproxy"]]  # (one process)
+        headroom["load_cpu_at_count"] = round(float(np.median(at)), 3)
     overload: dict[str, Any] = {}
     overload_runs: list[tuple[str, Run]] = []
     capacity = passed.get("voxproxy", 0)
@@ -572,9 +570,12 @@ def main() -> None:
             ratios += f", voxproxy / nginx = {summary['voxproxy_over_nginx']}"
         console.print(ratios)
     if headroom:
-        kept = "kept up" if headroom["load_keeps_up"] else "did NOT keep up (a lower bound)"
-        console.print(f"the load alone at {headroom['factor']:g}x voxproxy's count: {kept}")
-        console.print(f"voxproxy's CPU a call: {headroom['relay_cpu_over_load']}x the load's")
+        kept = "kept up" if headroom["load_keeps_up"] else "did NOT keep up (no proof)"
+        console.print(
+            f"the load alone at {headroom['factor']:g}x voxproxy's count: {kept}; voxproxy's CPU "
+            f"a call {headroom['relay_cpu_over_load']}x the load's; the load used "
+            f"{headroom['load_cpu_at_count']:.0%} of a core at voxproxy's count"
+        )
     if disturbed:
         console.print(
             f"[bold red]warning[/]: {len(disturbed)} of {len(runs)} runs stayed disturbed by "
