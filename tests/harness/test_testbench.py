@@ -3,11 +3,13 @@ scenario per fault against the correct and the faulty mock agent (about 15 s).""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
 import pytest
 import yaml
+from support.groundtruth import LOAD_REASONS
 from support.privacy import assert_content_free
 
 from voxproxy.errors import FixtureError
@@ -138,6 +140,7 @@ async def test_each_fault_is_caught_by_its_axis_and_the_correct_agent_passes() -
         assert_content_free(c.receipt.to_json_line(), caller_values(c.scenario))
     correct = [c for c in calls if c.agent == "correct"]
     faulty = [c for c in calls if c.agent == "faulty"]
+    passed = 0
     for c in correct:
         assert c.receipt is not None
         # (A failure says which axes failed, and each barge-in as measured: its outcome, the
@@ -151,7 +154,17 @@ async def test_each_fault_is_caught_by_its_axis_and_the_correct_agent_passes() -
         )
         assert c.task is not None and c.task.faults == []
         assert c.receipt is not None and c.receipt.verdict is not None
-        assert c.receipt.verdict.verdict == "pass", (c.scenario.name, c.receipt.verdict.reason)
+        verdict = c.receipt.verdict
+        if verdict.verdict == "insufficient_evidence":
+            # Figures withheld for the machine's load only (each reason in parentheses),
+            # said out loud; any other reason, or any other verdict, fails.
+            why = re.findall(r"\(([a-z_ ]+)\)", verdict.reason or "")
+            assert why and all(r in LOAD_REASONS for r in why), (c.scenario.name, verdict)
+            print(f"{c.scenario.name}: {verdict.reason} on a busy machine")
+        else:
+            assert verdict.verdict == "pass", (c.scenario.name, verdict.reason)
+            passed += 1
+    assert passed >= 1  # a busy machine may withhold figures, never every call's
     for c in faulty:
         name = c.scenario.name
         assert c.task is not None and c.task.faults == LIVE[name], name

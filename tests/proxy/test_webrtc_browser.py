@@ -96,6 +96,7 @@ def _call(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 # How wide the span where the microphone's file started may be for the figures to be
 # checked against it (the truth's own uncertainty, below).
 MAX_SPAN_MS = 100.0
+CALLS = 3  # browser calls at most, when a busy machine spoils one (see the test)
 
 
 def _file_start(r: dict[str, Any]) -> tuple[float, float]:
@@ -126,22 +127,22 @@ def test_chromium_calls_through_the_proxy_and_the_receipt_matches(tmp_path: Path
         "needs unshare and ip (util-linux, iproute2) for a private network namespace"
     )
     assert os.geteuid() == 0, "needs root to make a private network namespace"
-    r, turn = _call(tmp_path / "browser.json")
-    if turn["ttfs_ms"] is None:
-        # The proxy withholds a figure it cannot stand behind (MEASUREMENT.md): on a machine
-        # busy enough (the whole suite and a browser on two cores) its clock readings may run
-        # late or its measurement shed audio. That is the product working, not a wrong
-        # figure; one more call, said out loud, must then publish one. Any other reason is a
-        # failure here.
-        assert turn["reason"] in LOAD_REASONS, turn
-        print(f"ttfs withheld ({turn['reason']}) on a busy machine: calling once more")
-        r, turn = _call(tmp_path / "browser-again.json")
-    elif _span_ms(r) > MAX_SPAN_MS:
-        # The truth is known only within the span below; Chromium's input path on a busy
-        # machine can widen it past what checks the proxy to its bound (128 ms seen beside
-        # the suite's other process and two busy loops): one more call, said out loud.
-        print(f"the truth's span is {_span_ms(r):.0f} ms on a busy machine: calling once more")
-        r, turn = _call(tmp_path / "browser-again.json")
+    # The proxy withholds a figure it cannot stand behind (MEASUREMENT.md): on a machine busy
+    # enough (the suite and a browser on two cores) its clock readings may run late or its
+    # measurement shed audio. That is the product working, not a wrong figure. And the truth
+    # is known only within the span below, which Chromium's input path on a busy machine can
+    # widen past what checks the proxy to its bound (110-166 ms seen beside the suite's other
+    # process and two busy loops). Either way the call is said out loud and made again, up
+    # to CALLS times; a figure withheld for any other reason is a failure at once.
+    for attempt in range(CALLS):
+        r, turn = _call(tmp_path / f"browser-{attempt}.json")
+        if turn["ttfs_ms"] is None:
+            assert turn["reason"] in LOAD_REASONS, turn
+            print(f"ttfs withheld ({turn['reason']}) on a busy machine: calling once more")
+        elif _span_ms(r) > MAX_SPAN_MS:
+            print(f"the truth's span is {_span_ms(r):.0f} ms on a busy machine: calling again")
+        else:
+            break
     assert turn["ttfs_ms"] is not None, turn
     page, truth = r["page"], r["truth_file"]
 
