@@ -1,9 +1,9 @@
-"""The README's layout block and the architecture page name the tree as it is.
+"""The architecture page's layout block and its quoted paths name the tree as it is.
 
-A newcomer finds where a thing lives from these two pages, so a module that moves must
-move there too: every entry at the top of ``voxproxy/`` is named in the README's layout
-block, every ``voxproxy/`` entry the block names exists, and every source path the
-architecture page quotes in backticks exists.
+A newcomer finds where a thing lives from that page, so a module that moves must move
+there too: every entry at the top of ``voxproxy/`` is named in the layout block (moved
+from the README to docs/architecture.md), every ``voxproxy/`` entry the block names
+exists, and every source path the architecture page quotes in backticks exists.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ PACKAGE = ROOT / "voxproxy"
 
 
 def _layout_block() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "architecture.md").read_text()
     section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     block = section.split("```", 2)[1]
     return block.splitlines()[1:]
@@ -52,14 +52,14 @@ def _tree_entries() -> set[str]:
     return names
 
 
-def test_the_readme_layout_names_every_top_level_entry_of_the_package() -> None:
+def test_the_layout_block_names_every_top_level_entry_of_the_package() -> None:
     named = {n.removesuffix(".py") for n in _package_entries_named(_layout_block())}
     tree = _tree_entries()
-    assert tree - named == set(), "in voxproxy/ but not in the README's layout block"
-    assert named - tree == set(), "in the README's layout block but not in voxproxy/"
+    assert tree - named == set(), "in voxproxy/ but not in the layout block"
+    assert named - tree == set(), "in the layout block but not in voxproxy/"
 
 
-def test_the_readme_layout_names_only_repository_folders_that_exist() -> None:
+def test_the_layout_block_names_only_repository_folders_that_exist() -> None:
     for line in _layout_block():
         match = re.match(r"^(\S+/)", line)
         if match:
@@ -217,3 +217,38 @@ def test_the_package_carries_no_dated_history(tmp_path: Path) -> None:
     assert dated_lines(tmp_path) == [
         'voxproxy/a.py:1: """1.36x (benchmarks/overhead.py, 2026-12-02).'
     ]
+
+
+# -- links to a section of a page ----------------------------------------------------------
+
+_LINK = re.compile(r"\]\(((?:[\w./-]+\.md)?)#([\w-]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to -."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchor_problems(root: Path = ROOT) -> list[str]:
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    problems = []
+    for page in pages:
+        for target, anchor in _LINK.findall(page.read_text()):
+            doc = (page.parent / target) if target else page
+            if not doc.exists():
+                continue  # a missing page is the citation test's
+            headings = re.findall(r"^#+ (.+)$", doc.read_text(), flags=re.M)
+            if anchor not in {_slug(h) for h in headings}:
+                problems.append(f"{page.relative_to(root)}: #{anchor} is no heading of {target}")
+    return problems
+
+
+def test_every_link_to_a_section_finds_its_heading(tmp_path: Path) -> None:
+    assert anchor_problems() == []
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\n## The event API: tool, state\n")
+    (tmp_path / "README.md").write_text(
+        "# A\n\n[x](docs/a.md#the-event-api-tool-state) [y](docs/a.md#gone) [z](#a)\n"
+    )
+    assert anchor_problems(tmp_path) == ["README.md: #gone is no heading of docs/a.md"]

@@ -24,7 +24,7 @@ DOCS = ("quickstart-staging.md", "quickstart-load.md", "quickstart-traces.md")
 
 
 def _blocks(name: str, lang: str) -> list[str]:
-    text = (ROOT / "docs" / name).read_text()
+    text = (ROOT / name if name == "README.md" else ROOT / "docs" / name).read_text()
     return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
 
 
@@ -41,7 +41,7 @@ def _commands(name: str) -> list[list[str]]:
     return out
 
 
-@pytest.mark.parametrize("name", DOCS)
+@pytest.mark.parametrize("name", [*DOCS, "README.md"])
 def test_every_command_line_in_the_quickstart_parses(name: str) -> None:
     commands = _commands(name)
     assert commands, name
