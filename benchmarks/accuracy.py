@@ -29,7 +29,7 @@ Classes:
   lines, plain turns and barge-ins.
 - ``snr10``: the clean scenarios with steady noise under the caller at 10 dB SNR: pink
   (the fixture), white, brown and a street-like bed whose level drifts by up to ~8 dB
-  over seconds (``voxproxy.audio.noise``; no street recording is in the fixtures). The
+  over seconds (``tests/support/noise.py``; no street recording is in the fixtures). The
   truth is what a listener hears over the bed (MEASUREMENT.md 2). Goal: 90% of figures
   published, p95 within 20 ms.
 - ``snr0``: the same beds at 0 dB SNR. Goal: each figure withheld with a reason or
@@ -78,17 +78,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))  # support.noise: the tests' noise beds
 
 import record  # noqa: E402
 from accuracy_compare import CallResult, compare_call  # noqa: E402
 from accuracy_report import ClassRun, report  # noqa: E402
 from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
+from support.noise import noise_bed  # noqa: E402
 
 from voxproxy.analysis.vad import VadConfig  # noqa: E402
 from voxproxy.analysis.vadconfig import Spurt  # noqa: E402
-from voxproxy.audio.noise import noise_bed  # noqa: E402
-from voxproxy.audio.pcm import write_wav  # noqa: E402
-from voxproxy.clips import fixtures_dir, load_corpus  # noqa: E402
+from voxproxy.clips import fixtures_dir, load_corpus, write_wav  # noqa: E402
 from voxproxy.harness.bench import BenchAgent, run_bench  # noqa: E402
 from voxproxy.loadgen.scenario import NoiseSpec, Scenario, builtin_names, find_scenario  # noqa: E402
 from voxproxy.mockagent import MockAgentConfig, default_responses  # noqa: E402
@@ -189,7 +189,7 @@ def white_noise_wav(directory: Path) -> str:
 
 def steady_beds(directory: Path) -> list[tuple[str, str]]:
     """The steady beds (tag, clip name or WAV path): the pink fixture, the white noise
-    above, and 12 s of brown and of street-like noise (``voxproxy.audio.noise``, seeded)."""
+    above, and 12 s of brown and of street-like noise (``tests/support/noise.py``, seeded)."""
     beds = [("pink", "noise_pink"), ("white", white_noise_wav(directory))]
     for kind in ("brown", "street"):
         bed = noise_bed(kind, 12 * 16000, 16000, seed=13) * 3000.0

@@ -40,7 +40,7 @@ import record  # noqa: E402
 
 from voxproxy import native  # noqa: E402
 from voxproxy.clips import load_corpus  # noqa: E402
-from voxproxy.ids import new_secret  # noqa: E402
+from voxproxy.clock import new_secret  # noqa: E402
 from voxproxy.receipts.policy import load_policy  # noqa: E402
 from voxproxy.recordings.batch import Job, Options, analyze_one, run_batch  # noqa: E402
 from voxproxy.recordings.wavfile import wav_bytes  # noqa: E402

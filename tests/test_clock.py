@@ -7,7 +7,7 @@ import time
 import pytest
 from support.waiting import wait_until
 
-from voxproxy.clock import LagMonitor
+from voxproxy.clock import LagMonitor, new_secret
 
 MS = 1_000_000
 
@@ -99,3 +99,8 @@ def test_the_cpu_share_is_the_loop_thread_s_cpu_over_the_window() -> None:
     assert m.cpu_share(1_000 * MS) == pytest.approx(0.6, abs=0.02)
     m.record(now[0] + MS, 5 * MS)  # a reading without the CPU time: not counted
     assert m.cpu_share(1_000 * MS) == pytest.approx(0.6, abs=0.02)
+
+
+def test_new_secret() -> None:
+    a, b = new_secret(), new_secret()
+    assert len(a) == 32 and a != b

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from voxproxy.analysis.truth import TRUTH_RULE, speech_edges  # noqa: E402
 from voxproxy.audio.levels import active_speech_level  # noqa: E402
-from voxproxy.audio.pcm import write_wav  # noqa: E402
+from voxproxy.clips import write_wav  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))
 from make_fixtures import edge_fields  # noqa: E402

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from voxproxy.analysis.truth import TRUTH_RULE, speech_edges  # noqa: E402
-from voxproxy.audio.pcm import read_wav, write_wav  # noqa: E402
+from voxproxy.clips import read_wav, write_wav  # noqa: E402
 
 OUT = ROOT / "fixtures" / "audio"
 RATE = 16000

@@ -6,7 +6,8 @@ and levels, and synthetic signals, made by ``tools/make_corpus.py``).
 The directory is ``$VOXPROXY_FIXTURES`` when set (a directory laid out like the
 repository's ``fixtures/``), else the one inside the package: ``voxproxy/_fixtures``,
 which in a checkout links to ``fixtures/`` and in the wheel holds what commands read
-at run time (``audio``, ``scenarios``, ``testbench``; not the corpus).
+at run time (``audio``, ``scenarios``, ``testbench``; not the corpus). Clips are mono
+16-bit WAV files (:func:`read_wav`, :func:`write_wav`): the core is handed samples.
 """
 
 from __future__ import annotations
@@ -14,12 +15,47 @@ from __future__ import annotations
 import functools
 import json
 import os
+import wave
 from dataclasses import dataclass
 from pathlib import Path
 
-from voxproxy.audio.pcm import read_wav
+import numpy as np
+
+from voxproxy.audio.pcm import bytes_to_pcm, pcm_to_bytes
 from voxproxy.errors import FixtureError
 from voxproxy.events import Pcm
+
+
+def read_wav(path: str | Path, downmix: bool = False) -> tuple[Pcm, int]:
+    """Read a mono 16-bit WAV file. Returns ``(samples, sample_rate_hz)``.
+
+    ``downmix``: also take a 16-bit file of several channels, as their mean."""
+    try:
+        with wave.open(str(path), "rb") as w:
+            channels = w.getnchannels()
+            if (channels != 1 and not downmix) or w.getsampwidth() != 2:
+                raise FixtureError(
+                    f"{path}: need {'' if downmix else 'mono '}16-bit PCM, got {channels} "
+                    f"channel(s) of {8 * w.getsampwidth()} bit"
+                )
+            rate = w.getframerate()
+            data = w.readframes(w.getnframes())
+    except (OSError, wave.Error, EOFError) as exc:
+        raise FixtureError(f"{path}: cannot read WAV: {exc}") from exc
+    pcm = bytes_to_pcm(data)
+    if channels > 1:  # interleaved frames: the mean of each frame's samples
+        frames = pcm[: pcm.size // channels * channels].reshape(-1, channels)
+        mono: Pcm = np.rint(frames.astype(np.float64).mean(axis=1)).astype(np.int16)
+        return mono, rate
+    return pcm.copy(), rate
+
+
+def write_wav(path: str | Path, pcm: Pcm, sample_rate_hz: int) -> None:
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sample_rate_hz)
+        w.writeframes(pcm_to_bytes(pcm))
 
 
 def fixtures_dir() -> Path:

@@ -1,22 +1,30 @@
-"""The shells' clock readings.
+"""What the shells read from the world for the core: the clocks, and a random secret.
 
-The measurement core never reads a clock: shells stamp every message with
-``time.monotonic_ns()`` and hand it in as ``t_ns`` (units and the pure
-:class:`~voxproxy.timebase.EpochAnchor` are in :mod:`voxproxy.timebase`). Here:
-:meth:`EpochAnchor.now`, one reading of both clocks taken once per call, and
-:class:`LagMonitor`, which measures how late the event loop's clock readings run.
+The measurement core never reads a clock and draws no random number: shells stamp every
+message with ``time.monotonic_ns()`` and hand it in as ``t_ns`` (units and the pure
+:class:`~voxproxy.timebase.EpochAnchor` are in :mod:`voxproxy.timebase`), and hand it
+the secret its keyed hashes use. Here: :meth:`EpochAnchor.now`, one reading of both
+clocks taken once per call; :class:`LagMonitor`, which measures how late the event
+loop's clock readings run; :func:`new_secret`, a key for a run that was given none.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 
 from voxproxy import timebase
+
+
+def new_secret() -> bytes:
+    """32 random bytes: the key of :mod:`voxproxy.ids`' hashes when none was configured
+    (hashes then compare only within the process that made it)."""
+    return secrets.token_bytes(32)
 
 
 class EpochAnchor(timebase.EpochAnchor):

@@ -1,19 +1,17 @@
 """Pseudonymous ids: keyed hashes (HMAC-SHA-256) of identifiers seen on the wire, and
-the rule that decides which names a receipt may keep as they are."""
+the rule that decides which names a receipt may keep as they are.
+
+The secret is handed in: the core draws no random number (a shell makes one with
+:func:`voxproxy.clock.new_secret`)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import re
-import secrets
 from typing import Any
 
 import orjson
-
-
-def new_secret() -> bytes:
-    return secrets.token_bytes(32)
 
 
 def keyed_hash(secret: bytes, value: str, prefix: str = "", length: int = 16) -> str:

@@ -7,6 +7,7 @@ import functools
 
 import numpy as np
 import pytest
+from support.noise import noise_bed
 
 from voxproxy.analysis.audible import (
     AUDIBLE_SEEN_DB,
@@ -18,7 +19,6 @@ from voxproxy.analysis.audible import (
 )
 from voxproxy.analysis.truth import audible_speech_edges, truth_threshold_dbfs
 from voxproxy.analysis.vad import SpeechDetector, Spurt
-from voxproxy.audio.noise import noise_bed
 from voxproxy.clips import Clip, load_clips
 
 RATE = 16000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.noise import BED_KINDS, noise_bed
 
 from voxproxy.analysis.truth import (
     TRUTH_RANGE_DB,
@@ -13,7 +14,6 @@ from voxproxy.analysis.truth import (
     speech_edges,
     truth_threshold_dbfs,
 )
-from voxproxy.audio.noise import BED_KINDS, noise_bed
 from voxproxy.clips import load_clips
 
 RATE = 16000

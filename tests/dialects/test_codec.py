@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 
 from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import codec_of
+from voxproxy.dialects.base import DialectOptions, codec_of
 from voxproxy.dialects.telnyx import TelnyxCallerWire
 from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
+
+OPTIONS = DialectOptions(secret=b"codec")  # what a shell hands a decoder that may hash
 
 
 def test_twilio_is_mu_law_both_ways() -> None:
@@ -33,13 +35,13 @@ def test_a_codec_the_core_cannot_decode_is_none() -> None:
 
 
 def test_the_auto_dialect_says_nothing_until_it_has_decided() -> None:
-    decoder = make_decoder("auto")
+    decoder = make_decoder("auto", OPTIONS)
     assert codec_of(decoder, CALLER_TO_AGENT) is None
     decoder.decode(CALLER_TO_AGENT, TwilioCallerWire("MZ1", "CA1").start(), 0)
     assert codec_of(decoder, CALLER_TO_AGENT) == "ulaw"
 
 
 def test_linear_wires_and_decoders_that_do_not_say() -> None:
-    assert codec_of(make_decoder("openai-realtime"), AGENT_TO_CALLER) == "pcm_s16le"
+    assert codec_of(make_decoder("openai-realtime", OPTIONS), AGENT_TO_CALLER) == "pcm_s16le"
     assert codec_of(make_decoder("raw"), CALLER_TO_AGENT) is None  # (linear PCM)
     assert codec_of(object(), CALLER_TO_AGENT) is None

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from support.fuzzing import DIALECTS, DIRECTIONS, EVENT_TYPES, MS, bounded
 
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import Direction
 
 _WIRE_WORDS = [
@@ -56,7 +57,7 @@ _RANDOM_MESSAGE = st.one_of(
 def test_every_decoder_takes_random_input(
     dialect: str, messages: list[tuple[Direction, bytes | str]]
 ) -> None:
-    dec = make_decoder(dialect)
+    dec = make_decoder(dialect, DialectOptions(secret=b"fuzz"))
     for i, (direction, message) in enumerate(messages):
         events = dec.decode(direction, message, i * 20 * MS)
         assert isinstance(events, list)

@@ -15,6 +15,9 @@ from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.errors import ConfigError
 from voxproxy.events import Anomaly, AnomalyKind, Audio, Flush, StreamStart, StreamStop
 
+# The shell hands every decoder that may hash (auto, OpenAI Realtime) its secret.
+OPTIONS = DialectOptions(secret=b"detect")
+
 CALLER_WIRE = TwilioCallerWire("MZ" + "1" * 32, "CA" + "2" * 32)
 AGENT_WIRE = TwilioAgentWire("MZ" + "1" * 32)
 
@@ -58,7 +61,7 @@ def test_first_message_decides(
 ) -> None:
     del name
     assert guess(message) == dialect
-    dec = make_decoder("auto")
+    dec = make_decoder("auto", OPTIONS)
     assert dec.name == "auto"
     events = dec.decode(direction, message, 5)
     assert dec.name == dialect
@@ -70,12 +73,12 @@ def test_first_message_decides(
 
 
 def test_the_chosen_dialect_decodes_what_follows() -> None:
-    twilio = make_decoder("auto")
+    twilio = make_decoder("auto", OPTIONS)
     twilio.decode(CALLER, CALLER_WIRE.connected(), 0)
     assert twilio.decode(CALLER, b"\x00\x00", 1) == [
         Anomaly(AnomalyKind.UNEXPECTED_BINARY, CALLER, 1)
     ]
-    raw = make_decoder("auto", DialectOptions(sample_rate_hz=8000))
+    raw = make_decoder("auto", DialectOptions(sample_rate_hz=8000, secret=b"detect"))
     raw.decode(CALLER, b"\x00\x00", 0)
     assert raw.decode(CALLER, CALLER_WIRE.connected(), 1) == [
         Anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER, 1)
@@ -102,13 +105,13 @@ UNDECIDABLE: list[bytes | str] = [
 @pytest.mark.parametrize("message", UNDECIDABLE)
 def test_undecidable_messages(message: bytes | str) -> None:
     assert guess(message) is None
-    dec = make_decoder("auto")
+    dec = make_decoder("auto", OPTIONS)
     assert dec.decode(AGENT, message, 9) == [Anomaly(AnomalyKind.DIALECT_UNDETECTED, AGENT, 9)]
     assert dec.name == "auto"
 
 
 def test_a_deciding_message_after_undecided_ones() -> None:
-    dec = AutoDecoder(DialectOptions())
+    dec = AutoDecoder(OPTIONS)
     for i in range(10):
         assert dec.decode(CALLER, "noise", i) == [
             Anomaly(AnomalyKind.DIALECT_UNDETECTED, CALLER, i)
@@ -120,7 +123,7 @@ def test_a_deciding_message_after_undecided_ones() -> None:
 
 
 def test_after_50_undecided_messages_the_decoder_falls_back() -> None:
-    dec = AutoDecoder(DialectOptions())
+    dec = AutoDecoder(OPTIONS)
     for i in range(49):
         assert dec.decode(CALLER, "?", i) == [Anomaly(AnomalyKind.DIALECT_UNDETECTED, CALLER, i)]
         assert not dec.decided and dec.name == "auto"
@@ -140,7 +143,7 @@ def test_after_50_undecided_messages_the_decoder_falls_back() -> None:
 
 
 def test_the_limit_is_configurable() -> None:
-    dec = AutoDecoder(DialectOptions(), max_undecided=2)
+    dec = AutoDecoder(OPTIONS, max_undecided=2)
     dec.decode(CALLER, "?", 0)
     assert not dec.decided
     dec.decode(AGENT, "?", 1)

@@ -18,6 +18,9 @@ from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.dialects.vonage import VonageAgentWire, VonageCallerWire
 from voxproxy.events import Anomaly, AnomalyKind, Audio, Direction, StreamStart
 
+# The shell hands every decoder that may hash (auto, OpenAI Realtime) its secret.
+OPTIONS = DialectOptions(secret=b"detect")
+
 PCM = np.array([100, -100, 2000, -2000], dtype=np.int16)
 
 # Each wire's opening, in the order a call really starts, and the dialect it must decide.
@@ -59,7 +62,7 @@ OPENINGS: list[tuple[str, list[tuple[Direction, bytes | str]]]] = [
 def test_each_wire_is_detected_without_anomalies(
     dialect: str, opening: list[tuple[Direction, bytes | str]]
 ) -> None:
-    dec = make_decoder("auto")
+    dec = make_decoder("auto", OPTIONS)
     events = []
     for i, (direction, message) in enumerate(opening):
         events += dec.decode(direction, message, i)
@@ -86,7 +89,7 @@ def test_agent_messages_that_decide(dialect: str, message: bytes | str) -> None:
 
 
 def test_a_pending_message_is_measured_once_the_wire_is_known() -> None:
-    dec = make_decoder("auto")
+    dec = make_decoder("auto", OPTIONS)
     wire = TelnyxCallerWire("st-1", "v3:cc")
     # Telnyx's agent media carries no stream id: on its own it decides nothing ...
     assert guess(TelnyxAgentWire.media(b"\xff\xff")) == PENDING
@@ -101,7 +104,7 @@ def test_a_pending_message_is_measured_once_the_wire_is_known() -> None:
 
 
 def test_too_many_pending_messages_fall_back_to_twilio() -> None:
-    dec = AutoDecoder(DialectOptions(), max_pending=3)
+    dec = AutoDecoder(OPTIONS, max_pending=3)
     bare = '{"event": "media", "media": {"payload": "//8="}}'
     assert dec.decode(AGENT, bare, 0) == []
     assert dec.decode(AGENT, bare, 1) == []
@@ -111,7 +114,7 @@ def test_too_many_pending_messages_fall_back_to_twilio() -> None:
 
 
 def test_nothing_matches_is_a_clear_anomaly() -> None:
-    dec = make_decoder("auto")
+    dec = make_decoder("auto", OPTIONS)
     for i, message in enumerate(['{"hello": 1}', "bonjour", '{"event": "ring"}', b""]):
         assert dec.decode(CALLER, message, i) == [
             Anomaly(AnomalyKind.DIALECT_UNDETECTED, CALLER, i)
@@ -128,7 +131,7 @@ def test_openai_and_raw_types_are_told_apart() -> None:
 
 
 def test_vonage_audio_after_detection_is_measured_at_the_announced_rate() -> None:
-    dec = make_decoder("auto")
+    dec = make_decoder("auto", OPTIONS)
     dec.decode(CALLER, VonageCallerWire(8000).connected(), 0)
     (a,) = dec.decode(CALLER, VonageCallerWire.audio(PCM), 1)
     assert isinstance(a, Audio) and a.sample_rate_hz == 8000

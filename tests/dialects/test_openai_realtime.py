@@ -9,6 +9,7 @@ test_openai_realtime_wire.py; any input: test_wires_fuzz.py.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from support import dialectkit as kit
 from support.dialectkit import AGENT, CALLER, Kind, msg
 from support.realtimekit import (
@@ -27,6 +28,7 @@ from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeAgentWire, OpenAIRealtimeCallerWire
+from voxproxy.errors import UsageError
 from voxproxy.events import (
     RESPONSE_CANCELLED_WITH_TOOL,
     Audio,
@@ -500,11 +502,15 @@ def test_a_declared_vocabulary_keeps_its_names_and_only_them() -> None:
     assert _started_tool(dec, "lookup_order", 2) == name_digest(SECRET, "lookup_order")
 
 
-def test_without_a_secret_hashes_still_compare_within_the_call() -> None:
-    dec = make_decoder("openai-realtime")
+def test_the_secret_comes_from_the_shell() -> None:
+    """The core draws no random number: a decoder that keys hashes, or may turn out to
+    (auto), refuses to be made without the secret; with one, its hashes are keyed by it."""
+    for name in ("openai-realtime", "auto"):
+        with pytest.raises(UsageError, match=r"DialectOptions\.secret"):
+            make_decoder(name)
+    dec = make_decoder("openai-realtime", DialectOptions(secret=b"given"))
     wire = OpenAIRealtimeAgentWire()
     (a,) = dec.decode(AGENT, wire.function_call_arguments_done("r", "i", "c1", "f", '{"x":1}'), 1)
     (b,) = dec.decode(AGENT, wire.function_call_arguments_done("r", "i", "c2", "f", '{"x":1}'), 2)
     assert isinstance(a, ToolEvent) and isinstance(b, ToolEvent)
-    assert a.args_hash == b.args_hash and a.args_hash is not None
-    assert a.args_hash != keyed_hash(SECRET, '{"x":1}', "a_")
+    assert a.args_hash == b.args_hash == keyed_hash(b"given", '{"x":1}', "a_")

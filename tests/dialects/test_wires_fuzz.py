@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from support.realtimekit import T, decoder
 
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.openai_realtime import CLIENT_EVENTS, SERVER_EVENTS
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Event
 
@@ -100,7 +101,7 @@ _MESSAGES = st.one_of(
     )
 )
 def test_never_raises(dialect: str, messages: list[tuple[Direction, bytes | str]]) -> None:
-    dec = make_decoder(dialect)
+    dec = make_decoder(dialect, DialectOptions(secret=b"fuzz"))
     for i, (direction, message) in enumerate(messages):
         events: list[Event] = dec.decode(direction, message, i)
         assert isinstance(events, list)

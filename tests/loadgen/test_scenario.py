@@ -93,8 +93,7 @@ def test_invalid_files_name_the_file_and_the_step(tmp_path: Path, text: str, mes
 
 
 def test_a_wav_file_next_to_the_scenario_can_be_said(tmp_path: Path) -> None:
-    from voxproxy.audio.pcm import write_wav
-    from voxproxy.clips import clip
+    from voxproxy.clips import clip, write_wav
 
     c = clip("caller_yes")
     write_wav(tmp_path / "mine.wav", c.pcm, c.sample_rate_hz)

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.noise import noise_bed
 
 from voxproxy.analysis.truth import audible_speech_edges, truth_threshold_dbfs
-from voxproxy.audio.noise import noise_bed
 from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import clip
 from voxproxy.loadgen.steps import (

@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed
 
 from voxproxy.clips import clip
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import CALLER_TO_AGENT, Audio, MarkEcho
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
@@ -53,7 +54,7 @@ class Agent:
         self.answers = 0
 
     async def __call__(self, ws: ServerConnection) -> None:
-        decoder = make_decoder(self.dialect)
+        decoder = make_decoder(self.dialect, DialectOptions(secret=b"wires"))
         voiced, quiet_ms = False, 0.0
         answer = to_rate(clip("agent_confirm").pcm, 16000, self.kit.agent_rate)
         chunk = self.kit.agent_rate // 10  # 100 ms: Exotel's smallest chunk, fine for all

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.noise import noise_bed
 
 from voxproxy.analysis.truth import audible_speech_edges, truth_threshold_dbfs
-from voxproxy.audio.noise import noise_bed
 from voxproxy.audio.pcm import bytes_to_pcm
 from voxproxy.clips import load_clips
 from voxproxy.events import CALLER_TO_AGENT

@@ -9,6 +9,7 @@ from collections import deque
 from support.spacekit import SpaceCase, random_case, render_case
 
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import Audio, ToolEvent
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import ScriptedCall
@@ -19,7 +20,9 @@ MS = 1_000_000
 
 
 def _session(dialect: str) -> CallSession:
-    return CallSession(make_decoder(dialect), 0, secret=b"batch", link_id="batch")
+    return CallSession(
+        make_decoder(dialect, DialectOptions(secret=b"batch")), 0, secret=b"batch", link_id="batch"
+    )
 
 
 def _close(session: CallSession, call: ScriptedCall) -> Receipt:
@@ -75,7 +78,10 @@ def test_a_batch_gives_the_receipt_of_one_message_at_a_time() -> None:
 
 def _carries_audio(dialect: str, item: Item) -> bool:
     d, p, t, _queued = item
-    return any(type(ev) is Audio for ev in make_decoder(dialect).decode(d, p, t))  # type: ignore[arg-type]
+    return any(
+        type(ev) is Audio
+        for ev in make_decoder(dialect, DialectOptions(secret=b"batch")).decode(d, p, t)
+    )  # type: ignore[arg-type]
 
 
 def test_the_budget_stops_a_batch_and_late_messages_are_shed() -> None:

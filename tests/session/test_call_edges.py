@@ -12,6 +12,7 @@ from support.sessiontime import advance
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.clips import load_clips
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.errors import UsageError
 from voxproxy.events import AGENT_TO_CALLER as AGENT
@@ -29,7 +30,13 @@ CALL_SID = "CA" + "b" * 32
 
 
 def session(dialect: str = "twilio", start_ns: int = 0, **kw: object) -> CallSession:
-    return CallSession(make_decoder(dialect), start_ns, secret=b"k", link_id="link", **kw)  # type: ignore[arg-type]
+    return CallSession(
+        make_decoder(dialect, DialectOptions(secret=b"k")),
+        start_ns,
+        secret=b"k",
+        link_id="link",
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def tone_ulaw(ms: int) -> bytes:

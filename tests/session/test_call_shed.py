@@ -10,6 +10,7 @@ import pytest
 from support.groundtruth import measure, random_plan
 
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import ScriptedCall, render
 from voxproxy.session import CallSession
@@ -19,7 +20,9 @@ GRID_MS = 1.0  # the detector's energy windows
 
 
 def measure_shedding(call: ScriptedCall, dialect: str, lo_ns: int, hi_ns: int) -> Receipt:
-    session = CallSession(make_decoder(dialect), 0, secret=b"test", link_id="sim")
+    session = CallSession(
+        make_decoder(dialect, DialectOptions(secret=b"test")), 0, secret=b"test", link_id="sim"
+    )
     for t, d, p in call.messages:
         session.on_message(d, p, t, shed=lo_ns <= t < hi_ns)
     return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))

@@ -18,6 +18,7 @@ from voxproxy.audio.levels import active_speech_level, frame_active_level, windo
 from voxproxy.audio.resample import resample_clip
 from voxproxy.clips import load_clips, load_corpus
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.receipts.model import CloseInfo
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import check, judged
@@ -216,7 +217,7 @@ def test_the_masking_table_bounds_the_voices_it_was_measured_on() -> None:
 def _measure_lifted(call: object, dialect: str) -> list[tuple[float | None, float | None]]:
     """(ttfs_ms, uncertainty) of each response, with the withholding bound lifted."""
     session = CallSession(
-        make_decoder(dialect),
+        make_decoder(dialect, DialectOptions(secret=b"k")),
         0,
         secret=b"k",
         link_id="l",

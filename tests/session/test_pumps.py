@@ -14,6 +14,7 @@ from support.spacekit import random_case, render_case
 
 from voxproxy.analysis.vad import SpeechDetector
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.harness.queued import QueuedSession
 from voxproxy.proxy.measuring import Item, MeasurementQueue
 from voxproxy.receipts.model import CloseInfo, Receipt
@@ -37,7 +38,12 @@ def _calls(seed: int, n: int) -> list[tuple[list[Item], int, int, str]]:
 
 
 def _session(start: int, dialect: str) -> CallSession:
-    return CallSession(make_decoder(dialect), start, secret=b"pumps", link_id="pumps")
+    return CallSession(
+        make_decoder(dialect, DialectOptions(secret=b"pumps")),
+        start,
+        secret=b"pumps",
+        link_id="pumps",
+    )
 
 
 def _close(session: CallSession, end: int) -> Receipt:

@@ -24,7 +24,7 @@ import pytest
 from support.eventview import views
 from voxproxy import events as ev
 from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import Decoder
+from voxproxy.dialects.base import Decoder, DialectOptions
 from voxproxy.events import AGENT_TO_CALLER as AGENT
 from voxproxy.events import CALLER_TO_AGENT as CALLER
 from voxproxy.events import Anomaly, AnomalyKind, Direction, Event
@@ -138,7 +138,7 @@ def table_tests(
             after_bad(dec, direction)
 
     def test_registered_name() -> None:
-        dec = make_decoder(name)
+        dec = make_decoder(name, DialectOptions(secret=b"kit"))
         assert dec.name == name
         assert type(dec) is type(new())
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from voxproxy.clips import Clip, load_clips
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.receipts.model import CloseInfo, Receipt, TurnRecord
 from voxproxy.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
 from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
@@ -53,7 +54,9 @@ def random_plan(
 
 
 def measure(call: ScriptedCall, dialect: str) -> Receipt:
-    session = CallSession(make_decoder(dialect), 0, secret=b"test", link_id="sim")
+    session = CallSession(
+        make_decoder(dialect, DialectOptions(secret=b"test")), 0, secret=b"test", link_id="sim"
+    )
     for t, d, p in call.messages:
         session.on_message(d, p, t)
     return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from support.groundtruth import Errors, barge_point_ms, score
 from voxproxy.clips import Clip, load_clips, load_corpus
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.scripted import (
     BargePlan,
@@ -134,7 +135,9 @@ def render_case(case: SpaceCase) -> tuple[ScriptedCall, str]:
 
 
 def measure_case(call: ScriptedCall, dialect: str) -> Receipt:
-    session = CallSession(make_decoder(dialect), 0, secret=b"space", link_id="space")
+    session = CallSession(
+        make_decoder(dialect, DialectOptions(secret=b"space")), 0, secret=b"space", link_id="space"
+    )
     for t, d, p in call.messages:
         session.on_message(d, p, t)
     return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))

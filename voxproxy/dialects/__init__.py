@@ -8,8 +8,9 @@ the decoders build messages for the load generator, the mock agent and tests; th
 proxy never builds a message. The JSON media-stream wires of the Twilio shape share a
 decoder base (``_telco.MediaStreamDecoder``) and a builder base (``_stream.StreamWire``).
 
-Part of the measurement core. May import: the standard library (no asyncio, socket,
-time, os, random, threads), numpy, orjson, and from voxproxy only the core
+Part of the measurement core. May import: from outside voxproxy only the core's
+allow-list (numpy, orjson, the standard library's data modules: no clock, file or
+randomness; the secret a wire's hashes use is handed in), and from voxproxy only the core
 (``events``, ``errors``, ``ids``, ``timebase``, ``audio``). Enforced by
 tests/test_layers.py.
 """

@@ -14,9 +14,9 @@ class DialectOptions:
 
     sample_rate_hz: int = 16000  # raw: caller audio rate (until a start message says otherwise)
     agent_sample_rate_hz: int | None = None  # raw: agent audio rate, default = caller rate
-    # The per-deployment secret for keyed hashes of what a wire carries (tool arguments
-    # and results on OpenAI Realtime). None: a random per-call secret (hashes then only
-    # compare within one call).
+    # The secret for keyed hashes of what a wire carries (tool arguments and results on
+    # OpenAI Realtime), handed in by the shell: the deployment's, or one it drew for the
+    # call or the run (voxproxy.clock.new_secret). A wire that hashes refuses None.
     secret: bytes | None = field(default=None, repr=False)
     # The declared vocabulary of tool names (``--event-names``): a tool name the wire
     # carries (OpenAI Realtime) is kept as it is only when declared, or, with none

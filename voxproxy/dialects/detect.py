@@ -37,6 +37,7 @@ from voxproxy.dialects._common import loads_object
 from voxproxy.dialects.base import Decoder, DialectOptions, codec_of
 from voxproxy.dialects.openai_realtime import CLIENT_EVENTS, SERVER_EVENTS
 from voxproxy.dialects.openai_realtime import decoder as openai_realtime
+from voxproxy.errors import UsageError
 from voxproxy.events import Anomaly, AnomalyKind, Direction, Event
 
 WIRES: Final[dict[str, Callable[[DialectOptions], Decoder]]] = {
@@ -118,6 +119,11 @@ class AutoDecoder:
     def __init__(
         self, options: DialectOptions, max_undecided: int = 50, max_pending: int = 50
     ) -> None:
+        if options.secret is None:  # checked now: the wire may turn out to hash (Realtime)
+            raise UsageError(
+                "the auto decoder may become OpenAI Realtime's, which keys its hashes with "
+                "DialectOptions.secret: hand one in (voxproxy.clock.new_secret() for one call)"
+            )
         self._options = options
         self._inner: Decoder | None = None
         self._undecided = 0

@@ -6,7 +6,7 @@ the agent's log of what it did) is in :mod:`voxproxy.simcall`; running mock agen
 behind proxies is :mod:`voxproxy.harness`'s.
 
 May import: the standard library, websockets, aiohttp, numpy, and from voxproxy the
-core, ``simcall``, ``receipts``, ``transcripts``, ``transports``, ``eventapi``,
-``clips``. Never ``mockagent``, ``harness``, ``proxy``, ``cli`` or ``commands``
-(enforced by tests/test_layers.py).
+core, the shared pieces (``clock``, ``extras`` ...), ``simcall``, ``receipts``,
+``transcripts``, ``transports``, ``clips``. Never ``mockagent``, ``harness``, ``proxy``,
+``cli`` or ``commands`` (enforced by tests/test_layers.py).
 """

@@ -29,7 +29,9 @@ from voxproxy.analysis.playout import Playout
 from voxproxy.analysis.vad import SpeechDetector, VadConfig
 from voxproxy.audio.resample import Converter
 from voxproxy.clips import Clip
+from voxproxy.clock import new_secret
 from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
 from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent, Transcript
 from voxproxy.loadgen.connection import DirectConnection, proxy_for
@@ -114,7 +116,7 @@ class ScriptedCaller:
         self._queue: deque[Pcm] = deque()
         self._queued = 0
         self._sent_samples = 0
-        self._decoder = make_decoder(config.dialect)
+        self._decoder = make_decoder(config.dialect, DialectOptions(secret=new_secret()))
         self._playout: Playout | None = None
         self._agent_vad: SpeechDetector | None = None
         self._agent_pos = 0

@@ -64,9 +64,8 @@ from pydantic import (
 )
 
 from voxproxy.analysis.truth import speech_edges
-from voxproxy.audio.pcm import read_wav
 from voxproxy.audio.resample import resample_clip
-from voxproxy.clips import Clip, fixtures_dir, load_clips
+from voxproxy.clips import Clip, fixtures_dir, load_clips, read_wav
 from voxproxy.errors import ConfigError, FixtureError
 from voxproxy.loadgen.caller import (
     BargeIn,

@@ -6,7 +6,8 @@ response so tests can compare what the proxy measured with what really happened.
 
 An independent peer of the callers that call it: it never imports the load
 generator. May import: the standard library, websockets, aiohttp, numpy, yaml, and
-from voxproxy the core, ``simcall``, ``transports`` and ``clips``. Never ``loadgen``,
+from voxproxy the core, the shared pieces (``clock`` ...), ``simcall``, ``transports``
+and ``clips``. Never ``loadgen``,
 ``harness``, ``proxy``, ``cli`` or ``commands`` (enforced by tests/test_layers.py).
 """
 

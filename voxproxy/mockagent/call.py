@@ -29,6 +29,7 @@ from websockets.protocol import State
 
 from voxproxy.analysis.vad import SpeechDetector, Spurt
 from voxproxy.audio.resample import Converter
+from voxproxy.clock import new_secret
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.raw import RawWire
@@ -72,7 +73,9 @@ class Call:
         self.rng = random.Random(f"{cfg.seed}:{log.index}")
         self.garbage_rng = random.Random(f"{cfg.seed}:{log.index}:garbage")
         rate = cfg.sample_rate_hz if cfg.dialect == "raw" else cfg.agent_rate_hz
-        self.decoder = make_decoder(cfg.dialect, DialectOptions(sample_rate_hz=rate))
+        # The wire's keyed hashes (tool arguments) are never read here: any key will do.
+        options = DialectOptions(sample_rate_hz=rate, secret=new_secret())
+        self.decoder = make_decoder(cfg.dialect, options)
         self.converter: Converter | None = None
         self.vad: SpeechDetector | None = None
         self.caller_end_ns: int | None = None  # arrival of the last caller audio

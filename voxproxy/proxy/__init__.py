@@ -20,7 +20,7 @@
 process; ``workers.serve()`` runs it here or in N workers.
 
 May import everything below it: the core, ``receipts``, ``telemetry``, ``transports``,
-``httpserve``, ``fdwatch``, ``clock`` (and ``server``, for ``workers``). Nothing below
+``captures``, ``httpserve``, ``fdwatch``, ``clock`` (and ``server``, for ``workers``). Nothing below
 imports it (enforced by tests/test_layers.py).
 """
 

@@ -46,7 +46,7 @@ def recover_journal(config: ServeConfig, policy: Policy, index: int) -> int:
     from this process: ``proxy_crashed``, judged under ``policy``, to the receipts file,
     the store and the sinks, as a restarted proxy writes them (not to telemetry, which
     lives in the workers). Returns how many; the journal is left empty (removed)."""
-    from voxproxy.ids import new_secret
+    from voxproxy.clock import new_secret
     from voxproxy.proxy.lifecycle import ReceiptOutlet, recover_crashed
     from voxproxy.proxy.websocket import ProxyConfig
     from voxproxy.receipts.journal import CallJournal

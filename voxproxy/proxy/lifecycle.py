@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from voxproxy.clock import EpochAnchor, LagMonitor
+from voxproxy.clock import EpochAnchor, LagMonitor, new_secret
 from voxproxy.dialects.base import Decoder, DialectOptions
 from voxproxy.events import Direction, Event
-from voxproxy.ids import keyed_hash, new_secret
+from voxproxy.ids import keyed_hash
 from voxproxy.proxy.livecalls import CALL_PREFIX, LiveCalls
 from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig

@@ -99,8 +99,8 @@ def _prepare_outputs(config: ServeConfig) -> ServeConfig:
     directory made (a path that cannot be written fails here, in one line), the
     open-files limit raised and said,
     and, without --secret, one key for every worker's call ids, made and warned of."""
+    from voxproxy.clock import new_secret
     from voxproxy.fdwatch import raise_fd_limit
-    from voxproxy.ids import new_secret
     from voxproxy.proxy.lifecycle import NO_SECRET
 
     if config.receipts is not None:

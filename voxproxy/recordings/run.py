@@ -94,7 +94,7 @@ def _export_otlp(receipts: Sequence[Receipt]) -> None:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    from voxproxy.ids import new_secret
+    from voxproxy.clock import new_secret
     from voxproxy.receipts.policy import load_policy
     from voxproxy.recordings.player import CallView, read_truth, write_player_report
 

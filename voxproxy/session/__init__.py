@@ -20,8 +20,9 @@ echoes, audio items and truncates), ``evidence`` (the spans behind each edge: wh
 figure is withheld, its uncertainty), ``stages`` (a realtime server's stage marks per
 turn) and ``receipt`` (the receipt, built from a closed session).
 
-Part of the measurement core. May import: the standard library (no asyncio, socket,
-time, os, random, threads), numpy, and from voxproxy only the core. Enforced by
+Part of the measurement core. May import: from outside voxproxy only the core's
+allow-list (numpy, the standard library's maths and data modules: no clock, file or
+randomness), and from voxproxy only the core. Enforced by
 tests/test_layers.py.
 """
 

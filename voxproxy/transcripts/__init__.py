@@ -12,7 +12,7 @@ Scores belong to load-run results and to the ``voxproxy transcripts`` command; t
 never go into receipts, which stay content-free.
 
 May import: the standard library, jiwer, meeteval, yaml, and from voxproxy ``errors``,
-``timebase`` and ``yamlmodel``. It knows nothing of calls, proxies or wires.
+``timebase``, ``yamlmodel`` and ``extras``. It knows nothing of calls, proxies or wires.
 """
 
 from voxproxy.transcripts.score import PairScore, Scoring, Tally

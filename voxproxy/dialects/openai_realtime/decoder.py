@@ -14,6 +14,7 @@ import orjson
 from voxproxy.dialects._common import PcmDecoder, b64decode, dumps, loads_object
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.openai_realtime.formats import PCM16, parse_format
+from voxproxy.errors import UsageError
 from voxproxy.events import (
     AGENT_TO_CALLER,
     CALLER_TO_AGENT,
@@ -30,7 +31,7 @@ from voxproxy.events import (
     ToolEvent,
     Transcript,
 )
-from voxproxy.ids import keyed_hash, new_secret, safe_name
+from voxproxy.ids import keyed_hash, safe_name
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 NAME = "openai-realtime"
@@ -147,7 +148,12 @@ class OpenAIRealtimeDecoder:
     name = NAME
 
     def __init__(self, options: DialectOptions) -> None:
-        self._secret = options.secret if options.secret is not None else new_secret()
+        if options.secret is None:
+            raise UsageError(
+                "the OpenAI Realtime decoder keys its hashes with DialectOptions.secret: "
+                "hand one in (voxproxy.clock.new_secret() for one call)"
+            )
+        self._secret = options.secret
         self._names = options.names
         self._formats = [PCM16, PCM16]
         self._pcm = [PcmDecoder(PCM16.encoding), PcmDecoder(PCM16.encoding)]

@@ -1,11 +1,11 @@
-"""The steady noise beds (``voxproxy.audio.noise``): their level, colour and drift."""
+"""The steady noise beds (``support.noise``): their level, colour and drift."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from voxproxy.audio.noise import BED_KINDS, STREET_DRIFT_DB, noise_bed
+from support.noise import BED_KINDS, STREET_DRIFT_DB, noise_bed
 
 RATE = 16000
 
