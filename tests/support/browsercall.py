@@ -52,9 +52,8 @@ try:
 except ImportError:  # run as a script (see above): this folder is first on the path
     from waiting import wait_until  # type: ignore[no-redef]
 
-from voxproxy.audio.pcm import write_wav
 from voxproxy.audio.resample import resample_linear
-from voxproxy.clips import clip
+from voxproxy.clips import clip, write_wav
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
