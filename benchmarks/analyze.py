@@ -1,6 +1,6 @@
 """``voxproxy analyze`` on recordings with known edges: how close, how fast, how it scales.
 
-Accuracy: scripted calls (``voxproxy.scripted.recording``) with the corpus's voices
+Accuracy: scripted calls (``support.scripted.recording``) with the corpus's voices
 (espeak-ng, flite, festival; male and female, English and Spanish, -40 to -6 dBFS),
 turns answered after 150-1500 ms and barge-ins the agent stops 60-400 ms later, written
 as dual-channel WAV files four ways: 8 kHz μ-law and 16 kHz 16-bit PCM, each without
@@ -35,8 +35,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
 import record  # noqa: E402
+from support.scripted.recording import (  # noqa: E402
+    RecordingScore,
+    recording_plans,
+    recording_tracks,
+    render_recording,
+)
 
 from voxproxy import native  # noqa: E402
 from voxproxy.clips import load_corpus  # noqa: E402
@@ -44,12 +51,6 @@ from voxproxy.clock import new_secret  # noqa: E402
 from voxproxy.receipts.policy import load_policy  # noqa: E402
 from voxproxy.recordings.batch import Job, Options, analyze_one, run_batch  # noqa: E402
 from voxproxy.recordings.wavfile import wav_bytes  # noqa: E402
-from voxproxy.scripted.recording import (  # noqa: E402
-    RecordingScore,
-    recording_plans,
-    recording_tracks,
-    render_recording,
-)
 
 CLASSES = {
     "8k_ulaw": (8000, "ulaw", None),

@@ -60,7 +60,7 @@ wakes with cold caches; on this VM about 1.5x), so that estimate is conservative
 
 Core shares (``--core-share F``), for a machine with too few cores to give two workers
 two cores and the load a third: every relay process (each of voxproxy's workers) is
-given F of one core of its own (``voxproxy.harness.cpushare``: a cgroup's CPU bandwidth
+given F of one core of its own (``benchmarks/cpushare.py``: a cgroup's CPU bandwidth
 with a 2.2 ms period at F = 0.45, pinned, nice -20; root needed) and the load runs on what is
 left. Calls per core are then counts / (workers x F), and ``voxproxy-2w`` / ``voxproxy``
 is the workers' scaling at equal CPU each.
@@ -94,6 +94,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))  # support.*: the helpers tests and benchmarks share
 
 import numpy as np  # noqa: E402
 import overhead  # noqa: E402  (benchmarks/overhead.py: frames, pinning, CPU, bare relay)
@@ -107,10 +108,10 @@ from capacity_relays import (  # noqa: E402
     start_relay,
     tree_cpu_seconds,
 )
+from cpushare import CoreShares  # noqa: E402
+from support.child import stop  # noqa: E402
 
 from voxproxy import native  # noqa: E402
-from voxproxy.harness.child import stop  # noqa: E402
-from voxproxy.harness.cpushare import CoreShares  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 
 ROOT = overhead.ROOT

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import overhead  # benchmarks/overhead.py: the bare relay, CPU from /proc
-
-from voxproxy.harness.child import proxy_command
-from voxproxy.harness.cpushare import CoreShares
+import overhead  # benchmarks/overhead.py: the bare relay, CPU from /proc (and tests/ on the path)
+from cpushare import CoreShares
+from support.child import proxy_command
 
 HERE = Path(__file__).resolve().parent
 

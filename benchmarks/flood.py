@@ -46,14 +46,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
 import record  # noqa: E402
 import uvloop  # noqa: E402
+from support.child import proxy_command  # noqa: E402
+from support.rawws import accept_handshake  # noqa: E402
 
 from voxproxy.dialects.twilio import TwilioCallerWire  # noqa: E402
-from voxproxy.harness.child import proxy_command  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
-from voxproxy.harness.rawws import accept_handshake  # noqa: E402
 
 PY = sys.executable
 HERE = Path(__file__).resolve()

@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from contextlib import suppress
@@ -36,9 +37,12 @@ from typing import Any
 import aiohttp
 import record
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # support.*
+
+from support.child import port_in_log, proxy_command
+from support.rawws import accept_handshake
+
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
-from voxproxy.harness.child import port_in_log, proxy_command
-from voxproxy.harness.rawws import accept_handshake
 from voxproxy.transports.webrtc import AudioPeer, use_host_addresses
 
 

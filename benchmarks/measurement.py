@@ -18,7 +18,7 @@ measurement of this wire must do:
 
 Workloads: ``overhead`` is ``benchmarks/overhead.py``'s call shape (60 s of looped
 speech both ways in 20 ms messages); ``scripted`` is a set of turn-taking calls with
-barge-ins (``voxproxy.scripted``: clean, with caller noise at -45 dBFS, and over a
+barge-ins (``support.scripted``: clean, with caller noise at -45 dBFS, and over a
 babble bed at -35 dBFS), which carry silence and noise as real calls do;
 ``concurrent`` is ``--concurrent`` calls of the overhead shape (10 s) all open at once,
 their messages interleaved in time as a proxy carrying them sees them (every call's
@@ -57,18 +57,19 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
 import record  # noqa: E402
+from support.queued import QueuedSession  # noqa: E402
+from support.scripted import render, turn_taking_plans  # noqa: E402
 
 from voxproxy import native  # noqa: E402
 from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction  # noqa: E402
-from voxproxy.harness.queued import QueuedSession  # noqa: E402
 from voxproxy.proxy.measuring import MeasurementQueue  # noqa: E402
 from voxproxy.receipts.model import CloseInfo  # noqa: E402
-from voxproxy.scripted import render, turn_taking_plans  # noqa: E402
 from voxproxy.session import CallSession  # noqa: E402
 from voxproxy.timebase import NS_PER_MS as MS  # noqa: E402
 
@@ -158,7 +159,7 @@ def concurrent_calls(count: int, seconds: float) -> list[Call]:
 
 def scripted_calls(count: int, seed: int = 1717) -> list[Call]:
     """Turn-taking Twilio calls with barge-ins, paced and in bursts, clean and noisy
-    (voxproxy.scripted.turn_taking_plans)."""
+    (support.scripted.turn_taking_plans)."""
     calls = []
     for plan in turn_taking_plans(count, seed):
         call = render(plan)

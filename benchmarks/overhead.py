@@ -58,12 +58,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
 import record  # noqa: E402
 from overhead_load import load_main  # noqa: E402  (the load, a subprocess mode)
+from support.child import proxy_command  # noqa: E402
 
 from voxproxy import native  # noqa: E402
-from voxproxy.harness.child import proxy_command  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 
 PATHS = ("direct", "bare", "forward-only", "voxproxy", "voxproxy-pure", "voxproxy-capture")

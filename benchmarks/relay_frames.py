@@ -35,6 +35,8 @@ from typing import Any
 
 import record
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # support.rawws
+
 _COLLECTED = re.compile(r"Collected\s*:\s*([0-9]+)")
 _REQUEST = (
     b"GET /call HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -94,7 +96,8 @@ async def _run(messages: int, on_sockets: bool) -> float:
     ``on_sockets``: over loopback, in lock step; else the relay's read callbacks are
     called with one frame each, its legs' transports swapped for sinks once the call is
     up: the frame path alone, with no system call and no event-loop turn."""
-    from voxproxy.harness.rawws import accept_handshake
+    from support.rawws import accept_handshake
+
     from voxproxy.transports.websocket import RelayConfig, RelayServer
 
     caller_frames = [_text_frame(_MEDIA, os.urandom(4)) for _ in range(64)]

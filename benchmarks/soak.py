@@ -4,7 +4,7 @@ Three phases, in this order:
 
 1. ``core-long``: one call of ``--core-minutes`` (30) minutes of audio through the
    measurement core (a ``CallSession`` fed Twilio messages on a fake clock): a
-   rendered four-turn conversation (``voxproxy.scripted``; one barge-in, marks, a
+   rendered four-turn conversation (``support.scripted``; one barge-in, marks, a
    clear) looped with its clock shifted, never closed until the end. RSS is sampled
    every simulated minute (after a full GC).
 2. ``proxy``: ``--proxy-minutes`` (10) minutes of real time through a live proxy in
@@ -48,14 +48,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
 import record  # noqa: E402
+from support.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render  # noqa: E402
 
 from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.dialects import make_decoder  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 from voxproxy.receipts.model import CloseInfo  # noqa: E402
-from voxproxy.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render  # noqa: E402
 from voxproxy.session import CallSession  # noqa: E402
 from voxproxy.timebase import NS_PER_S  # noqa: E402
 

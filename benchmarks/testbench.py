@@ -26,10 +26,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
 import record  # noqa: E402
-
-from voxproxy.harness.testbench import (  # noqa: E402
+from support.testbench import (  # noqa: E402
     INTERRUPT_STOP_MS,
     OutcomeCall,
     fault_checks,
@@ -37,6 +37,7 @@ from voxproxy.harness.testbench import (  # noqa: E402
     outcome_policy,
     run_testbench,
 )
+
 from voxproxy.loadgen.outcome import AXES, CAUSE_AXIS, CAUSE_TEXT, tally  # noqa: E402
 from voxproxy.receipts.policy import Policy  # noqa: E402
 from voxproxy.receipts.release import RELEASE_CHECKS, release_gate  # noqa: E402

@@ -24,13 +24,13 @@ import aiohttp
 import pytest
 import websockets
 from support.browsercall import Cdp, _devtools_port
+from support.scripted.recording import recording_plans, recording_tracks, render_recording
 from support.waiting import wait_until
 
 from voxproxy.cli import main
 from voxproxy.clips import load_corpus
 from voxproxy.receipts.writer import read_receipts
 from voxproxy.recordings.wavfile import wav_bytes
-from voxproxy.scripted.recording import recording_plans, recording_tracks, render_recording
 
 pytestmark = pytest.mark.slow
 

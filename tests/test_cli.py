@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.child import clean_env, cli_command
 from support.flowkit import flow_receipts
 
 from voxproxy.cli import (
@@ -25,7 +26,6 @@ from voxproxy.cli import (
 )
 from voxproxy.commands import MODULES
 from voxproxy.errors import ConfigError
-from voxproxy.harness.child import clean_env, cli_command
 
 UPSTREAM = ["proxy", "--upstream", "ws://agent:1/"]
 PROBE = "zz-env-probe"  # no number, URL, HOST:PORT or choice: a typed flag fails on it

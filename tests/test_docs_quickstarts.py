@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.child import mock_agent_process
 from support.loadcli import run_load
 
 from voxproxy.cli import build_parser
 from voxproxy.commands.load_merge import rewrite_argv
-from voxproxy.harness.child import mock_agent_process
 from voxproxy.loadgen.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

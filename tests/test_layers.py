@@ -46,7 +46,6 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "transports": ("transports",),
     "simcall": ("simcall",),
     "clips": ("clips",),
-    "scripted": ("scripted",),
     "loadgen": ("loadgen",),
     "mockagent": ("mockagent",),
     "recordings": ("recordings",),
@@ -69,7 +68,6 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "transports": ("core.vocabulary", "shared"),
     "simcall": ("core",),
     "clips": ("core",),
-    "scripted": ("core", "shared", "receipts", "clips"),
     # A scripted caller and the mock agent are independent peers: neither imports the other.
     "loadgen": ("core", "shared", "transcripts", "receipts", "transports", "simcall", "clips"),
     "mockagent": ("core", "shared", "transports", "simcall", "clips"),
@@ -123,6 +121,10 @@ CORE_NEVER_METHODS = frozenset({"now", "utcnow", "today"})  # datetime's clock r
 
 # Third-party libraries only one place may import.
 ONLY_IN = {"opentelemetry": "telemetry", "aiortc": "transports.webrtc", "aioice": "transports"}
+# What the package never imports: the tests' and the benchmarks' own helpers.
+NEVER = ("support", "tests", "benchmarks", "conftest")
+# Where what ships is run from: the command line (it loads every module of commands/).
+ENTRY_POINTS = ("cli", "commands")
 
 
 def _in(name: str, path: str) -> bool:
@@ -241,6 +243,8 @@ def violations(path: Path, root: Path = ROOT) -> list[str]:
         only = ONLY_IN.get(top)
         if only is not None and not _in(name, only):
             found.append(f"{where}: only {only} imports {top}")
+        if top in NEVER:
+            found.append(f"{where}: the package ships without the tests' helpers")
     if _is_core(layer):
         tree = ast.parse(path.read_text(), str(path))
         found += [
@@ -292,6 +296,31 @@ def test_the_table_is_layered() -> None:
             assert layer_of(module) in below, f"{layer} -> {module}\n{table()}"
 
 
+def unshipped(root: Path = ROOT) -> list[str]:
+    """The modules no command runs: none of :data:`ENTRY_POINTS` imports them, however
+    indirectly (importing ``a.b.c`` runs ``a`` and ``a.b`` too)."""
+    paths = {_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    todo = [n for n in paths if any(_in(n, e) for e in ENTRY_POINTS)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in paths:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(len(parts))]
+        todo += [
+            _inner(d, root) for _, d in _imports(paths[name], root) if d.startswith("voxproxy.")
+        ]
+    return sorted(n for n in paths if n not in seen)
+
+
+def test_what_ships_runs_under_a_command() -> None:
+    """Test support is not product: a module that only tests or benchmarks use lives in
+    tests/support/ or benchmarks/, not in the package."""
+    assert unshipped() == []
+
+
 def test_every_folder_says_what_it_may_import() -> None:
     for init in sorted(ROOT.glob("*/__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
@@ -318,6 +347,9 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
         "events.py": "",
         "recordings/x.py": "from voxproxy.loadgen import report, runner\n",
         "stray.py": "",
+        "clips.py": "from support.scripted import render\n",
+        "cli.py": "from voxproxy import clips\n",
+        "commands/__init__.py": "from voxproxy.loadgen import report\n",
     }
     for rel, text in plant.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -350,3 +382,10 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
         "recordings may not import loadgen"
     ]
     assert found["stray.py"] == ["voxproxy/stray.py: in no layer of the table (add it to LAYERS)"]
+    assert found["clips.py"] == [
+        "voxproxy/clips.py:1 imports support.scripted.render: "
+        "the package ships without the tests' helpers"
+    ]
+    # cli -> clips, commands -> loadgen.report (and loadgen): the rest ships unused.
+    assert "loadgen.runner" in unshipped(tmp_path) and "clips" not in unshipped(tmp_path)
+    assert "loadgen.report" not in unshipped(tmp_path)

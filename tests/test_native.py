@@ -18,7 +18,7 @@ from voxproxy import native
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Scripted Twilio calls (voxproxy.scripted.turn_taking_plans: clean, with caller noise,
+# Scripted Twilio calls (support.scripted.turn_taking_plans: clean, with caller noise,
 # over a babble bed; paced and in bursts, with barge-ins) through CallSession, each
 # receipt as JSON less its wall clock.
 _RECEIPTS = textwrap.dedent(
@@ -27,7 +27,7 @@ _RECEIPTS = textwrap.dedent(
     from voxproxy import native
     from voxproxy.dialects import make_decoder
     from voxproxy.receipts.model import CloseInfo
-    from voxproxy.scripted import render, turn_taking_plans
+    from support.scripted import render, turn_taking_plans
     from voxproxy.session import CallSession
 
     out = []
@@ -47,6 +47,8 @@ def _run(pure: bool) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
     if pure:
         env[native.PURE_ENV] = "1"
+    # support.scripted: the tests' helpers (the package ships without them)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests"), env.get("PYTHONPATH")]))
     proc = subprocess.run(
         [sys.executable, "-c", _RECEIPTS],
         cwd=ROOT,

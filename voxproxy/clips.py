@@ -8,6 +8,10 @@ repository's ``fixtures/``), else the one inside the package: ``voxproxy/_fixtur
 which in a checkout links to ``fixtures/`` and in the wheel holds what commands read
 at run time (``audio``, ``scenarios``, ``testbench``; not the corpus). Clips are mono
 16-bit WAV files (:func:`read_wav`, :func:`write_wav`): the core is handed samples.
+
+It ships because commands run on it: the scripted callers of ``voxproxy load`` and
+``voxproxy demo`` say clips, the mock agent (``voxproxy mock-agent``) answers with them,
+``voxproxy scenarios`` lists them.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ PARTS = {
     "accuracy_report",
     "capacity_load",
     "capacity_relays",
+    "cpushare",
     "overhead_load",
 }
 

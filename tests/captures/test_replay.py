@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 from support.capturekit import SECRET, START_NS, capture_call, header, scripted_twilio, writer_in
+from support.scripted import BargePlan, TurnPlan, WirePlan, render
 
 from voxproxy.captures.format import CaptureError, CaptureHeader
 from voxproxy.captures.replay import replay
@@ -19,7 +20,6 @@ from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.channels import OAI_EVENTS, ChannelDecoder
 from voxproxy.events import Audio
 from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import BargePlan, TurnPlan, WirePlan, render
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.timebase import NS_PER_MS, EpochAnchor
 

@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 import pytest
 from support.livecall import barge_script
+from support.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, WirePlan, render
 from support.waiting import wait_until
 from support.webrtckit import open_counts  # (ICE on loopback only)
 from websockets.asyncio.client import connect
@@ -33,7 +34,6 @@ from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.proxy.webrtc import WebRtcProxyConfig
 from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, WirePlan, render
 from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.timebase import NS_PER_S
 from voxproxy.transports.webrtc import WebRtcRelayConfig

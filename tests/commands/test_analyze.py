@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.otlp_receiver import HttpReceiver
+from support.scripted.recording import recording_plans, recording_tracks, render_recording
 
 from voxproxy.cli import main
 from voxproxy.clips import load_corpus
 from voxproxy.receipts.writer import read_receipts
 from voxproxy.recordings.wavfile import wav_bytes
-from voxproxy.scripted.recording import recording_plans, recording_tracks, render_recording
 
 
 def _speech(role: str) -> list:  # type: ignore[type-arg]

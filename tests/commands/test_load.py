@@ -9,11 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.loadcli import run_load
-from support.ports import refusing_port
-
-from voxproxy.cli import main
-from voxproxy.harness.child import (
+from support.child import (
     clean_env,
     cli_command,
     kill,
@@ -21,6 +17,10 @@ from voxproxy.harness.child import (
     proxy_command,
     read_port,
 )
+from support.loadcli import run_load
+from support.ports import refusing_port
+
+from voxproxy.cli import main
 
 
 def test_a_dead_target_is_named_with_its_cause(

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from support.child import mock_agent_process
 from support.loadcli import run_load
-
-from voxproxy.harness.child import mock_agent_process
 
 
 @pytest.mark.slow

@@ -15,13 +15,13 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
+from support.child import clean_env, proxy_command
 from support.faultkit import SECRET, ULAW_SILENCE, call_hash, call_sid, router_agent, twilio_start
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 
 from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.harness.child import clean_env, proxy_command
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.writer import read_receipts
 

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 import pytest
+from support.child import clean_env, proxy_command
 from support.faultkit import ULAW_SILENCE, call_hash, call_sid, router_agent
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.harness.child import clean_env, proxy_command
 from voxproxy.harness.ports import free_port
 from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import websockets
+from support.child import clean_env, kill, proxy_command, read_port
 
 from voxproxy.cli import build_parser
-from voxproxy.harness.child import clean_env, kill, proxy_command, read_port
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.store import query_receipts
 

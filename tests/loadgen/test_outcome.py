@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 from support.flowkit import call
+from support.scripted.flows import FLOW_SECRET
 
 from voxproxy.ids import value_digest
 from voxproxy.loadgen.outcome import (
@@ -19,7 +20,6 @@ from voxproxy.loadgen.outcome import (
     tally,
 )
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted.flows import FLOW_SECRET
 
 S = FLOW_SECRET
 EXPECTED = ExpectedOutcome(

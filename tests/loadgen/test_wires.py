@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.groundtruth import NEVER_WITHHELD, beside_load, require_published
+from support.scripted.kits import Exotel, Kit, Plivo, Telnyx, Vonage
+from support.scripted.render import to_rate
 from support.waiting import wait_until
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -28,8 +30,6 @@ from voxproxy.events import CALLER_TO_AGENT, Audio, MarkEcho
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted.kits import Exotel, Kit, Plivo, Telnyx, Vonage
-from voxproxy.scripted.render import to_rate
 from voxproxy.session import SessionConfig
 from voxproxy.transports.websocket import RelayConfig
 

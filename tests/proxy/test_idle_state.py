@@ -20,13 +20,13 @@ from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.scripted import CallPlan, ScriptedCall, TurnPlan, WirePlan, render
 
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
 from voxproxy.proxy.measuring import MeasurementQueue
 from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted import CallPlan, ScriptedCall, TurnPlan, WirePlan, render
 from voxproxy.transports.ends import NOT_A_CALL, EndCause
 from voxproxy.transports.websocket import EndInfo, RelayConfig
 

@@ -30,6 +30,7 @@ from support.faultkit import (
     twilio_start,
 )
 from support.livecall import sessions_of
+from support.rawws import accept_handshake
 from support.waiting import wait_until
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
@@ -39,7 +40,6 @@ from websockets.protocol import State
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
-from voxproxy.harness.rawws import accept_handshake
 from voxproxy.proxy.websocket import CallContext
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import (

@@ -1,6 +1,6 @@
 """End to end over loopback on Telnyx, Plivo, Vonage and Exotel: a scripted call through the proxy.
 
-Each call is rendered with its truth (:mod:`voxproxy.scripted`) and played
+Each call is rendered with its truth (:mod:`support.scripted`) and played
 in real time by a small scripted telephony side (the caller) and a small
 scripted agent, both on one clock: every message is sent at its rendered time.
 The proxy runs with ``--dialect auto``; its receipt must name the wire, hold the
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 from support.groundtruth import beyond_lag, withheld_for_load
 from support.livecall import live_bounds
+from support.scripted import BargePlan, ScriptedCall, TurnPlan, WireDialect, WirePlan, render
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
@@ -26,7 +27,6 @@ from voxproxy.clips import clip
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted import BargePlan, ScriptedCall, TurnPlan, WireDialect, WirePlan, render
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.websocket import RelayConfig
 

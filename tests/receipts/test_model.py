@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 from support.privacy import assert_content_free
+from support.scripted import CallPlan, TurnPlan, render
 
 from voxproxy.clips import load_clips
 from voxproxy.dialects import make_decoder
@@ -17,7 +18,6 @@ from voxproxy.dialects.twilio import TwilioCallerWire
 from voxproxy.events import AGENT_TO_CALLER, Direction
 from voxproxy.ids import keyed_hash
 from voxproxy.receipts.model import SCHEMA, CloseInfo, Receipt
-from voxproxy.scripted import CallPlan, TurnPlan, render
 from voxproxy.session import CallSession
 
 FORBIDDEN = ("text", "transcript", "audio_b64", "payload", "phone", "number", "args")
@@ -144,9 +144,10 @@ def test_transcripts_never_reach_the_receipt() -> None:
 def test_the_tool_event_has_one_schema_in_the_core_the_receipt_and_the_flows() -> None:
     from dataclasses import fields
 
+    from support.scripted.flows import FlowEvent
+
     from voxproxy.events import ToolEvent
     from voxproxy.receipts.model import EventRecord, ToolEventFields
-    from voxproxy.scripted.flows import FlowEvent
 
     tool_fields = list(ToolEventFields.model_fields)
     assert [f.name for f in fields(ToolEvent)] == ["kind", "t_ns", "source", *tool_fields]

@@ -7,10 +7,10 @@ from typing import Any
 
 from support.flowkit import FLOWS_DIR, flow_receipts, healthy, retried_after_timeout
 from support.flowkit import tool_event as ev
+from support.scripted.flows import load_flows, replay
 
 from voxproxy.receipts.policy import Policy
 from voxproxy.receipts.release import Finding, release_gate, turn_at
-from voxproxy.scripted.flows import load_flows, replay
 
 POLICY = Policy()
 

@@ -7,16 +7,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from support.scripted.recording import (
+    recording_plans,
+    recording_tracks,
+    render_recording,
+)
 
 from voxproxy.clips import load_corpus
 from voxproxy.recordings.echo import find_and_remove
 from voxproxy.recordings.files import Channel, Recording
 from voxproxy.recordings.measure import measure, withhold_echo
-from voxproxy.scripted.recording import (
-    recording_plans,
-    recording_tracks,
-    render_recording,
-)
 
 
 def _speech(role: str) -> list:  # type: ignore[type-arg]

@@ -6,19 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from voxproxy.clips import load_corpus
-from voxproxy.ids import keyed_hash
-from voxproxy.recordings.files import read_pair, read_stereo
-from voxproxy.recordings.measure import measure
-from voxproxy.recordings.wavfile import wav_bytes
-from voxproxy.scripted.recording import (
+from support.scripted.recording import (
     RecordingScore,
     ScriptedRecording,
     recording_plans,
     recording_tracks,
     render_recording,
 )
+
+from voxproxy.clips import load_corpus
+from voxproxy.ids import keyed_hash
+from voxproxy.recordings.files import read_pair, read_stereo
+from voxproxy.recordings.measure import measure
+from voxproxy.recordings.wavfile import wav_bytes
 
 CALLS = 6
 

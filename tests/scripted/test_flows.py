@@ -7,11 +7,11 @@ from typing import Any, get_args
 
 import pytest
 from support.flowkit import FLOWS_DIR, POLICIES_DIR, events
+from support.scripted.flows import Flow, load_flow, load_flows, parse_flow, replay
 
 from voxproxy.errors import FixtureError
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import VERDICTS, ToolCause, judge
-from voxproxy.scripted.flows import Flow, load_flow, load_flows, parse_flow, replay
 
 POLICY = load_policy(POLICIES_DIR / "default.yaml")
 FLOW_FILES = sorted(p for p in FLOWS_DIR.iterdir() if p.suffix in (".yaml", ".yml", ".json"))

@@ -1,4 +1,4 @@
-"""The scripted calls' caller truth over a noise bed (``voxproxy.scripted.heard``): what a
+"""The scripted calls' caller truth over a noise bed (``support.scripted.heard``): what a
 listener hears of each caller turn once the plan's noise is mixed in (MEASUREMENT.md 2)."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support.noise import noise_bed
+from support.scripted import BargePlan, CallPlan, TurnPlan, render
 
 from voxproxy.analysis.truth import audible_speech_edges, truth_threshold_dbfs
 from voxproxy.audio.pcm import bytes_to_pcm
 from voxproxy.clips import load_clips
 from voxproxy.events import CALLER_TO_AGENT
-from voxproxy.scripted import BargePlan, CallPlan, TurnPlan, render
 
 MS = 1_000_000
 

@@ -4,9 +4,9 @@ answer cut where the agent stopped, echo at its level and lag."""
 from __future__ import annotations
 
 import numpy as np
+from support.scripted.recording import recording_plans, recording_tracks, render_recording
 
 from voxproxy.clips import load_corpus
-from voxproxy.scripted.recording import recording_plans, recording_tracks, render_recording
 
 
 def _speech(role: str) -> list:  # type: ignore[type-arg]

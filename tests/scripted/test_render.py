@@ -1,4 +1,4 @@
-"""The scripted calls' ground truth (``voxproxy.scripted.render``)."""
+"""The scripted calls' ground truth (``support.scripted.render``)."""
 
 from __future__ import annotations
 

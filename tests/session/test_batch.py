@@ -6,13 +6,13 @@ from __future__ import annotations
 import random
 from collections import deque
 
+from support.scripted import ScriptedCall
 from support.spacekit import SpaceCase, random_case, render_case
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import Audio, ToolEvent
 from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import ScriptedCall
 from voxproxy.session import CallSession
 from voxproxy.session.batch import Item, measure
 

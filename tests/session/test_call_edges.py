@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from support.scripted import BargePlan, CallPlan, TurnPlan, render
 from support.sessiontime import advance
 
 from voxproxy.audio.g711 import pcm_to_ulaw
@@ -19,7 +20,6 @@ from voxproxy.events import AGENT_TO_CALLER as AGENT
 from voxproxy.events import CALLER_TO_AGENT as CALLER
 from voxproxy.events import Direction
 from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import BargePlan, CallPlan, TurnPlan, render
 from voxproxy.session import MAX_MEASUREMENT_ERRORS, CallSession, SessionConfig
 from voxproxy.timebase import EpochAnchor
 

@@ -17,12 +17,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from support.groundtruth import Errors, random_plan, score
+from support.scripted import CallPlan, ScriptedCall, render
 from support.sessiontime import advance
 
 from voxproxy.audio.pcm import bytes_to_pcm
 from voxproxy.events import AGENT_TO_CALLER, Direction
 from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import CallPlan, ScriptedCall, render
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.transports.webrtc import (
     AudioEncoder,

@@ -8,11 +8,11 @@ import random
 
 import pytest
 from support.groundtruth import measure, random_plan
+from support.scripted import ScriptedCall, render
 
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import ScriptedCall, render
 from voxproxy.session import CallSession
 from voxproxy.timebase import NS_PER_MS
 

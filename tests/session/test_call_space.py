@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.groundtruth import Errors, barge_point_ms, score
+from support.scripted import ScriptedCall
 from support.spacekit import (
     WIRES,
     SpaceCase,
@@ -39,7 +40,6 @@ from support.spacekit import (
 
 from voxproxy.clips import Clip
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted import ScriptedCall
 
 LOUD_DBFS = -30.0  # both talkers at least this loud: the bounds of the contract hold
 

@@ -13,11 +13,7 @@ import random
 import numpy as np
 import pytest
 from support.groundtruth import AMBIGUOUS, Errors, barge_point_ms, score, speech_clips
-
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import (
+from support.scripted import (
     BargePlan,
     Reaction,
     ScriptedCall,
@@ -26,6 +22,10 @@ from voxproxy.scripted import (
     WirePlan,
     render,
 )
+
+from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
+from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import CallSession
 from voxproxy.timebase import NS_PER_MS
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.groundtruth import measure
+from support.scripted import CallPlan, TurnPlan, render
 
 from voxproxy.analysis.vad import MASKING_TABLE, masked_ms
 from voxproxy.analysis.vadconfig import LEVEL_SPREAD_TABLE, level_spread_db
@@ -22,7 +23,6 @@ from voxproxy.dialects.base import DialectOptions
 from voxproxy.receipts.model import CloseInfo
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import check, judged
-from voxproxy.scripted import CallPlan, TurnPlan, render
 from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession, SessionConfig
 
 MS = 1_000_000

@@ -10,12 +10,12 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from support.queued import QueuedSession
 from support.spacekit import random_case, render_case
 
 from voxproxy.analysis.vad import SpeechDetector
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
-from voxproxy.harness.queued import QueuedSession
 from voxproxy.proxy.measuring import Item, MeasurementQueue
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import CallSession

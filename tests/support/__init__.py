@@ -1,4 +1,8 @@
-"""Helpers shared by the tests (and a few benchmarks): scripted ground truth
+"""Helpers shared by the tests (and the benchmarks), which the package does not ship:
+scripted calls with known truth on a simulated clock (``scripted``), noise beds
+(``noise``), ``voxproxy`` commands as child processes (``child``), a hand-made websocket
+handshake (``rawws``), a bare session through the measurement queue (``queued``), the
+outcome testbench (``testbench``), scripted ground truth
 (``groundtruth``, ``spacekit``), call flows (``flowkit``), fault injection
 (``faultkit``), WebRTC peers and a browser (``webrtckit``, ``browsercall``), an OTLP
 receiver, receipt samples, privacy checks, event views, ports, and live calls through

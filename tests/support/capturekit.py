@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render
 from voxproxy.captures.format import CaptureFile, CaptureHeader, Record
 from voxproxy.captures.writer import CallCapture, CaptureSettings, CaptureWriter
 from voxproxy.clips import clip
@@ -14,7 +15,6 @@ from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.events import AGENT_TO_CALLER, AnomalyKind, StageMark, ToolEvent
 from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.timebase import NS_PER_MS, EpochAnchor
 

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from support.scripted.flows import load_flows, parse_flow, replay
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted.flows import load_flows, parse_flow, replay
 
 FLOWS_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "flows"
 POLICIES_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "policies"

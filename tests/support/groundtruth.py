@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from support.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
 from voxproxy.clips import Clip, load_clips
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import DialectOptions
 from voxproxy.receipts.model import CloseInfo, Receipt, TurnRecord
-from voxproxy.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
 from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
 
 

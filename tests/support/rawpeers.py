@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from voxproxy.harness.rawws import accept_handshake
+from support.rawws import accept_handshake
 
 KEY = b"dGhlIHNhbXBsZSBub25jZQ=="
 TEXT, BINARY, CONT, CLOSE, PING, PONG = 1, 2, 0, 8, 9, 10

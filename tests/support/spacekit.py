@@ -5,7 +5,7 @@ clips, levels from -40 to -6 dBFS, streams that start directly on speech (trimme
 clips, sent only while the agent speaks) or carry their own silence, a harmonic complex
 that never goes quiet, chunks from 10 ms to 2 s, bursts up to 50x real time, raw PCM
 at 8/16/24/48 kHz, Twilio mu-law and Telnyx A-law. Every call is rendered with its true
-edges (:mod:`voxproxy.scripted`) and measured by a :class:`CallSession`.
+edges (:mod:`support.scripted`) and measured by a :class:`CallSession`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,7 @@ import random
 from dataclasses import dataclass
 
 from support.groundtruth import Errors, barge_point_ms, score
-from voxproxy.clips import Clip, load_clips, load_corpus
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.scripted import (
+from support.scripted import (
     BargePlan,
     CallPlan,
     Reaction,
@@ -28,6 +24,10 @@ from voxproxy.scripted import (
     WirePlan,
     render,
 )
+from voxproxy.clips import Clip, load_clips, load_corpus
+from voxproxy.dialects import make_decoder
+from voxproxy.dialects.base import DialectOptions
+from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import CallSession
 
 # (dialect, raw rate or Telnyx encoding)

@@ -20,10 +20,10 @@ from typing import Any
 
 import aiohttp
 import pytest
+from support.child import clean_env, proxy_command, stop
 from support.waiting import wait_until
 
 from voxproxy.clips import clip
-from voxproxy.harness.child import clean_env, proxy_command, stop
 from voxproxy.loadgen.caller import CallerConfig, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 

@@ -29,11 +29,11 @@ from support.rawpeers import (
     raw_caller,
     refused_status,
 )
+from support.rawws import accept_handshake
 from support.waiting import wait_until
 from websockets.http11 import Request
 
 from voxproxy.events import Direction
-from voxproxy.harness.rawws import accept_handshake
 from voxproxy.proxy.websocket import Proxy
 from voxproxy.receipts.model import Receipt
 from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer

@@ -14,11 +14,11 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
 import pytest
+from support.rawws import accept_handshake
 from websockets.http11 import Request
 from websockets.utils import apply_mask
 
 from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
-from voxproxy.harness.rawws import accept_handshake
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer, relay
 

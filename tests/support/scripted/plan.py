@@ -4,7 +4,7 @@ sends and reacts), and the truth of each turn that rendering it yields.
 :class:`CallPlan` is for the first wires (raw PCM, Twilio) and carries noise options;
 :class:`WirePlan` is for the newer ones (Telnyx, Plivo, Vonage, Exotel, OpenAI
 Realtime) and carries the OpenAI Realtime server's VAD and tool timings. Both render
-through the one :func:`voxproxy.scripted.render`.
+through the one :func:`support.scripted.render`.
 """
 
 from __future__ import annotations

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
+
 from support.groundtruth import LOAD_REASONS
 from support.privacy import assert_content_free
-
-from voxproxy.errors import FixtureError
-from voxproxy.harness.testbench import (
+from support.testbench import (
     AGENTS,
     FAULT_CAUSE,
     fault_checks,
@@ -22,6 +21,7 @@ from voxproxy.harness.testbench import (
     run_testbench,
     scenarios_dir,
 )
+from voxproxy.errors import FixtureError
 from voxproxy.loadgen.outcome import CAUSE_AXIS
 from voxproxy.loadgen.runner import LoadPlan, _url
 from voxproxy.loadgen.scenario import Scenario

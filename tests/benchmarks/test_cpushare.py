@@ -1,5 +1,5 @@
-"""CoreShares: a share of a core per process, written to a cgroup tree (a fake one here:
-the files the kernel's v1 and v2 CPU controllers read)."""
+"""benchmarks/cpushare.py's CoreShares: a share of a core per process, written to a
+cgroup tree (a fake one here: the files the kernel's v1 and v2 CPU controllers read)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.benchmarks import load_benchmark
 
 from voxproxy.errors import UsageError
-from voxproxy.harness.cpushare import CoreShares, period_and_quota
+
+cpushare = load_benchmark("cpushare")
+CoreShares, period_and_quota = cpushare.CoreShares, cpushare.period_and_quota
 
 SLEEP_IN_TWO_THREADS = (
     "import threading, time\n"

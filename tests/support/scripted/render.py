@@ -1,7 +1,7 @@
 """Rendering a scripted call: the wire messages both sides would exchange, each with
 its arrival time at the proxy, and the ground truth of every turn, computed from the
 clips' own speech edges. One renderer for every wire; the wire's kit
-(:mod:`voxproxy.scripted.kits`) supplies the messages.
+(:mod:`support.scripted.kits`) supplies the messages.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voxproxy.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
-from voxproxy.audio.resample import resample_linear
-from voxproxy.clips import Clip
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
-from voxproxy.scripted.heard import add_bed, caller_noise, heard_truth
-from voxproxy.scripted.kits import Realtime, call_kit, wire_kit
-from voxproxy.scripted.plan import (
+from support.scripted.heard import add_bed, caller_noise, heard_truth
+from support.scripted.kits import Realtime, call_kit, wire_kit
+from support.scripted.plan import (
     BargePlan,
     CallPlan,
     ScriptedCall,
@@ -25,6 +21,10 @@ from voxproxy.scripted.plan import (
     TurnTruth,
     WirePlan,
 )
+from voxproxy.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
+from voxproxy.audio.resample import resample_linear
+from voxproxy.clips import Clip
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 

@@ -27,14 +27,14 @@ with a function call: the server sends ``response.function_call_arguments.done``
 client answers ``tool_latency_ms`` later with a ``function_call_output`` and
 ``response.create``, and the audio response follows.
 
-Test and benchmark support, shipped. May import: the standard library (no clock, no
-sockets), numpy, and from voxproxy the core (``events``, ``timebase``, ``audio``,
-``dialects``, ``turns``, ``session``), ``clips`` and ``yamlmodel``.
+Test and benchmark support, not shipped (no command uses it): the standard library (no
+clock, no sockets), numpy, and from voxproxy the core, ``clips``, ``receipts`` and
+``yamlmodel``.
 """
 
-from voxproxy.scripted.heard import add_bed
-from voxproxy.scripted.mixes import turn_taking_plans
-from voxproxy.scripted.plan import (
+from support.scripted.heard import add_bed
+from support.scripted.mixes import turn_taking_plans
+from support.scripted.plan import (
     WIRE_DIALECTS,
     BargePlan,
     CallPlan,
@@ -46,7 +46,7 @@ from voxproxy.scripted.plan import (
     WireDialect,
     WirePlan,
 )
-from voxproxy.scripted.render import mix_caller_track, ms_to_ns, played_ns, render, to_rate
+from support.scripted.render import mix_caller_track, ms_to_ns, played_ns, render, to_rate
 
 __all__ = [
     "WIRE_DIALECTS",

@@ -2,7 +2,7 @@
 
 A kit says what the caller's and the agent's audio messages look like, how the agent
 places a played-marker and how the caller echoes it, how the agent flushes, and what
-opens and closes the stream. The renderer (:mod:`voxproxy.scripted.render`) is the
+opens and closes the stream. The renderer (:mod:`support.scripted.render`) is the
 same for every wire.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from support.scripted.plan import CallPlan, WirePlan
 from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.audio.pcm import pcm_to_bytes
 from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire
@@ -26,7 +27,6 @@ from voxproxy.dialects.telnyx import encode as telnyx_encode
 from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.dialects.vonage import VonageAgentWire, VonageCallerWire
 from voxproxy.events import Pcm
-from voxproxy.scripted.plan import CallPlan, WirePlan
 
 
 class Kit:

@@ -1,6 +1,6 @@
 """Scripted calls as a dual-channel recording would hold them, with their truth. Pure.
 
-The same plans as the wire renderer (:class:`~voxproxy.scripted.plan.TurnPlan`: who
+The same plans as the wire renderer (:class:`~support.scripted.plan.TurnPlan`: who
 says which clip, how long the agent takes, where the caller barges in and how soon the
 agent stops), laid out sample by sample on two tracks: the caller's speech on one, the
 agent's audio as the caller heard it on the other. A recording has no wire, so an agent
@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from support.scripted.plan import BargePlan, TurnPlan, TurnTruth
+from support.scripted.render import to_rate
 from voxproxy.analysis.truth import speech_edges, truth_threshold_dbfs
 from voxproxy.clips import Clip
 from voxproxy.events import Pcm
 from voxproxy.receipts.model import Receipt
-from voxproxy.scripted.plan import BargePlan, TurnPlan, TurnTruth
-from voxproxy.scripted.render import to_rate
 from voxproxy.timebase import NS_PER_MS
 
 

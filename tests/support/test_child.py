@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from voxproxy.harness.child import (
+from support.child import (
     LISTENING_ANY,
     clean_env,
     cli_command,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 import random
 
+from support.scripted.plan import BargePlan, CallPlan, TurnPlan
 from voxproxy.clips import load_clips
-from voxproxy.scripted.plan import BargePlan, CallPlan, TurnPlan
 
 
 def turn_taking_plans(count: int, seed: int = 1717, *, turns: int = 4) -> list[CallPlan]:
