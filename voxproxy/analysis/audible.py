@@ -195,12 +195,15 @@ class AudibleEdges:
     _prev_offset_win: int
     _first_above_win: int
     _onset_noise: NoiseStats | None
+    _offset_noise: NoiseStats | None
     _onset_band: float
     _offset_band: float
 
     def _ring_start_win(self) -> int:
-        """The earliest window whose samples the ring still holds (with a margin)."""
-        return -(-(self._written_win * self._win - self._ring.size) // self._win) + 8
+        """The earliest window whose samples the ring still holds (with a margin), and
+        none before the stream's first (the ring's unwritten zeros are no noise)."""
+        first = -(-(self._written_win * self._win - self._ring.size) // self._win) + 8
+        return first if first > 0 else 0
 
     def _mixture(self, lo: int, hi: int) -> tuple[F64, F64]:
         """Windows ``[lo, hi)``'s power, whole band and high-passed (from the ring)."""
@@ -255,6 +258,7 @@ class AudibleEdges:
         if noise is None:
             self._offset_band = UNRESOLVED_BAND_MS[1]
             return None
+        self._offset_noise = noise
         if upper <= win + 1:
             return None
         lo = max(win - 20, self._ring_start_win())

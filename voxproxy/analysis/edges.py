@@ -211,7 +211,10 @@ class EdgeWalker(AudibleEdges):
         power = float(np.dot(x, x)) / (x.size * 32768.0 * 32768.0)
         if self._noise_psd is None:
             self._noise_psd = spec
-            self._noise_pow = power
+            # (The mean power of a bed's frames, if it was taken for speech at first.)
+            self._noise_pow = (
+                power if self._noise_pow <= 0.0 else 0.9 * self._noise_pow + 0.1 * power
+            )
         else:
             self._noise_psd = 0.9 * self._noise_psd + 0.1 * spec
             self._noise_pow = 0.9 * self._noise_pow + 0.1 * power

@@ -136,8 +136,10 @@ class SpeechDetector(NoiseFloor):
         self._bed_start_db = 100.0  # start threshold of pitched frames over a bed (none)
         self._opened_quiet = True  # the open spurt began before a bed was known
         self._onset_noise: NoiseStats | None = None  # the noise an onset was heard over
+        self._offset_noise: NoiseStats | None = None  # ... and an offset
         self._onset_band = self._offset_band = 0.0  # how far edges move (audible.py)
         self._psd_count = 0
+        self._noise_queue: deque[tuple[int, Pcm]] = deque()
         self._hist_mask = self._hist.size - 1
         # Noise floor: minimum statistics over blocks of frames.
         self._block_frames = max(1, int(cfg.floor_window_s * 1000 / cfg.frame_ms / 4))
@@ -363,6 +365,8 @@ class SpeechDetector(NoiseFloor):
             loud = fdb > start_thr
             voiced = None
             if self._bed_start_db < 100.0:
+                if self._in_spurt and self._opened_quiet and self._voiced_ms < MIN_VOICED_MS:
+                    self._drop_bed_spurt()  # (opened on the bed before it was known)
                 # Over a bed only a pitched frame counts, from BED_START_DB above its mean:
                 # noise has no pitch, whatever its level does (audible.py).
                 loud = fdb > self._bed_start_db
@@ -374,6 +378,12 @@ class SpeechDetector(NoiseFloor):
                 # loud frame with pitch is speech all the same, never noise to learn.
                 voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
                 loud = voiced
+            if loud and self._bed_may_end():
+                if voiced is None:
+                    voiced = self._voicing_of(usable, f) > VOICING_THRESHOLD
+                if voiced:  # pitch after a bed from the first frame: the bed ends the spurt
+                    start_thr = self._bed_before_speech(start_margin)
+                    loud = fdb > start_thr
             if not loud:
                 self._update_floor(fdb)
                 if self._in_spurt:
@@ -383,7 +393,7 @@ class SpeechDetector(NoiseFloor):
                 elif fdb > self._clamp + 1.0:
                     self._psd_count += 1
                     if self._psd_count % 4 == 1:  # a noise spectrum every 4th quiet frame
-                        self._learn_noise(usable[f * frame : (f + 1) * frame])
+                        self._queue_noise(win0, usable[f * frame : (f + 1) * frame])
                 continue
             self.active_frames += 1
             if self._block_count + 1 < self._block_frames:
@@ -466,38 +476,6 @@ class SpeechDetector(NoiseFloor):
         # its spurt closes, up to the history's length later).
         self._timeline.prune_before(self._framed - self._hist.size * self._win)
 
-    def _restart_floor(self, now_win: int) -> None:
-        """Take the bed's quietest frames as the floor; what stands above the new edge
-        threshold inside the open spurt (speech that began before the bed was recognised)
-        is kept as a spurt, the rest was the bed."""
-        self.noise_beds += 1
-        floor = self._all_floor()
-        self._block_mins.clear()
-        self._block_mins.append(floor)
-        self._blocks_min = floor
-        self._block_min = float("inf")
-        self._raw_floor_db = floor
-        self._floor_db = floor if floor > self._clamp else self._clamp
-        self._set_bed_start()
-        # The bed's frames were counted as the talker's: forget them.
-        self._level_pow, self._level_frames = 0.0, 0
-        self._utt_frames = 0
-        self._utt_db.clear()
-        self._utt_level = None
-        lo = max(self._onset_win, self._first_kept_win())
-        hits = np.nonzero(self._above(lo, now_win, self._edge_threshold()))[0]
-        if hits.size == 0 or not self._timeline.covers(lo * self._win):
-            self._in_spurt = False
-            self._prev_offset_win = now_win
-            self._prev_offset_t = self._t_of_end(now_win)
-            return
-        onset = lo + int(hits[0])
-        self._first_above_win = self._onset_win = onset
-        self._onset_t = self._t_of_win(onset)
-        # Its edges were found against a floor that took the bed for quiet: unresolved.
-        self._onset_band, self._offset_band = UNRESOLVED_BAND_MS
-        self._close(lo + int(hits[-1]) + 1)
-
     def _rewalk_onset(self) -> None:
         """The onset was walked back before the talker's level was known (with a nominal
         level, which stops short of a quiet talker's soft start). With the utterance's
@@ -571,6 +549,7 @@ class SpeechDetector(NoiseFloor):
     def _close(self, end_win: int) -> None:
         cfg = self.config
         self._final_onset()
+        self._forget_noise_after(self._onset_win)
         amb_on, amb_off = self._edge_ambiguity(end_win)
         self._in_spurt = False
         self._prev_offset_win = end_win
@@ -584,9 +563,15 @@ class SpeechDetector(NoiseFloor):
         level = self.level_dbfs
         seen = (NOMINAL_LEVEL_DBFS if level is None else level) - self._raw_floor_db
         masked_on, masked_off = masked_ms(seen - cfg.edge_margin_db)
-        # Over a bed, the edges' band; unresolved if the talker stands too near the bed or
-        # the spurt began before the bed was known (its frames took noise for speech).
-        resolved = level is not None and level - self._noise_level_db() >= UNRESOLVED_SNR_DB
+        # Over a bed, the edges' band; unresolved if the talker stands too near the bed (or
+        # its level rests on fewer frames than P.56 is read from: at SNR near 0 dB the few
+        # frames that rise out of the bed read 7-13 dB above it), or the spurt began before
+        # the bed was known (its frames took noise for speech).
+        resolved = (
+            level is not None
+            and self._utt_frames >= MIN_LEVEL_FRAMES
+            and level - self._bed_level_db() >= UNRESOLVED_SNR_DB
+        )
         if resolved and self._audible_ok():
             bands = UNRESOLVED_BAND_MS if self._opened_quiet else None
             masked_on, masked_off = bands or (self._onset_band, self._offset_band)

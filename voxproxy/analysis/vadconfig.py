@@ -73,6 +73,12 @@ NOISE_BED_SAMPLES = 10
 # sounds from the first frame (a burst of noise) stay spurts of their own.
 EARLY_BED_FRAMES = 25
 EARLY_BED_SPREAD_DB = 15.0  # brown noise's 20 ms frames span up to 14 dB over 500 ms
+# ... and one whose first pitched frame comes after this many frames (100 ms) of it is that
+# bed with a talker starting over it (the load generator's callers speak 250 ms in).
+BED_SPLIT_FRAMES = 5
+# A quiet frame is learned as noise this long after it was heard, unless a spurt's onset
+# was walked back to it meanwhile (the onset walk reaches back onset_lookback_ms).
+NOISE_LEARN_DELAY_MS = 400
 SINGLE_WINDOW_MARGIN_DB = 10.0
 # (seen down to dB under the level, onset hidden p95 ms, offset hidden p95 ms): the truth
 # counts windows within 35 dB of the talker's level, a detector over noise sees down to
