@@ -133,7 +133,7 @@ def test_a_webrtc_call_s_decoded_audio_and_data_channels_replay(tmp_path: Path) 
         found = [e for e in audio_of.decode(direction, message, t) if isinstance(e, Audio)]
         if found:  # the media: decoded as the WebRTC relay hands it over
             for a in found:
-                session.on_audio(direction, a.pcm, a.sample_rate_hz, t, wire_bytes=160)
+                session.on_audio(Audio(direction, a.pcm, a.sample_rate_hz, t), wire_bytes=160)
             continue
         decoder.label = OAI_EVENTS
         capture.label(OAI_EVENTS)

@@ -21,7 +21,7 @@ from support.scripted import CallPlan, ScriptedCall, render
 from support.sessiontime import advance
 
 from voxproxy.audio.pcm import bytes_to_pcm
-from voxproxy.events import AGENT_TO_CALLER, Direction
+from voxproxy.events import AGENT_TO_CALLER, Audio, Direction
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.transports.webrtc import (
@@ -91,7 +91,7 @@ def measure_paced(call: ScriptedCall, opus: bool = False) -> Receipt:
         pcm = bytes_to_pcm(payload)
         if paths is not None:
             pcm = paths[d](pcm, t)
-        session.on_audio(d, pcm, 16000, t, wire_bytes=len(payload))
+        session.on_audio(Audio(d, pcm, 16000, t), wire_bytes=len(payload))
         advance(session, t)
     return session.close(call.end_ns, "caller_closed", CloseInfo(initiator="caller"))
 
@@ -143,7 +143,7 @@ def test_agent_audio_is_heard_on_arrival_not_queued() -> None:
     times = [t + k * 20_000_000 for k in range(10)]
     times[3:6] = [times[5]] * 3
     for at in times:
-        session.on_audio(AGENT_TO_CALLER, tone, 16000, at)
+        session.on_audio(Audio(AGENT_TO_CALLER, tone, 16000, at))
         advance(session, at)
     assert session._playout is None  # no playout model on a paced transport
     assert session.hearing.arrival_end_ns == times[-1] + 20_000_000

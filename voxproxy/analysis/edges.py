@@ -283,22 +283,9 @@ class EdgeWalker(AudibleEdges):
         lower = max(lower, (self._framed // self._win) - (self._ring.size // self._win) + 64)
         if lower >= onset_win:
             return onset_win
-        hop_ms = SPECTRAL_HOP_MS
         half = self.config.frame_ms // 2
         start, present = self._presence(lower, onset_win + half)
-        earliest = onset_win
-        misses = 0
-        for i in range(present.size - 1, -1, -1):
-            centre = start // self._win + i * hop_ms + half
-            if centre > onset_win:
-                continue
-            if present[i]:
-                earliest = centre - hop_ms // 2
-                misses = 0
-            else:
-                misses += hop_ms
-                if misses > SPECTRAL_TOLERANCE_MS:
-                    break
+        earliest = self._spectral_walk(start, present, onset_win, -1)
         return max(lower, min(onset_win, earliest))
 
     def _spectral_forward(self, end_win: int) -> int:
@@ -313,21 +300,31 @@ class EdgeWalker(AudibleEdges):
         if upper - lo <= self.config.frame_ms:
             return end_win
         start, present = self._presence(lo, upper)
-        latest = end_win
-        misses = 0
+        latest = self._spectral_walk(start, present, end_win, 1)
+        return max(end_win, min(latest, upper))
+
+    def _spectral_walk(
+        self, start: int, present: npt.NDArray[np.bool_], edge_win: int, step: int
+    ) -> int:
+        """From ``edge_win`` outwards (``step`` -1: earlier, 1: later), the outer side of
+        the farthest spectral frame (``present``, analysed from ``start``) still holding
+        speech, across gaps of up to ``SPECTRAL_TOLERANCE_MS``; ``edge_win`` if none."""
         hop_ms = SPECTRAL_HOP_MS
-        for i in range(present.size):
-            centre = start // self._win + i * hop_ms + half
-            if centre < end_win:
+        first = start // self._win + self.config.frame_ms // 2  # the first frame's centre
+        found = edge_win
+        misses = 0
+        for i in range(present.size - 1, -1, -1) if step < 0 else range(present.size):
+            centre = first + i * hop_ms
+            if (centre - edge_win) * step < 0:  # on the inner side of the edge
                 continue
             if present[i]:
-                latest = centre + hop_ms // 2
+                found = centre + step * (hop_ms // 2)
                 misses = 0
             else:
                 misses += hop_ms
                 if misses > SPECTRAL_TOLERANCE_MS:
                     break
-        return max(end_win, min(latest, upper))
+        return found
 
     def _walk_back(self, win: int, threshold: float, *, lookback: int | None = None) -> int:
         """Earliest window of the run above ``threshold`` that reaches ``win``, at most

@@ -43,7 +43,7 @@ from voxproxy.captures.format import (
 from voxproxy.dialects import make_decoder
 from voxproxy.dialects.base import Decoder
 from voxproxy.dialects.channels import ChannelDecoder
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, AnomalyKind
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, AnomalyKind, Audio
 from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.recordings.batch import Job, Options, SourceKind, register_source, source_suffixes
 from voxproxy.session import CallSession
@@ -98,7 +98,7 @@ def _replay(f: CaptureFile, secret: bytes) -> Receipt:
             rate = int.from_bytes(payload[:4], "little")
             wire_bytes = int.from_bytes(payload[4:8], "little")
             pcm = np.frombuffer(payload, "<i2", offset=8).astype(np.int16)
-            session.on_audio(direction, pcm, rate, t_ns, wire_bytes=wire_bytes)
+            session.on_audio(Audio(direction, pcm, rate, t_ns), wire_bytes=wire_bytes)
         elif kind == Kind.EVENT:
             session.on_event(event_of(payload))
         elif kind == Kind.UPSTREAM:

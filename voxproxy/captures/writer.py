@@ -47,7 +47,7 @@ from voxproxy.captures.format import (
     event_bytes,
 )
 from voxproxy.errors import ConfigError
-from voxproxy.events import Direction, Pcm, StageMark, ToolEvent
+from voxproxy.events import Audio, Direction, StageMark, ToolEvent
 from voxproxy.receipts.model import CloseInfo
 
 if TYPE_CHECKING:
@@ -168,22 +168,14 @@ class CallCapture:
         except Exception as exc:
             self.abandon(f"a message could not be recorded ({exc})")
 
-    def audio(
-        self,
-        direction: Direction,
-        pcm: Pcm,
-        sample_rate_hz: int,
-        t_ns: int,
-        wire_bytes: int,
-        disabled: bool,
-    ) -> None:
+    def audio(self, audio: Audio, wire_bytes: int, disabled: bool) -> None:
         if self.dead:
             return
         try:
-            flags = (AGENT if direction else 0) | (DISABLED if disabled else 0)
-            head = sample_rate_hz.to_bytes(4, "little") + wire_bytes.to_bytes(4, "little")
-            samples = pcm.astype("<i2", copy=False).tobytes()
-            self._add(Kind.AUDIO, flags, t_ns, head + samples)
+            flags = (AGENT if audio.direction else 0) | (DISABLED if disabled else 0)
+            head = audio.sample_rate_hz.to_bytes(4, "little") + wire_bytes.to_bytes(4, "little")
+            samples = audio.pcm.astype("<i2", copy=False).tobytes()
+            self._add(Kind.AUDIO, flags, audio.t_ns, head + samples)
         except Exception as exc:
             self.abandon(f"audio could not be recorded ({exc})")
 

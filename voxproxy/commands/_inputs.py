@@ -3,6 +3,7 @@ judged under a policy (their arguments, and the reading)."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,19 @@ def load_receipts(paths: Sequence[str], store: str | None) -> list[Sourced]:
         where = ", ".join([*paths, *([store] if store else [])])
         raise ConfigError(f"no receipts found in {where}")
     return out
+
+
+def judged_inputs(args: argparse.Namespace) -> tuple[list[Sourced], Policy, str | None]:
+    """What a judging command judges (:func:`add_receipt_inputs`' arguments): the
+    receipts, the policy and why it is that one (:func:`judging_policy`). A bad
+    ``--policy`` is named before any receipt is read."""
+    if args.policy is not None:
+        from voxproxy.receipts.policy import load_policy
+
+        load_policy(args.policy)
+    inputs = load_receipts(args.receipts, args.store)
+    policy, why = judging_policy(args.policy, inputs)
+    return inputs, policy, why
 
 
 def judging_policy(given: str | None, inputs: Sequence[Sourced]) -> tuple[Policy, str | None]:

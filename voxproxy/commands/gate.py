@@ -43,15 +43,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from voxproxy.commands._inputs import judging_policy, load_receipts
+    from voxproxy.commands._inputs import judged_inputs
     from voxproxy.receipts.release import release_gate
 
-    if args.policy is not None:  # a bad policy is named before the receipts are read
-        from voxproxy.receipts.policy import load_policy
-
-        load_policy(args.policy)
-    inputs = load_receipts(args.receipts, args.store)
-    policy, why = judging_policy(args.policy, inputs)
+    inputs, policy, why = judged_inputs(args)
     report = release_gate((item.receipt for item in inputs), policy)
     console = Console()
     counts = report.counts()

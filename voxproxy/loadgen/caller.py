@@ -16,8 +16,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,8 +39,8 @@ from voxproxy.loadgen.record import AgentChunk as AgentChunk
 from voxproxy.loadgen.record import CallRecord as CallRecord
 from voxproxy.loadgen.record import NoiseTruth as NoiseTruth
 from voxproxy.loadgen.record import SpeechTruth as SpeechTruth
-from voxproxy.loadgen.steps import DEFAULT_TAIL_MS, audible_clip_edges, clip_at_rate
 from voxproxy.loadgen.steps import BargeIn as BargeIn
+from voxproxy.loadgen.steps import CallerConfig as CallerConfig
 from voxproxy.loadgen.steps import Interject as Interject
 from voxproxy.loadgen.steps import NoiseBed as NoiseBed
 from voxproxy.loadgen.steps import Say as Say
@@ -50,36 +49,12 @@ from voxproxy.loadgen.steps import Step as Step
 from voxproxy.loadgen.steps import WaitAgentEnd as WaitAgentEnd
 from voxproxy.loadgen.steps import WaitAgentStart as WaitAgentStart
 from voxproxy.loadgen.steps import active_rms as active_rms
+from voxproxy.loadgen.steps import audible_clip_edges, clip_at_rate
 from voxproxy.loadgen.wires import CallerWire, caller_wire
 from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 TICK_NS = 10 * NS_PER_MS  # the caller's own playout and detector run at most this often
 WRITE_LIMIT = 64 * 1024  # bytes in a socket's write buffer past which frames wait their turn
-
-
-@dataclass(frozen=True, slots=True)
-class CallerConfig:
-    url: str
-    dialect: Literal["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime"]
-    sample_rate_hz: int = 16000  # raw and vonage; twilio, telnyx, plivo and exotel are 8 kHz
-    frame_ms: int = 20
-    headers: dict[str, str] = field(default_factory=dict)
-    subprotocols: tuple[str, ...] = ()
-    call_id: str = "CA00000000000000000000000000000000"
-    tail_ms: float = DEFAULT_TAIL_MS  # silence after the script before hanging up
-    noise_dbfs: float | None = None  # steady white noise under the caller's audio
-    noise_bed: NoiseBed | None = None  # recorded background noise at an SNR
-    keep_messages: bool = True  # keep every message sent and received (transparency tests)
-    seed: int = 0
-    # twilio: start.customParameters; telnyx: start.custom_parameters (NAME, VALUE) pairs
-    custom_parameters: tuple[tuple[str, str], ...] = ()
-    # openai-realtime: the caller is a Realtime client (formats by their beta names).
-    realtime_input_format: str = "pcm16"
-    realtime_output_format: str = "pcm16"
-    realtime_beta: bool = False
-    truncate_after_ms: float = 150.0  # barge-in speech onset -> truncate + response.cancel
-    answer_tools: bool = True  # answer function calls: function_call_output + response.create
-    tool_latency_ms: float = 300.0  # function_call_arguments.done -> function_call_output
 
 
 class ScriptedCaller:
@@ -311,11 +286,7 @@ class ScriptedCaller:
             pcm = piece.pcm if conv is None else conv.convert(piece.pcm)
             vad.push(pcm, piece.start_ns, continuous=piece.continuous and not self._skipped)
             self._skipped = False
-        vad.advance(now)
-        while vad.spurts:
-            s = vad.spurts.popleft()
-            self.record.agent_spurts.append((s.onset_ns, s.offset_ns))
-        if vad.speaking:
+        if self.record.hear_agent(vad, now):
             self._last_agent_audible_ns = now
         while self._marks and self._marks[0][0] <= now:
             _, name = self._marks.popleft()
@@ -498,6 +469,26 @@ class ScriptedCaller:
             self._send_waiter = (end_pos, waiter)
             await waiter
 
+    async def _play(self) -> None:
+        """Run the script, the sender beside it, until both are done."""
+        sender = asyncio.create_task(self._sender())
+        try:
+            await self._run_script()
+        finally:
+            self._done_sending.set()
+            await sender
+
+    async def _wind_down(self) -> None:
+        """The call is over: cancel what was spawned, play out and hear the agent to the
+        end."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        now = time.monotonic_ns()
+        self._tick(now, force=True)
+        if self._agent_vad is not None:
+            self.record.hear_agent(self._agent_vad, now, final=True)
+
     async def _run_script(self) -> None:
         for step in self.script:
             start = time.monotonic_ns()
@@ -563,26 +554,13 @@ class ScriptedCaller:
                         await self._send(opening)
                 self.record.t0_ns = time.monotonic_ns()
                 receiver = asyncio.create_task(self._receiver())
-                sender = asyncio.create_task(self._sender())
-                try:
-                    await self._run_script()
-                finally:
-                    self._done_sending.set()
-                    await sender
+                await self._play()
                 for closing in self._wire.closing() if self._wire is not None else []:
                     await self._send(closing)
                 await ws.close()
                 await receiver
-                for task in list(self._tasks):
-                    task.cancel()
-                await asyncio.gather(*self._tasks, return_exceptions=True)
                 self.record.close_code = ws.close_code
-                self._tick(time.monotonic_ns(), force=True)
-                if self._agent_vad is not None:
-                    self._agent_vad.finish(time.monotonic_ns())
-                    while self._agent_vad.spurts:
-                        s = self._agent_vad.spurts.popleft()
-                        self.record.agent_spurts.append((s.onset_ns, s.offset_ns))
+                await self._wind_down()
         except InvalidStatus as exc:  # the target refused the call: its status and its words
             body = (exc.response.body or b"").decode("utf-8", "replace").strip()[:200]
             status = exc.response.status_code

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from voxproxy.timebase import NS_PER_S
+
+if TYPE_CHECKING:
+    from voxproxy.analysis.vad import SpeechDetector
 
 
 @dataclass(slots=True)
@@ -61,6 +65,19 @@ class CallRecord:
     tool_calls: list[tuple[str, int, int]] = field(default_factory=list)
     # What the agent reported it heard (or said): (arrival, role, text, final), in order.
     transcripts: list[tuple[int, str, str, bool]] = field(default_factory=list)
+
+    def hear_agent(self, vad: SpeechDetector, now_ns: int, final: bool = False) -> bool:
+        """Advance the caller's detector of the agent to ``now_ns`` (``final``: to the
+        end of the call) and record the talk-spurts it closed; whether the agent is
+        audible now."""
+        if final:
+            vad.finish(now_ns)
+        else:
+            vad.advance(now_ns)
+        while vad.spurts:
+            s = vad.spurts.popleft()
+            self.agent_spurts.append((s.onset_ns, s.offset_ns))
+        return vad.speaking
 
     def play_time(self, stream_pos: int) -> int | None:
         """When agent audio sample ``stream_pos`` played (None if it never did)."""

@@ -1,10 +1,11 @@
-"""A scripted caller's script: the steps it follows, the noise bed under its audio, and
-the clips it says at its wire's rate."""
+"""A scripted caller's settings (:class:`CallerConfig`) and script: the steps it follows,
+the noise bed under its audio, and the clips it says at its wire's rate."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +17,7 @@ from voxproxy.events import Pcm
 
 DEFAULT_TAIL_MS = 800.0
 """The caller's silence after its script, before it hangs up."""
+
 
 _AT_RATE: OrderedDict[tuple[int, int], tuple[Pcm, Pcm]] = OrderedDict()
 _AT_RATE_KEEP = 64  # clips (at a rate) kept: a run's scenarios say a few
@@ -164,3 +166,30 @@ def longest_call_s(steps: list[Step], tail_ms: float) -> float:
     """The longest a call following ``steps`` can last: every clip and silence, every
     wait for the agent to its timeout, and the tail before hanging up."""
     return (sum(_step_bounds_ms(s)[1] for s in steps) + tail_ms) / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CallerConfig:
+    """How one scripted caller connects and speaks (what it says is its script)."""
+
+    url: str
+    dialect: Literal["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime"]
+    sample_rate_hz: int = 16000  # raw and vonage; twilio, telnyx, plivo and exotel are 8 kHz
+    frame_ms: int = 20
+    headers: dict[str, str] = field(default_factory=dict)
+    subprotocols: tuple[str, ...] = ()
+    call_id: str = "CA00000000000000000000000000000000"
+    tail_ms: float = DEFAULT_TAIL_MS  # silence after the script before hanging up
+    noise_dbfs: float | None = None  # steady white noise under the caller's audio
+    noise_bed: NoiseBed | None = None  # recorded background noise at an SNR
+    keep_messages: bool = True  # keep every message sent and received (transparency tests)
+    seed: int = 0
+    # twilio: start.customParameters; telnyx: start.custom_parameters (NAME, VALUE) pairs
+    custom_parameters: tuple[tuple[str, str], ...] = ()
+    # openai-realtime: the caller is a Realtime client (formats by their beta names).
+    realtime_input_format: str = "pcm16"
+    realtime_output_format: str = "pcm16"
+    realtime_beta: bool = False
+    truncate_after_ms: float = 150.0  # barge-in speech onset -> truncate + response.cancel
+    answer_tools: bool = True  # answer function calls: function_call_output + response.create
+    tool_latency_ms: float = 300.0  # function_call_arguments.done -> function_call_output

@@ -168,11 +168,7 @@ class WebRtcCaller(ScriptedCaller):
         if vad is None or (not force and now - self._last_tick_ns < TICK_NS):
             return
         self._last_tick_ns = now
-        vad.advance(now)
-        while vad.spurts:
-            s = vad.spurts.popleft()
-            self.record.agent_spurts.append((s.onset_ns, s.offset_ns))
-        if vad.speaking:
+        if self.record.hear_agent(vad, now):
             self._last_agent_audible_ns = now
 
     def _channel_opened(self, ch: Channel) -> None:
@@ -243,24 +239,9 @@ class WebRtcCaller(ScriptedCaller):
         return rec
 
     async def _converse(self) -> None:
-        rec = self.record
-        rec.t0_ns = time.monotonic_ns()
-        sender = asyncio.create_task(self._sender())
-        try:
-            await self._run_script()
-        finally:
-            self._done_sending.set()
-            await sender
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        now = time.monotonic_ns()
-        self._tick(now, force=True)
-        if self._agent_vad is not None:
-            self._agent_vad.finish(now)
-            while self._agent_vad.spurts:
-                s = self._agent_vad.spurts.popleft()
-                rec.agent_spurts.append((s.onset_ns, s.offset_ns))
+        self.record.t0_ns = time.monotonic_ns()
+        await self._play()
+        await self._wind_down()
 
 
 # -- ground truth -------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -25,11 +25,11 @@ from voxproxy.dialects.base import Decoder, DialectOptions
 from voxproxy.events import Direction, Event
 from voxproxy.ids import keyed_hash
 from voxproxy.proxy.livecalls import CALL_PREFIX, LiveCalls
-from voxproxy.receipts.model import CloseInfo, Receipt, Terminal
+from voxproxy.receipts.model import CloseInfo, ForwardDelay, Forwarding, Receipt, Terminal
 from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import NULL_TELEMETRY, CallTimes, CallTrace, FlushTime, Telemetry
 from voxproxy.timebase import NS_PER_MS
-from voxproxy.transports.websocket.arrivals import ArrivalLog
+from voxproxy.transports.websocket.arrivals import ArrivalLog, ForwardDelays
 
 if TYPE_CHECKING:
     from voxproxy.captures.format import CaptureHeader
@@ -85,6 +85,44 @@ def loop_lag_over(clock_lag: LagMonitor, bound_ms: float) -> str | None:
     if share is not None and share < OWN_LOAD_SHARE:
         return None
     return f"event loop lag {lag_ns / NS_PER_MS:.0f} ms"
+
+
+def forwarding_record(
+    delays: tuple[ForwardDelays, ForwardDelays], kernel: Sequence[int], read: Sequence[int]
+) -> Forwarding:
+    """The receipt's ``forwarding``, whatever transport carried the call: each
+    direction's delays from a message's arrival at the host to its leaving for the other
+    leg, and where those arrival times came from (``kernel``, ``read``: per direction,
+    how many the kernel stamped, how many the event loop stamped when it read them)."""
+
+    def one(d: Direction) -> ForwardDelay:
+        fd = delays[d]
+        return ForwardDelay(
+            messages=fd.n,
+            p50_ms=fd.quantile_ms(0.5),
+            p95_ms=fd.quantile_ms(0.95),
+            max_ms=round(fd.max_ns / NS_PER_MS, 2) if fd.n else None,
+            arrival="mixed" if kernel[d] and read[d] else ("read" if read[d] else "kernel"),
+        )
+
+    return Forwarding(
+        caller_to_agent=one(Direction.CALLER_TO_AGENT),
+        agent_to_caller=one(Direction.AGENT_TO_CALLER),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeasuringSettings:
+    """How a proxy measures its calls, whatever transport carries them: what the
+    websocket proxy's and the WebRTC proxy's configurations share (each adds its relay
+    and its dialect)."""
+
+    dialect_options: DialectOptions = field(default_factory=DialectOptions)
+    session: SessionConfig = field(default_factory=SessionConfig)
+    secret: bytes | None = None  # the key of the receipts' ids (None: one drawn at start)
+    # A new call is refused (503, Retry-After) while the event loop's lag (the median of
+    # its readings over the last second) exceeds this (None: no such refusal).
+    max_loop_lag_ms: float | None = DEFAULT_MAX_LOOP_LAG_MS
 
 
 class Unmeasured:

@@ -16,28 +16,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from voxproxy.clock import LagMonitor
-from voxproxy.dialects.base import DialectOptions
 from voxproxy.dialects.channels import CHANNEL_DIALECTS, ChannelDecoder
 from voxproxy.errors import ConfigError
-from voxproxy.events import Direction, Pcm, StageMark, ToolEvent
+from voxproxy.events import Audio, Direction, StageMark, ToolEvent
 from voxproxy.proxy.lifecycle import (
-    DEFAULT_MAX_LOOP_LAG_MS,
     CallHost,
     MeasuredCall,
+    MeasuringSettings,
     ReceiptSink,
+    forwarding_record,
     loop_lag_over,
 )
 from voxproxy.proxy.livecalls import LiveCalls
-from voxproxy.receipts.model import CloseInfo, ForwardDelay, Forwarding, Receipt, terminal_of
-from voxproxy.session import SessionConfig
+from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
 from voxproxy.telemetry import (
     TRACE_HEADERS,
     Telemetry,
 )
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
+from voxproxy.timebase import NS_PER_S
 from voxproxy.transports.webrtc import (
     EndInfo,
     Offer,
@@ -45,25 +44,19 @@ from voxproxy.transports.webrtc import (
     WebRtcRelayConfig,
     WebRtcRelayServer,
 )
-from voxproxy.transports.websocket.arrivals import ForwardDelays
 
 log = logging.getLogger("voxproxy.proxy.webrtc")
 
 
 @dataclass(frozen=True, slots=True)
-class WebRtcProxyConfig:
+class WebRtcProxyConfig(MeasuringSettings):
+    """The WebRTC proxy: its relay, how data channels are measured, and how it measures
+    (measurement runs inline, per packet: there is no measurement queue to be behind)."""
+
     relay: WebRtcRelayConfig
     # How data channel messages are measured: "auto" decodes the oai-events channel as
     # OpenAI Realtime events, "openai-realtime" every channel, "none" no channel.
     dialect: str = "auto"
-    dialect_options: DialectOptions = field(default_factory=DialectOptions)
-    session: SessionConfig = field(default_factory=SessionConfig)
-    secret: bytes | None = None
-    # A new caller's offer is refused (503, Retry-After) while the event loop's lag (the
-    # median of its readings over the last second) exceeds this (None: no such refusal),
-    # as voxproxy.proxy.ProxyConfig's. Measurement here runs inline, per packet: there
-    # is no measurement queue to yield or to be behind.
-    max_loop_lag_ms: float | None = DEFAULT_MAX_LOOP_LAG_MS
 
     def __post_init__(self) -> None:
         if self.dialect not in CHANNEL_DIALECTS:
@@ -191,18 +184,10 @@ class WebRtcCallContext(MeasuredCall):
         # Continue the caller's trace if its offer carried one; start one otherwise.
         return dict(self._call_headers(self.carrier))
 
-    def on_audio(
-        self,
-        direction: Direction,
-        pcm: Pcm,
-        sample_rate_hz: int,
-        t_ns: int,
-        wire_bytes: int,
-        kernel: bool = True,
-    ) -> None:
+    def on_audio(self, audio: Audio, wire_bytes: int, kernel: bool = True) -> None:
         if not kernel:
-            self.timing.read_stamped(t_ns)
-        self.session.on_audio(direction, pcm, sample_rate_hz, t_ns, wire_bytes=wire_bytes)
+            self.timing.read_stamped(audio.t_ns)
+        self.session.on_audio(audio, wire_bytes=wire_bytes)
 
     def on_receiver_report(self, t_ns: int, jitter_ms: float, rtt_ms: float | None) -> None:
         del rtt_ms  # the network leg's own delay is the declared offset's, not a jitter
@@ -236,28 +221,12 @@ class WebRtcCallContext(MeasuredCall):
         receipt = self._receipt(t_ns, terminal_of(info.cause), close, dialect=self.decoder.name)
         if receipt is not None:
             if stats.forwarded is not None:
-                forwarding = forwarding_of(stats, stats.forwarded)
+                # the packets' delays to aiortc's sender taking them (then packed,
+                # encrypted and written in the same step)
+                forwarded, kernel, read = stats.forwarded, stats.kernel_stamped, stats.read_stamped
+                forwarding = forwarding_record(forwarded, kernel, read)
                 receipt = receipt.model_copy(update={"forwarding": forwarding})
             self._publish(receipt, t_ns)
-
-
-def forwarding_of(stats: RelayStats, delays: tuple[ForwardDelays, ForwardDelays]) -> Forwarding:
-    """The receipt's ``forwarding`` of a WebRTC call: each direction's delays from the
-    packets' arrival at the host to aiortc's sender taking them (then packed, encrypted
-    and written in the same step), and where their arrival times came from."""
-
-    def one(d: int) -> ForwardDelay:
-        fd = delays[d]
-        kernel, read = stats.kernel_stamped[d], stats.read_stamped[d]
-        return ForwardDelay(
-            messages=fd.n,
-            p50_ms=fd.quantile_ms(0.5),
-            p95_ms=fd.quantile_ms(0.95),
-            max_ms=round(fd.max_ns / NS_PER_MS, 2) if fd.n else None,
-            arrival="mixed" if kernel and read else ("read" if read else "kernel"),
-        )
-
-    return Forwarding(caller_to_agent=one(0), agent_to_caller=one(1))
 
 
 class WebRtcProxy(CallHost):

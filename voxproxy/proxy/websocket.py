@@ -6,19 +6,20 @@ import logging
 import ssl
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from websockets.http11 import Request
 
 from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import Decoder, DialectOptions
+from voxproxy.dialects.base import Decoder
 from voxproxy.events import AnomalyKind, Audio, Direction, StageMark, ToolEvent
 from voxproxy.proxy.lifecycle import (
-    DEFAULT_MAX_LOOP_LAG_MS,
     CallHost,
     MeasuredCall,
+    MeasuringSettings,
     ReceiptSink,
     Unmeasured,
+    forwarding_record,
     loop_lag_over,
 )
 from voxproxy.proxy.livecalls import LiveCalls, wire_ids
@@ -29,8 +30,7 @@ from voxproxy.proxy.measuring import (
     Queued,
     give_up_measuring,
 )
-from voxproxy.receipts.model import CloseInfo, ForwardDelay, Forwarding, Receipt, terminal_of
-from voxproxy.session import SessionConfig
+from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
 from voxproxy.session.batch import measure
 from voxproxy.telemetry import (
     TRACE_HEADERS,
@@ -38,7 +38,6 @@ from voxproxy.telemetry import (
 )
 from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import EndCause, EndInfo, RelayConfig, RelayServer
-from voxproxy.transports.websocket.arrivals import ArrivalLog, ForwardDelays
 
 log = logging.getLogger("voxproxy.proxy")
 
@@ -49,16 +48,12 @@ _AGENT_FAILURES = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class ProxyConfig:
+class ProxyConfig(MeasuringSettings):
+    """The websocket proxy: its relay, the wire's dialect, and how it measures (a new
+    call is also refused while measurement sheds)."""
+
     relay: RelayConfig
     dialect: str = "auto"
-    dialect_options: DialectOptions = field(default_factory=DialectOptions)
-    session: SessionConfig = field(default_factory=SessionConfig)
-    secret: bytes | None = None
-    # A new call is refused (503, Retry-After) while the event loop's lag (the median of
-    # its readings over the last second) exceeds this, or while measurement sheds (None:
-    # no such refusal).
-    max_loop_lag_ms: float | None = DEFAULT_MAX_LOOP_LAG_MS
 
 
 class CallContext(MeasuredCall):
@@ -234,7 +229,8 @@ class CallContext(MeasuredCall):
         if receipt is None:
             return
         if info.forwarding is not None and info.arrivals is not None:
-            forwarding = forwarding_record(info.forwarding, info.arrivals)
+            arrivals = info.arrivals
+            forwarding = forwarding_record(info.forwarding, arrivals.kernel, arrivals.read_time)
             receipt = receipt.model_copy(update={"forwarding": forwarding})
         if info.cause in _AGENT_FAILURES:  # one line per call, with its cause
             log.warning("call %s: %s", receipt.call, info.detail or info.cause.value)
@@ -248,29 +244,6 @@ class CallContext(MeasuredCall):
                 receipt.wire_looks_like,
             )
         self._publish(receipt, t_ns)
-
-
-def forwarding_record(
-    delays: tuple[ForwardDelays, ForwardDelays], arrivals: ArrivalLog
-) -> Forwarding:
-    """The receipt's ``forwarding``: each direction's delays, and where its arrival times
-    came from."""
-
-    def one(d: Direction) -> ForwardDelay:
-        fd = delays[d]
-        kernel, read = arrivals.kernel[d], arrivals.read_time[d]
-        return ForwardDelay(
-            messages=fd.n,
-            p50_ms=fd.quantile_ms(0.5),
-            p95_ms=fd.quantile_ms(0.95),
-            max_ms=round(fd.max_ns / NS_PER_MS, 2) if fd.n else None,
-            arrival="mixed" if kernel and read else ("read" if read else "kernel"),
-        )
-
-    return Forwarding(
-        caller_to_agent=one(Direction.CALLER_TO_AGENT),
-        agent_to_caller=one(Direction.AGENT_TO_CALLER),
-    )
 
 
 class Proxy(CallHost):

@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Event
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Audio, Direction, Event
 from voxproxy.receipts.model import (
     CloseInfo,
     EchoRecord,
@@ -162,7 +162,7 @@ def _feed(
         while pending and d == AGENT_TO_CALLER and t_ns >= pending[-1]:
             session.note_cut(pending.pop())
         ch = channels[d]
-        feed(Direction(d), ch.pcm[i:j], ch.sample_rate_hz, t_ns)
+        feed(Audio(Direction(d), ch.pcm[i:j], ch.sample_rate_hz, t_ns))
 
 
 def _cuts(receipt: Receipt) -> list[int]:

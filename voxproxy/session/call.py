@@ -187,24 +187,17 @@ class CallSession:
             self._own_failure()
             return []
 
-    def on_audio(
-        self,
-        direction: Direction,
-        pcm: Pcm,
-        sample_rate_hz: int,
-        t_ns: int,
-        *,
-        wire_bytes: int = 0,
-    ) -> None:
+    def on_audio(self, audio: Audio, *, wire_bytes: int = 0) -> None:
         """Measure audio the shell decoded itself (a media transport such as WebRTC).
 
-        ``pcm`` is mono 16-bit at ``sample_rate_hz``, carried by one packet of
-        ``wire_bytes`` that arrived at ``t_ns``. Caller audio covers ``[t - d, t]``
-        as on any wire; agent audio goes on the playout timeline, or is audible on
-        arrival with ``SessionConfig(agent_playout="arrival")``. Never raises.
+        ``audio`` is mono 16-bit, carried by one packet of ``wire_bytes`` that arrived
+        at ``audio.t_ns``. Caller audio covers ``[t - d, t]`` as on any wire; agent audio
+        goes on the playout timeline, or is audible on arrival with
+        ``SessionConfig(agent_playout="arrival")``. Never raises.
         """
         if (tap := self.tap) is not None:
-            tap.audio(direction, pcm, sample_rate_hz, t_ns, wire_bytes, self.measurement_disabled)
+            tap.audio(audio, wire_bytes, self.measurement_disabled)
+        direction = audio.direction
         self._messages[direction] += 1
         self._bytes[direction] += wire_bytes
         if self.measurement_disabled or self._closed:
@@ -212,7 +205,8 @@ class CallSession:
         try:
             if self._due is not None:
                 self.finish_pump()
-            self._handle(Audio(direction, pcm, sample_rate_hz, t_ns))
+            self._handle(audio)
+            t_ns = audio.t_ns
             if t_ns - self._last_pump_ns >= self._pump_interval_ns:
                 self._pump(t_ns)
         except Exception:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # annotations only
-    from voxproxy.events import Direction, Pcm, StageMark, ToolEvent
+    from voxproxy.events import Audio, Direction, StageMark, ToolEvent
     from voxproxy.receipts.model import CloseInfo
 
 
@@ -29,15 +29,7 @@ class SessionTap(Protocol):
         self, direction: Direction, payload: bytes | str, t_ns: int, shed: bool, disabled: bool
     ) -> None: ...
 
-    def audio(
-        self,
-        direction: Direction,
-        pcm: Pcm,
-        sample_rate_hz: int,
-        t_ns: int,
-        wire_bytes: int,
-        disabled: bool,
-    ) -> None: ...
+    def audio(self, audio: Audio, wire_bytes: int, disabled: bool) -> None: ...
 
     def event(self, ev: ToolEvent | StageMark) -> None: ...
 

@@ -15,7 +15,7 @@ from typing import Any, NoReturn, Protocol
 
 import aiohttp
 
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
+from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Audio, Direction, Pcm
 from voxproxy.httpserve import (
     HEADER_TIMEOUT_S,
 )
@@ -87,17 +87,10 @@ class RelayObserver(Protocol):
 
     def on_upstream_open(self, t_ns: int, status: int) -> None: ...
 
-    def on_audio(
-        self,
-        direction: Direction,
-        pcm: Pcm,
-        sample_rate_hz: int,
-        t_ns: int,
-        wire_bytes: int,
-        kernel: bool = True,
-    ) -> None:
-        """Audio that arrived at ``t_ns``: the kernel's receive time, or (``kernel``
-        False) when the event loop read it."""
+    def on_audio(self, audio: Audio, wire_bytes: int, kernel: bool = True) -> None:
+        """Audio decoded for measurement, carried by a packet of ``wire_bytes`` that
+        arrived at ``audio.t_ns``: the kernel's receive time, or (``kernel`` False) when
+        the event loop read it."""
         ...
 
     def on_receiver_report(self, t_ns: int, jitter_ms: float, rtt_ms: float | None) -> None:
@@ -328,8 +321,8 @@ class WebRtcRelay:
             if pcm is None:
                 pcm = d.measured.decode(p)
             vad_pcm = d.measured.for_vad(p, pcm)
-            rate = d.measured.rate_hz
-            observer.on_audio(direction, vad_pcm, rate, p.t_ns, len(p.payload), p.kernel)
+            audio = Audio(direction, vad_pcm, d.measured.rate_hz, p.t_ns)
+            observer.on_audio(audio, len(p.payload), p.kernel)
         except Exception:
             self._observer_failed()
 

@@ -221,11 +221,7 @@ class Leg(asyncio.Protocol):
         """Pause reading (``why``: BACKPRESSURE, FAIRNESS or RATE) until released for
         every reason. (The rest of a read in hand waits only for FAIRNESS and RATE.)"""
         if not self.paused:
-            transport = self.transport
-            if self.reader is not None:
-                self.reader.pause_reading()
-            elif transport is not None and not transport.is_closing():
-                transport.pause_reading()
+            self._reading(False)
         self.paused |= why
 
     def release(self, why: int) -> None:
@@ -235,11 +231,20 @@ class Leg(asyncio.Protocol):
         if why == RATE and self.paused & FAIRNESS:
             self._turn_later()  # the rest of the read in hand
         elif not self.paused:
-            transport = self.transport
-            if self.reader is not None:
-                self.reader.resume_reading()
-            elif transport is not None and not transport.is_closing():
-                transport.resume_reading()
+            self._reading(True)
+
+    def _reading(self, on: bool) -> None:
+        """Resume (``on``) or pause the socket's reads: through the kernel-stamped reader
+        where the leg has one, else its transport (not once it is closing)."""
+        target: StampedReader | asyncio.Transport | None = self.reader
+        if target is None:
+            target = self.transport
+            if target is None or target.is_closing():
+                return
+        if on:
+            target.resume_reading()
+        else:
+            target.pause_reading()
 
     def eof_received(self) -> bool | None:
         if self.relay is not None:
