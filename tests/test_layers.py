@@ -334,7 +334,7 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     plant = {
         "ids.py": "import secrets\n",
         "audio/pcm.py": "def f(p):\n    import wave\n    return wave.open(p)\n",
-        "turns.py": "import datetime\n\ndef f():\n    return datetime.datetime.now()\n",
+        "turns.py": "from datetime import datetime\n\ndef f():\n    return datetime.today()\n",
         "analysis/x.py": "import numpy as np\n\nR = np.random.default_rng()\n",
         "dialects/y.py": "def f(p):\n    return open(p).read()\n",
         "session/z.py": "from numpy import random\n",
@@ -359,7 +359,7 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     assert found["audio/pcm.py"] == [
         "voxproxy/audio/pcm.py:2 imports wave: not in the core's allow-list"
     ]
-    assert found["turns.py"] == ["voxproxy/turns.py:4 calls .now(): the core is handed them"]
+    assert found["turns.py"] == ["voxproxy/turns.py:4 calls .today(): the core is handed them"]
     assert found["analysis/x.py"] == [
         "voxproxy/analysis/x.py:3 uses numpy.random: the core is handed them"
     ]
