@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -27,11 +28,12 @@ from voxproxy.cli import build_parser
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
 from voxproxy.commands.proxy import _proxy_config
+from voxproxy.events import CALLER_TO_AGENT
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy.lifecycle import loop_lag_over
-from voxproxy.proxy.measuring import MeasurementQueue
+from voxproxy.proxy.measuring import MeasurementQueue, Queued
 from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.session import SessionConfig
@@ -252,31 +254,63 @@ async def test_a_lagging_loop_refuses_new_callers_with_503_and_admits_again_afte
             await proxy.stop()
 
 
-async def test_measurement_far_behind_refuses_new_callers_before_it_sheds(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+class _Waiting:
+    """A call whose one queued item waits: what the queue measures of it is dropped."""
+
+    def __init__(self) -> None:
+        self.backlog: deque[Queued] | None = None
+        self.pump_due = False
+
+    def measure_queued(self, limit: int, cpu_ns: object, stop_at: int, shed_before: int) -> int:
+        assert self.backlog is not None
+        self.backlog.clear()
+        return 0
+
+    def backlog_drained(self) -> None:
+        pass
+
+    def give_up(self) -> None:
+        pass
+
+
+async def test_measurement_far_behind_refuses_new_callers_before_it_sheds() -> None:
     clock = FakeClock(10**12)
-    oldest = [0]
     async with router_agent() as agent:
         proxy = Proxy(ProxyConfig(RelayConfig(agent.url), dialect="twilio", secret=b"behind"))
         proxy.clock_lag = LagMonitor(period_s=3600.0, clock=clock.now_ns)
-        proxy.measuring = MeasurementQueue(now_ns=clock.now_ns, lagging=proxy._lagging)
-        monkeypatch.setattr(proxy.measuring, "oldest_queued_ns", lambda: oldest[0])
+        # The queue's turns run only when the test says (drain): what is queued waits.
+        turns: list[Callable[[], None]] = []
+        queue = MeasurementQueue(
+            now_ns=clock.now_ns,
+            lagging=proxy._lagging,
+            call_soon=turns.append,
+            call_later=lambda _delay, fn: turns.append(fn),
+        )
+        proxy.measuring = queue
+        waiting = _Waiting()
+
+        def behind(ms: float) -> None:
+            """Everything measured; then an item queued now waits ``ms``."""
+            queue.drain()
+            queue.defer(waiting, (CALLER_TO_AGENT, b"", clock.now_ns()))
+            clock.advance_ms(ms)
+
         port = await proxy.start("127.0.0.1", 0)
         try:
-            # The oldest item queued has waited 350 ms (injected).
-            oldest[0] = clock.now_ns() - 350 * NS_PER_MS
-            assert not proxy.measuring.shedding  # 350 ms: nothing shed yet
+            behind(350)
+            assert queue.behind_ns == 350 * NS_PER_MS
+            assert not queue.shedding  # 350 ms: nothing shed yet
             with pytest.raises(InvalidStatus) as info:
                 async with connect(f"ws://127.0.0.1:{port}/echo/behind"):
                     pass
             assert info.value.response.status_code == 503
             assert b"overloaded (measurement 350 ms behind)" in info.value.response.body
-            oldest[0] = clock.now_ns() - 250 * NS_PER_MS  # a burst's wait
+            behind(250)  # a burst's wait
             assert (await healthy_call(port, "burst", frames=3)).close_code == 1000
-            oldest[0] = clock.now_ns() - 20 * NS_PER_MS  # caught up
+            behind(20)  # caught up
             assert (await healthy_call(port, "after", frames=3)).close_code == 1000
             assert proxy.refused_calls == 1
+            queue.drain()
         finally:
             await proxy.stop()
 
