@@ -17,9 +17,10 @@ Figures per path:
 
 * ``cpu_per_call_pct``: the proxy process's CPU time over the measured window,
   per call, in % of one core; ``calls_per_core`` = 100 / that;
-* ``forward_ms``: inside the proxy, from a packet's arrival (stamped when its
-  decrypted RTP reaches the relay) to aiortc's sender taking it (after which it
-  is packed, encrypted and written at once), p50/p99/max over all packets;
+* ``forward_ms``: inside the proxy, from a packet's arrival (when its
+  datagram reached the host: the kernel's stamp) to its departure (written to the
+  other leg's socket; with pacing, aiortc's sender taking it, after which it is
+  packed, encrypted and written at once), p50/p99/max over all packets;
 * ``e2e_added_ms`` (relay path): one-way caller -> agent and agent -> caller
   latency through the proxy minus the same calls made directly, from send and
   arrival times of unchanged payloads (medians and p99s);
@@ -31,7 +32,7 @@ Figures per path:
 * ``relay_jitter``: what the relay does to the spacing of the packets it forwards
   (both directions, every call): RFC 3550's transit difference ``|D|`` of the
   packets' arrivals at the proxy (kernel stamps) against their RTP timestamps, of
-  their departures (when aiortc's sender took them), and the relay's own share
+  their departures (as ``forward_ms``), and the relay's own share
   (the change of the forwarding delay from one packet to the next), p50/p99/max in
   ms, with RFC 3550's running ``J`` averaged; ``caller_arrival_jitter_ms``: ``|D|``
   and ``J`` of the agents' packets as the callers received them (kernel stamps),

@@ -13,6 +13,7 @@ from aiortc import RTCPeerConnection
 from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
 from voxproxy.receipts.model import Receipt
 from voxproxy.transports.webrtc import (
+    AudioPeer,
     WebRtcRelayConfig,
     open_peer_connections,
     use_host_addresses,
@@ -34,6 +35,19 @@ def unclosed_peer_connections() -> int:
 
 def open_counts() -> tuple[int, int]:
     return open_peer_connections(), unclosed_peer_connections()
+
+
+async def connected_pair(
+    a: AudioPeer | None = None, b: AudioPeer | None = None
+) -> tuple[AudioPeer, AudioPeer]:
+    """Two peers (``a`` offers), connected over loopback."""
+    from support.waiting import wait_until
+
+    a = a or AudioPeer(name="a")
+    b = b or AudioPeer(name="b")
+    await a.accept_answer(await b.answer(await a.create_offer()))
+    await wait_until(lambda: a.state == b.state == "connected", 10.0, "both peers connected")
+    return a, b
 
 
 @asynccontextmanager

@@ -221,8 +221,9 @@ class WebRtcCallContext(MeasuredCall):
         receipt = self._receipt(t_ns, terminal_of(info.cause), close, dialect=self.decoder.name)
         if receipt is not None:
             if stats.forwarded is not None:
-                # the packets' delays to aiortc's sender taking them (then packed,
-                # encrypted and written in the same step)
+                # the packets' delays to their departure (a relay's leg writes each at
+                # once; with pacing, aiortc's sender takes it, then packs, encrypts and
+                # writes it in the same step)
                 forwarded, kernel, read = stats.forwarded, stats.kernel_stamped, stats.read_stamped
                 forwarding = forwarding_record(forwarded, kernel, read)
                 receipt = receipt.model_copy(update={"forwarding": forwarding})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fractions
 
-from voxproxy.transports.webrtc import OutboundTrack
+from voxproxy.transports.webrtc import LATENCY_BIN_NS, OutboundTrack
 
 MS = 1_000_000
 TB = fractions.Fraction(1, 48000)
@@ -115,3 +115,54 @@ async def test_a_sender_s_burst_ahead_of_time_makes_the_packets_after_it_late() 
     track.push(b"n", 5 * 960, TB, clock())  # on time for its timestamp (100 ms)
     await track.recv()
     assert told == [(1_100 * MS, 80 * MS)] and track.late == 0
+
+
+class FakeDirect:
+    """Stands in for rtpout.DirectRtp: sends while ``ready``, records what it sent."""
+
+    def __init__(self, ready: bool) -> None:
+        self.ready = ready
+        self.sent = 0
+        self.got: list[tuple[bytes, int, int]] = []
+
+    def send(self, payload: bytes, timestamp: int, payload_type: int) -> bool:
+        if not self.ready:
+            return False
+        self.got.append((payload, timestamp, payload_type))
+        self.sent += 1
+        return True
+
+
+async def test_a_direct_leg_sends_at_once_and_times_the_departure() -> None:
+    """A relay's leg writes each packet in the step that has it: nothing is queued for
+    aiortc's sender, and the packet's forwarding delay is arrival to that moment."""
+    clock = FakeClock(1_000 * MS)
+    track = OutboundTrack(clock=clock, sleep=clock.sleep)
+    track.direct = direct = FakeDirect(ready=True)  # type: ignore[assignment]
+    track.departures = []
+    track.push(b"a", 960, TB, clock() - 3 * MS, payload_type=111)
+    assert direct.got == [(b"a", 960, 111)] and track._queue.empty()
+    assert track.sent == 1 and track.forwarded.n == 1
+    assert track.departures == [(20 * MS, 997 * MS, 1_000 * MS)]  # (timestamp, in, out)
+    assert track.latency_hist[3 * MS // LATENCY_BIN_NS] == 1
+
+
+async def test_one_stream_is_never_sent_by_both_paths() -> None:
+    """aiortc's sender numbers its packets from its own random origin: a stream it began
+    stays its own (the direct path is not taken once a packet was queued), and a stream
+    the direct path began drops what it cannot send rather than queue it."""
+    clock = FakeClock(1_000 * MS)
+    queued = OutboundTrack(clock=clock, sleep=clock.sleep)
+    queued.direct = late = FakeDirect(ready=False)  # type: ignore[assignment]
+    queued.push(b"a", 0, TB, clock(), payload_type=111)  # not ready: aiortc's sender's
+    late.ready = True
+    queued.push(b"b", 960, TB, clock(), payload_type=111)
+    assert late.got == [] and queued._queue.qsize() == 2
+
+    direct = OutboundTrack(clock=clock, sleep=clock.sleep)
+    direct.direct = first = FakeDirect(ready=True)  # type: ignore[assignment]
+    direct.push(b"a", 0, TB, clock(), payload_type=111)
+    first.ready = False  # its DTLS transport closed, say
+    direct.push(b"b", 960, TB, clock(), payload_type=111)
+    assert [g[0] for g in first.got] == [b"a"] and direct._queue.empty()
+    assert (direct.sent, direct.dropped) == (1, 1)

@@ -39,21 +39,25 @@ unsupported kind would be):
   ``_handle_rtp_packet`` (which aiortc's ``RTCDtlsTransport`` calls for every
   decrypted RTP packet) is replaced on the instance by :func:`.media.tap_rtp`, which
   stamps the packet with its datagram's arrival and hands the payload on at once.
-  The stock path (jitter buffer, decoder thread) is bypassed entirely.
+  The stock path (jitter buffer, decoder thread) is bypassed entirely. Once DTLS
+  is up, an SRTP packet does not even wait for aiortc's queue and task: it is
+  unprotected, parsed and handed to the tap where its datagram is read
+  (:mod:`.rtpin`, with aiortc's own SRTP session and router).
 - The arrival is when the datagram reached the host: the kernel's receive time
   (``SIOCGSTAMPNS`` on the UDP socket right after the loop's read, Linux), not when
   the event loop got round to it (:mod:`.arrival`); data channel messages take their
   last datagram's. Where the kernel gives none, the read time, flagged
   (``RtpIn.kernel``).
 - Where both legs send with the same codec, the payloads are forwarded as they
-  came: the sending leg's track returns pre-encoded ``av.Packet`` objects, which
-  aiortc's ``RTCRtpSender`` packs without re-encoding (``Encoder.pack``), with
-  the RTP timestamps carried over. A copy is decoded for measurement only
-  (:class:`MeasuredStream`; Opus straight to 16 kHz by libopus), scheduled after
-  the send so that it never delays it. Where the codecs differ, the payload is
-  decoded once and re-encoded for the other leg's codec, inline (aiortc's
-  sender would run its encoder in a thread pool). ``benchmarks/webrtc.py``
-  measures both paths.
+  came, with the RTP timestamps carried over: a relay's leg writes each as the
+  packet aiortc's ``RTCRtpSender`` would, at once, in the step that received it
+  (:mod:`.rtpout`; where that cannot be, its track returns pre-encoded
+  ``av.Packet`` objects, which the sender packs without re-encoding). A copy is
+  decoded for measurement only (:class:`MeasuredStream`; Opus straight to 16 kHz
+  by libopus), scheduled after the send so that it never delays it. Where the
+  codecs differ, the payload is decoded once and re-encoded for the other leg's
+  codec, inline (aiortc's sender would run its encoder in a thread pool).
+  ``benchmarks/webrtc.py`` measures both paths.
 - aiortc falls back to Google's public STUN server when ``iceServers`` is None
   (``RTCIceGatherer.getDefaultIceServers``), so :func:`rtc_configuration` always
   passes an explicit list (empty by default). aioice gathers host candidates
@@ -70,8 +74,10 @@ The package, one module a concern (each imports only those above it)::
 
     ice               ICE configuration, the host-address monkeypatch, open peer count
     arrival           kernel receive times of the ICE connections' datagrams
+    rtpin             SRTP packets handled where their datagrams are read
     opus              libopus through ctypes (Opus straight to 16 kHz)
     codecs            negotiated codecs, RTP packets in, decoding for measurement, encoding
+    rtpout            a relay leg's RTP written straight to the socket
     media             the outbound track, the RTP tap, data channels
     peer              AudioPeer (one RTCPeerConnection) and offer checks
     ends              how a call ended (EndCause, EndInfo)

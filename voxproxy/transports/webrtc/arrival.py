@@ -37,6 +37,7 @@ import fcntl
 import struct
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 SIOCGSTAMPNS = 0x8907  # linux/sockios.h: struct timespec of the last datagram read
@@ -58,15 +59,20 @@ class Datagram(bytes):
 
 class Arrivals:
     """The arrival stamps of one ICE connection's datagrams: the one handled now
-    (``last_ns``, ``last_kernel``), and how many came with a kernel stamp or without."""
+    (``last_ns``, ``last_kernel``), and how many came with a kernel stamp or without.
 
-    __slots__ = ("fallback", "kernel", "last_kernel", "last_ns")
+    ``inline``, when set, is offered each datagram as it is read, with its stamp, before
+    aioice sees it: True when it handled the datagram itself (:mod:`.rtpin`), which then
+    goes no further."""
+
+    __slots__ = ("fallback", "inline", "kernel", "last_kernel", "last_ns")
 
     def __init__(self) -> None:
         self.last_ns = 0
         self.last_kernel = False
         self.kernel = 0
         self.fallback = 0
+        self.inline: Callable[[bytes, int, bool], bool] | None = None
 
 
 def kernel_stamp_ns(fd: int) -> int | None:
@@ -104,17 +110,26 @@ def _socket_fd(protocol: Any) -> int | None:
         return None
 
 
-def _stamp_protocol(protocol: Any) -> None:
-    """Hand on each datagram ``protocol`` receives as a :class:`Datagram`."""
+def _stamp_protocol(protocol: Any, arrivals: Arrivals | None = None) -> None:
+    """Hand on each datagram ``protocol`` receives as a :class:`Datagram`, or to
+    ``arrivals.inline`` where that takes it."""
     if getattr(protocol, _ATTR, False):
         return
     fd = _socket_fd(protocol)
     if fd is not None:
         kernel_stamp_ns(fd)  # the first ask turns the socket's receive timestamps on
     received = protocol.datagram_received
+    a = arrivals if arrivals is not None else Arrivals()
 
     def datagram_received(data: bytes, addr: Any) -> None:
         t, kernel = stamp(fd)
+        inline = a.inline
+        if inline is not None and inline(data, t, kernel):
+            if kernel:
+                a.kernel += 1
+            else:
+                a.fallback += 1
+            return
         d = Datagram(data)
         d.rx_ns = t
         d.kernel = kernel
@@ -148,7 +163,7 @@ def _stamp_connection(conn: Any) -> Arrivals:
 
         conn.recvfrom = stamped_recvfrom
     for protocol in list(getattr(conn, "_protocols", ())):
-        _stamp_protocol(protocol)
+        _stamp_protocol(protocol, arrivals)
     return arrivals
 
 
@@ -169,6 +184,12 @@ def install(pc: Any) -> list[Arrivals]:
     """Stamp every datagram of ``pc`` with its arrival (call once its candidates are
     gathered, i.e. after ``setLocalDescription``; again is harmless)."""
     return [_stamp_connection(conn) for conn in _ice_connections(pc)]
+
+
+def arrivals_of(dtls_transport: Any) -> Arrivals | None:
+    """The :class:`Arrivals` of the ICE connection under ``dtls_transport``, if stamped."""
+    conn = getattr(getattr(dtls_transport, "transport", None), "_connection", None)
+    return getattr(conn, _ATTR, None)
 
 
 def arrival_of(dtls_transport: Any) -> tuple[int, bool]:

@@ -23,6 +23,7 @@ from av.packet import Packet
 
 from voxproxy.transports.webrtc.arrival import arrival_of
 from voxproxy.transports.webrtc.codecs import CodecInfo, RtpIn
+from voxproxy.transports.webrtc.rtpout import DirectRtp
 from voxproxy.transports.websocket.arrivals import ForwardDelays
 
 OUT_QUEUE_PACKETS = 8  # packets a sending leg may hold (160 ms at 20 ms): a relay does not buffer
@@ -84,8 +85,14 @@ class OutboundTrack(MediaStreamTrack):
     the mock agent, the load generator) are paced by whoever pushes them and
     leave at once.
 
-    The time from arrival until aiortc's sender takes the packet goes into
-    :attr:`latency_hist`.
+    The time from arrival until the packet's departure (aiortc's sender takes it)
+    goes into :attr:`latency_hist`.
+
+    With :attr:`direct` set (a relay's leg, not paced), a packet pushed with its
+    payload type is written to the socket at once by :class:`.rtpout.DirectRtp`
+    instead, its departure that moment; where that declines from the first packet
+    on, the track serves aiortc's sender as above (one stream is never sent by
+    both, so its sequence numbers and timestamps stay one series).
     """
 
     kind = "audio"
@@ -110,8 +117,9 @@ class OutboundTrack(MediaStreamTrack):
         self.late = 0  # packets that left more than LATE_NS after their due time
         self.late_max_ns = 0
         self.latency_hist = [0] * LATENCY_BINS
-        # The relay's own forwarding delay (arrival at the host to aiortc's sender taking
-        # the packet, pacing included): the receipt's forwarding, as the websocket relay's.
+        # The relay's own forwarding delay (arrival at the host to the packet's departure:
+        # written by the direct path, or taken by aiortc's sender, pacing included): the
+        # receipt's forwarding, as the websocket relay's.
         self.forwarded = ForwardDelays()
         # Told (departure, how late against the stream's timeline) past LATE_NS (above).
         self.on_late: Callable[[int, int], None] | None = None
@@ -124,10 +132,30 @@ class OutboundTrack(MediaStreamTrack):
         # The departure of every packet, in order, when a list is set here (the load
         # generator's caller: its truth at the proxy's vantage, loadgen/webrtc.py).
         self.sent_log: list[int] | None = None
+        # Sends a packet itself, at once (a relay's leg): see the class doc.
+        self.direct: DirectRtp | None = None
+        self._queued = False  # a packet went through the queue: aiortc's sender's stream
 
     def push(
-        self, payload: bytes, pts: int, time_base: fractions.Fraction, t_in_ns: int = 0
+        self,
+        payload: bytes,
+        pts: int,
+        time_base: fractions.Fraction,
+        t_in_ns: int = 0,
+        payload_type: int | None = None,
     ) -> None:
+        """Send ``payload``, its RTP timestamp ``pts`` in ``time_base`` (the sending
+        codec's clock), that arrived at ``t_in_ns`` (0: a peer's own audio)."""
+        direct = self.direct
+        if direct is not None and payload_type is not None and not self._queued:
+            if direct.send(payload, pts, payload_type):
+                ts_ns = pts * 1_000_000_000 * time_base.numerator // time_base.denominator
+                self._departed(ts_ns, t_in_ns, self._clock())
+                return
+            if direct.sent:  # the stream is ours: not handed to aiortc's sender now
+                self.dropped += 1
+                return
+        self._queued = True
         packet = Packet(payload)
         packet.pts = pts
         packet.time_base = time_base
@@ -143,40 +171,46 @@ class OutboundTrack(MediaStreamTrack):
         if item is None:
             raise asyncio.CancelledError
         packet, t_in_ns = item
+        t_out_ns = self._clock()
         if t_in_ns:
-            t_out_ns = self._clock()
             due = t_in_ns + self.pace_ns
             # Again after waking: uvloop's timers count from the loop's time cached at the
             # start of its turn, so one may fire early by as long as that turn ran.
             while due - t_out_ns > EARLY_NS:
                 await self._sleep((due - t_out_ns) / 1e9)
                 t_out_ns = self._clock()
-            late = t_out_ns - due
+        tb, pts = packet.time_base, packet.pts
+        ts_ns = None
+        if tb is not None and pts is not None:
+            ts_ns = int(pts) * 1_000_000_000 * tb.numerator // tb.denominator
+        self._departed(ts_ns, t_in_ns, t_out_ns)
+        return packet
+
+    def _departed(self, ts_ns: int | None, t_in_ns: int, t_out_ns: int) -> None:
+        """Account for a packet of RTP timestamp ``ts_ns`` (in ns) that arrived at
+        ``t_in_ns`` (0: a peer's own) and left at ``t_out_ns``."""
+        if t_in_ns:
+            late = t_out_ns - t_in_ns - self.pace_ns
             if late > LATE_NS:
                 self.late += 1
                 self.late_max_ns = max(self.late_max_ns, late)
-            behind = self._behind(t_out_ns, packet)
+            behind = 0 if ts_ns is None else self._behind(t_out_ns, ts_ns)
             if behind > LATE_NS and self.on_late is not None:
                 self.on_late(t_out_ns, behind)
             self.forwarded.add(t_out_ns - t_in_ns)
             b = (t_out_ns - t_in_ns) // LATENCY_BIN_NS
             self.latency_hist[min(b, LATENCY_BINS - 1)] += 1
             if self.departures is not None:
-                tb = packet.time_base or 1
-                ts_ns = int(packet.pts or 0) * 1_000_000_000 * tb.numerator // tb.denominator
-                self.departures.append((ts_ns, t_in_ns, t_out_ns))
+                self.departures.append((ts_ns or 0, t_in_ns, t_out_ns))
         self.sent += 1
         if self.sent_log is not None:
             self.sent_log.append(self._clock())
-        return packet
 
-    def _behind(self, t_out_ns: int, packet: Packet[Any]) -> int:
-        """How much later ``packet`` leaves than the earliest of the last
-        BEHIND_WINDOW_NS would have it, by their RTP timestamps (ns)."""
-        tb = packet.time_base
-        if tb is None or packet.pts is None:
-            return 0
-        rel = t_out_ns - int(packet.pts) * 1_000_000_000 * tb.numerator // tb.denominator
+    def _behind(self, t_out_ns: int, ts_ns: int) -> int:
+        """How much later a packet of RTP timestamp ``ts_ns`` (in ns) leaving at
+        ``t_out_ns`` leaves than the earliest of the last BEHIND_WINDOW_NS would have
+        it, by their RTP timestamps (ns)."""
+        rel = t_out_ns - ts_ns
         q = self._earliest
         while q and q[-1][1] >= rel:
             q.pop()
@@ -211,8 +245,14 @@ class _Unwrap:
         return ts - self._origin
 
 
-def tap_rtp(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> None:
-    """Receive this transceiver's RTP packets directly, on arrival (see the module doc)."""
+def tap_rtp(
+    transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]
+) -> Callable[[Any, int, bool], None]:
+    """Receive this transceiver's RTP packets directly, on arrival (see the module doc).
+
+    Returns what is done with each packet, ``deliver(packet, t_ns, kernel)``, for a
+    caller that has the packet and its arrival already (:class:`.rtpin.InlineRtp`).
+    """
     receiver = transceiver.receiver
     codecs: dict[int, CodecInfo] = {}
     unwrap = _Unwrap()
@@ -220,10 +260,9 @@ def tap_rtp(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> No
     # its own _handle_rtp_packet keeps: kept here as it would, or the far end gets none.
     streams: dict[int, StreamStatistics] = receiver._RTCRtpReceiver__remote_streams  # type: ignore[attr-defined]
 
-    async def handle_rtp_packet(packet: RtpPacket, arrival_time_ms: int = 0) -> None:
-        del arrival_time_ms  # aiortc's is read now, in whole ms on the wall clock
-        # When its datagram reached the host (the kernel's stamp, where there is one).
-        t_ns, kernel = arrival_of(receiver.transport)
+    def deliver(packet: Any, t_ns: int, kernel: bool) -> None:
+        """``packet``: an ``RtpPacket`` or :class:`.rtpin.RtpView`; ``t_ns``: when its
+        datagram reached the host (the kernel's stamp, where there is one)."""
         codec = codecs.get(packet.payload_type)
         if codec is None:
             for c in transceiver._codecs:
@@ -249,7 +288,12 @@ def tap_rtp(transceiver: RTCRtpTransceiver, sink: Callable[[RtpIn], None]) -> No
             )
         )
 
+    async def handle_rtp_packet(packet: RtpPacket, arrival_time_ms: int = 0) -> None:
+        del arrival_time_ms  # aiortc's is read now, in whole ms on the wall clock
+        deliver(packet, *arrival_of(receiver.transport))
+
     receiver._handle_rtp_packet = handle_rtp_packet  # type: ignore[method-assign]
+    return deliver
 
 
 def watch_reports(

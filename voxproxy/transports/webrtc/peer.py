@@ -19,10 +19,12 @@ from aiortc.sdp import SessionDescription
 
 from voxproxy.events import Pcm
 from voxproxy.timebase import NS_PER_S
-from voxproxy.transports.webrtc.arrival import Arrivals, install
+from voxproxy.transports.webrtc.arrival import Arrivals, arrivals_of, install
 from voxproxy.transports.webrtc.codecs import AudioEncoder, CodecInfo, RtpIn, frame_ticks
 from voxproxy.transports.webrtc.ice import LIVE_PEERS, rtc_configuration
 from voxproxy.transports.webrtc.media import Channel, OutboundTrack, tap_rtp, watch_reports
+from voxproxy.transports.webrtc.rtpin import InlineRtp
+from voxproxy.transports.webrtc.rtpout import DirectRtp
 
 
 class BadSdp(ValueError):
@@ -66,13 +68,18 @@ class AudioPeer:
         codecs: Sequence[str] | None = None,
         name: str = "peer",
         pace_ms: float = 0.0,
+        direct_send: bool = False,
     ) -> None:
         """``pace_ms``: packets pushed with their arrival time leave at that time plus this
-        (:class:`OutboundTrack`; a relay's legs)."""
+        (:class:`OutboundTrack`; a relay's legs). ``direct_send``: without pacing, what
+        :meth:`send_payload` is given is written to the socket at once
+        (:class:`.rtpout.DirectRtp`; a relay's legs)."""
         self.name = name
         self.pc = RTCPeerConnection(rtc_configuration(ice_servers))
         LIVE_PEERS.add(self.pc)
         self.track = OutboundTrack(round(pace_ms * 1_000_000))
+        self._direct_send = direct_send and not self.track.pace_ns
+        self._send_codec: tuple[object, CodecInfo] | None = None  # (aiortc's, ours)
         self.codec_prefs = tuple(c.lower() for c in codecs) if codecs else None
         self.transceiver: RTCRtpTransceiver | None = None
         self.on_rtp: Callable[[RtpIn], None] | None = None
@@ -87,6 +94,8 @@ class AudioPeer:
         # Arrival stamps of our ICE connections' datagrams (kernel or read time), once
         # our candidates are gathered (arrival.install).
         self.arrivals: list[Arrivals] = []
+        # Our SRTP packets handled as their datagrams are read (rtpin.InlineRtp).
+        self.inline: InlineRtp | None = None
         self._encoder: AudioEncoder | None = None
         self._send_pts = 0
         self._pts_origin_ns: int | None = None
@@ -107,8 +116,19 @@ class AudioPeer:
 
     def _attach(self, transceiver: RTCRtpTransceiver) -> None:
         self.transceiver = transceiver
-        tap_rtp(transceiver, self._rtp)
+        self._deliver = tap_rtp(transceiver, self._rtp)
         watch_reports(transceiver, self._report)
+        if self._direct_send:
+            self.track.direct = DirectRtp(transceiver.sender)
+
+    def _install(self) -> None:
+        """Stamp our datagrams with their arrival, and handle our RTP as it is read."""
+        self.arrivals = install(self.pc)
+        t = self.transceiver
+        if t is not None and self.inline is None:
+            arrivals = arrivals_of(t.receiver.transport)
+            if arrivals is not None:
+                self.inline = arrivals.inline = InlineRtp(t.receiver, self._deliver)
 
     async def create_offer(
         self, *, direction: str = "sendrecv", data: bool = False, channels: Sequence[str] = ()
@@ -125,7 +145,7 @@ class AudioPeer:
             self.pc._RTCPeerConnection__createSctpTransport()  # type: ignore[attr-defined]
         self.offered_data = data or bool(channels)
         await self.pc.setLocalDescription(await self.pc.createOffer())
-        self.arrivals = install(self.pc)
+        self._install()
         return str(self.pc.localDescription.sdp)
 
     def _ensure_transceiver(self) -> RTCRtpTransceiver:
@@ -165,7 +185,7 @@ class AudioPeer:
             await self.pc.setLocalDescription(await self.pc.createAnswer())
         except Exception as exc:
             raise BadSdp(f"cannot answer this offer: {exc or type(exc).__name__}") from None
-        self.arrivals = install(self.pc)
+        self._install()
         return str(self.pc.localDescription.sdp)
 
     async def answer(self, offer_sdp: str) -> str:
@@ -190,10 +210,16 @@ class AudioPeer:
         t = self.transceiver
         if t is None or not t._codecs:
             return None
-        return CodecInfo.of(t._codecs[0])
+        first = t._codecs[0]
+        cached = self._send_codec
+        if cached is None or cached[0] is not first:
+            cached = self._send_codec = (first, CodecInfo.of(first))
+        return cached[1]
 
     def send_payload(self, payload: bytes, pts: int, codec: CodecInfo, t_in_ns: int = 0) -> None:
-        self.track.push(payload, pts, codec.time_base, t_in_ns)
+        """Send one payload of ``codec`` (the send codec), its RTP timestamp ``pts`` in
+        the codec's clock, that arrived at ``t_in_ns`` (0: our own audio)."""
+        self.track.push(payload, pts, codec.time_base, t_in_ns, codec.payload_type)
 
     def _next_pts(self, codec: CodecInfo) -> int:
         """The RTP timestamp of the next 20 ms we send: contiguous while we send without

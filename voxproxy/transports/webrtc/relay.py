@@ -186,12 +186,14 @@ class WebRtcRelay:
             codecs=cfg.caller_codecs,
             name="caller",
             pace_ms=cfg.pace_ms,
+            direct_send=True,
         )
         self.agent = AudioPeer(
             ice_servers=cfg.ice_servers,
             codecs=cfg.agent_codecs,
             name="agent",
             pace_ms=cfg.pace_ms,
+            direct_send=True,
         )
         self._dirs = (_Direction(self.agent), _Direction(self.caller))
         self.caller.on_rtp = lambda p: self._rtp(CALLER_TO_AGENT, p)
@@ -309,8 +311,9 @@ class WebRtcRelay:
             self._transcode(d, p, pcm, out_codec)
             d.forward_ns += time.monotonic_ns() - p.t_ns
         if self.observer is not None and self.config.measure:
-            # After the sender's turn: aiortc's sender task was woken by the push above and
-            # runs first (the loop's ready queue is FIFO), so measuring never delays the send.
+            # After the send: the packet was written above (or aiortc's sender task, woken
+            # by the push, runs first: the loop's ready queue is FIFO), and the datagrams
+            # read in this turn of the loop are forwarded before any is measured.
             self._loop.call_soon(self._measure, d, direction, p, pcm)
 
     def _measure(self, d: _Direction, direction: Direction, p: RtpIn, pcm: Pcm | None) -> None:
