@@ -86,9 +86,9 @@ from accuracy_report import ClassRun, report  # noqa: E402
 from proxyhost import CpuHog, SubprocessProxyHost, cpu_times  # noqa: E402
 from support.noise import noise_bed  # noqa: E402
 
-from voxproxy.analysis.vad import VadConfig  # noqa: E402
-from voxproxy.analysis.vadconfig import Spurt  # noqa: E402
 from voxproxy.clips import fixtures_dir, load_corpus, write_wav  # noqa: E402
+from voxproxy.core.analysis.vad import VadConfig  # noqa: E402
+from voxproxy.core.analysis.vadconfig import Spurt  # noqa: E402
 from voxproxy.harness.bench import BenchAgent, run_bench  # noqa: E402
 from voxproxy.loadgen.scenario import NoiseSpec, Scenario, builtin_names, find_scenario  # noqa: E402
 from voxproxy.mockagent import MockAgentConfig, default_responses  # noqa: E402

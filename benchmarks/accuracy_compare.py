@@ -13,15 +13,15 @@ from typing import Literal
 import numpy as np
 
 from voxproxy.clips import Clip
-from voxproxy.errors import FixtureError
+from voxproxy.core.errors import FixtureError
+from voxproxy.core.receipt import Receipt, TurnRecord
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.harness.bench import BenchCall
 from voxproxy.loadgen.caller import CallRecord
 from voxproxy.loadgen.results import MATCH_TOLERANCE_MS, evaluate
 from voxproxy.loadgen.truth import TurnTruth, agent_speech, truths_with_speech
 from voxproxy.mockagent import CallLog, MockAgentConfig
 from voxproxy.mockagent.config import response_clip
-from voxproxy.receipts.model import Receipt, TurnRecord
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 CALLER_FRAME_NS = 20_000_000  # the load callers' frame (CallerConfig.frame_ms)
 NEVER_QUIET = ("caller_never_quiet", "agent_never_quiet")

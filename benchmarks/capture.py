@@ -42,11 +42,11 @@ from measurement import Call, scripted_calls  # noqa: E402
 from voxproxy import native  # noqa: E402
 from voxproxy.captures.format import CaptureHeader  # noqa: E402
 from voxproxy.captures.writer import CaptureSettings, CaptureWriter  # noqa: E402
-from voxproxy.dialects import make_decoder  # noqa: E402
-from voxproxy.dialects.base import DialectOptions  # noqa: E402
-from voxproxy.receipts.model import CloseInfo  # noqa: E402
-from voxproxy.session import CallSession, SessionConfig  # noqa: E402
-from voxproxy.timebase import EpochAnchor  # noqa: E402
+from voxproxy.core.dialects import make_decoder  # noqa: E402
+from voxproxy.core.dialects.base import DialectOptions  # noqa: E402
+from voxproxy.core.receipt import CloseInfo  # noqa: E402
+from voxproxy.core.session import CallSession, SessionConfig  # noqa: E402
+from voxproxy.core.timebase import EpochAnchor  # noqa: E402
 
 SECRET = b"bench"
 

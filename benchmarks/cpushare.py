@@ -26,7 +26,7 @@ import math
 import os
 from pathlib import Path
 
-from voxproxy.errors import UsageError
+from voxproxy.core.errors import UsageError
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIN_QUOTA_US = 1000  # the kernel's least quota (cfs_quota_us, cpu.max)

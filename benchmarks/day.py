@@ -64,8 +64,8 @@ import record  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 
-from voxproxy.dialects.twilio import TwilioCallerWire  # noqa: E402
-from voxproxy.ids import keyed_hash  # noqa: E402
+from voxproxy.core.dialects.twilio import TwilioCallerWire  # noqa: E402
+from voxproxy.core.ids import keyed_hash  # noqa: E402
 
 SECRET = "day-secret"
 ULAW_SILENCE = b"\xff" * 160

@@ -53,7 +53,7 @@ import uvloop  # noqa: E402
 from support.child import proxy_command  # noqa: E402
 from support.rawws import accept_handshake  # noqa: E402
 
-from voxproxy.dialects.twilio import TwilioCallerWire  # noqa: E402
+from voxproxy.core.dialects.twilio import TwilioCallerWire  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
 
 PY = sys.executable

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # suppor
 from support.child import port_in_log, proxy_command
 from support.rawws import accept_handshake
 
-from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
+from voxproxy.core.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.transports.webrtc import AudioPeer, use_host_addresses
 
 

@@ -126,8 +126,8 @@ async def callers(port: int, calls: int, seconds: float, bare: bool) -> dict[str
         if bare:
             from websockets.asyncio.client import connect
 
-            from voxproxy.audio.g711 import pcm_to_ulaw
-            from voxproxy.dialects.twilio import TwilioCallerWire
+            from voxproxy.core.audio.g711 import pcm_to_ulaw
+            from voxproxy.core.dialects.twilio import TwilioCallerWire
 
             wire = TwilioCallerWire(f"MZ{n:032d}", f"CA{n:032d}")
             frame = pcm_to_ulaw(np.zeros(160, dtype=np.int16))

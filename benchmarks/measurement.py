@@ -64,14 +64,14 @@ from support.queued import QueuedSession  # noqa: E402
 from support.scripted import render, turn_taking_plans  # noqa: E402
 
 from voxproxy import native  # noqa: E402
-from voxproxy.audio.g711 import pcm_to_ulaw  # noqa: E402
 from voxproxy.clips import load_clips  # noqa: E402
-from voxproxy.dialects import make_decoder  # noqa: E402
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction  # noqa: E402
+from voxproxy.core.audio.g711 import pcm_to_ulaw  # noqa: E402
+from voxproxy.core.dialects import make_decoder  # noqa: E402
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction  # noqa: E402
+from voxproxy.core.receipt import CloseInfo  # noqa: E402
+from voxproxy.core.session import CallSession  # noqa: E402
+from voxproxy.core.timebase import NS_PER_MS as MS  # noqa: E402
 from voxproxy.proxy.measuring import MeasurementQueue  # noqa: E402
-from voxproxy.receipts.model import CloseInfo  # noqa: E402
-from voxproxy.session import CallSession  # noqa: E402
-from voxproxy.timebase import NS_PER_MS as MS  # noqa: E402
 
 Message = tuple[int, Direction, str]
 

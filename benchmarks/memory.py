@@ -47,7 +47,7 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
+from voxproxy.core.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 
 SILENCE_20MS = b"\xff" * 160  # 20 ms of 8 kHz mu-law silence
 SECOND = bytes(range(256)) * 31 + bytes(64)  # 1 s of 8 kHz mu-law (not silence)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.clips import load_clips
+from voxproxy.core.audio.g711 import pcm_to_ulaw
 
 FRAME_MS = 20
 

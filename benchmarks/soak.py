@@ -54,11 +54,11 @@ import record  # noqa: E402
 from support.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render  # noqa: E402
 
 from voxproxy.clips import load_clips  # noqa: E402
-from voxproxy.dialects import make_decoder  # noqa: E402
+from voxproxy.core.dialects import make_decoder  # noqa: E402
+from voxproxy.core.receipt import CloseInfo  # noqa: E402
+from voxproxy.core.session import CallSession  # noqa: E402
+from voxproxy.core.timebase import NS_PER_S  # noqa: E402
 from voxproxy.harness.ports import free_port  # noqa: E402
-from voxproxy.receipts.model import CloseInfo  # noqa: E402
-from voxproxy.session import CallSession  # noqa: E402
-from voxproxy.timebase import NS_PER_S  # noqa: E402
 
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 SECRET = b"soak-secret"

@@ -64,7 +64,7 @@ import aiohttp
 import numpy as np
 import record
 
-from voxproxy.timebase import NS_PER_MS
+from voxproxy.core.timebase import NS_PER_MS
 
 FRAME_NS = 20 * NS_PER_MS
 
@@ -251,8 +251,8 @@ class Load:
 
 def _variants(codec: str, n: int, packets: int) -> list[list[bytes]]:
     """``n`` distinct loops of a speech clip, ``packets`` 20 ms payloads each."""
-    from voxproxy.audio.resample import resample_linear
     from voxproxy.clips import clip
+    from voxproxy.core.audio.resample import resample_linear
     from voxproxy.transports.webrtc import encode_clip
 
     c = clip("agent_long_answer")

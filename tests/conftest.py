@@ -6,7 +6,7 @@ import pytest
 
 from voxproxy import native
 from voxproxy.clips import load_clips
-from voxproxy.session import CallSession
+from voxproxy.core.session import CallSession
 
 
 def pytest_configure(config: pytest.Config) -> None:

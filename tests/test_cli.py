@@ -25,7 +25,7 @@ from voxproxy.cli import (
     subcommand_parsers,
 )
 from voxproxy.commands import MODULES
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 UPSTREAM = ["proxy", "--upstream", "ws://agent:1/"]
 PROBE = "zz-env-probe"  # no number, URL, HOST:PORT or choice: a typed flag fails on it

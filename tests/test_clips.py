@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from voxproxy.clips import read_wav, write_wav
-from voxproxy.errors import FixtureError
+from voxproxy.core.errors import FixtureError
 
 
 @pytest.mark.parametrize("rate", [8000, 16000, 44100])

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from voxproxy.analysis.truth import TRUTH_RULE, speech_edges
-from voxproxy.audio.levels import active_speech_level
 from voxproxy.clips import Clip, fixtures_dir, load_corpus
-from voxproxy.errors import FixtureError
+from voxproxy.core.analysis.truth import TRUTH_RULE, speech_edges
+from voxproxy.core.audio.levels import active_speech_level
+from voxproxy.core.errors import FixtureError
 
 CORPUS = fixtures_dir() / "corpus"
 RATE = 16000

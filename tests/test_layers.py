@@ -28,12 +28,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "voxproxy"
 
-# The measurement core, sans-I/O, named in this one place: when it moves into
-# voxproxy/core/, CORE_MEASUREMENT becomes ("core",) and each CORE_VOCABULARY path
-# "core.<name>". The vocabulary is what a message is made of and the sample maths: the
-# part of the core the forwarding plane shares. It measures nothing.
-CORE_VOCABULARY = ("audio", "direction", "errors", "events", "ids", "timebase")
-CORE_MEASUREMENT = ("analysis", "dialects", "effects", "receipts.model", "session", "turns")
+# The measurement core, sans-I/O, in one folder (voxproxy/core/). Its vocabulary is what a
+# message is made of and the sample maths: the part of the core the forwarding plane
+# shares. It measures nothing. (A module belongs to the layer of its longest path.)
+CORE_VOCABULARY = tuple(
+    f"core.{name}" for name in ("audio", "direction", "errors", "events", "ids", "timebase")
+)
+CORE_MEASUREMENT = ("core",)
 
 # Layer -> where it lives (dotted paths under voxproxy; "" is the package's __init__).
 LAYERS: dict[str, tuple[str, ...]] = {
@@ -332,19 +333,22 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     clock; a load generator that imports the mock agent; a transport that imports the
     session; a recording that imports the load generator's runner; a module in no layer."""
     plant = {
-        "ids.py": "import secrets\n",
-        "audio/pcm.py": "def f(p):\n    import wave\n    return wave.open(p)\n",
-        "turns.py": "from datetime import datetime\n\ndef f():\n    return datetime.today()\n",
-        "analysis/x.py": "import numpy as np\n\nR = np.random.default_rng()\n",
-        "dialects/y.py": "def f(p):\n    return open(p).read()\n",
-        "session/z.py": "from numpy import random\n",
+        "core/ids.py": "import secrets\n",
+        "core/audio/pcm.py": "def f(p):\n    import wave\n    return wave.open(p)\n",
+        "core/turns.py": "from datetime import datetime\n\ndef f():\n    return datetime.today()\n",
+        "core/analysis/x.py": "import numpy as np\n\nR = np.random.default_rng()\n",
+        "core/dialects/y.py": "def f(p):\n    return open(p).read()\n",
+        "core/session/z.py": "from numpy import random\n",
         "loadgen/x.py": "from voxproxy.mockagent import MockAgent\n",
         "loadgen/report.py": "",
         "loadgen/runner.py": "",
         "mockagent/__init__.py": "",
-        "session/__init__.py": "",
-        "transports/x.py": "from voxproxy.events import Audio\nfrom voxproxy.session import S\n",
-        "events.py": "",
+        "core/__init__.py": "",
+        "core/session/__init__.py": "",
+        "transports/x.py": (
+            "from voxproxy.core.events import Audio\nfrom voxproxy.core.session import S\n"
+        ),
+        "core/events.py": "",
         "recordings/x.py": "from voxproxy.loadgen import report, runner\n",
         "stray.py": "",
         "clips.py": "from support.scripted import render\n",
@@ -355,26 +359,30 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     found = {rel: violations(tmp_path / rel, tmp_path) for rel in plant}
-    assert found["ids.py"] == ["voxproxy/ids.py:1 imports secrets: not in the core's allow-list"]
-    assert found["audio/pcm.py"] == [
-        "voxproxy/audio/pcm.py:2 imports wave: not in the core's allow-list"
+    assert found["core/ids.py"] == [
+        "voxproxy/core/ids.py:1 imports secrets: not in the core's allow-list"
     ]
-    assert found["turns.py"] == ["voxproxy/turns.py:4 calls .today(): the core is handed them"]
-    assert found["analysis/x.py"] == [
-        "voxproxy/analysis/x.py:3 uses numpy.random: the core is handed them"
+    assert found["core/audio/pcm.py"] == [
+        "voxproxy/core/audio/pcm.py:2 imports wave: not in the core's allow-list"
     ]
-    assert found["dialects/y.py"] == [
-        "voxproxy/dialects/y.py:2 calls open(): the core is handed them"
+    assert found["core/turns.py"] == [
+        "voxproxy/core/turns.py:4 calls .today(): the core is handed them"
     ]
-    assert found["session/z.py"] == [
-        "voxproxy/session/z.py:1 imports numpy.random: not in the core's allow-list"
+    assert found["core/analysis/x.py"] == [
+        "voxproxy/core/analysis/x.py:3 uses numpy.random: the core is handed them"
+    ]
+    assert found["core/dialects/y.py"] == [
+        "voxproxy/core/dialects/y.py:2 calls open(): the core is handed them"
+    ]
+    assert found["core/session/z.py"] == [
+        "voxproxy/core/session/z.py:1 imports numpy.random: not in the core's allow-list"
     ]
     assert found["loadgen/x.py"] == [
         "voxproxy/loadgen/x.py:1 imports voxproxy.mockagent.MockAgent: "
         "loadgen may not import mockagent"
     ]
     assert found["transports/x.py"] == [
-        "voxproxy/transports/x.py:2 imports voxproxy.session.S: "
+        "voxproxy/transports/x.py:2 imports voxproxy.core.session.S: "
         "transports may not import core.measurement"
     ]
     assert found["recordings/x.py"] == [

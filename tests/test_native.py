@@ -25,10 +25,10 @@ _RECEIPTS = textwrap.dedent(
     """
     import json
     from voxproxy import native
-    from voxproxy.dialects import make_decoder
-    from voxproxy.receipts.model import CloseInfo
+    from voxproxy.core.dialects import make_decoder
+    from voxproxy.core.receipt import CloseInfo
     from support.scripted import render, turn_taking_plans
-    from voxproxy.session import CallSession
+    from voxproxy.core.session import CallSession
 
     out = []
     for plan in turn_taking_plans(6, seed=29, turns=3):
@@ -112,10 +112,10 @@ def test_a_compiled_module_older_than_its_source_is_stale(tmp_path: Path) -> Non
     assert native.stale(tmp_path) == [module]
     os.utime(so, (4_000, 4_000))
     # A compiled module left from a module no longer compiled would shadow its source.
-    gone = tmp_path / "dialects" / ("twilio" + suffix)
+    gone = tmp_path / "core" / "dialects" / ("twilio" + suffix)
     gone.parent.mkdir()
     gone.write_bytes(b"")
-    assert native.stale(tmp_path) == ["voxproxy.dialects.twilio"]
+    assert native.stale(tmp_path) == ["voxproxy.core.dialects.twilio"]
     assert native.compiled_files(tmp_path) == sorted([so, gone])
 
 

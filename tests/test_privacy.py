@@ -45,9 +45,10 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from voxproxy.dialects import twilio as twilio_dialect
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.dialects.openai_realtime import OpenAIRealtimeAgentWire, OpenAIRealtimeCallerWire
+from voxproxy.core.dialects import twilio as twilio_dialect
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.dialects.openai_realtime import OpenAIRealtimeAgentWire, OpenAIRealtimeCallerWire
+from voxproxy.core.receipt import Receipt
 from voxproxy.loadgen import wires as wires_module
 from voxproxy.loadgen.runner import (
     LoadPlan,
@@ -60,7 +61,6 @@ from voxproxy.loadgen.scenario import load_scenario
 from voxproxy.loadgen.shard import play
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.store import ReceiptStore
 from voxproxy.receipts.verdict import judged

@@ -14,8 +14,8 @@ from websockets.asyncio.client import connect
 
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
-from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.errors import ConfigError
+from voxproxy.core.dialects.twilio import TwilioCallerWire
+from voxproxy.core.errors import ConfigError
 from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.store import query_receipts

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from voxproxy.errors import ConfigError, FixtureError
+from voxproxy.core.errors import ConfigError, FixtureError
 from voxproxy.yamlmodel import parse_yaml, validate
 
 

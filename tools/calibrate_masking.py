@@ -1,5 +1,5 @@
 """How much of a speech edge a bed of noise hides, by how far under the talker's level
-the detector can still see (the masking table in ``voxproxy/analysis/vadconfig.py``).
+the detector can still see (the masking table in ``voxproxy/core/analysis/vadconfig.py``).
 
 The truth counts every 1 ms window within 35 dB of the talker's P.56 level
 (MEASUREMENT.md 2). Under noise, the detector's edge walks stop ``edge_margin_db``
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from voxproxy.audio.levels import active_speech_level, window_energy_db
 from voxproxy.clips import Clip, load_clips, load_corpus
+from voxproxy.core.audio.levels import active_speech_level, window_energy_db
 
 DEPTHS_DB = (0, 5, 10, 15, 20, 25, 28, 30, 31, 32, 33, 34, 35)
 

@@ -7,7 +7,7 @@ at a chosen ITU-T P.56 active speech level. Some clips are trimmed so that the
 stream starts and ends on speech; the rest have 100-400 ms of digital silence
 on each side. ``fixtures/corpus/manifest.json`` records, for every clip, its
 source, its level measured on the stored file and its true speech edges from
-:func:`voxproxy.analysis.truth.speech_edges`, also on the stored file.
+:func:`voxproxy.core.analysis.truth.speech_edges`, also on the stored file.
 
 Needs the Debian packages espeak-ng, flite, festival, festvox-kallpc16k,
 festvox-kdlpc16k, festvox-us-slt-hts and sox. The output is committed, so tests
@@ -33,9 +33,9 @@ import numpy.typing as npt
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from voxproxy.analysis.truth import TRUTH_RULE, speech_edges  # noqa: E402
-from voxproxy.audio.levels import active_speech_level  # noqa: E402
 from voxproxy.clips import write_wav  # noqa: E402
+from voxproxy.core.analysis.truth import TRUTH_RULE, speech_edges  # noqa: E402
+from voxproxy.core.audio.levels import active_speech_level  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))
 from make_fixtures import edge_fields  # noqa: E402

@@ -4,7 +4,7 @@ Needs espeak-ng and sox (Debian packages of the same names). The output is
 committed, so tests and load runs never need a synthesizer. Each clip is 16 kHz
 mono 16-bit PCM; ``fixtures/audio/manifest.json`` lists its text, voice and its
 true speech edges, computed once here on the clean clip by
-:func:`voxproxy.analysis.truth.speech_edges`.
+:func:`voxproxy.core.analysis.truth.speech_edges`.
 
 Run:  .venv/bin/python tools/make_fixtures.py
       .venv/bin/python tools/make_fixtures.py --edges-only   (new truth rule, same audio)
@@ -23,8 +23,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from voxproxy.analysis.truth import TRUTH_RULE, speech_edges  # noqa: E402
 from voxproxy.clips import read_wav, write_wav  # noqa: E402
+from voxproxy.core.analysis.truth import TRUTH_RULE, speech_edges  # noqa: E402
 
 OUT = ROOT / "fixtures" / "audio"
 RATE = 16000

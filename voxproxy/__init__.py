@@ -3,10 +3,10 @@
 The package is split in two planes (docs/architecture.md: the planes, the layers, the
 path of one message, where to add a wire, a gate or a sink):
 
-* the measurement plane, sans-I/O: :mod:`voxproxy.events`, :mod:`voxproxy.timebase`,
-  :mod:`voxproxy.audio`, :mod:`voxproxy.dialects`, :mod:`voxproxy.analysis`,
-  :mod:`voxproxy.turns`, :mod:`voxproxy.effects`, :mod:`voxproxy.session` and the
-  receipt document :mod:`voxproxy.receipts.model`;
+* the measurement plane, sans-I/O: :mod:`voxproxy.core.events`, :mod:`voxproxy.core.timebase`,
+  :mod:`voxproxy.core.audio`, :mod:`voxproxy.core.dialects`, :mod:`voxproxy.core.analysis`,
+  :mod:`voxproxy.core.turns`, :mod:`voxproxy.core.effects`, :mod:`voxproxy.core.session` and the
+  receipt document :mod:`voxproxy.core.receipt`;
 * the forwarding plane and the shells around it: :mod:`voxproxy.transports`,
   :mod:`voxproxy.proxy.websocket`, :mod:`voxproxy.proxy.webrtc`, the receipt sinks in
   :mod:`voxproxy.receipts`, :mod:`voxproxy.telemetry`, :mod:`voxproxy.cli`.

@@ -37,7 +37,7 @@ from voxproxy.commands.parsing import env_name as env_name
 from voxproxy.commands.parsing import legacy_env_name as legacy_env_name
 from voxproxy.commands.parsing import print_help
 from voxproxy.commands.parsing import subcommand_parsers as subcommand_parsers
-from voxproxy.errors import VoxproxyError
+from voxproxy.core.errors import VoxproxyError
 
 log = logging.getLogger("voxproxy")
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from voxproxy.audio.pcm import bytes_to_pcm, pcm_to_bytes
-from voxproxy.errors import FixtureError
-from voxproxy.events import Pcm
+from voxproxy.core.audio.pcm import bytes_to_pcm, pcm_to_bytes
+from voxproxy.core.errors import FixtureError
+from voxproxy.core.events import Pcm
 
 
 def read_wav(path: str | Path, downmix: bool = False) -> tuple[Pcm, int]:

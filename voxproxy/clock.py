@@ -2,7 +2,7 @@
 
 The measurement core never reads a clock and draws no random number: shells stamp every
 message with ``time.monotonic_ns()`` and hand it in as ``t_ns`` (units and the pure
-:class:`~voxproxy.timebase.EpochAnchor` are in :mod:`voxproxy.timebase`), and hand it
+:class:`~voxproxy.core.timebase.EpochAnchor` are in :mod:`voxproxy.core.timebase`), and hand it
 the secret its keyed hashes use. Here: :meth:`EpochAnchor.now`, one reading of both
 clocks taken once per call; :class:`LagMonitor`, which measures how late the event
 loop's clock readings run; :func:`new_secret`, a key for a run that was given none.
@@ -18,17 +18,17 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 
-from voxproxy import timebase
+from voxproxy.core import timebase
 
 
 def new_secret() -> bytes:
-    """32 random bytes: the key of :mod:`voxproxy.ids`' hashes when none was configured
+    """32 random bytes: the key of :mod:`voxproxy.core.ids`' hashes when none was configured
     (hashes then compare only within the process that made it)."""
     return secrets.token_bytes(32)
 
 
 class EpochAnchor(timebase.EpochAnchor):
-    """:class:`voxproxy.timebase.EpochAnchor`, with :meth:`now` for the shells."""
+    """:class:`voxproxy.core.timebase.EpochAnchor`, with :meth:`now` for the shells."""
 
     __slots__ = ()
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "webrtc": ("aiortc", "av"),

@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voxproxy import __version__, native
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.receipt import Receipt
 from voxproxy.httpserve import HEADER_TIMEOUT_S
 from voxproxy.proxy.lifecycle import ReceiptSink, recover_crashed
 from voxproxy.proxy.websocket import ProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.receipts.verdict import judged
 from voxproxy.telemetry import NULL_TELEMETRY, Telemetry, TelemetryConfig, make_telemetry

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ValidationError
 from pydantic_core import ErrorDetails
 
-from voxproxy.errors import ConfigError, VoxproxyError
+from voxproxy.core.errors import ConfigError, VoxproxyError
 
 M = TypeVar("M", bound=BaseModel)
 

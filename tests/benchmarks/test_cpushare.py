@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.benchmarks import load_benchmark
 
-from voxproxy.errors import UsageError
+from voxproxy.core.errors import UsageError
 
 cpushare = load_benchmark("cpushare")
 CoreShares, period_and_quota = cpushare.CoreShares, cpushare.period_and_quota

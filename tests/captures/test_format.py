@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from support.capturekit import START_NS, header, read_all
 
-from voxproxy.analysis.vad import VadConfig
 from voxproxy.captures.format import (
     MAGIC,
     PREFIX,
@@ -26,10 +25,11 @@ from voxproxy.captures.format import (
     read_header,
     sniff,
 )
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.events import StageMark, ToolEvent
-from voxproxy.session import SessionConfig
-from voxproxy.turns import TurnConfig
+from voxproxy.core.analysis.vad import VadConfig
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.events import StageMark, ToolEvent
+from voxproxy.core.session import SessionConfig
+from voxproxy.core.turns import TurnConfig
 
 
 def _file(

@@ -15,13 +15,13 @@ from voxproxy.captures.format import CaptureError, CaptureHeader
 from voxproxy.captures.replay import replay
 from voxproxy.captures.writer import CaptureWriter
 from voxproxy.clips import clip
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.dialects.channels import OAI_EVENTS, ChannelDecoder
-from voxproxy.events import Audio
-from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.session import CallSession, SessionConfig
-from voxproxy.timebase import NS_PER_MS, EpochAnchor
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.dialects.channels import OAI_EVENTS, ChannelDecoder
+from voxproxy.core.events import Audio
+from voxproxy.core.receipt import CloseInfo, Receipt
+from voxproxy.core.session import CallSession, SessionConfig
+from voxproxy.core.timebase import NS_PER_MS, EpochAnchor
 
 
 def _json(r: Receipt) -> dict[str, object]:

@@ -27,15 +27,15 @@ from websockets.exceptions import ConnectionClosed
 from voxproxy.captures.writer import CaptureSettings
 from voxproxy.cli import main
 from voxproxy.clips import clip
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import NS_PER_S
 from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.proxy.webrtc import WebRtcProxyConfig
 from voxproxy.proxy.websocket import ProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
-from voxproxy.timebase import NS_PER_S
 from voxproxy.transports.webrtc import WebRtcRelayConfig
 from voxproxy.transports.websocket import RelayConfig
 

@@ -16,8 +16,8 @@ from support.capturekit import START_NS, capture_call, read_all, scripted_twilio
 
 from voxproxy.captures.format import AGENT, TEXT, Kind, event_of
 from voxproxy.captures.writer import CaptureSettings, CaptureWriter, prepare_directory
-from voxproxy.errors import ConfigError
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, StageMark, ToolEvent
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, StageMark, ToolEvent
 
 
 def test_a_capture_holds_every_input_in_order_at_its_time(tmp_path: Path) -> None:

@@ -241,7 +241,7 @@ def test_webrtc_calls_say_nothing_of_a_websocket_wire(
 ) -> None:
     from voxproxy.cli import build_parser
     from voxproxy.commands.load import _settings
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
 
     argv = ["load", "normal_question", "--transport", "webrtc", "--target", "http://a:1/whip"]
     assert _settings(build_parser().parse_args(argv)).plan.transport == "webrtc"

@@ -21,7 +21,7 @@ from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 
-from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.core.dialects.twilio import TwilioCallerWire
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.writer import read_receipts
 

@@ -26,9 +26,9 @@ from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.core.dialects.twilio import TwilioCallerWire
+from voxproxy.core.receipt import Receipt
 from voxproxy.harness.ports import free_port
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts
 
 SECRET = "fault-secret"  # the same as faultkit's, so call_hash() finds the receipts

@@ -11,7 +11,7 @@ import pytest
 from support.flowkit import flow_receipts
 
 from voxproxy.cli import main
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.receipt import Receipt
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.store import connect, insert, query_receipts
 from voxproxy.receipts.verdict import judged

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from support.benchmarks import load_benchmark
 
-from voxproxy.analysis.vadconfig import Spurt
+from voxproxy.core.analysis.vadconfig import Spurt
 from voxproxy.harness.bench import BenchCall
 from voxproxy.loadgen.record import CallRecord
 from voxproxy.loadgen.results import CallOutcome

@@ -9,9 +9,9 @@ import pytest
 from support.benchmarks import load_benchmark
 from support.groundtruth import NEVER_WITHHELD, require_published
 
-from voxproxy.errors import UsageError
+from voxproxy.core.errors import UsageError
+from voxproxy.core.ids import keyed_hash
 from voxproxy.harness.bench import BenchAgent, run_bench
-from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import MockAgentConfig
 

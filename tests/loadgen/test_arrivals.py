@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.loadgen.arrivals import arrival_times, default_cap
 
 

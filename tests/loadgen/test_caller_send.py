@@ -63,7 +63,7 @@ def test_every_frame_arrives_once_in_order(
 
 def _heard(chunks: list[tuple[int, int, str | None]], flush_at: int | None = None) -> CallRecord:
     """A caller fed agent audio directly: (arrival ms, samples, item id) per message."""
-    from voxproxy.events import AGENT_TO_CALLER, Audio
+    from voxproxy.core.events import AGENT_TO_CALLER, Audio
 
     c = ScriptedCaller(CallerConfig(url="ws://unused", dialect="twilio"), [])
     for t_ms, n, item in chunks:

@@ -9,7 +9,8 @@ from pydantic import ValidationError
 from support.flowkit import call
 from support.scripted.flows import FLOW_SECRET
 
-from voxproxy.ids import value_digest
+from voxproxy.core.ids import value_digest
+from voxproxy.core.receipt import Receipt
 from voxproxy.loadgen.outcome import (
     AXES,
     CAUSE_AXIS,
@@ -19,7 +20,6 @@ from voxproxy.loadgen.outcome import (
     score,
     tally,
 )
-from voxproxy.receipts.model import Receipt
 
 S = FLOW_SECRET
 EXPECTED = ExpectedOutcome(

@@ -7,8 +7,8 @@ import gc
 import itertools
 import time
 
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.pacing import EARLY_NS, FULL_GC_AFTER, Pacer, Send, pacer
-from voxproxy.timebase import NS_PER_MS
 
 
 def test_each_sender_runs_at_each_deadline_in_order_never_before_it() -> None:

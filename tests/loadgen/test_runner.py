@@ -9,14 +9,14 @@ import pytest
 from support.livecall import agent_behind_proxy
 from support.waiting import wait_until
 
-from voxproxy.ids import keyed_hash
+from voxproxy.core.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome, evaluate
 from voxproxy.loadgen.runner import LoadPlan, outcomes, run_calls, write_results
 from voxproxy.loadgen.scenario import find_scenario, load_scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 
 SECRET = b"load-test"
-# Why a live run on a loaded machine may withhold a figure (receipts/model.py).
+# Why a live run on a loaded machine may withhold a figure (core/receipt.py).
 BUSY_MACHINE = ("clock_lag", "measurement_shed")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from voxproxy.errors import FixtureError
+from voxproxy.core.errors import FixtureError
 from voxproxy.loadgen.caller import BargeIn, Interject, Say, Silence, WaitAgentEnd, WaitAgentStart
 from voxproxy.loadgen.scenario import builtin_names, find_scenario, load_scenario
 

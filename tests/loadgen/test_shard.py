@@ -19,7 +19,7 @@ import pytest
 from support.receipt_samples import sample_receipt
 
 from voxproxy.cli import main
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.loadgen.caller import AgentChunk, CallRecord, SpeechTruth
 from voxproxy.loadgen.runner import LoadPlan, call_id
 from voxproxy.loadgen.scenario import find_scenario

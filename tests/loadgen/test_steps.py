@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from support.noise import noise_bed
 
-from voxproxy.analysis.truth import audible_speech_edges, truth_threshold_dbfs
-from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import clip
+from voxproxy.core.analysis.truth import audible_speech_edges, truth_threshold_dbfs
+from voxproxy.core.audio.resample import resample_linear
 from voxproxy.loadgen.steps import (
     BargeIn,
     Say,
@@ -62,7 +62,7 @@ def test_the_levels_a_noisy_script_needs_are_read_before_the_call(monkeypatch: A
     # The first level reading imports scipy (over a second), each takes tens of ms: read on
     # a caller's clock, it made the demo's first noisy caller send 0.7-1.4 s late, and the
     # proxies in its loop refused callers for the lag. prepare_heard_truth reads them first.
-    from voxproxy.analysis import truth
+    from voxproxy.core.analysis import truth
     from voxproxy.loadgen.scenario import find_scenario
 
     scenario, base = find_scenario("background_noise")

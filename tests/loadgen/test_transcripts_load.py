@@ -13,10 +13,10 @@ import pytest
 from support.livecall import agent_behind_proxy
 from support.waiting import wait_until
 
+from voxproxy.core.receipt import Receipt
 from voxproxy.loadgen.runner import LoadPlan, outcomes, run_calls, write_results
 from voxproxy.loadgen.scenario import load_scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.receipts.model import Receipt
 
 SECRET = b"transcripts"
 WAIT = "  - wait: {until: agent_end, quiet_ms: 300}\n"

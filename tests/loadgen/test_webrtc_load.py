@@ -13,10 +13,10 @@ import pytest
 import support.webrtckit as webrtckit  # noqa: F401  (ICE on 127.0.0.1 only)
 
 from voxproxy.cli import main
+from voxproxy.core.receipt import Receipt
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.transports.webrtc import WebRtcRelayConfig
 
 pytestmark = pytest.mark.slow

@@ -24,13 +24,13 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from voxproxy.clips import clip
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.events import CALLER_TO_AGENT, Audio, MarkEcho
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.events import CALLER_TO_AGENT, Audio, MarkEcho
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.session import SessionConfig
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
-from voxproxy.session import SessionConfig
 from voxproxy.transports.websocket import RelayConfig
 
 KITS: dict[str, type[Kit]] = {

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from support.wiregolden import Message, golden_tests, main
 
-from voxproxy.dialects.vonage import marker_name
+from voxproxy.core.dialects.vonage import marker_name
 from voxproxy.loadgen.wires import WIRES, Wire, caller_wire
 
 GOLDEN = Path(__file__).with_name("wires_golden.json")

@@ -12,11 +12,11 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 
 from voxproxy.clips import load_clips
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.mockagent.call import Call
 from voxproxy.mockagent.config import MockAgentConfig
 from voxproxy.mockagent.server import MockAgent
 from voxproxy.simcall.log import CallLog, ResponseLog
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 RATE = 16_000
 FRAME = 320  # 20 ms

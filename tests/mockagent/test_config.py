@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.mockagent import MockAgent, MockAgentConfig, default_responses
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voxproxy.analysis.vad import Spurt
 from voxproxy.clips import Clip
-from voxproxy.errors import ConfigError
+from voxproxy.core.analysis.vad import Spurt
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.timebase import NS_PER_S
 from voxproxy.mockagent.config import halve_rate
 from voxproxy.mockagent.hearing import DEFAULT_HYPOTHESES, Hearing, load_hypotheses
-from voxproxy.timebase import NS_PER_S
 
 CALLER = [
     "caller_where_is_order",

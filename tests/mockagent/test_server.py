@@ -28,10 +28,10 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
-from voxproxy.audio.g711 import pcm_to_ulaw
 from voxproxy.clips import clip
-from voxproxy.dialects.raw import RawWire
-from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.core.audio.g711 import pcm_to_ulaw
+from voxproxy.core.dialects.raw import RawWire
+from voxproxy.core.dialects.twilio import TwilioCallerWire
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig, run_cli
 from voxproxy.mockagent.config import halve_rate
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from support.waiting import wait_until
 
-from voxproxy.analysis.vad import VadConfig
 from voxproxy.clips import clip, load_corpus
-from voxproxy.errors import ConfigError
+from voxproxy.core.analysis.vad import VadConfig
+from voxproxy.core.errors import ConfigError
 from voxproxy.loadgen.caller import CallerConfig, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.mockagent.config import halve_rate, prepare_clips, response_clip, trim_to_speech

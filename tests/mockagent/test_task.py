@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from support.waiting import wait_until
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.mockagent.config import MockAgentConfig
 from voxproxy.mockagent.task import SimBackend, Task
 from voxproxy.simcall.log import TaskLog

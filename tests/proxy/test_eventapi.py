@@ -18,9 +18,11 @@ from support.waiting import wait_until
 
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
-from voxproxy.errors import ConfigError
-from voxproxy.events import TOOL_EVENT_KINDS, ToolEvent
-from voxproxy.ids import keyed_hash, name_digest, plain_name
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.events import TOOL_EVENT_KINDS, ToolEvent
+from voxproxy.core.ids import keyed_hash, name_digest, plain_name
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.eventapi import (
@@ -32,8 +34,6 @@ from voxproxy.proxy.eventapi import (
 from voxproxy.proxy.lifecycle import CALL_ID_HEADER
 from voxproxy.proxy.livecalls import LiveCalls, wire_ids
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
 TOKEN = "s3cret-token-for-tests-0123"
@@ -432,9 +432,9 @@ async def test_names_and_ids_from_outside_never_reach_a_receipt_verbatim() -> No
 
 
 async def test_events_per_call_are_bounded_and_the_excess_counted() -> None:
-    from voxproxy.dialects import make_decoder
-    from voxproxy.receipts.model import CloseInfo
-    from voxproxy.session import MAX_TOOL_EVENTS, CallSession
+    from voxproxy.core.dialects import make_decoder
+    from voxproxy.core.receipt import CloseInfo
+    from voxproxy.core.session import MAX_TOOL_EVENTS, CallSession
 
     session = CallSession(make_decoder("twilio"), 0, secret=SECRET, link_id="link-1")
     calls: LiveCalls[CallSession] = LiveCalls(SECRET)

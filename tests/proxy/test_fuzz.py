@@ -14,7 +14,7 @@ from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.receipt import Receipt
 
 _FRAME = st.one_of(
     st.binary(max_size=70_000),

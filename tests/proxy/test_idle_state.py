@@ -24,9 +24,9 @@ from support.scripted import CallPlan, ScriptedCall, TurnPlan, WirePlan, render
 
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
+from voxproxy.core.receipt import Receipt
 from voxproxy.proxy.measuring import MeasurementQueue
 from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.transports.ends import NOT_A_CALL, EndCause
 from voxproxy.transports.websocket import EndInfo, RelayConfig
 

@@ -21,11 +21,11 @@ from websockets.asyncio.server import ServerConnection, serve
 from voxproxy.captures.format import AGENT, TEXT, Kind
 from voxproxy.captures.writer import CaptureSettings, CaptureWriter
 from voxproxy.clock import LagMonitor
-from voxproxy.dialects.raw import RawWire
+from voxproxy.core.dialects.raw import RawWire
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.proxy import lifecycle
 from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 from voxproxy.transports.websocket.arrivals import ArrivalLog
 

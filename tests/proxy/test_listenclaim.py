@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from voxproxy.errors import VoxproxyError
+from voxproxy.core.errors import VoxproxyError
 from voxproxy.proxy.listenclaim import AddressClaim, AddressInUse, check_unserved, reserve_port
 
 

@@ -55,7 +55,7 @@ class Call:
         self.measured: list[tuple[object, bool]] = []
         self.drained = 0
         self.gave_up = False
-        self.pump_due = False  # (no pumps here: tests/session/test_pumps.py has them)
+        self.pump_due = False  # (no pumps here: tests/core/session/test_pumps.py has them)
 
     def measure_item(self, item: Queued, shed: bool) -> None:
         self.cpu[0] += self.cost_ns

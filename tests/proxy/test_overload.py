@@ -28,16 +28,16 @@ from voxproxy.cli import build_parser
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
 from voxproxy.commands.proxy import _proxy_config
-from voxproxy.events import CALLER_TO_AGENT
+from voxproxy.core.events import CALLER_TO_AGENT
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.session import SessionConfig
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy.lifecycle import loop_lag_over
 from voxproxy.proxy.measuring import MeasurementQueue, Queued
 from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
-from voxproxy.session import SessionConfig
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
 STEPS = [

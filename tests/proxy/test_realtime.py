@@ -25,11 +25,11 @@ from support.livecall import (
 )
 
 from voxproxy.clips import clip
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.caller import BargeIn, CallerConfig, Say, ScriptedCaller, Step, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy.websocket import ProxyConfig
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
 RESPONSES = ("agent_order_status", "agent_confirm", "agent_ask_number")

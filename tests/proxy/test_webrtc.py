@@ -23,6 +23,8 @@ from support.webrtckit import open_counts, webrtc_proxy
 
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.loadgen.caller import Say, WaitAgentEnd
 from voxproxy.loadgen.webrtc import (
     WebRtcCaller,
@@ -33,9 +35,7 @@ from voxproxy.loadgen.webrtc import (
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import Idle, WebRtcMockAgent
 from voxproxy.proxy.webrtc import WebRtcCallContext
-from voxproxy.receipts.model import Receipt
 from voxproxy.simcall.webrtc import WebRtcCallLog
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 pytestmark = pytest.mark.slow
 

@@ -23,6 +23,7 @@ from support.livecall import (
 )
 
 from voxproxy.clips import clip
+from voxproxy.core.session import SessionConfig
 from voxproxy.loadgen.caller import (
     CallerConfig,
     Say,
@@ -33,7 +34,6 @@ from voxproxy.loadgen.caller import (
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.websocket import ProxyConfig
-from voxproxy.session import SessionConfig
 from voxproxy.transports.stamped import SUPPORTED
 from voxproxy.transports.websocket import RelayConfig
 

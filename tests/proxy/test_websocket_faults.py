@@ -39,9 +39,9 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.events import Audio
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.dialects.twilio import TwilioCallerWire
+from voxproxy.core.events import Audio
+from voxproxy.core.receipt import Receipt
 
 
 async def with_healthy(port: int, fault: Any) -> tuple[Any, list[Any]]:
@@ -372,7 +372,7 @@ async def test_caller_floods() -> None:
 @pytest.mark.slow
 @pytest.mark.usefixtures("lenient_sessions")  # counts injected failures
 async def test_a_decoder_that_raises_on_some_frames(monkeypatch: pytest.MonkeyPatch) -> None:
-    from voxproxy.dialects import twilio
+    from voxproxy.core.dialects import twilio
 
     real = twilio.TwilioDecoder.decode
 
@@ -427,9 +427,9 @@ async def test_a_broken_measurement_component_never_costs_a_receipt(
 ) -> None:
     """The session core, the receipt builder or the decoder factory raise: forwarding goes on
     and the call still gets its one receipt (flagged), for every call of the proxy."""
-    from voxproxy.dialects import twilio
+    from voxproxy.core.dialects import twilio
+    from voxproxy.core.session import receipt as receipt_module
     from voxproxy.proxy import websocket as proxy_module
-    from voxproxy.session import receipt as receipt_module
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"injected failure in {where}")

@@ -37,17 +37,17 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
-from voxproxy.proxy.websocket import CallContext
-from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.session import (
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.twilio import TwilioAgentWire, TwilioCallerWire
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT
+from voxproxy.core.receipt import CloseInfo, Receipt
+from voxproxy.core.session import (
     CALLER_AHEAD_TOLERANCE_MS,
     MAX_MARK_NAME_CHARS,
     MAX_PENDING_MARKS,
     CallSession,
 )
+from voxproxy.proxy.websocket import CallContext
 from voxproxy.transports import websocket as ws_transport
 from voxproxy.transports.websocket import HEALTH_PATH, MAX_FRAGMENTS
 

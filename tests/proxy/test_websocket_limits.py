@@ -49,10 +49,10 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
-from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.core.dialects.twilio import TwilioCallerWire
+from voxproxy.core.receipt import Receipt
 from voxproxy.harness.ports import free_port
 from voxproxy.proxy.websocket import Proxy
-from voxproxy.receipts.model import Receipt
 from voxproxy.server import redact_url
 from voxproxy.transports.websocket import RelayConfig
 
@@ -452,7 +452,7 @@ async def _post_events(port: int, sid: str) -> dict[str, int]:
 async def test_a_measurement_bug_that_quotes_its_input_does_not_reach_the_log(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from voxproxy.session import CallSession
+    from voxproxy.core.session import CallSession
 
     def quoting(self: Any, direction: Any, payload: Any, t_ns: int, **_: Any) -> Any:
         raise ValueError(f"cannot measure {payload!r}")  # a careless bug, past the core's guard

@@ -24,10 +24,10 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from voxproxy.clips import clip
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.websocket import RelayConfig
 
 START_DELAY_NS = 100 * NS_PER_MS  # from both legs up to the first scripted message

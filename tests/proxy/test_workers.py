@@ -26,7 +26,7 @@ from websockets.asyncio.server import ServerConnection
 
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
-from voxproxy.dialects.twilio import TwilioCallerWire
+from voxproxy.core.dialects.twilio import TwilioCallerWire
 from voxproxy.proxy.journals import fold_journals, worker_journal
 from voxproxy.proxy.workers import cgroup_cpu_quota, default_workers
 from voxproxy.receipts.journal import journal_path
@@ -175,7 +175,7 @@ def test_workers_default_to_the_cpus_available_and_webrtc_to_one() -> None:
     assert serve_config(args).workers == 1
     webrtc = ["proxy", "--transport", "webrtc", "--upstream", "http://a"]
     assert serve_config(build_parser().parse_args(webrtc)).workers == 1
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="one process"):
         serve_config(build_parser().parse_args([*webrtc, "--workers", "2"]))

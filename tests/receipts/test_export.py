@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 from support.receipt_samples import sample_receipt
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.receipt import Receipt
 from voxproxy.receipts.export import COLUMNS, parse_tags, rows, write_jsonl, write_parquet
-from voxproxy.receipts.model import Receipt
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "telemetry.md"
 

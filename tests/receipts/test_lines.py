@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 from support.receipt_samples import sample_receipt
 
+from voxproxy.core.receipt import Receipt
 from voxproxy.receipts.lines import BadLine, scan_receipts
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from support.flowkit import POLICIES_DIR
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.receipts.policy import (
     GATE_ORDER,
     Policy,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from support.flowkit import flow_receipts, healthy
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.receipt import Receipt
 from voxproxy.receipts import store as store_module
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.store import (
     ReceiptStore,

@@ -9,8 +9,8 @@ import pytest
 from support.flowkit import call, healthy, retried_after_timeout
 from support.flowkit import tool_event as tool
 
+from voxproxy.core.receipt import Receipt
 from voxproxy.receipts import verdict as verdict_module
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import GATE_ORDER, GateName, Policy, load_policy
 from voxproxy.receipts.verdict import (
     CHECKS,
@@ -319,11 +319,11 @@ def test_the_interruption_gate_on_a_measured_call(clips: Any) -> None:
     """Real audio through the session's VAD, playout and turn machine."""
     import numpy as np
 
-    from voxproxy.dialects.base import DialectOptions
-    from voxproxy.dialects.raw import RawDecoder
-    from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT
-    from voxproxy.receipts.model import CloseInfo
-    from voxproxy.session import CallSession
+    from voxproxy.core.dialects.base import DialectOptions
+    from voxproxy.core.dialects.raw import RawDecoder
+    from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT
+    from voxproxy.core.receipt import CloseInfo
+    from voxproxy.core.session import CallSession
 
     ms = 1_000_000
     caller, answer, interrupt = (

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from voxproxy.dialects import make_decoder
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.receipt import CloseInfo, Receipt
+from voxproxy.core.session import CallSession
 from voxproxy.receipts import writer as writer_module
-from voxproxy.receipts.model import CloseInfo, Receipt
 from voxproxy.receipts.writer import ReceiptWriter, read_receipts
-from voxproxy.session import CallSession
 
 MS = 1_000_000
 

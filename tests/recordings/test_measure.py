@@ -15,7 +15,7 @@ from support.scripted.recording import (
 )
 
 from voxproxy.clips import load_corpus
-from voxproxy.ids import keyed_hash
+from voxproxy.core.ids import keyed_hash
 from voxproxy.recordings.files import read_pair, read_stereo
 from voxproxy.recordings.measure import measure
 from voxproxy.recordings.wavfile import wav_bytes

@@ -9,7 +9,7 @@ import wave
 import numpy as np
 import pytest
 
-from voxproxy.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
+from voxproxy.core.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
 from voxproxy.recordings.wavfile import WavError, read_wav_bytes, wav_bytes
 
 

@@ -9,7 +9,7 @@ import pytest
 from support.flowkit import FLOWS_DIR, POLICIES_DIR, events
 from support.scripted.flows import Flow, load_flow, load_flows, parse_flow, replay
 
-from voxproxy.errors import FixtureError
+from voxproxy.core.errors import FixtureError
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import VERDICTS, ToolCause, judge
 

@@ -8,10 +8,10 @@ import pytest
 from support.noise import noise_bed
 from support.scripted import BargePlan, CallPlan, TurnPlan, render
 
-from voxproxy.analysis.truth import audible_speech_edges, truth_threshold_dbfs
-from voxproxy.audio.pcm import bytes_to_pcm
 from voxproxy.clips import load_clips
-from voxproxy.events import CALLER_TO_AGENT
+from voxproxy.core.analysis.truth import audible_speech_edges, truth_threshold_dbfs
+from voxproxy.core.audio.pcm import bytes_to_pcm
+from voxproxy.core.events import CALLER_TO_AGENT
 
 MS = 1_000_000
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from support.spacekit import SpaceCase, clip_named, render_case
 
-from voxproxy.analysis.truth import MIN_SPEECH_MS
+from voxproxy.core.analysis.truth import MIN_SPEECH_MS
 
 AGENT = "agent_long_answer"  # speech 250-1626 ms, a 316 ms pause, speech again from 1942
 

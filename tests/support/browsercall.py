@@ -52,13 +52,13 @@ try:
 except ImportError:  # run as a script (see above): this folder is first on the path
     from waiting import wait_until  # type: ignore[no-redef]
 
-from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import clip, write_wav
+from voxproxy.core.audio.resample import resample_linear
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.session import SessionConfig
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
 from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
-from voxproxy.receipts.model import Receipt
-from voxproxy.session import SessionConfig
 from voxproxy.transports.webrtc import WebRtcRelayConfig, use_host_addresses
 
 RATE = 48000

@@ -11,12 +11,12 @@ from voxproxy.captures.format import CaptureFile, CaptureHeader, Record
 from voxproxy.captures.writer import CallCapture, CaptureSettings, CaptureWriter
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.events import AGENT_TO_CALLER, AnomalyKind, StageMark, ToolEvent
-from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.session import CallSession, SessionConfig
-from voxproxy.timebase import NS_PER_MS, EpochAnchor
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.events import AGENT_TO_CALLER, AnomalyKind, StageMark, ToolEvent
+from voxproxy.core.receipt import CloseInfo, Receipt
+from voxproxy.core.session import CallSession, SessionConfig
+from voxproxy.core.timebase import NS_PER_MS, EpochAnchor
 
 SECRET = b"capture-test-secret"
 START_NS = 5_000_000_000

@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 
 from support.eventview import views
-from voxproxy import events as ev
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import Decoder, DialectOptions
-from voxproxy.events import AGENT_TO_CALLER as AGENT
-from voxproxy.events import CALLER_TO_AGENT as CALLER
-from voxproxy.events import Anomaly, AnomalyKind, Direction, Event
+from voxproxy.core import events as ev
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import Decoder, DialectOptions
+from voxproxy.core.events import AGENT_TO_CALLER as AGENT
+from voxproxy.core.events import CALLER_TO_AGENT as CALLER
+from voxproxy.core.events import Anomaly, AnomalyKind, Direction, Event
 
 __all__ = [
     "AGENT",

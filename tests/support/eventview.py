@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import astuple
 
-from voxproxy.events import Audio, Event
+from voxproxy.core.events import Audio, Event
 
 
 def view(event: Event) -> tuple[object, ...]:

@@ -24,10 +24,10 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request, Response
 
 from support.waiting import wait_until
-from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.ids import keyed_hash
+from voxproxy.core.dialects.twilio import TwilioCallerWire
+from voxproxy.core.ids import keyed_hash
+from voxproxy.core.receipt import Receipt
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.telemetry import Telemetry
 from voxproxy.transports.websocket import RelayConfig
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from support.scripted.flows import load_flows, parse_flow, replay
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.receipt import Receipt
 
 FLOWS_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "flows"
 POLICIES_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "policies"

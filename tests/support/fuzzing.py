@@ -10,7 +10,7 @@ import typing
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Event
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Event
 
 DIALECTS = ["raw", "twilio", "telnyx", "plivo", "vonage", "exotel", "openai-realtime", "auto"]
 EVENT_TYPES = typing.get_args(Event)

@@ -10,10 +10,10 @@ import numpy as np
 
 from support.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
 from voxproxy.clips import Clip, load_clips
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.receipts.model import CloseInfo, Receipt, TurnRecord
-from voxproxy.session import DETECTOR_UNCERTAINTY_MS, CallSession
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.receipt import CloseInfo, Receipt, TurnRecord
+from voxproxy.core.session import DETECTOR_UNCERTAINTY_MS, CallSession
 
 
 def speech_clips(role: str) -> list[Clip]:

@@ -20,12 +20,12 @@ from support.groundtruth import beyond_lag
 from support.waiting import wait_until
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.caller import BargeIn, CallRecord, Say, ScriptedCaller, Step, WaitAgentEnd
 from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent import CallLog, MockAgent
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
 
@@ -108,7 +108,7 @@ async def call_through(
 
 
 # Around a clock reading, the span whose loop blocks it may carry: the proxy's own
-# (voxproxy/session/evidence.py) from 100 ms before to 350 ms after its edge.
+# (voxproxy/core/session/evidence.py) from 100 ms before to 350 ms after its edge.
 _LAG_BEFORE_NS = 100 * NS_PER_MS
 _LAG_AFTER_NS = 350 * NS_PER_MS
 

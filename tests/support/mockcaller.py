@@ -18,11 +18,11 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
 from support.waiting import wait_until
-from voxproxy.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
-from voxproxy.audio.levels import window_energy_db
 from voxproxy.clips import clip
-from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.events import Pcm
+from voxproxy.core.audio.g711 import pcm_to_ulaw, ulaw_to_pcm
+from voxproxy.core.audio.levels import window_energy_db
+from voxproxy.core.dialects.twilio import TwilioCallerWire
+from voxproxy.core.events import Pcm
 from voxproxy.mockagent import CallLog
 from voxproxy.mockagent.config import halve_rate
 

@@ -1,4 +1,4 @@
-"""A bare :class:`~voxproxy.session.call.CallSession` as the measurement queue sees a
+"""A bare :class:`~voxproxy.core.session.call.CallSession` as the measurement queue sees a
 call (:class:`~voxproxy.proxy.measuring.Measured`), for offline runs of the queue: the
 measurement benchmark and the tests of many calls' pumps in one pass.
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from voxproxy.core.session.batch import measure
+from voxproxy.core.session.call import CallSession
 from voxproxy.proxy.measuring import Queued, give_up_measuring
-from voxproxy.session.batch import measure
-from voxproxy.session.call import CallSession
 
 
 class QueuedSession:

@@ -8,10 +8,10 @@ import json
 import numpy as np
 
 from support.dialectkit import b64, msg
-from voxproxy.audio.pcm import pcm_to_bytes
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.dialects.openai_realtime import OpenAIRealtimeDecoder
-from voxproxy.events import Audio, Direction
+from voxproxy.core.audio.pcm import pcm_to_bytes
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.dialects.openai_realtime import OpenAIRealtimeDecoder
+from voxproxy.core.events import Audio, Direction
 
 T = 5_000_000_000
 SECRET = b"deployment-secret"

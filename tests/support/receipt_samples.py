@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.receipt import Receipt
 
 
 def sample_receipt(**changes: Any) -> Receipt:

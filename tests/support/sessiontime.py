@@ -1,4 +1,4 @@
-"""Time passing in a :class:`~voxproxy.session.CallSession` with no message: for tests.
+"""Time passing in a :class:`~voxproxy.core.session.CallSession` with no message: for tests.
 
 No shell of the proxy does this (a call's spurts close and its turns settle on its next
 message, or at its close); tests use it to look at a session between messages, so it
@@ -6,7 +6,7 @@ reaches into the session's own state."""
 
 from __future__ import annotations
 
-from voxproxy.session import CallSession
+from voxproxy.core.session import CallSession
 
 
 def advance(session: CallSession, t_ns: int) -> None:

@@ -25,10 +25,10 @@ from support.scripted import (
     render,
 )
 from voxproxy.clips import Clip, load_clips, load_corpus
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.receipts.model import CloseInfo, Receipt
-from voxproxy.session import CallSession
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.receipt import CloseInfo, Receipt
+from voxproxy.core.session import CallSession
 
 # (dialect, raw rate or Telnyx encoding)
 WIRES: tuple[tuple[str, int | str], ...] = (

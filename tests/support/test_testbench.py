@@ -21,7 +21,7 @@ from support.testbench import (
     run_testbench,
     scenarios_dir,
 )
-from voxproxy.errors import FixtureError
+from voxproxy.core.errors import FixtureError
 from voxproxy.loadgen.outcome import CAUSE_AXIS
 from voxproxy.loadgen.runner import LoadPlan, _url
 from voxproxy.loadgen.scenario import Scenario

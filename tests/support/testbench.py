@@ -16,12 +16,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from voxproxy.clips import fixtures_dir
-from voxproxy.errors import FixtureError
+from voxproxy.core.errors import FixtureError
+from voxproxy.core.receipt import Receipt
 from voxproxy.harness.bench import BenchAgent, run_bench
 from voxproxy.loadgen.outcome import CAUSE_AXIS, Axis, CallScore, Cause, score
 from voxproxy.loadgen.scenario import Scenario, load_scenario
 from voxproxy.mockagent import MockAgentConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.simcall.log import TaskLog
 

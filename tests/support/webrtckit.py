@@ -10,8 +10,8 @@ from typing import Any
 
 from aiortc import RTCPeerConnection
 
+from voxproxy.core.receipt import Receipt
 from voxproxy.proxy.webrtc import WebRtcProxy, WebRtcProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.transports.webrtc import (
     AudioPeer,
     WebRtcRelayConfig,

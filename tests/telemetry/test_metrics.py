@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.receipt_samples import sample_receipt
 
-from voxproxy.events import AnomalyKind
-from voxproxy.receipts.model import TERMINALS, Receipt
+from voxproxy.core.events import AnomalyKind
+from voxproxy.core.receipt import TERMINALS, Receipt
 from voxproxy.receipts.verdict import VERDICTS
 from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.metrics import MAX_TOOL_NAME_LABELS, OTHER, TOOL_ERRORS, Instruments

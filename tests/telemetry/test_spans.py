@@ -9,10 +9,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from support.receipt_samples import sample_receipt
 
+from voxproxy.core.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.telemetry import CallTimes, FlushTime
 from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.spans import write_call
-from voxproxy.timebase import NS_PER_MS, EpochAnchor
 
 ANCHOR = EpochAnchor(mono_ns=5_000_000_000, wall_ns=1_735_689_600_000_000_000)
 START_NS = 7_000_000_000  # monotonic call start

@@ -37,15 +37,16 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from voxproxy.clock import EpochAnchor
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.session import SessionConfig
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.eventapi import EventApi
 from voxproxy.proxy.lifecycle import CALL_ID_HEADER
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import judged
-from voxproxy.session import SessionConfig
 from voxproxy.telemetry import (
     NULL_TELEMETRY,
     CallTimes,
@@ -55,7 +56,6 @@ from voxproxy.telemetry import (
 )
 from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.otel import OtelTelemetry
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import RelayConfig
 
 TOKEN = "test-token-0123456789abcdef"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.transcripts import Scoring
 from voxproxy.transcripts.inputs import attribution, read_transcript
 

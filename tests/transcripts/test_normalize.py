@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.transcripts import Scoring
 from voxproxy.transcripts.normalize import Normalizer
 from voxproxy.transcripts.policy import (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.transcripts.runlog import COLUMNS, append_row, compare, read_rows
 
 LABELS = {"policy": "voxproxy-default@sha256:aaaa", "term_list": "t@sha256:bbbb"}

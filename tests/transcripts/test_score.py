@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.transcripts import Scoring, Tally
 from voxproxy.transcripts.scorecard import WEIGHTS, Attribution, load_human_scores, scorecard
 from voxproxy.transcripts.terms import load_terms, mark_positions, split_markup

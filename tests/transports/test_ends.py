@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from voxproxy.receipts.model import TERMINALS, Terminal, terminal_of
+from voxproxy.core.receipt import TERMINALS, Terminal, terminal_of
 from voxproxy.transports import webrtc, websocket
 from voxproxy.transports.ends import NOT_A_CALL, EndCause
 

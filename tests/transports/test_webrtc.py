@@ -16,11 +16,11 @@ from support.waiting import wait_until
 from support.webrtckit import open_counts, webrtc_proxy
 
 from voxproxy.clips import clip
+from voxproxy.core.receipt import Receipt
 from voxproxy.loadgen.caller import Say, Silence, WaitAgentEnd
 from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
-from voxproxy.receipts.model import Receipt
 from voxproxy.simcall.webrtc import payload_key
 from voxproxy.transports.webrtc import (
     OUT_QUEUE_PACKETS,

@@ -19,9 +19,9 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request, Response
 
+from voxproxy.core.receipt import Receipt
 from voxproxy.proxy.lifecycle import CALL_ID_HEADER
 from voxproxy.proxy.websocket import Proxy
-from voxproxy.receipts.model import Receipt
 from voxproxy.transports.websocket import RelayConfig
 
 Handler = Callable[[ServerConnection], Awaitable[None]]
@@ -420,7 +420,7 @@ async def test_many_concurrent_calls_do_not_mix() -> None:
 async def test_a_measurement_failure_is_counted_and_forwarding_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from voxproxy.dialects import raw
+    from voxproxy.core.dialects import raw
 
     calls = 0
 

@@ -14,5 +14,5 @@ May import: the standard library, numpy, orjson, and from voxproxy the core,
 ``receipts``, ``clock`` and ``recordings.batch`` (where ``replay`` registers). Never the
 proxy, a transport, the load generator, the mock agent, the harness or the commands: the
 proxy hands a call's :class:`~voxproxy.captures.writer.CallCapture` to its session as a
-:class:`~voxproxy.session.tap.SessionTap`.
+:class:`~voxproxy.core.session.tap.SessionTap`.
 """

@@ -38,14 +38,14 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from voxproxy.analysis.vad import VadConfig
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.errors import VoxproxyError
-from voxproxy.events import StageMark, ToolEvent
-from voxproxy.ids import keyed_hash
-from voxproxy.session import SessionConfig
-from voxproxy.timebase import EpochAnchor
-from voxproxy.turns import TurnConfig
+from voxproxy.core.analysis.vad import VadConfig
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.errors import VoxproxyError
+from voxproxy.core.events import StageMark, ToolEvent
+from voxproxy.core.ids import keyed_hash
+from voxproxy.core.session import SessionConfig
+from voxproxy.core.timebase import EpochAnchor
+from voxproxy.core.turns import TurnConfig
 
 MAGIC = b"\x93VXCAP\r\n"  # a high byte and CR LF: a file mangled as text is told at once
 VERSION = 1

@@ -40,13 +40,13 @@ from voxproxy.captures.format import (
     key_check,
     sniff,
 )
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import Decoder
-from voxproxy.dialects.channels import ChannelDecoder
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, AnomalyKind, Audio
-from voxproxy.receipts.model import CloseInfo, Receipt
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import Decoder
+from voxproxy.core.dialects.channels import ChannelDecoder
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, AnomalyKind, Audio
+from voxproxy.core.receipt import CloseInfo, Receipt
+from voxproxy.core.session import CallSession
 from voxproxy.recordings.batch import Job, Options, SourceKind, register_source, source_suffixes
-from voxproxy.session import CallSession
 
 
 def replay(path: str | Path, secret: bytes) -> Receipt:

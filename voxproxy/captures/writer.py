@@ -1,6 +1,6 @@
 """Writing captures: each call's session inputs to its own file, off the forwarding path.
 
-:class:`CallCapture` is a call's :class:`~voxproxy.session.tap.SessionTap`: each input
+:class:`CallCapture` is a call's :class:`~voxproxy.core.session.tap.SessionTap`: each input
 the session is handed is appended to an in-memory buffer as a record
 (:mod:`voxproxy.captures.format`): a struct header and the payload's bytes, nothing
 more on the event loop. A buffer of :attr:`CaptureSettings.chunk_bytes` (and the last
@@ -46,12 +46,12 @@ from voxproxy.captures.format import (
     Kind,
     event_bytes,
 )
-from voxproxy.errors import ConfigError
-from voxproxy.events import Audio, Direction, StageMark, ToolEvent
-from voxproxy.receipts.model import CloseInfo
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.events import Audio, Direction, StageMark, ToolEvent
+from voxproxy.core.receipt import CloseInfo
 
 if TYPE_CHECKING:
-    from voxproxy.receipts.model import Receipt
+    from voxproxy.core.receipt import Receipt
 
 log = logging.getLogger("voxproxy.captures")
 T = TypeVar("T")
@@ -105,7 +105,7 @@ def prepare_directory(directory: Path) -> None:
 
 
 class CallCapture:
-    """One call's capture (a :class:`~voxproxy.session.tap.SessionTap`): records in a
+    """One call's capture (a :class:`~voxproxy.core.session.tap.SessionTap`): records in a
     buffer, handed to the writer's thread a chunk at a time. Never raises."""
 
     __slots__ = (

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 DEFAULT_RECEIPTS = "receipts.jsonl"
 """The proxy's default --receipts file: what the commands that read receipts read when
 they are given none (``receipts``, ``receipts export``, ``verdict``, ``gate``)."""
 
 if TYPE_CHECKING:
-    from voxproxy.receipts.model import Receipt
+    from voxproxy.core.receipt import Receipt
     from voxproxy.receipts.policy import Policy
 
 

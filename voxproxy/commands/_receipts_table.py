@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from voxproxy.receipts.model import Receipt
+    from voxproxy.core.receipt import Receipt
 
 WIDE = 150
 """From this many columns on, the full layout."""

@@ -244,7 +244,7 @@ def _settings(args: argparse.Namespace) -> _LoadSettings:
 def _schedule(args: argparse.Namespace) -> _Schedule:
     """--calls and --concurrency (defaults 1 and 10), or the --arrival-rate schedule
     (--concurrency's default left to :func:`_default_cap`)."""
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
 
     calls: int | None = args.calls
     concurrency: int | None = args.concurrency
@@ -283,7 +283,7 @@ def _default_cap(schedule: _Schedule, scenarios: tuple[tuple[Any, Path], ...]) -
 
 def _check_transport(args: argparse.Namespace) -> None:
     """The target's scheme fits --transport; --proxy-receipts comes with --proxy-secret."""
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
 
     if args.transport == "webrtc":
         from voxproxy.extras import require
@@ -303,7 +303,7 @@ def _check_transport(args: argparse.Namespace) -> None:
 
 def _name_value(item: str, sep: str, flag: str) -> tuple[str, str]:
     """``NAME<sep>VALUE`` split in two, the name stripped (and not empty)."""
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
 
     name, found, value = item.partition(sep)
     if not found or not name.strip():
@@ -320,7 +320,7 @@ def _headers(items: list[str]) -> tuple[tuple[str, str], ...]:
 def _dialect(dialect: str | None, transport: str) -> str:
     """The wire to speak: --dialect, or raw (said on stderr, not assumed silently).
     WebRTC calls carry Opus media and no websocket wire: no --dialect, nothing said."""
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
 
     if transport == "webrtc":
         if dialect is not None:
@@ -341,7 +341,7 @@ def _dialect(dialect: str | None, transport: str) -> str:
 
 def _custom_parameters(items: list[str], dialect: str) -> tuple[tuple[str, str], ...]:
     """The --param flags (NAME=VALUE, the value as given), for the wires that carry them."""
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
 
     params = tuple(_name_value(item, "=", "--param") for item in items)
     if params and dialect not in ("twilio", "telnyx"):

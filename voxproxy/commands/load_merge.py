@@ -130,7 +130,7 @@ class Sharding:
 
 def sharding(args: argparse.Namespace, plan: LoadPlan) -> Sharding | None:
     """None for an ordinary run; else the shard, the start time and the plan with its run id."""
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
     from voxproxy.loadgen.shard import Shard, check_run_id, derived_run_id, parse_start_at
 
     shard = Shard.parse(args.shard) if args.shard is not None else None
@@ -152,7 +152,7 @@ def sharding(args: argparse.Namespace, plan: LoadPlan) -> Sharding | None:
 
 
 def _merge_cmd(args: argparse.Namespace) -> int:
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
     from voxproxy.loadgen.runner import outcomes, print_summary, receipts_by_call, write_results
     from voxproxy.loadgen.shard import load_shard, merge_shards
     from voxproxy.transcripts.score import Scoring

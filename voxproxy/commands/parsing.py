@@ -16,7 +16,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 log = logging.getLogger("voxproxy")
 

@@ -23,7 +23,7 @@ from voxproxy.commands.parsing import (
     positive_int,
     upstream_url,
 )
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 # Defaults a staging deployment can live with: idle calls (and the agent sessions behind
 # them) are not held forever, and one process does not take more calls than a core carries.
@@ -385,7 +385,7 @@ def _add_observability(g: _Groups) -> None:
 
 
 def _proxy_config(args: argparse.Namespace) -> Any:
-    from voxproxy.dialects.base import DialectOptions
+    from voxproxy.core.dialects.base import DialectOptions
     from voxproxy.proxy.websocket import ProxyConfig
     from voxproxy.transports.websocket import RelayConfig
 
@@ -420,9 +420,9 @@ def _proxy_config(args: argparse.Namespace) -> Any:
 
 def _session_config(args: argparse.Namespace) -> Any:
     """The measurement settings both transports take from the command line."""
-    from voxproxy.analysis.vad import VadConfig
-    from voxproxy.session import SessionConfig
-    from voxproxy.turns import TurnConfig
+    from voxproxy.core.analysis.vad import VadConfig
+    from voxproxy.core.session import SessionConfig
+    from voxproxy.core.turns import TurnConfig
 
     return SessionConfig(
         vad=VadConfig(mode=args.vad_mode),
@@ -479,7 +479,7 @@ def _csv(value: str | None) -> tuple[str, ...]:
 
 
 def _webrtc_config(args: argparse.Namespace) -> Any:
-    from voxproxy.dialects.base import DialectOptions
+    from voxproxy.core.dialects.base import DialectOptions
     from voxproxy.httpserve import HEADER_TIMEOUT_S
     from voxproxy.proxy.webrtc import WebRtcProxyConfig
     from voxproxy.transports.webrtc import WebRtcRelayConfig

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voxproxy.commands._inputs import DEFAULT_RECEIPTS
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from voxproxy.receipts.model import Receipt
+    from voxproxy.core.receipt import Receipt
 
 
 def add_parser(sub: Any) -> None:
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             )
     from rich.console import Console
 
-    from voxproxy.receipts.model import Terminal
+    from voxproxy.core.receipt import Terminal
     from voxproxy.receipts.store import StoreQuery, query_receipts
     from voxproxy.receipts.verdict import VERDICTS
 
@@ -171,8 +171,8 @@ class Skips:
         self.recovered = 0  # receipts read from after a torn fragment
 
     def receipts(self, paths: Iterable[str]) -> Iterator[Receipt]:
+        from voxproxy.core.receipt import Receipt
         from voxproxy.receipts.lines import scan_receipts
-        from voxproxy.receipts.model import Receipt
 
         for path in paths:
             for item in scan_receipts(path):

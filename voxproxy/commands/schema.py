@@ -14,7 +14,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from voxproxy.receipts.model import Receipt
+    from voxproxy.core.receipt import Receipt
 
     del args
     print(json.dumps(Receipt.model_json_schema(by_alias=True), indent=2))

@@ -73,7 +73,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
     from voxproxy.extras import require
     from voxproxy.transcripts.score import Scoring
     from voxproxy.transcripts.scorecard import load_human_scores
@@ -128,7 +128,7 @@ def score_results(
     path: Path, scoring: Any, human: Any, language: str | None, top: int
 ) -> dict[str, Any]:
     """Re-score every turn of a results.json with ``scoring`` (its texts are kept there)."""
-    from voxproxy.errors import ConfigError
+    from voxproxy.core.errors import ConfigError
     from voxproxy.transcripts.loadrun import LOAD_ATTRIBUTION_MISSING, SCORED
     from voxproxy.transcripts.score import Tally
     from voxproxy.transcripts.scorecard import scorecard

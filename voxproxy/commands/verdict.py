@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voxproxy.commands._inputs import add_receipt_inputs
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from voxproxy.commands._inputs import Sourced
-    from voxproxy.receipts.model import VerdictRecord
+    from voxproxy.core.receipt import VerdictRecord
 
 
 def add_parser(sub: Any) -> None:

@@ -19,15 +19,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from voxproxy.errors import UsageError
+from voxproxy.core.errors import UsageError
+from voxproxy.core.ids import keyed_hash
+from voxproxy.core.receipt import Receipt
 from voxproxy.harness.ports import free_port
-from voxproxy.ids import keyed_hash
 from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.runner import LoadPlan, prepare_scenarios, run_calls
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
 from voxproxy.proxy.websocket import ProxyConfig
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.simcall.log import CallLog

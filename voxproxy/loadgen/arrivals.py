@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 DROPPED = "dropped: --concurrency calls were in flight when it was due"
 

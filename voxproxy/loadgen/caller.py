@@ -24,15 +24,16 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.protocol import State
 
-from voxproxy.analysis.playout import Playout
-from voxproxy.analysis.vad import SpeechDetector, VadConfig
-from voxproxy.audio.resample import Converter
 from voxproxy.clips import Clip
 from voxproxy.clock import new_secret
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
-from voxproxy.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent, Transcript
+from voxproxy.core.analysis.playout import Playout
+from voxproxy.core.analysis.vad import SpeechDetector, VadConfig
+from voxproxy.core.audio.resample import Converter
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.dialects.openai_realtime import OpenAIRealtimeCallerWire, parse_format
+from voxproxy.core.events import AGENT_TO_CALLER, Audio, Flush, MarkSent, Pcm, ToolEvent, Transcript
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.loadgen.connection import DirectConnection, proxy_for
 from voxproxy.loadgen.pacing import pacer
 from voxproxy.loadgen.record import AgentChunk as AgentChunk
@@ -51,7 +52,6 @@ from voxproxy.loadgen.steps import WaitAgentStart as WaitAgentStart
 from voxproxy.loadgen.steps import active_rms as active_rms
 from voxproxy.loadgen.steps import audible_clip_edges, clip_at_rate
 from voxproxy.loadgen.wires import CallerWire, caller_wire
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 TICK_NS = 10 * NS_PER_MS  # the caller's own playout and detector run at most this often
 WRITE_LIMIT = 64 * 1024  # bytes in a socket's write buffer past which frames wait their turn

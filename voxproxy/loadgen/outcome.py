@@ -6,7 +6,7 @@ is scored on six axes (MEASUREMENT.md section 6), never averaged; **end-to-end
 task integrity** holds only when all six do.
 
 Receipts carry no content: values and arguments are keyed hashes. The scorer
-hashes the expected values with the proxy's keyed hash (:func:`voxproxy.ids.value_digest`,
+hashes the expected values with the proxy's keyed hash (:func:`voxproxy.core.ids.value_digest`,
 the secret is known in a test or benchmark run) and compares hashes. Events are
 taken in the receipt's order (arrival at the proxy).
 
@@ -53,8 +53,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from voxproxy.ids import value_digest
-from voxproxy.receipts.model import EventRecord, Receipt
+from voxproxy.core.ids import value_digest
+from voxproxy.core.receipt import EventRecord, Receipt
 
 Axis = Literal[
     "captured",

@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable
 from weakref import WeakKeyDictionary
 
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 
 Send = Callable[[int, int], int | None]
 EARLY_NS = NS_PER_MS  # the loop timers' resolution: what a fire counts as due already

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from voxproxy.timebase import NS_PER_S
+from voxproxy.core.timebase import NS_PER_S
 
 if TYPE_CHECKING:
-    from voxproxy.analysis.vad import SpeechDetector
+    from voxproxy.core.analysis.vad import SpeechDetector
 
 
 @dataclass(slots=True)

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.results import CallOutcome, overload_warning, problem_lines
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transcripts.html import transcripts_section
 
 MAX_TIMELINES = 24

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from voxproxy.core.receipt import Receipt, TurnRecord
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.caller import CallRecord
 from voxproxy.loadgen.scenario import Scenario, StepSpec
 from voxproxy.loadgen.truth import TurnTruth, caller_view_truths, turn_truths
-from voxproxy.receipts.model import Receipt, TurnRecord
 from voxproxy.simcall.log import CallLog
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transcripts.loadrun import score_call, summarize_calls
 from voxproxy.transcripts.score import Scoring
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voxproxy.ids import keyed_hash
+from voxproxy.core.ids import keyed_hash
+from voxproxy.core.receipt import Receipt
 from voxproxy.loadgen.arrivals import DROPPED
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, ScriptedCaller
 from voxproxy.loadgen.progress import CallDone
@@ -33,7 +34,6 @@ from voxproxy.loadgen.results import (
 )
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.loadgen.steps import prepare_heard_truth
-from voxproxy.receipts.model import Receipt
 from voxproxy.receipts.writer import read_receipts
 from voxproxy.simcall.log import CallLog
 from voxproxy.transcripts.score import Scoring

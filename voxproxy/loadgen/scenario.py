@@ -63,10 +63,10 @@ from pydantic import (
     model_validator,
 )
 
-from voxproxy.analysis.truth import speech_edges
-from voxproxy.audio.resample import resample_clip
 from voxproxy.clips import Clip, fixtures_dir, load_clips, read_wav
-from voxproxy.errors import ConfigError, FixtureError
+from voxproxy.core.analysis.truth import speech_edges
+from voxproxy.core.audio.resample import resample_clip
+from voxproxy.core.errors import ConfigError, FixtureError
 from voxproxy.loadgen.caller import (
     BargeIn,
     Interject,

@@ -44,12 +44,12 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.receipt import Receipt
 from voxproxy.loadgen.caller import CallRecord
 from voxproxy.loadgen.progress import CallDone
 from voxproxy.loadgen.runner import LoadPlan, run_calls
 from voxproxy.loadgen.scenario import Scenario
-from voxproxy.receipts.model import Receipt
 
 SHARD_FILE = "shard.json.gz"
 FORMAT = 1

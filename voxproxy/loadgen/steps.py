@@ -10,10 +10,10 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from voxproxy.analysis.truth import audible_speech_edges, named_truth_threshold
-from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
-from voxproxy.events import Pcm
+from voxproxy.core.analysis.truth import audible_speech_edges, named_truth_threshold
+from voxproxy.core.audio.resample import resample_linear
+from voxproxy.core.events import Pcm
 
 DEFAULT_TAIL_MS = 800.0
 """The caller's silence after its script, before it hangs up."""

@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from voxproxy.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
 from voxproxy.clips import Clip
 from voxproxy.clips import clip as load_clip
+from voxproxy.core.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
+from voxproxy.core.timebase import NS_PER_S
 from voxproxy.loadgen.caller import CallRecord, SpeechTruth
 from voxproxy.simcall.log import CallLog, ResponseLog
-from voxproxy.timebase import NS_PER_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from voxproxy.analysis.vad import SpeechDetector, VadConfig
 from voxproxy.clips import clip as load_clip
-from voxproxy.events import AGENT_TO_CALLER, Audio, Pcm
+from voxproxy.core.analysis.vad import SpeechDetector, VadConfig
+from voxproxy.core.events import AGENT_TO_CALLER, Audio, Pcm
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.loadgen.caller import (
     TICK_NS,
     CallerConfig,
@@ -45,7 +46,6 @@ from voxproxy.loadgen.caller import (
 from voxproxy.loadgen.record import NoiseTruth, SpeechTruth
 from voxproxy.loadgen.truth import TurnTruth, truths_of_turns
 from voxproxy.simcall.webrtc import CLIP_RATE_HZ, WebRtcCallLog, payload_key
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
     AudioPeer,
     Channel,

@@ -1,7 +1,7 @@
 """What a scripted caller sends on each telephony wire (the caller side of a media stream).
 
 One small adapter per wire over the dialect modules' caller-side builders
-(``voxproxy.dialects.*.XCallerWire``): the messages that open the stream, one caller
+(``voxproxy.core.dialects.*.XCallerWire``): the messages that open the stream, one caller
 frame as a media message, the answer to an agent's playback marker (Twilio, Telnyx and
 Exotel echo a ``mark``; Plivo answers a ``checkpoint`` with ``playedStream``; Vonage
 answers a ``notify`` with ``websocket:notify``), and the messages that close it. The
@@ -16,15 +16,15 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from voxproxy.audio.g711 import pcm_to_ulaw
-from voxproxy.audio.pcm import pcm_to_bytes
-from voxproxy.dialects.exotel import ExotelCallerWire
-from voxproxy.dialects.plivo import PlivoCallerWire
-from voxproxy.dialects.raw import RawWire
-from voxproxy.dialects.telnyx import TelnyxCallerWire
-from voxproxy.dialects.twilio import TwilioCallerWire
-from voxproxy.dialects.vonage import VonageCallerWire
-from voxproxy.events import Pcm
+from voxproxy.core.audio.g711 import pcm_to_ulaw
+from voxproxy.core.audio.pcm import pcm_to_bytes
+from voxproxy.core.dialects.exotel import ExotelCallerWire
+from voxproxy.core.dialects.plivo import PlivoCallerWire
+from voxproxy.core.dialects.raw import RawWire
+from voxproxy.core.dialects.telnyx import TelnyxCallerWire
+from voxproxy.core.dialects.twilio import TwilioCallerWire
+from voxproxy.core.dialects.vonage import VonageCallerWire
+from voxproxy.core.events import Pcm
 
 Wire = Literal["raw", "twilio", "telnyx", "plivo", "vonage", "exotel"]
 WIRES: tuple[Wire, ...] = ("raw", "twilio", "telnyx", "plivo", "vonage", "exotel")

@@ -1,5 +1,5 @@
 """One connection to the mock agent (:class:`Call`): its receive loop (decode, feed caller
-audio to a :class:`~voxproxy.analysis.vad.SpeechDetector` with arrival times), its
+audio to a :class:`~voxproxy.core.analysis.vad.SpeechDetector` with arrival times), its
 speaker task (plays responses on absolute deadlines), its VAD timer (closes the
 caller's turn when audio stops arriving), its fault task and its tool calls. The
 WebRTC and OpenAI Realtime agents subclass it.
@@ -27,14 +27,15 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from voxproxy.analysis.vad import SpeechDetector, Spurt
-from voxproxy.audio.resample import Converter
 from voxproxy.clock import new_secret
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.dialects.raw import RawWire
-from voxproxy.dialects.twilio import TwilioAgentWire
-from voxproxy.events import CALLER_TO_AGENT, Audio, StreamStart, StreamStop
+from voxproxy.core.analysis.vad import SpeechDetector, Spurt
+from voxproxy.core.audio.resample import Converter
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.dialects.raw import RawWire
+from voxproxy.core.dialects.twilio import TwilioAgentWire
+from voxproxy.core.events import CALLER_TO_AGENT, Audio, StreamStart, StreamStop
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.mockagent.config import AgentClip
 from voxproxy.mockagent.hearing import DEFAULT_HYPOTHESES, Hearing
 from voxproxy.mockagent.schedule import Pending, next_response, pacing, start_of
@@ -42,7 +43,6 @@ from voxproxy.mockagent.task import SimBackend, Task
 from voxproxy.mockagent.tool import simulated_tool
 from voxproxy.simcall.log import CallLog, ResponseLog, TaskLog
 from voxproxy.simcall.script import script_for
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 if TYPE_CHECKING:
     from voxproxy.mockagent.base import AgentBase

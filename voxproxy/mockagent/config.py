@@ -9,13 +9,13 @@ from typing import Literal
 
 import numpy as np
 
-from voxproxy.analysis.vad import VadConfig
-from voxproxy.audio.g711 import pcm_to_ulaw
-from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip, load_clips, load_corpus
-from voxproxy.dialects.openai_realtime import parse_format
-from voxproxy.errors import ConfigError, FixtureError
-from voxproxy.events import Pcm
+from voxproxy.core.analysis.vad import VadConfig
+from voxproxy.core.audio.g711 import pcm_to_ulaw
+from voxproxy.core.audio.resample import resample_linear
+from voxproxy.core.dialects.openai_realtime import parse_format
+from voxproxy.core.errors import ConfigError, FixtureError
+from voxproxy.core.events import Pcm
 from voxproxy.simcall.script import TaskScript
 
 Dialect = Literal["raw", "twilio", "openai-realtime"]

@@ -43,11 +43,11 @@ import numpy as np
 import numpy.typing as npt
 import yaml
 
-from voxproxy.analysis.vad import Spurt
 from voxproxy.clips import load_clips
-from voxproxy.errors import ConfigError
-from voxproxy.events import Pcm
-from voxproxy.timebase import NS_PER_S
+from voxproxy.core.analysis.vad import Spurt
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.events import Pcm
+from voxproxy.core.timebase import NS_PER_S
 
 FRAME_S = 0.01
 MAX_LAG_FRAMES = 15

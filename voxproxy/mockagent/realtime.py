@@ -40,21 +40,21 @@ from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 
-from voxproxy.analysis.vad import Spurt
 from voxproxy.clips import load_clips
-from voxproxy.dialects.openai_realtime import (
+from voxproxy.core.analysis.vad import Spurt
+from voxproxy.core.dialects.openai_realtime import (
     PCM16,
     AudioFormat,
     OpenAIRealtimeAgentWire,
     parse_format,
 )
-from voxproxy.events import CALLER_TO_AGENT, Audio, Flush, ToolEvent
+from voxproxy.core.events import CALLER_TO_AGENT, Audio, Flush, ToolEvent
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.mockagent.base import AgentBase
 from voxproxy.mockagent.call import Call
 from voxproxy.mockagent.config import AgentClip, prepare_clip
 from voxproxy.mockagent.schedule import Pending
 from voxproxy.simcall.log import CallLog, ResponseLog
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 PREFIX_PADDING_MS = 300  # the server VAD's default prefix_padding_ms
 TRANSCRIPTION_DELAY_S = 0.05  # turn closed -> input audio transcription completed

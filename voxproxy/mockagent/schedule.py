@@ -14,8 +14,8 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 
 LATE_NS = 2 * NS_PER_MS  # a response starting this late keeps its schedule
 

@@ -15,7 +15,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
-from voxproxy.errors import UsageError
+from voxproxy.core.errors import UsageError
 from voxproxy.mockagent.base import AgentBase, serve_until_cancelled
 from voxproxy.mockagent.call import Call
 from voxproxy.mockagent.config import MockAgentConfig

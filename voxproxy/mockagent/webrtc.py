@@ -32,15 +32,15 @@ from typing import Any, Literal, cast
 import numpy as np
 from websockets.asyncio.server import ServerConnection
 
-from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import load_clips
-from voxproxy.errors import UsageError
-from voxproxy.events import CALLER_TO_AGENT, Audio
+from voxproxy.core.audio.resample import resample_linear
+from voxproxy.core.errors import UsageError
+from voxproxy.core.events import CALLER_TO_AGENT, Audio
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.mockagent.base import AgentBase
 from voxproxy.mockagent.call import Call
 from voxproxy.mockagent.config import AgentClip, MockAgentConfig
 from voxproxy.simcall.webrtc import CLIP_RATE_HZ, SentChunk, WebRtcCallLog, payload_key
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.transports.webrtc import (
     AudioPeer,
     Channel,

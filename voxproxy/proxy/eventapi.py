@@ -31,8 +31,8 @@ name and not content (a phone number in a ``tool``, an SSN in a ``field``):
 - ``tool`` and ``field`` are kept when they are in the declared vocabulary
   (``EventApi(names=...)``, ``--event-names``); without one, when they have the
   shape of a name: letters and ``_ . : / -``, no digits, at most
-  :data:`~voxproxy.ids.MAX_PLAIN_NAME_CHARS` characters. Anything else becomes
-  ``n_`` + its keyed hash (:func:`voxproxy.ids.safe_name`, the rule the OpenAI
+  :data:`~voxproxy.core.ids.MAX_PLAIN_NAME_CHARS` characters. Anything else becomes
+  ``n_`` + its keyed hash (:func:`voxproxy.core.ids.safe_name`, the rule the OpenAI
   Realtime decoder applies to the wire's tool names too).
 - a posted ``*_hash`` is kept when it looks like a hash (hex digits, 8 to 128, with
   an optional short prefix); anything else is hashed again.
@@ -71,7 +71,8 @@ from pydantic import (
     model_validator,
 )
 
-from voxproxy.events import TOOL_EVENT_KINDS, ToolEvent
+from voxproxy.core.events import TOOL_EVENT_KINDS, ToolEvent
+from voxproxy.core.ids import keyed_hash, safe_name, value_digest
 from voxproxy.httpserve import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
@@ -80,7 +81,6 @@ from voxproxy.httpserve import (
     body_timeout_response,
     read_body,
 )
-from voxproxy.ids import keyed_hash, safe_name, value_digest
 from voxproxy.proxy.livecalls import LiveCalls
 
 log = logging.getLogger("voxproxy.eventapi")

@@ -1,6 +1,6 @@
 """The call lifecycle both proxies share, whatever carries the call.
 
-A :class:`MeasuredCall` is one call around its :class:`~voxproxy.session.CallSession`:
+A :class:`MeasuredCall` is one call around its :class:`~voxproxy.core.session.CallSession`:
 its link id (sent to the agent in ``X-Voxproxy-Call``), its trace, its entries in the
 live calls and the crash journal, its end and its receipt. A :class:`ReceiptOutlet` is
 where finished receipts go: :func:`publish` judges each once and hands it to every sink,
@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from voxproxy.clock import EpochAnchor, LagMonitor, new_secret
-from voxproxy.dialects.base import Decoder, DialectOptions
-from voxproxy.events import Direction, Event
-from voxproxy.ids import keyed_hash
+from voxproxy.core.dialects.base import Decoder, DialectOptions
+from voxproxy.core.events import Direction, Event
+from voxproxy.core.ids import keyed_hash
+from voxproxy.core.receipt import CloseInfo, ForwardDelay, Forwarding, Receipt, Terminal
+from voxproxy.core.session import CallSession, SessionConfig
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.proxy.livecalls import CALL_PREFIX, LiveCalls
-from voxproxy.receipts.model import CloseInfo, ForwardDelay, Forwarding, Receipt, Terminal
-from voxproxy.session import CallSession, SessionConfig
 from voxproxy.telemetry import NULL_TELEMETRY, CallTimes, CallTrace, FlushTime, Telemetry
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket.arrivals import ArrivalLog, ForwardDelays
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ import struct
 import sys
 from typing import Any
 
-from voxproxy.errors import VoxproxyError
+from voxproxy.core.errors import VoxproxyError
 
 CLAIM_PREFIX = "voxproxy/listen"
 

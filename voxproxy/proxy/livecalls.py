@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 
 import orjson
 
-from voxproxy.ids import keyed_hash
+from voxproxy.core.ids import keyed_hash
 
 T = TypeVar("T")
 

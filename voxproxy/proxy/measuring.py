@@ -69,11 +69,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from voxproxy.events import AnomalyKind
-from voxproxy.session.batch import Item as BatchItem
-from voxproxy.session.call import CallSession
-from voxproxy.session.pumps import PumpGroup
-from voxproxy.timebase import NS_PER_MS
+from voxproxy.core.events import AnomalyKind
+from voxproxy.core.session.batch import Item as BatchItem
+from voxproxy.core.session.call import CallSession
+from voxproxy.core.session.pumps import PumpGroup
+from voxproxy.core.timebase import NS_PER_MS
 
 # Messages are queued this long (at most) before they are measured together: of 0, 20, 50
 # and 100 ms, 50 cost the least CPU per message (docs/performance.md, "Measurement in
@@ -123,7 +123,7 @@ class Measured(Protocol):
         self, limit: int, cpu_ns: Callable[[], int], stop_at: int, shed_before: int
     ) -> int:
         """Measure items from the left of ``backlog`` (never raises), as
-        :func:`voxproxy.session.batch.measure` does: at most ``limit``, and none after
+        :func:`voxproxy.core.session.batch.measure` does: at most ``limit``, and none after
         ``cpu_ns()`` reaches ``stop_at`` (at least one); those queued before
         ``shed_before`` are shed. It may stop after an item that left its pump due
         (:attr:`pump_due`). Returns how many messages were shed."""

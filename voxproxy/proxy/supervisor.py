@@ -35,7 +35,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from voxproxy.errors import ConfigError, VoxproxyError
+from voxproxy.core.errors import ConfigError, VoxproxyError
 from voxproxy.proxy.front import DOWN, STARTING, UP, WorkerView, front_main, start_failure
 from voxproxy.proxy.journals import recover_journal, worker_journal
 from voxproxy.proxy.listenclaim import AddressClaim

@@ -2,7 +2,7 @@
 
 The relay (:mod:`voxproxy.transports.webrtc`) decodes a copy of every audio
 packet and stamps it on arrival; this module hands it to the call's
-:class:`~voxproxy.session.CallSession` with ``on_audio``. WebRTC media is paced
+:class:`~voxproxy.core.session.CallSession` with ``on_audio``. WebRTC media is paced
 in real time, so the session is told that agent audio is audible on arrival
 (MEASUREMENT.md section 3: the playout model degenerates to the identity).
 Data channel messages go to ``on_message``: those on OpenAI's ``oai-events``
@@ -19,9 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from voxproxy.clock import LagMonitor
-from voxproxy.dialects.channels import CHANNEL_DIALECTS, ChannelDecoder
-from voxproxy.errors import ConfigError
-from voxproxy.events import Audio, Direction, StageMark, ToolEvent
+from voxproxy.core.dialects.channels import CHANNEL_DIALECTS, ChannelDecoder
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.events import Audio, Direction, StageMark, ToolEvent
+from voxproxy.core.receipt import CloseInfo, Receipt, terminal_of
+from voxproxy.core.timebase import NS_PER_S
 from voxproxy.proxy.lifecycle import (
     CallHost,
     MeasuredCall,
@@ -31,12 +33,10 @@ from voxproxy.proxy.lifecycle import (
     loop_lag_over,
 )
 from voxproxy.proxy.livecalls import LiveCalls
-from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
 from voxproxy.telemetry import (
     TRACE_HEADERS,
     Telemetry,
 )
-from voxproxy.timebase import NS_PER_S
 from voxproxy.transports.webrtc import (
     EndInfo,
     Offer,

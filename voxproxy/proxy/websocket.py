@@ -10,9 +10,12 @@ from dataclasses import dataclass
 
 from websockets.http11 import Request
 
-from voxproxy.dialects import make_decoder
-from voxproxy.dialects.base import Decoder
-from voxproxy.events import AnomalyKind, Audio, Direction, StageMark, ToolEvent
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import Decoder
+from voxproxy.core.events import AnomalyKind, Audio, Direction, StageMark, ToolEvent
+from voxproxy.core.receipt import CloseInfo, Receipt, terminal_of
+from voxproxy.core.session.batch import measure
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.proxy.lifecycle import (
     CallHost,
     MeasuredCall,
@@ -30,13 +33,10 @@ from voxproxy.proxy.measuring import (
     Queued,
     give_up_measuring,
 )
-from voxproxy.receipts.model import CloseInfo, Receipt, terminal_of
-from voxproxy.session.batch import measure
 from voxproxy.telemetry import (
     TRACE_HEADERS,
     Telemetry,
 )
-from voxproxy.timebase import NS_PER_MS
 from voxproxy.transports.websocket import EndCause, EndInfo, RelayConfig, RelayServer
 
 log = logging.getLogger("voxproxy.proxy")

@@ -56,7 +56,7 @@ import socket
 from dataclasses import replace
 from pathlib import Path
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.proxy.journals import fold_journals
 from voxproxy.proxy.listenclaim import AddressClaim, check_unserved, reserve_port
 from voxproxy.receipts.policy import Policy, load_policy

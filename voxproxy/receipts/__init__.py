@@ -8,6 +8,6 @@ the core and ``yamlmodel``. Never a transport, the proxy, telemetry, the load
 generator, the mock agent or the scripted calls (enforced by tests/test_layers.py).
 """
 
-from voxproxy.receipts.model import BargeInRecord, Receipt, TurnRecord
+from voxproxy.core.receipt import BargeInRecord, Receipt, TurnRecord
 
 __all__ = ["BargeInRecord", "Receipt", "TurnRecord"]

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, get_args
 
-from voxproxy.errors import ConfigError
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.receipt import Receipt
 from voxproxy.receipts.store import utc_text
 
 Table = Literal["calls", "turns", "tools"]

@@ -38,8 +38,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from voxproxy.receipts.model import Receipt
-from voxproxy.timebase import parse_utc
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import parse_utc
 
 log = logging.getLogger("voxproxy.receipts")
 

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.receipt import Receipt
 
 Problem = Literal["not_utf8", "not_json", "not_receipt", "incomplete", "torn_fragment"]
 

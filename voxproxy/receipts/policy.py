@@ -26,7 +26,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import ErrorDetails
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.yamlmodel import (
     VersionText,
     canonical_json,

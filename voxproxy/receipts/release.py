@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from voxproxy.effects import mismatched_confirmations
-from voxproxy.receipts.model import EventRecord, Receipt, ToolCallRecord
+from voxproxy.core.effects import mismatched_confirmations
+from voxproxy.core.receipt import EventRecord, Receipt, ToolCallRecord
 from voxproxy.receipts.policy import Policy
 
 ReleaseCheck = Literal[

@@ -26,10 +26,10 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from voxproxy.errors import ConfigError
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import parse_utc
 from voxproxy.receipts.writer import STOP, BackgroundSink
-from voxproxy.timebase import parse_utc
 
 log = logging.getLogger("voxproxy.store")
 

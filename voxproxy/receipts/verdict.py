@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from voxproxy.receipts.model import BargeInRecord, Receipt, VerdictRecord
+from voxproxy.core.receipt import BargeInRecord, Receipt, VerdictRecord
 from voxproxy.receipts.policy import GATE_ORDER, GateName, Policy
 
 Verdict = Literal[

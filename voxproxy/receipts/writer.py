@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.receipt import Receipt
 
 log = logging.getLogger("voxproxy.receipts")
 

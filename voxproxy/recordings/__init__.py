@@ -3,7 +3,7 @@
 A recording of a call (a dual-channel WAV or FLAC, or two mono files with a declared
 offset) is the listener's vantage: what the caller said on one channel, what the caller
 heard of the agent on the other. Its samples are handed to the measurement core
-(:class:`voxproxy.session.CallSession`, ``on_audio``) with times derived from their
+(:class:`voxproxy.core.session.CallSession`, ``on_audio``) with times derived from their
 sample positions, the agent's audio audible where it lies (no playout model), and the
 core's receipt comes back with ``source: recording`` and ``vantage: listener``.
 

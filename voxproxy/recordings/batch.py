@@ -19,8 +19,9 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
-from voxproxy.errors import VoxproxyError
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.errors import VoxproxyError
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.session import SessionConfig
 from voxproxy.receipts.policy import Policy
 from voxproxy.receipts.verdict import judged
 from voxproxy.recordings.files import (
@@ -31,7 +32,6 @@ from voxproxy.recordings.files import (
     read_stereo,
 )
 from voxproxy.recordings.measure import DEFAULT_CHUNK_MS, measure
-from voxproxy.session import SessionConfig
 
 
 @dataclass(frozen=True, slots=True)

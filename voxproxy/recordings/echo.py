@@ -34,10 +34,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy.signal import oaconvolve
 
-from voxproxy.analysis.truth import TRUTH_RANGE_DB
-from voxproxy.audio.levels import active_speech_level
-from voxproxy.audio.resample import resample_linear
-from voxproxy.receipts.model import EchoRecord
+from voxproxy.core.analysis.truth import TRUTH_RANGE_DB
+from voxproxy.core.audio.levels import active_speech_level
+from voxproxy.core.audio.resample import resample_linear
+from voxproxy.core.receipt import EchoRecord
 from voxproxy.recordings.files import Channel
 
 MAX_LAG_MS = 500.0

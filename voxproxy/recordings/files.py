@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from voxproxy.errors import FixtureError
-from voxproxy.events import Pcm
+from voxproxy.core.errors import FixtureError
+from voxproxy.core.events import Pcm
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.recordings.wavfile import WavAudio, WavError, read_wav_bytes
-from voxproxy.timebase import NS_PER_MS
 
 ROLES = ("caller", "agent")
 DEFAULT_CHANNELS = ("caller", "agent")

@@ -1,7 +1,7 @@
 """A recording through the measurement core: samples in, the receipt out. Pure.
 
 Each channel is cut into chunks of ``chunk_ms`` and handed to
-:meth:`~voxproxy.session.CallSession.on_audio` in time order, with times taken from
+:meth:`~voxproxy.core.session.CallSession.on_audio` in time order, with times taken from
 sample positions (the core reads no clock): a caller chunk covering samples
 ``[i, j)`` arrives at the time of sample ``j`` (it covers ``[t - d, t]``, as a caller's
 frame does on any wire, MEASUREMENT.md 1); an agent chunk is audible from the time of
@@ -22,14 +22,16 @@ import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Audio, Direction, Event
-from voxproxy.receipts.model import (
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Audio, Direction, Event
+from voxproxy.core.receipt import (
     CloseInfo,
     EchoRecord,
     Receipt,
     RecordingInfo,
     TurnRecord,
 )
+from voxproxy.core.session import CallSession, SessionConfig
+from voxproxy.core.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.recordings.echo import (
     EchoResult,
     caller_threshold_dbfs,
@@ -37,8 +39,6 @@ from voxproxy.recordings.echo import (
     leak_left_dbfs,
 )
 from voxproxy.recordings.files import Channel, Recording
-from voxproxy.session import CallSession, SessionConfig
-from voxproxy.timebase import NS_PER_MS, EpochAnchor
 
 DEFAULT_CHUNK_MS = 20
 ECHO_REASON = "caller_echo"

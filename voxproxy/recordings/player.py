@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from voxproxy.core.receipt import Receipt
 from voxproxy.loadgen.report import REPORT_CSS, cdf
-from voxproxy.receipts.model import Receipt
 
 WIDTH, LANE_H, TOP = 1000, 22, 18
 

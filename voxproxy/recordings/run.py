@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from voxproxy.errors import ConfigError
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.errors import ConfigError
+from voxproxy.core.receipt import Receipt
 from voxproxy.recordings.batch import Job, Options, Outcome, run_batch, source_suffixes
 from voxproxy.recordings.files import parse_channels, recordings_in
 
@@ -80,8 +80,8 @@ def _table(outcomes: Sequence[Outcome], receipts: dict[int, Receipt]) -> None:
 
 
 def _export_otlp(receipts: Sequence[Receipt]) -> None:
+    from voxproxy.core.timebase import EpochAnchor
     from voxproxy.telemetry import CallTimes, TelemetryConfig, make_telemetry
-    from voxproxy.timebase import EpochAnchor
 
     # Its own service name (unless OTEL_SERVICE_NAME says), so that a recording's figures
     # never mix with the live proxy's in the same dashboards.

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from voxproxy.audio.g711 import ALAW_DECODE, ULAW_DECODE, pcm_to_alaw, pcm_to_ulaw
-from voxproxy.errors import FixtureError
-from voxproxy.events import Pcm
+from voxproxy.core.audio.g711 import ALAW_DECODE, ULAW_DECODE, pcm_to_alaw, pcm_to_ulaw
+from voxproxy.core.errors import FixtureError
+from voxproxy.core.events import Pcm
 
 PCM, FLOAT, ALAW, MULAW, EXTENSIBLE = 1, 3, 6, 7, 0xFFFE
 ENCODINGS = {PCM: "pcm", FLOAT: "float", ALAW: "alaw", MULAW: "ulaw"}

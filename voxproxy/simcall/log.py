@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from voxproxy.analysis.vad import Spurt
+from voxproxy.core.analysis.vad import Spurt
 
 
 @dataclass(slots=True)

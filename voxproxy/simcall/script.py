@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 Json = Any
 """A JSON value (what a state field, a backend field or a tool argument holds)."""

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from voxproxy.receipts.model import Receipt
-    from voxproxy.timebase import EpochAnchor
+    from voxproxy.core.receipt import Receipt
+    from voxproxy.core.timebase import EpochAnchor
 
 TRACE_HEADERS = ("traceparent", "tracestate")
 """The W3C trace-context headers read from the caller's handshake and written to ours."""

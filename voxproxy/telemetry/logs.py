@@ -25,7 +25,7 @@ from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.spans import call_attributes
 
 if TYPE_CHECKING:
-    from voxproxy.receipts.model import Receipt
+    from voxproxy.core.receipt import Receipt
 
 
 @dataclass(frozen=True, slots=True)

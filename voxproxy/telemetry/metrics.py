@@ -30,7 +30,7 @@ say is the caller's to choose (a label value is also text a caller would otherwi
 write into every scrape). Each label has a set of values that pass as they are (its
 enumeration in the code; for ``gen_ai.tool.name`` the declared vocabulary,
 ``--event-names``); a value outside it passes only when it has the shape of a name
-(:func:`voxproxy.ids.name_shaped`) and fewer than the label's bound of such values were
+(:func:`voxproxy.core.ids.name_shaped`) and fewer than the label's bound of such values were
 let in by this process; anything else is recorded as :data:`OTHER`. A receipt's tool
 name is already declared, name-shaped or a keyed hash (``n_...``): hashes, a series
 each, always fall to :data:`OTHER`.
@@ -44,9 +44,9 @@ from typing import get_args
 from opentelemetry.metrics import Meter
 from opentelemetry.util.types import AttributeValue
 
-from voxproxy.events import AnomalyKind
-from voxproxy.ids import name_shaped
-from voxproxy.receipts.model import TERMINALS, BargeInRecord, Receipt
+from voxproxy.core.events import AnomalyKind
+from voxproxy.core.ids import name_shaped
+from voxproxy.core.receipt import TERMINALS, BargeInRecord, Receipt
 from voxproxy.receipts.verdict import VERDICTS
 from voxproxy.telemetry import attributes as A
 

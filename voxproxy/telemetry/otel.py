@@ -59,7 +59,8 @@ from opentelemetry.trace import Span, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from voxproxy import __version__
-from voxproxy.receipts.model import Receipt
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import EpochAnchor
 from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.base import (
     CallTimes,
@@ -71,7 +72,6 @@ from voxproxy.telemetry.base import (
 from voxproxy.telemetry.logs import receipt_records
 from voxproxy.telemetry.metrics import Instruments
 from voxproxy.telemetry.spans import write_call
-from voxproxy.timebase import EpochAnchor
 
 if TYPE_CHECKING:
     from voxproxy.telemetry.prometheus import MetricsServer

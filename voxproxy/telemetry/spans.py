@@ -3,7 +3,7 @@
 When a call ends, its receipt (times in ms relative to call start) and the
 session's absolute times (monotonic ns) are turned into spans with explicit
 start and end times, converted to wall-clock time through the proxy's one
-:class:`~voxproxy.timebase.EpochAnchor`:
+:class:`~voxproxy.core.timebase.EpochAnchor`:
 
 * ``voxproxy.call`` (SERVER; opened at call start; ended here);
 * ``voxproxy.upstream`` (CLIENT, under the call): the agent's leg, from the proxy's
@@ -42,12 +42,12 @@ from opentelemetry.util.types import AttributeValue
 from voxproxy.telemetry import attributes as A
 
 if TYPE_CHECKING:
-    from voxproxy.receipts.model import Receipt, ToolCallRecord, TurnRecord
+    from voxproxy.core.receipt import Receipt, ToolCallRecord, TurnRecord
+    from voxproxy.core.timebase import EpochAnchor
     from voxproxy.telemetry.base import CallTimes
-    from voxproxy.timebase import EpochAnchor
 
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.telemetry.metrics import FAILED_TERMINALS, TOOL_ERRORS
-from voxproxy.timebase import NS_PER_MS
 
 UPSTREAM_FAILURES = frozenset(
     {"upstream_refused", "upstream_unreachable", "upstream_timeout", "agent_vanished"}

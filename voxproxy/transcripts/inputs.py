@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.transcripts.score import Scoring
 from voxproxy.transcripts.scorecard import Attribution
 from voxproxy.transcripts.terms import split_markup

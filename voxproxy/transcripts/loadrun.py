@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from voxproxy.timebase import NS_PER_MS
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.transcripts.score import Scoring, Tally
 from voxproxy.transcripts.scorecard import HumanScores, scorecard
 

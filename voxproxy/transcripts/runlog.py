@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 
 TERM_RATE_ALERT_POINTS = 5.0
 COLUMNS = (

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.transcripts.score import Tally
 from voxproxy.yamlmodel import parse_yaml, validate
 

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from voxproxy import yamlmodel
-from voxproxy.errors import ConfigError
+from voxproxy.core.errors import ConfigError
 from voxproxy.yamlmodel import VersionText, content_hash, parse_yaml, validate
 
 DEFAULT_RESOURCE = "data/terms.default.yaml"

@@ -2,7 +2,7 @@
 
 Both transports (``websocket`` and ``webrtc``) end a call with one of these causes;
 each uses those its protocol can have. The proxy turns a cause into the receipt's
-``terminal`` with :func:`voxproxy.receipts.model.terminal_of`: a cause's value is the
+``terminal`` with :func:`voxproxy.core.receipt.terminal_of`: a cause's value is the
 terminal of the same name, and the causes that never make a receipt (a bad handshake,
 a call refused over capacity, a health check) are not terminals.
 """

@@ -7,7 +7,7 @@ its audio (paced in real time or in bursts ahead of it), and where the caller ba
 in and how the agent reacts. :func:`render` turns the plan into the exact wire
 messages both sides would exchange, each with its arrival time at the proxy, together
 with the ground truth of every turn, computed from the clips' own speech edges. Tests
-feed the messages to a :class:`~voxproxy.session.CallSession` and compare its receipt
+feed the messages to a :class:`~voxproxy.core.session.CallSession` and compare its receipt
 with the truth; benchmarks do the same at scale.
 
 ``plan`` (what a call is made of), ``kits`` (each wire's messages), ``render`` (the

@@ -9,9 +9,9 @@ section 5. Each flow may carry the verdict it expects (``expect``).
 
 :func:`replay` is pure. It pairs the edges into talk-spurts, applies flushes as
 the playout model does (a flush cuts the audible agent audio at its time),
-feeds spurts and flushes to :class:`~voxproxy.turns.TurnMachine` in time order,
-hands the tool events to a :class:`~voxproxy.session.CallSession` and lets the
-session build the receipt (which runs :func:`voxproxy.effects.derive`). An edge
+feeds spurts and flushes to :class:`~voxproxy.core.turns.TurnMachine` in time order,
+hands the tool events to a :class:`~voxproxy.core.session.CallSession` and lets the
+session build the receipt (which runs :func:`voxproxy.core.effects.derive`). An edge
 whose end is missing lasts until the call ends, as a speech detector's
 ``finish`` does. Files are read and validated at the edge (:func:`load_flow`).
 
@@ -37,23 +37,23 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from voxproxy.analysis.vad import Spurt
-from voxproxy.dialects.base import DialectOptions
-from voxproxy.dialects.raw import RawDecoder
-from voxproxy.errors import FixtureError
-from voxproxy.events import ToolEvent, ToolKind
-from voxproxy.receipts.model import (
+from voxproxy.core.analysis.vad import Spurt
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.dialects.raw import RawDecoder
+from voxproxy.core.errors import FixtureError
+from voxproxy.core.events import ToolEvent, ToolKind
+from voxproxy.core.receipt import (
     TOOL_EVENT_FIELDS,
     CloseInfo,
     Receipt,
     Terminal,
     ToolEventFields,
 )
+from voxproxy.core.session import CallSession, SessionConfig
+from voxproxy.core.timebase import NS_PER_MS, EpochAnchor
+from voxproxy.core.turns import FlushMark
 from voxproxy.receipts.policy import GateName
 from voxproxy.receipts.verdict import Verdict
-from voxproxy.session import CallSession, SessionConfig
-from voxproxy.timebase import NS_PER_MS, EpochAnchor
-from voxproxy.turns import FlushMark
 from voxproxy.yamlmodel import validate
 
 FLOW_SECRET = b"voxproxy-flows"

@@ -12,10 +12,10 @@ import numpy as np
 import numpy.typing as npt
 
 from support.scripted.plan import CallPlan, TurnTruth
-from voxproxy.analysis.truth import audible_speech_edges, named_truth_threshold
 from voxproxy.clips import Clip
-from voxproxy.events import Pcm
-from voxproxy.timebase import NS_PER_MS
+from voxproxy.core.analysis.truth import audible_speech_edges, named_truth_threshold
+from voxproxy.core.events import Pcm
+from voxproxy.core.timebase import NS_PER_MS
 
 Noise = npt.NDArray[np.float64]
 

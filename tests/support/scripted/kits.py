@@ -11,22 +11,22 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from support.scripted.plan import CallPlan, WirePlan
-from voxproxy.audio.g711 import pcm_to_ulaw
-from voxproxy.audio.pcm import pcm_to_bytes
-from voxproxy.dialects.exotel import ExotelAgentWire, ExotelCallerWire
-from voxproxy.dialects.openai_realtime import (
+from voxproxy.core.audio.g711 import pcm_to_ulaw
+from voxproxy.core.audio.pcm import pcm_to_bytes
+from voxproxy.core.dialects.exotel import ExotelAgentWire, ExotelCallerWire
+from voxproxy.core.dialects.openai_realtime import (
     AudioFormat,
     OpenAIRealtimeAgentWire,
     OpenAIRealtimeCallerWire,
     parse_format,
 )
-from voxproxy.dialects.plivo import PlivoAgentWire, PlivoCallerWire
-from voxproxy.dialects.raw import RawWire
-from voxproxy.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire
-from voxproxy.dialects.telnyx import encode as telnyx_encode
-from voxproxy.dialects.twilio import TwilioAgentWire, TwilioCallerWire
-from voxproxy.dialects.vonage import VonageAgentWire, VonageCallerWire
-from voxproxy.events import Pcm
+from voxproxy.core.dialects.plivo import PlivoAgentWire, PlivoCallerWire
+from voxproxy.core.dialects.raw import RawWire
+from voxproxy.core.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire
+from voxproxy.core.dialects.telnyx import encode as telnyx_encode
+from voxproxy.core.dialects.twilio import TwilioAgentWire, TwilioCallerWire
+from voxproxy.core.dialects.vonage import VonageAgentWire, VonageCallerWire
+from voxproxy.core.events import Pcm
 
 
 class Kit:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from voxproxy.clips import Clip
-from voxproxy.events import Direction, Pcm
+from voxproxy.core.events import Direction, Pcm
 
 SendMode = Literal["paced", "burst"]
 Reaction = Literal["flush", "cease", "never"]

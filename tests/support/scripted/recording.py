@@ -24,11 +24,11 @@ import numpy as np
 
 from support.scripted.plan import BargePlan, TurnPlan, TurnTruth
 from support.scripted.render import to_rate
-from voxproxy.analysis.truth import speech_edges, truth_threshold_dbfs
 from voxproxy.clips import Clip
-from voxproxy.events import Pcm
-from voxproxy.receipts.model import Receipt
-from voxproxy.timebase import NS_PER_MS
+from voxproxy.core.analysis.truth import speech_edges, truth_threshold_dbfs
+from voxproxy.core.events import Pcm
+from voxproxy.core.receipt import Receipt
+from voxproxy.core.timebase import NS_PER_MS
 
 
 @dataclass(frozen=True, slots=True)

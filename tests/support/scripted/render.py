@@ -21,11 +21,11 @@ from support.scripted.plan import (
     TurnTruth,
     WirePlan,
 )
-from voxproxy.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
-from voxproxy.audio.resample import resample_linear
 from voxproxy.clips import Clip
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
-from voxproxy.timebase import NS_PER_MS, NS_PER_S
+from voxproxy.core.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
+from voxproxy.core.audio.resample import resample_linear
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 
 
 def to_rate(pcm: Pcm, rate: int, target: int) -> Pcm:

@@ -4,7 +4,7 @@ the forwarding delays' histogram answers its quantiles from above."""
 
 from __future__ import annotations
 
-from voxproxy.timebase import NS_PER_MS
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.transports.websocket.arrivals import ArrivalLog, ForwardDelays
 
 S = 1_000_000_000

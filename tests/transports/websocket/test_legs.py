@@ -33,9 +33,9 @@ from support.rawws import accept_handshake
 from support.waiting import wait_until
 from websockets.http11 import Request
 
-from voxproxy.events import Direction
+from voxproxy.core.events import Direction
+from voxproxy.core.receipt import Receipt
 from voxproxy.proxy.websocket import Proxy
-from voxproxy.receipts.model import Receipt
 from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer
 
 PCM = b"\x01\x00" * 160  # 10 ms of 16 kHz audio, barely audible

@@ -18,7 +18,7 @@ from support.rawws import accept_handshake
 from websockets.http11 import Request
 from websockets.utils import apply_mask
 
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer, relay
 

@@ -21,7 +21,7 @@ from support.waiting import wait_until
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.http11 import Request
 
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.transports.stamped import SUPPORTED
 from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer
 

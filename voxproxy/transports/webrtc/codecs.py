@@ -19,9 +19,9 @@ from aiortc.jitterbuffer import JitterFrame
 from av import AudioFrame, AudioResampler, CodecContext
 from av.packet import Packet
 
-from voxproxy.audio.g711 import alaw_to_pcm, ulaw_to_pcm
-from voxproxy.events import Pcm
-from voxproxy.timebase import NS_PER_MS
+from voxproxy.core.audio.g711 import alaw_to_pcm, ulaw_to_pcm
+from voxproxy.core.events import Pcm
+from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.transports.webrtc.opus import OpusDecoder16k, libopus
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from voxproxy.events import Pcm
+from voxproxy.core.events import Pcm
 
 _LIBOPUS: Any = None  # ctypes handle, False when not found
 

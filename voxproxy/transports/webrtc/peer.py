@@ -17,8 +17,8 @@ from aiortc import (
 from aiortc.codecs import get_capabilities
 from aiortc.sdp import SessionDescription
 
-from voxproxy.events import Pcm
-from voxproxy.timebase import NS_PER_S
+from voxproxy.core.events import Pcm
+from voxproxy.core.timebase import NS_PER_S
 from voxproxy.transports.webrtc.arrival import Arrivals, arrivals_of, install
 from voxproxy.transports.webrtc.codecs import AudioEncoder, CodecInfo, RtpIn, frame_ticks
 from voxproxy.transports.webrtc.ice import LIVE_PEERS, rtc_configuration

@@ -15,7 +15,7 @@ from typing import Any, NoReturn, Protocol
 
 import aiohttp
 
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Audio, Direction, Pcm
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Audio, Direction, Pcm
 from voxproxy.httpserve import (
     HEADER_TIMEOUT_S,
 )

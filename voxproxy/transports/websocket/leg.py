@@ -16,7 +16,7 @@ import time
 import traceback
 from typing import Protocol, cast
 
-from voxproxy.events import Direction
+from voxproxy.core.events import Direction
 from voxproxy.transports.stamped import StampedReader, attach
 from voxproxy.transports.websocket.arrivals import ArrivalLog
 from voxproxy.transports.websocket.config import WRITE_HIGH_WATER, RelayConfig

@@ -43,7 +43,7 @@ from websockets.protocol import SEND_EOF, State
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
-from voxproxy.events import Direction
+from voxproxy.core.events import Direction
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.arrivals import ArrivalLog, ForwardDelays
 from voxproxy.transports.websocket.config import Admission, RelayConfig

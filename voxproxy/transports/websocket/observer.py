@@ -9,7 +9,7 @@ from typing import Protocol
 
 from websockets.http11 import Request
 
-from voxproxy.events import Direction
+from voxproxy.core.events import Direction
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.arrivals import ArrivalLog, ForwardDelays
 

@@ -25,7 +25,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
-from voxproxy.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.fdwatch import FD_ALARM, FD_ERRNOS
 from voxproxy.health import HEALTH_PATHS, LIVE_PATH
 from voxproxy.transports.ends import EndCause

@@ -1,0 +1,155 @@
+"""Speech edges under a bed of noise, judged against what a listener hears
+(``voxproxy.core.analysis.audible``; MEASUREMENT.md 2)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from support.noise import noise_bed
+
+from voxproxy.clips import Clip, load_clips
+from voxproxy.core.analysis.audible import (
+    AUDIBLE_SEEN_DB,
+    HIGHPASS_HZ,
+    audible_edge_band,
+    highpass,
+    noise_stats,
+    window_power,
+)
+from voxproxy.core.analysis.truth import audible_speech_edges, truth_threshold_dbfs
+from voxproxy.core.analysis.vad import SpeechDetector, Spurt
+
+RATE = 16000
+MS = 1_000_000
+LEAD_MS = 2000
+CALLERS = sorted(n for n, c in load_clips().items() if c.role == "caller" and c.kind == "speech")
+
+
+def test_the_high_pass_keeps_speech_and_drops_rumble() -> None:
+    t = np.arange(RATE) / RATE
+    for hz, lo, hi in ((20.0, -40.0, -25.0), (50.0, -20.0, -10.0), (1000.0, -0.5, 0.5)):
+        x = np.sin(2 * np.pi * hz * t)
+        y = highpass(x, RATE)[RATE // 10 : -RATE // 10]
+        gain = 10 * np.log10(np.mean(y**2) / np.mean(x[RATE // 10 : -RATE // 10] ** 2))
+        assert lo < gain < hi, (hz, gain)
+    assert HIGHPASS_HZ == 150.0
+
+
+def _ramp_call(noise: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
+    """A 1 kHz tone rising 1 dB a ms from -80.5 to -20.5 dBFS from 1000 ms, held, and
+    falling likewise from 2060 ms, over ``noise``: the mixture's window powers (whole band,
+    high-passed) and the heard truth (threshold -55 dBFS)."""
+    n_ms = 3000
+    db = np.full(n_ms, -200.0)
+    rise = -80.5 + np.arange(60.0)
+    db[1000:1060], db[1060:2060], db[2060:2120] = rise, rise[-1], rise[::-1]
+    t = np.arange(n_ms * 16) / RATE
+    speech = np.sqrt(2) * 32768 * np.repeat(10 ** (db / 20), 16) * np.sin(2 * np.pi * 1000 * t)
+    clean = np.round(speech).astype(np.int16)
+    truth = audible_speech_edges(clean, noise, RATE, threshold_dbfs=-55.0)
+    x = speech + noise
+    return window_power(x, 16), window_power(highpass(x, RATE), 16), truth
+
+
+@pytest.mark.parametrize("kind", ["white", "pink", "brown"])
+@pytest.mark.parametrize("noise_dbfs", [-30.0, -40.0, -50.0])
+def test_an_edge_is_found_where_it_rises_out_of_any_steady_bed(
+    kind: str, noise_dbfs: float
+) -> None:
+    # Property over the bed's colour and level: a tone rising and falling 1 dB a ms through
+    # the bed and the truth's threshold of -55 dBFS. The edges walked from the held tone,
+    # against the noise read from the 800 ms before it, lie within 10 ms of the heard
+    # truth (brown noise's dips let the truth start a few ms before the mixture shows it),
+    # with a band (how far they move with the speech estimate 3 dB off) as narrow.
+    noise = noise_bed(kind, 3000 * 16, RATE, seed=3) * 32768 * 10 ** (noise_dbfs / 20)
+    power, power_hp, truth = _ramp_call(noise)
+    assert len(truth) == 1
+    stats = noise_stats(power[100:900], power_hp[100:900])
+    assert stats is not None
+    threshold = 10 ** (-55.5 / 10)
+    onset, band_on = audible_edge_band(power, power_hp, 1300, stats, threshold, -1)
+    offset, band_off = audible_edge_band(power, power_hp, 1900, stats, threshold, +1)
+    assert abs(onset - truth[0][0]) <= 10 and abs(offset - truth[0][1]) <= 10, (
+        onset,
+        offset,
+        truth,
+    )
+    assert band_on <= 10 and band_off <= 10, (band_on, band_off)
+
+
+def test_too_little_noise_to_read_gives_no_estimate() -> None:
+    assert noise_stats(np.ones(30), np.ones(30)) is None
+
+
+@functools.cache
+def _spurts(name: str, kind: str, snr_db: float, rate: int) -> tuple[tuple[Spurt, ...], tuple]:
+    """The detector's voiced spurts of a caller clip (2 s of the bed alone before it) at
+    ``snr_db`` under a ``kind`` bed from the stream's first sample, and the heard truth."""
+    c: Clip = load_clips()[name]
+    pcm = c.pcm if rate == RATE else c.pcm[: c.pcm.size // 2 * 2].reshape(-1, 2).mean(axis=1)
+    pcm = np.asarray(pcm).astype(np.int16)
+    lead = LEAD_MS * rate // 1000
+    x = np.concatenate([np.zeros(lead), pcm.astype(np.float64), np.zeros(rate)])
+    segments = [pcm[round(a * rate / 1000) : round(b * rate / 1000)] for a, b in c.segments_ms]
+    active = float(np.sqrt(np.mean(np.concatenate(segments).astype(np.float64) ** 2)))
+    bed = noise_bed(kind, x.size, rate, seed=len(name)) * active * 10 ** (-snr_db / 20)
+    threshold = truth_threshold_dbfs(c.pcm, c.sample_rate_hz)
+    truth = audible_speech_edges(pcm, bed[lead : lead + pcm.size], rate, threshold_dbfs=threshold)
+    y = np.clip(np.round(x + bed), -32768, 32767).astype(np.int16)
+    det = SpeechDetector(rate)
+    step = rate // 50
+    for k in range(0, y.size, step):
+        det.push(y[k : k + step], k * 1_000_000_000 // rate)
+    det.finish(y.size * 1_000_000_000 // rate)
+    return tuple(s for s in det.spurts if s.voiced), tuple(tuple(e) for e in truth)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rate", [16000, 8000])
+@pytest.mark.parametrize(("kind", "snr_db"), [("white", 10.0), ("pink", 10.0), ("white", 20.0)])
+def test_every_caller_is_heard_within_its_stated_band(kind: str, snr_db: float, rate: int) -> None:
+    # Scripted: each of the project's caller clips under a steady bed from the stream's
+    # first sample, its true edges the ones a listener hears over it. The first onset and
+    # the last offset lie within 10 ms plus the band the detector states for them (which
+    # the session adds to a figure's uncertainty), and half of them within 8 ms. Before,
+    # the edges walked to the bed's floor + 6 dB (and a spectral presence under it): on
+    # white noise at 10 dB SNR the last offsets came 40-120 ms early (p95 99 ms) and every
+    # edge stated 150-213 ms.
+    errors: list[float] = []
+    bands: list[float] = []
+    outside = []
+    for name in CALLERS:
+        spurts, truth = _spurts(name, kind, snr_db, rate)
+        assert spurts and truth, name
+        on = spurts[0].onset_ns / MS - LEAD_MS - truth[0][0]
+        off = spurts[-1].offset_ns / MS - LEAD_MS - truth[-1][1]
+        for err, band in ((on, spurts[0].masked_onset_ms), (off, spurts[-1].masked_offset_ms)):
+            errors.append(abs(err))
+            bands.append(band)
+            if abs(err) > 10.0 + band:
+                outside.append((name, round(err), band))
+    print(
+        f"{kind} {snr_db:g} dB {rate} Hz: |error| p50 {np.median(errors):.1f} ms, p95 "
+        f"{np.percentile(errors, 95):.1f}; outside 10 ms + band: {outside}"
+    )
+    assert len(outside) <= 1, outside
+    assert float(np.median(errors)) <= 8.0
+    # Narrow enough to publish for a third at least (the masking table that stood for
+    # every edge under noise before: 150-213 ms, nothing published).
+    assert sum(1 for b in bands if b <= 40.0) >= len(bands) / 3, bands
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["white", "pink"])
+def test_at_0_db_snr_no_edge_is_stated_better_than_a_listener_could_place_it(kind: str) -> None:
+    # SNR near 0 dB: no listener follows the words' edges. What the detector finds there
+    # carries the masking table's band (withheld past the default bound), never a few ms.
+    found = 0
+    for name in CALLERS:
+        spurts, _truth = _spurts(name, kind, 0.0, RATE)
+        for s in spurts:
+            found += 1
+            assert s.masked_onset_ms >= 100.0 and s.masked_offset_ms >= 100.0, (name, s)
+    assert AUDIBLE_SEEN_DB > 0 and found >= 0

@@ -1,0 +1,302 @@
+"""When the proxy cannot know, it says so (MEASUREMENT.md 2): directions that never go
+quiet, and clock readings that ran late, withhold figures with a reason instead of
+publishing confident wrong numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.groundtruth import measure
+from support.scripted import CallPlan, TurnPlan, render
+
+from voxproxy.clips import load_clips, load_corpus
+from voxproxy.core.analysis.vad import MASKING_TABLE, masked_ms
+from voxproxy.core.analysis.vadconfig import LEVEL_SPREAD_TABLE, level_spread_db
+from voxproxy.core.audio.levels import active_speech_level, frame_active_level, window_energy_db
+from voxproxy.core.audio.resample import resample_clip
+from voxproxy.core.dialects import make_decoder
+from voxproxy.core.dialects.base import DialectOptions
+from voxproxy.core.receipt import CloseInfo
+from voxproxy.core.session import DETECTOR_UNCERTAINTY_MS, CallSession, SessionConfig
+from voxproxy.receipts.policy import load_policy
+from voxproxy.receipts.verdict import check, judged
+
+MS = 1_000_000
+
+
+def _plan(seed: int, **kw: object) -> CallPlan:
+    rng = random.Random(seed)
+    clips = load_clips()
+    callers = [c for c in clips.values() if c.role == "caller" and c.kind == "speech"]
+    agents = [c for c in clips.values() if c.role == "agent" and c.kind == "speech"]
+    turns = tuple(
+        TurnPlan(rng.choice(callers), rng.choice(agents), rng.uniform(300, 2000)) for _ in range(3)
+    )
+    return CallPlan(dialect="raw", send_mode="paced", turns=turns, seed=seed, **kw)  # type: ignore[arg-type]
+
+
+def test_a_babble_bed_under_the_caller_publishes_no_figure() -> None:
+    # A bed of four voices 10 and 20 dB under the caller: the caller direction is never
+    # quiet, so no caller speech end is known (it once read 5.7 s off the truth).
+    babble = load_clips()["noise_babble"].pcm
+    policy = load_policy(None)
+    for snr in (10.0, 20.0):
+        for seed in range(3):
+            call = render(_plan(seed, caller_bed=babble, caller_bed_dbfs=-21.0 - snr))
+            receipt = measure(call, "raw")
+            published = [t.ttfs_ms for t in receipt.turns if t.ttfs_ms is not None]
+            assert published == [], (snr, seed, receipt.turns)
+            reasons = {t.reason for t in receipt.turns}
+            assert "caller_never_quiet" in reasons and reasons <= {
+                "caller_never_quiet",
+                "call_ended",
+                "no_response",
+            }, reasons
+            # The caller's edges are no speech edges either: none is published.
+            assert all(t.caller_offset_ms is None for t in receipt.turns)
+            assert all(t.reprompt_ms is None for t in receipt.turns)
+            gate = check("turn_timing", receipt, policy)
+            assert gate.verdict == "insufficient_evidence", gate
+
+
+def test_a_babble_bed_under_a_single_short_answer_publishes_no_figure() -> None:
+    # One question, one short answer, then silence (the silence_after_answer scenario):
+    # the agent speaks little, yet the caller stays active through all of it.
+    rng = random.Random(9)
+    clips = load_clips()
+    babble = clips["noise_babble"].pcm
+    for seed in range(3):
+        turn = TurnPlan(
+            clips["caller_where_is_order"], clips["agent_reprompt"], rng.uniform(300, 900)
+        )
+        plan = CallPlan(
+            dialect="raw",
+            send_mode="paced",
+            turns=(turn,),
+            seed=seed,
+            tail_ms=6000.0,
+            caller_bed=babble,
+            caller_bed_dbfs=-31.0,
+        )
+        receipt = measure(render(plan), "raw")
+        assert [t.ttfs_ms for t in receipt.turns if t.ttfs_ms is not None] == [], receipt.turns
+        assert "caller_never_quiet" in {t.reason for t in receipt.turns}
+
+
+def test_a_quiet_direction_is_measured_as_before() -> None:
+    # The control: the same calls without the bed publish every figure, but one whose
+    # caller edge is a slow release that moves 48 ms with the level read 0.5 dB off: that
+    # one is said to be uncertain (caller_edge_ambiguous), not published.
+    published = 0
+    for seed in range(3):
+        call = render(_plan(seed))
+        receipt = measure(call, "raw")
+        responses = [t for t in receipt.turns if t.kind == "response"]
+        assert len(responses) == 3
+        for t in responses:
+            assert t.ttfs_uncertainty_ms is not None
+            assert t.ttfs_uncertainty_ms >= DETECTOR_UNCERTAINTY_MS
+            if t.ttfs_ms is None:
+                assert t.reason == "caller_edge_ambiguous", t
+                assert t.ttfs_uncertainty_ms > 50.0
+            else:
+                published += 1
+                assert t.ttfs_uncertainty_ms <= 50.0
+    assert published >= 8
+
+
+def test_clock_lag_near_an_edge_widens_its_uncertainty_and_withholds_it() -> None:
+    call = render(_plan(4))
+    blocks: list[tuple[int, int]] = []  # (end of a block of the loop, its length)
+
+    def lag(start_ns: int, end_ns: int) -> int:
+        return max((n for t, n in blocks if t >= start_ns and t - n <= end_ns), default=0)
+
+    def run() -> list[tuple[float | None, float | None, str | None]]:
+        s = CallSession(make_decoder("raw"), 0, secret=b"k", link_id="l", clock_lag=lag)
+        for t, d, p in call.messages:
+            s.on_message(d, p, t)
+        r = s.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
+        return [(t.ttfs_ms, t.ttfs_uncertainty_ms, t.reason) for t in r.turns]
+
+    clean = run()
+    assert all(v is not None and u == DETECTOR_UNCERTAINTY_MS for v, u, _ in clean)
+    # A 30 ms block right after the second turn's caller speech end: its figure carries
+    # it; an 80 ms block at the third turn's agent onset withholds that figure.
+    second, third = call.truth[1], call.truth[2]
+    blocks.append((second.caller_offset_ns + 50 * MS, 30 * MS))
+    blocks.append((third.agent_onset_ns + 20 * MS, 80 * MS))
+    lagged = run()
+    assert lagged[0] == clean[0]
+    assert lagged[1][0] == clean[1][0] and lagged[1][1] == DETECTOR_UNCERTAINTY_MS + 30.0
+    assert lagged[2][0] is None and lagged[2][2] == "clock_lag"
+    assert lagged[2][1] == DETECTOR_UNCERTAINTY_MS + 80.0
+
+
+def test_a_caller_on_another_wire_than_the_configured_one_is_named() -> None:
+    # A raw PCM caller on a proxy told to expect Twilio: nothing can be measured, and the
+    # receipt, the anomalies and the verdict say why instead of blaming something else.
+    call = render(_plan(1))
+    session = CallSession(make_decoder("twilio"), 0, secret=b"k", link_id="l")
+    session.on_upstream_connected(1_000_000)  # the agent answered the handshake
+    for t, d, p in call.messages:
+        session.on_message(d, p, t)
+    receipt = session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
+    assert receipt.wire_looks_like == "raw"
+    assert receipt.anomalies["dialect_mismatch"] == 1
+    verdict = judged(receipt, load_policy(None)).verdict
+    assert verdict is not None and verdict.verdict == "insufficient_evidence"
+    assert "looks like raw, not the configured twilio" in (verdict.reason or "")
+    # The right dialect (and auto) measure the same call, with no mismatch.
+    for dialect in ("raw", "auto"):
+        right = measure(render(_plan(1)), dialect)
+        assert right.wire_looks_like is None and "dialect_mismatch" not in right.anomalies
+
+
+@pytest.mark.slow
+def test_noise_under_the_caller_is_measured_against_what_is_heard() -> None:
+    """Issue 13, then issue 36: under a bed of white noise 10 and 20 dB below the caller.
+    The contract's truth is now what a listener hears over the bed (MEASUREMENT.md 2;
+    the scripted calls' truth follows it), and the detector finds the edges where the
+    speech rises out of the noise (analysis/audible.py). Before, every figure was withheld
+    as caller_noise (the old truth's edges lay 100-200 ms under the noise): now most are
+    published against the heard truth, a figure whose edge hovers on the noise states it
+    and is withheld as caller_noise past the bound, and with the bound lifted the errors
+    lie inside their stated uncertainty. Measured: 16 of 24 published, |error| at most 49
+    ms; lifted, 21 of 24 inside."""
+    rng = np.random.default_rng(7)
+    bed = (rng.standard_normal(16000 * 4) * 8000).astype(np.int16)  # -12.3 dBFS, scaled below
+    inside = total = published = 0
+    worst = 0.0
+    for snr in (10.0, 20.0):
+        for seed in range(4):
+            call = render(_plan(seed, caller_bed=bed, caller_bed_dbfs=-21.0 - snr))
+            receipt = measure(call, "raw")
+            responses = [t for t in receipt.turns if t.kind == "response"]
+            assert len(responses) == 3, (snr, seed, [t.reason for t in responses])
+            for t, truth in zip(responses, call.truth, strict=True):
+                if t.ttfs_ms is None:
+                    assert t.reason == "caller_noise", (snr, seed, t)
+                    assert t.ttfs_uncertainty_ms is not None and t.ttfs_uncertainty_ms > 50.0
+                    continue
+                published += 1
+                worst = max(worst, abs(t.ttfs_ms - truth.ttfs_ns / 1e6))
+            for (value, unc), truth in zip(_measure_lifted(call, "raw"), call.truth, strict=True):
+                assert value is not None and unc is not None
+                total += 1
+                inside += abs(value - truth.ttfs_ns / 1e6) <= unc
+    print(
+        f"noisy callers: {published}/{total} published (worst |error| {worst:.1f} ms); "
+        f"lifted, {inside}/{total} inside their stated uncertainty"
+    )
+    assert total == 24 and published >= 12 and worst <= 60.0 and inside >= 20
+
+
+@pytest.mark.slow
+def test_the_masking_table_bounds_the_voices_it_was_measured_on() -> None:
+    """MASKING_TABLE is tools/calibrate_masking.py's measurement; re-measured here, so a
+    change of the clips or of the truth rule that hides more of an edge fails."""
+    spec = importlib.util.spec_from_file_location(
+        "calibrate_masking", Path(__file__).parents[2] / "tools" / "calibrate_masking.py"
+    )
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    measured = {depth: (on, off) for depth, on, off in tool.table()}
+    assert set(measured) == {row[0] for row in MASKING_TABLE}
+    for depth, on, off in MASKING_TABLE:
+        assert on >= measured[depth][0] - 0.5 and off >= measured[depth][1] - 0.5, depth
+    # In quiet (seen 35 dB or more under the talker) nothing is hidden.
+    assert masked_ms(60.0) == (0.0, 0.0) and masked_ms(-5.0) == MASKING_TABLE[0][1:]
+
+
+def _measure_lifted(call: object, dialect: str) -> list[tuple[float | None, float | None]]:
+    """(ttfs_ms, uncertainty) of each response, with the withholding bound lifted."""
+    session = CallSession(
+        make_decoder(dialect, DialectOptions(secret=b"k")),
+        0,
+        secret=b"k",
+        link_id="l",
+        config=SessionConfig(max_uncertainty_ms=10_000.0),
+    )
+    for t_ns, d, p in call.messages:  # type: ignore[attr-defined]
+        session.on_message(d, p, t_ns)
+    receipt = session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))  # type: ignore[attr-defined]
+    return [(t.ttfs_ms, t.ttfs_uncertainty_ms) for t in receipt.turns if t.kind == "response"]
+
+
+def test_an_onset_that_moves_with_the_level_states_it_and_is_withheld_past_the_bound() -> None:
+    """Issue 13: festival's kal voice breathes 1-10 dB under the truth's threshold for
+    200 ms before it speaks. On 8 kHz mu-law its onset landed up to 130 ms early in the
+    accuracy benchmark (the truth is the clean 16 kHz recording's); on 16 kHz PCM it is
+    found to the millisecond. The proxy measures how
+    far the onset moves with the level read 0.5 dB off and adds it to the uncertainty:
+    every figure lies inside it, and one that could be that far off is withheld as
+    agent_edge_ambiguous. A steep onset (espeak) states nothing extra."""
+    corpus = load_corpus()
+    caller, breathy, steep = (
+        corpus["espeak_en_us_f3_caller"],
+        corpus["festival_kal_m_agent"],
+        corpus["espeak_es_m_agent"],
+    )
+    withheld = 0
+    for dialect in ("raw", "twilio"):
+        for mode in ("paced", "burst"):
+            for agent, extra in ((breathy, True), (steep, False)):
+                plan = CallPlan(
+                    dialect=dialect,  # type: ignore[arg-type]
+                    send_mode=mode,  # type: ignore[arg-type]
+                    turns=(TurnPlan(caller, agent, 900.0),),
+                    seed=1,
+                )
+                call = render(plan)
+                receipt = measure(call, dialect)
+                (turn,) = [t for t in receipt.turns if t.kind == "response"]
+                assert turn.ttfs_uncertainty_ms is not None
+                if not extra:
+                    assert turn.ttfs_uncertainty_ms <= DETECTOR_UNCERTAINTY_MS + 2.0, turn
+                elif dialect == "twilio":  # at 16 kHz PCM the breath stays under
+                    assert turn.ttfs_uncertainty_ms >= DETECTOR_UNCERTAINTY_MS + 20.0, turn
+                if turn.ttfs_ms is None:
+                    assert turn.reason == "agent_edge_ambiguous" and extra, turn
+                    withheld += 1
+                ((ttfs, unc),) = _measure_lifted(call, dialect)
+                assert ttfs is not None and unc is not None
+                err = ttfs - call.truth[0].ttfs_ns / 1e6
+                assert abs(err) <= unc, (dialect, mode, agent.name, err, unc)
+    assert withheld >= 1  # twilio/burst: 116 ms early, 123 ms stated
+
+
+def test_the_level_spread_table_bounds_a_level_read_from_the_start_of_an_answer() -> None:
+    """LEVEL_SPREAD_TABLE, re-measured: how far P.56's level read from the first ``heard``
+    ms of each speech clip (20 ms frames at 8 kHz, from its first speech) stands from the
+    whole clip's, p95 over the project's clips and the corpus's voices. Each row must
+    bound what it stands for: a change of the clips or of the level's rule that spreads
+    more fails here."""
+    clips = {**load_clips(), **load_corpus()}
+    errors: dict[float, list[float]] = {heard: [] for heard, _ in LEVEL_SPREAD_TABLE[1:]}
+    for clip in clips.values():
+        if clip.kind != "speech":
+            continue
+        pcm = resample_clip(clip.pcm, clip.sample_rate_hz, 8000)
+        whole = active_speech_level(pcm, 8000)
+        if whole is None:
+            continue
+        frame_db = window_energy_db(pcm, 160).astype(np.float64)  # 20 ms frames
+        n = frame_db.size
+        first = int(clip.segments_ms[0][0] // 20)
+        for heard in errors:
+            count = int(heard // 20)
+            if first + count <= n:
+                level = frame_active_level(frame_db[first : first + count], 20)
+                if level is not None:
+                    errors[heard].append(abs(level - whole))
+    for heard, spread in LEVEL_SPREAD_TABLE[1:]:
+        assert len(errors[heard]) >= 10, heard
+        assert spread >= float(np.percentile(errors[heard], 95)) - 0.1, heard
+    assert level_spread_db(0.0) == LEVEL_SPREAD_TABLE[0][1]
+    assert level_spread_db(450.0) == 3.0 and level_spread_db(10_000.0) == 0.6

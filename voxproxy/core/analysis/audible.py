@@ -1,0 +1,268 @@
+"""Speech edges under a bed of noise: where the speech rises out of it.
+
+Under a noise bed the true edges are the first and last 1 ms windows where the clean
+speech stands within 35 dB of its level *and* above the noise's own level in the same
+window (MEASUREMENT.md 2). The detector hears only the mixture, so it estimates both
+sides from what it has:
+
+- **the noise**, from a stretch of it next to the edge (before an onset, after an
+  offset): its mean power, the quantile :data:`NOISE_QUANTILE` of its 1 ms windows'
+  power (a window of speech above that stands above most of the noise's windows), and
+  how high its smoothed power reaches on its own;
+- **the speech**, as the mixture's power less the noise's mean, over
+  :data:`SMOOTH_MS`, read on the audio high-passed at :data:`HIGHPASS_HZ` (rumble, a car's
+  cabin, brown and street noise have most of their power below it, speech little) and
+  brought back to the whole band by the speech's own ratio of the two near the anchor.
+
+A window is heard when the high-passed mixture stands clearly above anything the noise
+reached alone (:data:`SIGNIFICANCE` times its highest smoothed excursion over its
+mean), and the estimated speech stands above the noise's quantile and the truth's
+level threshold. The edge is the last such window reached from the anchor (a window
+of the spurt's loud part) with pauses up to :data:`GAP_MS` bridged.
+
+How far the edge moves when the speech estimate is taken :data:`BAND_DB` lower or
+higher is its stated uncertainty (``Spurt.masked_onset_ms`` / ``masked_offset_ms``):
+a steep edge moves a few ms, a tail that hovers on the noise moves by its length.
+
+:class:`AudibleEdges` applies this to a detector's rings (samples, window energies);
+:func:`audible_edge` is the rule itself, on arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from voxproxy.core.analysis.vadconfig import masked_ms
+from voxproxy.core.events import Pcm
+
+F64 = npt.NDArray[np.float64]
+
+HIGHPASS_HZ = 150.0  # the detector's speech estimate is read above this
+SMOOTH_MS = 15  # windows averaged for the speech estimate and its significance
+NOISE_QUANTILE = 0.1  # a window of speech counts above this share of the noise's windows
+SIGNIFICANCE = 1.5  # x the noise's own highest smoothed excursion above its mean
+GAP_MS = 60  # pauses bridged by the walk
+BAND_DB = 3.0  # the edge's uncertainty: how far it moves with the estimate this far off
+BAND_SIGNIFICANCE = 2.0  # ... and the significance asked this many times higher (lower)
+REFERENCE_MS = 300  # noise windows read beside an edge (before an onset)
+REFERENCE_GAP_MS = 200  # ... ending this far before the anchor of an onset
+OFFSET_REFERENCE = (200, 320)  # ... and from/to this far after the anchor of an offset
+MIN_REFERENCE_MS = 60  # fewer noise windows than this: no estimate
+# Applies when the talker stands less than this far above the floor (the noise is a bed
+# under the speech); farther, in quiet or over a codec's idle, the quiet rules apply.
+AUDIBLE_SEEN_DB = 30.0
+# A talker less than this above the bed's mean (SNR near 0 dB) is one no listener could
+# follow word by word either: its edges keep the masking table's band (withheld).
+UNRESOLVED_SNR_DB = 8.0
+BED_START_DB = 6.0  # over a bed, a pitched frame is loud this far above the noise's mean
+# An edge that could not be read against the noise beside it (none at hand) states what
+# the masking table does for a talker at the noise's level.
+UNRESOLVED_BAND_MS = masked_ms(0.0)
+_POWER_FLOOR = 1e-12
+_FULL_SCALE_SQ = 32768.0 * 32768.0
+
+
+def highpass(x: F64, sample_rate_hz: int) -> F64:
+    """``x`` less its centred moving average over 1/:data:`HIGHPASS_HZ` s: nothing at
+    the average's nulls (150 Hz and up its harmonics' band is kept), -4.6 dB at 100 Hz,
+    -15 dB at 50 Hz, -30 dB at 20 Hz. A few numpy calls (no filter state): the edge
+    walks high-pass a second or two of audio a few times a second."""
+    m = max(2, round(sample_rate_hz / HIGHPASS_HZ))
+    if x.size <= m:
+        return x - float(x.mean()) if x.size else x
+    c = np.concatenate(([0.0], np.cumsum(x)))
+    lo = np.clip(np.arange(x.size) - m // 2, 0, x.size)
+    hi = np.clip(lo + m, 0, x.size)
+    out: F64 = x - (c[hi] - c[lo]) / np.maximum(hi - lo, 1)
+    return out
+
+
+def window_power(x: F64, win: int) -> F64:
+    """Mean power re full scale of each whole ``win``-sample window of ``x``."""
+    n = (x.size // win) * win
+    rows = x[:n].reshape(-1, win)
+    out: F64 = np.einsum("ij,ij->i", rows, rows) / (win * _FULL_SCALE_SQ)
+    return out
+
+
+def smooth(p: F64, k: int) -> F64:
+    """Centred moving average over ``k`` values (fewer at the ends)."""
+    if k <= 1 or p.size == 0:
+        return p
+    c = np.concatenate(([0.0], np.cumsum(p)))
+    lo = np.clip(np.arange(p.size) - k // 2, 0, p.size)
+    hi = np.clip(lo + k, 0, p.size)
+    out: F64 = (c[hi] - c[lo]) / np.maximum(hi - lo, 1)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseStats:
+    """What a stretch of noise alone says (powers re full scale)."""
+
+    mean_hp: float  # mean power of the high-passed noise (its highest 5% left out)
+    top_hp: float  # the smoothed high-passed power the speech must stand above
+    low: float  # NOISE_QUANTILE of its 1 ms windows' power, the whole band
+    mean: float  # its mean power, the whole band
+
+
+def noise_stats(power: F64, power_hp: F64) -> NoiseStats | None:
+    """:class:`NoiseStats` of noise windows (whole band, high-passed); None for too few."""
+    if power.size < MIN_REFERENCE_MS:
+        return None
+    ordered = np.sort(power_hp)
+    mean_hp = float(ordered[: max(1, int(ordered.size * 0.95))].mean())
+    smoothed = smooth(power_hp, SMOOTH_MS)
+    inner = smoothed[SMOOTH_MS // 2 : smoothed.size - SMOOTH_MS // 2]
+    reach = float(inner.max() if inner.size else smoothed.max()) - mean_hp
+    return NoiseStats(
+        mean_hp=mean_hp,
+        top_hp=mean_hp + SIGNIFICANCE * max(reach, 0.0),
+        low=float(np.quantile(power, NOISE_QUANTILE)),
+        mean=float(power.mean()),
+    )
+
+
+def audible_edge(
+    power: F64,
+    power_hp: F64,
+    anchor: int,
+    noise: NoiseStats,
+    threshold: float,
+    direction: int,
+    *,
+    scale: float = 1.0,
+    significance: float = 1.0,
+) -> int:
+    """The edge reached from window ``anchor`` of ``power`` / ``power_hp`` (the mixture's
+    1 ms windows, whole band and high-passed) walking ``direction`` (-1: back to the
+    onset, the first heard window; +1: on to the offset, the end of the last): the last
+    heard window with pauses up to :data:`GAP_MS` bridged. ``threshold``: the truth's
+    level threshold (power); ``scale`` multiplies the speech estimate and ``significance``
+    how far above the noise's own excursions the mixture must stand (the band)."""
+    smoothed = smooth(power_hp, SMOOTH_MS)
+    speech_hp = smoothed - noise.mean_hp
+    lo, hi = max(0, anchor - 20), min(power.size, anchor + 21)
+    near_hp = float(power_hp[lo:hi].mean()) - noise.mean_hp
+    near = float(power[lo:hi].mean()) - noise.mean
+    ratio = min(max(near / near_hp, 1.0), 3.0) if near_hp > _POWER_FLOOR else 1.0
+    top = noise.mean_hp + significance * (noise.top_hp - noise.mean_hp)
+    heard = (smoothed > top) & (scale * ratio * speech_hp > max(noise.low, threshold))
+    walk = heard[: anchor + 1][::-1] if direction < 0 else heard[anchor:]
+    hits = np.flatnonzero(walk)
+    if hits.size == 0 or hits[0] > GAP_MS:
+        return anchor if direction < 0 else anchor + 1
+    cut = np.flatnonzero(np.diff(hits) > GAP_MS)
+    last = int(hits[cut[0]] if cut.size else hits[-1])
+    return anchor - last if direction < 0 else anchor + last + 1
+
+
+def audible_edge_band(
+    power: F64, power_hp: F64, anchor: int, noise: NoiseStats, threshold: float, direction: int
+) -> tuple[int, int]:
+    """:func:`audible_edge` and how far (windows) it moves with the speech estimate
+    :data:`BAND_DB` lower or higher."""
+    edge = audible_edge(power, power_hp, anchor, noise, threshold, direction)
+    band = 0
+    for db in (-BAND_DB, BAND_DB):
+        other = audible_edge(
+            power,
+            power_hp,
+            anchor,
+            noise,
+            threshold,
+            direction,
+            scale=10 ** (db / 10),
+            significance=BAND_SIGNIFICANCE if db < 0 else 1.0 / BAND_SIGNIFICANCE,
+        )
+        band = max(band, abs(other - edge))
+    return edge, band
+
+
+class AudibleEdges:
+    """The audible-edge walks of one direction's detector (a base of its edge rules),
+    over the rings it keeps (declared here)."""
+
+    sample_rate_hz: int
+    _win: int
+    _ring: Pcm
+    _ring_mask: int
+    _framed: int
+    _written_win: int
+    _prev_offset_win: int
+    _first_above_win: int
+    _onset_noise: NoiseStats | None
+    _offset_noise: NoiseStats | None
+    _onset_band: float
+    _offset_band: float
+
+    def _ring_start_win(self) -> int:
+        """The earliest window whose samples the ring still holds (with a margin), and
+        none before the stream's first (the ring's unwritten zeros are no noise)."""
+        first = -(-(self._written_win * self._win - self._ring.size) // self._win) + 8
+        return first if first > 0 else 0
+
+    def _mixture(self, lo: int, hi: int) -> tuple[F64, F64]:
+        """Windows ``[lo, hi)``'s power, whole band and high-passed (from the ring)."""
+        win = self._win
+        pad = self.sample_rate_hz // int(HIGHPASS_HZ) + win
+        start = max(lo * win - pad, self._ring_start_win() * win)
+        stop = min(hi * win + pad, self._written_win * win)
+        idx = np.arange(start, stop) & self._ring_mask
+        x = self._ring[idx].astype(np.float64)
+        hp = highpass(x, self.sample_rate_hz)
+        skip = lo * win - start
+        n = (hi - lo) * win
+        return window_power(x[skip : skip + n], win), window_power(hp[skip : skip + n], win)
+
+    def _noise_between(self, lo: int, hi: int) -> NoiseStats | None:
+        lo = max(lo, self._ring_start_win())
+        if hi - lo < MIN_REFERENCE_MS:
+            return None
+        return noise_stats(*self._mixture(lo, hi))
+
+    def _audible_back(self, win: int, lower: int, threshold: float) -> int | None:
+        """The onset of the run that reaches ``win``, not before ``lower``, as heard over
+        the noise before it (None: too little of it, or of the audio, is at hand).
+        Records its band and the noise it was read against."""
+        lower = max(lower, self._ring_start_win())
+        if lower >= win:
+            return None
+        ref_hi = win - REFERENCE_GAP_MS
+        floor = max(self._prev_offset_win + 20, self._ring_start_win())
+        noise = self._noise_between(max(floor, ref_hi - REFERENCE_MS), ref_hi)
+        if noise is None:
+            noise = self._noise_between(floor, min(lower, win - MIN_REFERENCE_MS))
+        if noise is None:  # no noise to read the edge against: unresolved
+            self._onset_band = UNRESOLVED_BAND_MS[0]
+            return None
+        hi = min(win + 21, self._written_win)
+        power, power_hp = self._mixture(lower, hi)
+        onset, band = audible_edge_band(
+            power, power_hp, win - lower, noise, 10 ** (threshold / 10), -1
+        )
+        self._onset_noise = noise
+        self._onset_band = float(band)
+        return lower + onset
+
+    def _audible_forward(self, win: int, upper: int, threshold: float) -> int | None:
+        """The end of the run from ``win``, not after ``upper``, as heard over the noise
+        after it (or, until that is heard, before the spurt's onset)."""
+        a, b = OFFSET_REFERENCE
+        noise = self._noise_between(win + a, min(win + b, upper))
+        if noise is None:
+            noise = self._onset_noise
+        if noise is None:
+            self._offset_band = UNRESOLVED_BAND_MS[1]
+            return None
+        self._offset_noise = noise
+        if upper <= win + 1:
+            return None
+        lo = max(win - 20, self._ring_start_win())
+        power, power_hp = self._mixture(lo, upper)
+        end, band = audible_edge_band(power, power_hp, win - lo, noise, 10 ** (threshold / 10), +1)
+        self._offset_band = float(band)
+        return lo + end

@@ -1,0 +1,476 @@
+"""Where a talk-spurt's edges lie: walks over the 1 ms window energies from a loud
+window back to the onset and forward to the offset, against a threshold that follows
+the noise floor and, in quiet, the talker's level (the truth rule of MEASUREMENT.md 2);
+under noise, a spectral walk refines them. Also how far an edge moves when the
+talker's level reads off (its ambiguity).
+
+:class:`EdgeWalker` holds these rules for :class:`~voxproxy.core.analysis.vad.SpeechDetector`,
+which owns the state they read (declared here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from voxproxy.core.analysis.audible import AUDIBLE_SEEN_DB, BED_START_DB, AudibleEdges
+from voxproxy.core.analysis.timeline import Timeline
+from voxproxy.core.analysis.vadconfig import (
+    CUT_JITTER_MS,
+    EDGE_LEVEL_DB,
+    LEVEL_BIAS_DB,
+    LEVEL_SLACK_DB,
+    MIN_LEVEL_FRAMES,
+    NOMINAL_LEVEL_DBFS,
+    SINGLE_WINDOW_MARGIN_DB,
+    SPECTRAL_HOP_MS,
+    SPECTRAL_MARGIN_DB,
+    SPECTRAL_PRESENCE,
+    SPECTRAL_TOLERANCE_MS,
+    SPURT_APART_DB,
+    VadConfig,
+    level_spread_db,
+)
+from voxproxy.core.audio.g711 import quantization_band_db
+from voxproxy.core.audio.levels import frame_active_level
+from voxproxy.core.events import Pcm
+from voxproxy.core.timebase import NS_PER_MS
+
+
+class FrameLevels:
+    """The last ``size`` frame levels (dB), oldest first, read as one float64 array
+    without a copy (a buffer twice as long, slid back when full): what a
+    ``deque(maxlen=size)`` of floats holds, for a fraction of the cost of converting
+    one to an array at every reading of the talker's level."""
+
+    __slots__ = ("_buf", "_end", "_size", "total")
+
+    def __init__(self, size: int) -> None:
+        self._buf = np.zeros(2 * size)
+        self._end = 0
+        self._size = size
+        self.total = 0  # appended since the last clear
+
+    def append(self, db: float) -> None:
+        if self._end == self._buf.size:
+            keep = self._size - 1
+            self._buf[:keep] = self._buf[self._end - keep : self._end]
+            self._end = keep
+        self._buf[self._end] = db
+        self._end += 1
+        self.total += 1
+
+    def clear(self) -> None:
+        self._end = 0
+        self.total = 0
+
+    def last(self, n: int) -> npt.NDArray[np.float64]:
+        """The last ``n`` levels (fewer when fewer are kept)."""
+        return self._buf[max(0, self._end - min(n, self._size)) : self._end]
+
+    def __len__(self) -> int:
+        return min(self._end, self._size)
+
+    def array(self) -> npt.NDArray[np.float64]:
+        return self._buf[max(0, self._end - self._size) : self._end]
+
+
+class EdgeWalker(AudibleEdges):
+    """Edge rules of one direction's detector (a base of ``SpeechDetector``)."""
+
+    config: VadConfig
+    sample_rate_hz: int
+    # The encoding the audio crossed the wire in (voxproxy's names: ulaw, alaw, ...), or
+    # None: a G.711 codec moves a quiet window's level, which widens an edge's ambiguity.
+    codec: str | None
+    _win: int  # samples per 1 ms window
+    _timeline: Timeline
+    _hist: npt.NDArray[np.float32]  # 1 ms window energies (dBFS), a ring
+    _hist_mask: int
+    _ring: Pcm  # the last ~2 s of samples
+    _ring_mask: int
+    _nfft: int
+    _band: npt.NDArray[np.bool_]
+    _taper: npt.NDArray[np.float64]
+    _noise_psd: npt.NDArray[np.float64] | None
+    _noise_pow: float  # mean power of the noise frames learned with _noise_psd
+    _bed_start_db: float  # the start threshold of pitched frames over a bed (100: none)
+    _framed: int
+    _written_win: int
+    _clamp: float
+    _floor_db: float
+    _raw_floor_db: float
+    _level_pow: float
+    _level_frames: int
+    _utt_frames: int
+    _utt_db: FrameLevels
+    _utt_level: float | None
+    _spurt_from: int  # the utterance's frames (``_utt_db.total``) when the spurt opened
+    _cut_ns: int  # when the audio was last cut short (a flush), -1: never
+    _onset_t: int  # the open spurt's onset, on the clock
+    _first_above_win: int
+    _onset_win: int
+    _last_active_win: int
+    _prev_offset_win: int
+
+    @property
+    def level_dbfs(self) -> float | None:
+        """The talker's level: P.56's active level read from the frames of the current
+        utterance (spurts less than a second apart), or the mean power of the last ~10 s
+        of active frames (less its bias) before it has a few. The truth rule takes the
+        level of one recording; a level is a property of what is being said now, not of a
+        louder earlier sentence."""
+        if self._utt_frames >= MIN_LEVEL_FRAMES:
+            if self._utt_level is None:
+                self._utt_level = frame_active_level(self._utt_db.array(), self.config.frame_ms)
+            if self._utt_level is not None:
+                return self._utt_level
+        if self._level_frames >= MIN_LEVEL_FRAMES:
+            return 10.0 * float(np.log10(max(self._level_pow, 1e-10))) - LEVEL_BIAS_DB
+        # Too little speech heard to know the talker: the first frames of an onset are
+        # weaker than the speech, so assume at least the nominal level of speech.
+        if self._level_frames == 0:
+            return NOMINAL_LEVEL_DBFS
+        level = 10.0 * float(np.log10(max(self._level_pow, 1e-10)))
+        return level if level > NOMINAL_LEVEL_DBFS else NOMINAL_LEVEL_DBFS
+
+    def note_cut(self, t_ns: int) -> None:
+        """The audio was cut short at ``t_ns`` (a flush truncated the answer playing)."""
+        self._cut_ns = t_ns
+
+    def _edge_threshold(self) -> float:
+        """Where an edge walk stops: ``edge_margin_db`` above the noise floor, and in
+        quiet conditions ``level_range_db`` below the talker's level (the truth rule of
+        MEASUREMENT.md 2), never below ``edge_floor_dbfs``."""
+        cfg = self.config
+        thr = self._raw_floor_db + cfg.edge_margin_db
+        level = self.level_dbfs
+        if level is not None and level - cfg.level_range_db - LEVEL_SLACK_DB > thr:
+            thr = level - cfg.level_range_db - LEVEL_SLACK_DB
+        return thr if thr > cfg.edge_floor_dbfs else cfg.edge_floor_dbfs
+
+    def _quiet(self) -> bool:
+        return self._floor_db <= self.config.floor_clamp_dbfs + 1.0
+
+    def _tolerance(self, threshold: float) -> int:
+        """The longest pause an edge walk bridges: a merge gap far above the floor (the
+        truth rule's own), less in quiet, a few milliseconds above noise."""
+        cfg = self.config
+        if threshold - self._raw_floor_db >= SINGLE_WINDOW_MARGIN_DB:
+            return int(cfg.merge_gap_ms)
+        return cfg.edge_tolerance_ms if self._quiet() else cfg.noisy_edge_tolerance_ms
+
+    def _first_kept_win(self) -> int:
+        """The earliest 1 ms window whose energy the history still holds (with a margin)."""
+        return (self._framed // self._win) - (self._hist.size - 64)
+
+    def _store(self, first_win: int, window_db: npt.NDArray[np.float32], samples: Pcm) -> None:
+        """Keep a batch's window energies from window ``first_win`` on, and its samples
+        (from stream position ``_framed``), in the rings the walks read."""
+        hist, mask = self._hist, self._hist_mask
+        start = first_win & mask
+        end = start + window_db.size
+        if end <= hist.size:
+            hist[start:end] = window_db
+        else:
+            hist[(np.arange(first_win, first_win + window_db.size)) & mask] = window_db
+        ring, ring_mask = self._ring, self._ring_mask
+        ring_start = self._framed & ring_mask
+        ring_end = ring_start + samples.size
+        if ring_end <= ring.size:
+            ring[ring_start:ring_end] = samples
+        else:
+            ring[(np.arange(self._framed, self._framed + samples.size)) & ring_mask] = samples
+
+    def _above(self, lo: int, hi: int, threshold: float) -> npt.NDArray[np.bool_]:
+        """Which 1 ms windows in ``[lo, hi)`` are above ``threshold``.
+
+        A window counts when both it and the mean power of the
+        ``edge_smooth_ms`` windows around it are above, so that neither a single
+        noisy window nor a single dip decides an edge.
+        """
+        # Far above the floor (digital silence, a codec's idle) single windows decide, as
+        # in the truth rule; nearer to noise, a window and its neighbours' mean must be.
+        far = threshold - self._raw_floor_db >= SINGLE_WINDOW_MARGIN_DB
+        n = 1 if far else self.config.edge_smooth_ms
+        half = n // 2
+        idx = np.arange(lo - half, hi + (n - 1 - half)) & self._hist_mask
+        db = self._hist[idx]
+        raw = db[half : half + (hi - lo)]
+        ok: npt.NDArray[np.bool_] = raw > threshold
+        if n <= 1:
+            return ok
+        power = np.power(10.0, db / 10.0)
+        smooth = np.convolve(power, np.ones(n) / n, mode="valid")
+        ok &= 10.0 * np.log10(np.maximum(smooth, 1e-10)) > threshold
+        return ok
+
+    def _learn_noise(self, frame: Pcm) -> None:
+        spec = np.abs(np.fft.rfft(frame * self._taper, self._nfft)) ** 2
+        x = frame.astype(np.float64)
+        power = float(np.dot(x, x)) / (x.size * 32768.0 * 32768.0)
+        if self._noise_psd is None:
+            self._noise_psd = spec
+            # (The mean power of a bed's frames, if it was taken for speech at first.)
+            self._noise_pow = (
+                power if self._noise_pow <= 0.0 else 0.9 * self._noise_pow + 0.1 * power
+            )
+        else:
+            self._noise_psd = 0.9 * self._noise_psd + 0.1 * spec
+            self._noise_pow = 0.9 * self._noise_pow + 0.1 * power
+        self._set_bed_start()
+
+    def _set_bed_start(self) -> None:
+        """Over a bed (the floor above the clamp) only a pitched frame counts as active,
+        from BED_START_DB above the noise's mean, not from the start margin above its
+        quietest frames: at 10 dB SNR the talker's frames stand about that far above the
+        floor (a short utterance was missed whole), and noise has no pitch (white, pink,
+        brown, street: under 1% of 30 ms frames above VOICING_THRESHOLD) whatever its
+        level does. 100 dBFS: not over a bed."""
+        noisy = self._floor_db > self._clamp + 1.0
+        self._bed_start_db = self._noise_level_db() + BED_START_DB if noisy else 100.0
+
+    def _presence(self, first_win: int, last_win: int) -> tuple[int, npt.NDArray[np.bool_]]:
+        """Spectral speech presence in hops of SPECTRAL_HOP_MS over windows
+        ``[first_win, last_win)``: a hop counts when enough frequency bins stand
+        SPECTRAL_MARGIN_DB above the learned noise spectrum (speech is narrow-band
+        in time-frequency; broadband noise spreads thin, so speech is found well
+        below the broadband noise level)."""
+        assert self._noise_psd is not None
+        length = self._win * self.config.frame_ms
+        hop = self._win * SPECTRAL_HOP_MS
+        start = first_win * self._win
+        stop = last_win * self._win
+        n_hops = max(0, (stop - start - length) // hop + 1)
+        if n_hops == 0:
+            return start, np.zeros(0, dtype=np.bool_)
+        idx = start + np.arange(n_hops)[:, None] * hop + np.arange(length)[None, :]
+        frames = self._ring[idx & self._ring_mask].astype(np.float64) * self._taper
+        power = np.abs(np.fft.rfft(frames, self._nfft, axis=1)) ** 2
+        limit = self._noise_psd * 10 ** (SPECTRAL_MARGIN_DB / 10)
+        score = np.mean((power > limit)[:, self._band], axis=1)
+        present: npt.NDArray[np.bool_] = score >= SPECTRAL_PRESENCE
+        return start, present
+
+    def _spectral_ok(self) -> bool:
+        return self._noise_psd is not None and self._floor_db > self._clamp + 1.0
+
+    def _audible_ok(self) -> bool:
+        """A bed of noise lies under the talker (less than AUDIBLE_SEEN_DB under its
+        level): edges are where the speech rises out of it (``analysis/audible.py``)."""
+        if self._floor_db <= self._clamp + 1.0:
+            return False  # quiet (digital silence, a codec's idle, a faint hiss)
+        noise_db = self._noise_level_db()
+        level = self.level_dbfs
+        return level is not None and level - noise_db < AUDIBLE_SEEN_DB
+
+    def _noise_level_db(self) -> float:
+        """The noise's mean power (dBFS) as learned from quiet frames, and no less than
+        the floor (its quietest frames, all there is before a quiet frame was learned):
+        a rumble's frames swing far below its mean."""
+        learned = 10.0 * float(np.log10(max(self._noise_pow, 1e-12)))
+        return learned if learned > self._raw_floor_db else self._raw_floor_db
+
+    def _truth_threshold(self) -> float:
+        """The truth's level threshold: the talker's level less 35 dB (and the slack)."""
+        level = self.level_dbfs
+        assert level is not None
+        return level - self.config.level_range_db - LEVEL_SLACK_DB
+
+    def _spectral_back(self, onset_win: int, lower: int) -> int:
+        """Move a noisy onset earlier, not before ``lower``, while speech is still
+        present in the spectrum."""
+        lower = max(lower, (self._framed // self._win) - (self._ring.size // self._win) + 64)
+        if lower >= onset_win:
+            return onset_win
+        half = self.config.frame_ms // 2
+        start, present = self._presence(lower, onset_win + half)
+        earliest = self._spectral_walk(start, present, onset_win, -1)
+        return max(lower, min(onset_win, earliest))
+
+    def _spectral_forward(self, end_win: int) -> int:
+        """Move a noisy offset later while speech is still present in the spectrum."""
+        analysed = self._written_win
+        upper = min(end_win + self.config.offset_lookahead_ms, analysed)
+        gap = self._timeline.first_break_after(end_win * self._win)
+        if gap is not None:
+            upper = min(upper, gap // self._win)
+        half = self.config.frame_ms // 2
+        lo = max(end_win - half, 0)
+        if upper - lo <= self.config.frame_ms:
+            return end_win
+        start, present = self._presence(lo, upper)
+        latest = self._spectral_walk(start, present, end_win, 1)
+        return max(end_win, min(latest, upper))
+
+    def _spectral_walk(
+        self, start: int, present: npt.NDArray[np.bool_], edge_win: int, step: int
+    ) -> int:
+        """From ``edge_win`` outwards (``step`` -1: earlier, 1: later), the outer side of
+        the farthest spectral frame (``present``, analysed from ``start``) still holding
+        speech, across gaps of up to ``SPECTRAL_TOLERANCE_MS``; ``edge_win`` if none."""
+        hop_ms = SPECTRAL_HOP_MS
+        first = start // self._win + self.config.frame_ms // 2  # the first frame's centre
+        found = edge_win
+        misses = 0
+        for i in range(present.size - 1, -1, -1) if step < 0 else range(present.size):
+            centre = first + i * hop_ms
+            if (centre - edge_win) * step < 0:  # on the inner side of the edge
+                continue
+            if present[i]:
+                found = centre + step * (hop_ms // 2)
+                misses = 0
+            else:
+                misses += hop_ms
+                if misses > SPECTRAL_TOLERANCE_MS:
+                    break
+        return found
+
+    def _walk_back(self, win: int, threshold: float, *, lookback: int | None = None) -> int:
+        """Earliest window of the run above ``threshold`` that reaches ``win``, at most
+        ``lookback`` windows (default: the configured look-back) before it.
+
+        Pauses shorter than the tolerance inside the run are bridged.
+        """
+        cfg = self.config
+        reach = cfg.onset_lookback_ms if lookback is None else lookback
+        lower = max(win - reach, self._prev_offset_win, 0)
+        lower = max(lower, self._first_kept_win())
+        # Do not walk back across a gap in time (a pause in playout).
+        gap = self._timeline.last_break_at_or_before(win * self._win)
+        if gap is not None:
+            lower = max(lower, -(-gap // self._win))
+        if lower >= win:
+            return win
+        if self._audible_ok():
+            found = self._audible_back(win, lower, self._truth_threshold())
+            if found is not None:
+                return min(found, win)
+        ok = self._above(lower, win, threshold)[::-1]  # ok[i] is window win-1-i
+        # Backwards, never more than the quiet bridge: the head of a response may carry a
+        # few samples of the one before (a resampler's memory), a merge gap earlier.
+        tolerance = min(self._tolerance(threshold), self.config.edge_tolerance_ms)
+        hits = np.nonzero(ok)[0]
+        onset = win
+        if hits.size and hits[0] < tolerance:
+            gaps = np.diff(hits)
+            cut = np.nonzero(gaps > tolerance)[0]
+            last = hits[cut[0]] if cut.size else hits[-1]
+            onset = win - 1 - int(last)
+        if self._spectral_ok():
+            onset = self._spectral_back(onset, lower)
+        return onset
+
+    def _walk_forward(self, win: int, threshold: float) -> int:
+        """End (exclusive) of the run above ``threshold`` that starts at ``win``."""
+        cfg = self.config
+        analysed = self._written_win
+        upper = min(win + 1 + cfg.offset_lookahead_ms, analysed)
+        # Do not walk across a gap in time (a pause in playout); the jitter of a
+        # continuous stream's chunk anchors is not a gap.
+        gap = self._timeline.first_break_after(win * self._win)
+        if gap is not None:
+            upper = min(upper, gap // self._win)
+        if upper <= win + 1:
+            return win + 1
+        if self._audible_ok():
+            found = self._audible_forward(win, upper, self._truth_threshold())
+            if found is not None:
+                return max(found, win + 1)
+        ok = self._above(win + 1, upper, threshold)  # ok[i] is window win+1+i
+        hits = np.nonzero(ok)[0]
+        end = win + 1
+        if hits.size and hits[0] < self._tolerance(threshold):
+            gaps = np.diff(hits)
+            cut = np.nonzero(gaps > self._tolerance(threshold))[0]
+            last = hits[cut[0]] if cut.size else hits[-1]
+            end = win + 2 + int(last)
+        if self._spectral_ok():
+            end = self._spectral_forward(end)
+        return end
+
+    def _t_of_win(self, win: int) -> int:
+        return self._timeline.t_at(win * self._win)
+
+    def _t_of_end(self, end_win: int) -> int:
+        return self._t_of_win(end_win - 1) + NS_PER_MS
+
+    def _edge_ambiguity(self, end_win: int) -> tuple[float, float]:
+        """How far (ms) the onset and the offset move when the edge threshold moves
+        EDGE_LEVEL_DB either way, where the threshold follows the talker's level (in
+        quiet; above a noise floor the floor sets it and MASKING_TABLE covers it). The
+        band is wider where the level itself is less sure: an answer cut short by a
+        flush (read from its part heard), a spurt at another level than its utterance,
+        and on a G.711 wire, as far as the codec may move a window's level at the
+        threshold (``audio.g711.quantization_band_db``: a -40 dBFS talker's soft edges).
+        ``docs/measurement.md``, Uncertainty."""
+        cfg = self.config
+        level = self.level_dbfs
+        thr = self._edge_threshold()
+        if level is None or thr - EDGE_LEVEL_DB <= self._raw_floor_db + cfg.edge_margin_db:
+            return 0.0, 0.0
+        first, onset = self._first_above_win, self._onset_win
+        lookback = 2 * cfg.onset_lookback_ms
+        if not self._timeline.covers(max(first - lookback, 0) * self._win):
+            return 0.0, 0.0
+        down = up = EDGE_LEVEL_DB
+        cut = (
+            self._onset_t
+            <= self._cut_ns
+            <= self._t_of_end(end_win) + int(cfg.merge_gap_ms * NS_PER_MS)
+        )
+        if cut:
+            # Cut short (a flush during it): its level was read from what was heard of it,
+            # the truth takes the whole answer's.
+            spread = level_spread_db(self._utt_frames * cfg.frame_ms)
+            down = max(down, spread)
+            up = max(up, spread)
+        # A spurt more than a merge gap from the last but within UTTERANCE_GAP of it shares
+        # its utterance's level; if it stands apart (SPURT_APART_DB) it may be an utterance
+        # of its own (a barge-in soon after the caller's last words, a louder retort), whose
+        # edges lie where its own level puts them: the threshold may stand that far off.
+        spurt_db = self._utt_db.last(self._utt_db.total - self._spurt_from)
+        if spurt_db.size >= MIN_LEVEL_FRAMES and spurt_db.size < self._utt_db.total:
+            own = frame_active_level(spurt_db, cfg.frame_ms)
+            if own is not None and own - level > SPURT_APART_DB:
+                up = max(up, own - level)
+            elif own is not None and level - own > SPURT_APART_DB:
+                down = max(down, level - own)
+        if self.codec is not None:
+            codec_down, codec_up = quantization_band_db(self.codec, thr)
+            down = max(down, codec_down)
+            up = max(up, codec_up)
+        early = self._walk_back(first, thr - down, lookback=lookback)
+        late = self._walk_back(first, thr + up, lookback=lookback)
+        amb_on = max(onset - early, late - onset, 0)
+        last = self._last_active_win
+        longer = self._walk_forward(last, thr - down)
+        # At a higher threshold the end may lie before the last active window itself (a
+        # breathy tail hovering on the threshold, above the start threshold): it is the
+        # end of the last window above it.
+        shorter = min(
+            self._walk_forward(last, thr + up), self._end_of_last_above(end_win, thr + up)
+        )
+        amb_off = max(longer - end_win, end_win - shorter, 0)
+        if cut:
+            amb_off = max(amb_off, self._cut_sensitivity(end_win, thr))
+        return float(amb_on), float(amb_off)
+
+    def _cut_sensitivity(self, end_win: int, threshold: float) -> int:
+        """For speech that ran up to a cut: how much earlier than the cut's own move it
+        would have ended, had the cut come CUT_JITTER_MS earlier (0 for speech that went
+        on up to then; a pause's length for a cut just into the word after it)."""
+        if self._t_of_end(end_win) < self._cut_ns - self.config.frame_ms * NS_PER_MS:
+            return 0  # it ended before the cut: the cut took silence
+        back = end_win - CUT_JITTER_MS
+        return back - self._end_of_last_above(back, threshold)
+
+    def _end_of_last_above(self, end_win: int, threshold: float) -> int:
+        """The end of the last window above ``threshold`` before ``end_win``, looking back
+        a merge gap at most (and not before the spurt's onset)."""
+        lo = max(end_win - int(self.config.merge_gap_ms), self._onset_win)
+        lo = max(lo, self._first_kept_win())
+        if end_win <= lo:
+            return end_win
+        hits = np.flatnonzero(self._above(lo, end_win, threshold))
+        return lo + int(hits[-1]) + 1 if hits.size else lo

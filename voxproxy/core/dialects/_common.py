@@ -1,0 +1,97 @@
+"""Small helpers shared by the JSON wire codecs (pure, allocation-light)."""
+
+from __future__ import annotations
+
+import binascii
+from typing import Any
+
+import numpy as np
+import orjson
+
+from voxproxy.core.audio.g711 import alaw_to_pcm, ulaw_to_pcm
+from voxproxy.core.audio.pcm import bytes_to_pcm
+from voxproxy.core.events import Pcm
+
+
+def b64decode(payload: object) -> bytes | None:
+    """Strict base64 of a JSON string value, or None when it is not valid base64."""
+    if not isinstance(payload, str):
+        return None
+    try:
+        return binascii.a2b_base64(payload.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        return None
+
+
+def b64encode(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def loads_object(payload: bytes | str) -> dict[str, Any] | None:
+    """A JSON object, or None for anything else (invalid JSON, arrays, scalars)."""
+    try:
+        msg: Any = orjson.loads(payload)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+def dumps(obj: object) -> str:
+    """Compact JSON text, as the wire builders send it."""
+    return orjson.dumps(obj).decode("utf-8")
+
+
+def int_field(value: object) -> int | None:
+    """A JSON number or numeric string as an int (wires disagree on which they send)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+ENCODINGS = ("pcm_s16le", "pcm_s16be", "ulaw", "alaw")
+"""Sample encodings the telephony and realtime wires carry, by voxproxy's names."""
+
+
+class PcmDecoder:
+    """Decodes one direction's audio bytes; a trailing odd byte of 16-bit PCM is carried."""
+
+    __slots__ = ("_carry", "encoding")
+
+    def __init__(self, encoding: str) -> None:
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unknown encoding {encoding!r}")
+        self.encoding = encoding
+        self._carry = b""
+
+    def set_encoding(self, encoding: str) -> None:
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unknown encoding {encoding!r}")
+        if encoding != self.encoding:
+            self.encoding = encoding
+            self._carry = b""
+
+    def decode(self, data: bytes) -> Pcm:
+        enc = self.encoding
+        if enc == "ulaw":
+            return ulaw_to_pcm(data)
+        if enc == "alaw":
+            return alaw_to_pcm(data)
+        if self._carry:
+            data = self._carry + data
+            self._carry = b""
+        if len(data) % 2:
+            self._carry = data[-1:]
+            data = data[:-1]
+        if enc == "pcm_s16le":
+            return bytes_to_pcm(data)
+        be: Pcm = np.frombuffer(data, dtype=">i2").astype(np.int16)
+        return be

@@ -1,0 +1,235 @@
+"""What a figure's edges rest on: when the session must withhold it, and how uncertain it is.
+
+:class:`Evidence` keeps, per direction, the spans the detectors reported (every spurt's,
+the never-quiet ones', the unheard and the shed audio's) and how much noise or a level
+read off may move each edge. At the receipt it answers, for the edges of a figure,
+whether they are speech edges one can publish (:meth:`Evidence.withheld`) and the
+figure's uncertainty (:meth:`Evidence.uncertainty_ms`). Sans-I/O, like the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from voxproxy.core.analysis.vad import Spurt, VadConfig
+from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
+from voxproxy.core.timebase import NS_PER_MS
+
+_MAX_NEVER_QUIET = 256  # never-quiet spans kept per direction
+_MAX_SPANS = 4096  # spurt spans kept per direction
+_BUSY_SHARE = 0.5  # active through this share of the other side's speech: never quiet
+_BUSY_MIN_NS = 500 * NS_PER_MS  # ... judged once the other side spoke this long
+# The detector's own edge uncertainty for a figure (two edges) on clean speech: the p95
+# of its error over the space of agents and wires (tests/core/session/test_call_space.py).
+DETECTOR_UNCERTAINTY_MS = 10.0
+# Clock readings around an edge that decide it: the frames before it, the look-ahead after.
+_LAG_BEFORE_NS = 100 * NS_PER_MS
+_LAG_AFTER_NS = 350 * NS_PER_MS
+# Shed audio this close to an edge withholds its figure: the noise floor's window (2 s)
+# covers the utterance gap (1 s) and the onset walks' two look-backs (640 ms).
+_SHED_MARGIN_NS = 2_000 * NS_PER_MS
+_SPAN_JOIN_NS = 100 * NS_PER_MS  # unanalysed spans this close are kept as one
+
+Spans = list[tuple[int, int]]
+
+
+class Evidence:
+    """The spans behind one call's speech edges, per direction, and the rules that
+    withhold a figure.
+
+    ``clock_lag(start_ns, end_ns)``: the most a clock reading the shell took in that
+    interval can be late, or ``None`` when not measured. ``downstream(t_ns)``: how much
+    later than the playout timeline (declared offset included) the caller may have heard
+    the agent's audio at ``t_ns``, in ms, from what the shell could observe of the way to
+    the caller (WebRTC: the caller's own jitter reports, the relay's late packets), or
+    ``None`` where nothing of it is observed."""
+
+    def __init__(
+        self,
+        vad: VadConfig,
+        max_uncertainty_ms: float,
+        clock_lag: Callable[[int, int], int] | None = None,
+        downstream: Callable[[int], float] | None = None,
+    ) -> None:
+        self._vad = vad
+        self._max_uncertainty_ms = max_uncertainty_ms
+        self._clock_lag = clock_lag
+        self._downstream = downstream
+        # Spans of spurts so long that their direction was never quiet, per direction, and
+        # every spurt's span (for how much each direction talked over the other).
+        self._never_quiet: tuple[Spans, Spans] = ([], [])
+        self._spans: tuple[Spans, Spans] = ([], [])
+        # Per direction, how much of each spurt edge (by its time) noise may have hidden.
+        self._masked: tuple[dict[int, float], dict[int, float]] = ({}, {})
+        # ... and how far each moves with the talker's level read EDGE_LEVEL_DB off.
+        self._ambiguous: tuple[dict[int, float], dict[int, float]] = ({}, {})
+        self._busy: list[bool] = [False, False]  # a direction active under the other's speech
+        # Spans of each direction the detector did not hear although audio was there (audio
+        # too far ahead of real time): an edge near one is not a speech edge one can trust.
+        self._unheard: tuple[Spans, Spans] = ([], [])
+        # Spans of each direction's audio that measurement shed under load (not analysed:
+        # the shell's measurement fell behind its forwarding); figures near one are withheld.
+        self._shed: tuple[Spans, Spans] = ([], [])
+
+    # -- as the call goes ------------------------------------------------------------------
+
+    def note_spurt(self, direction: Direction, spurt: Spurt) -> None:
+        """A spurt of ``direction``, as it is fed to the turn machine (in time order)."""
+        spans = self._never_quiet[direction]
+        if spurt.never_quiet and len(spans) < _MAX_NEVER_QUIET:
+            spans.append((spurt.onset_ns, spurt.offset_ns))
+        if len(self._spans[direction]) < _MAX_SPANS:
+            self._spans[direction].append((spurt.onset_ns, spurt.offset_ns))
+            masked = self._masked[direction]
+            if spurt.masked_onset_ms:
+                masked[spurt.onset_ns] = spurt.masked_onset_ms
+            if spurt.masked_offset_ms:
+                masked[spurt.offset_ns] = spurt.masked_offset_ms
+            ambiguous = self._ambiguous[direction]
+            if spurt.ambiguous_onset_ms:
+                ambiguous[spurt.onset_ns] = spurt.ambiguous_onset_ms
+            if spurt.ambiguous_offset_ms:
+                ambiguous[spurt.offset_ns] = spurt.ambiguous_offset_ms
+
+    def note_unheard(self, direction: Direction, start_ns: int, end_ns: int) -> None:
+        """Audio of ``direction`` over ``[start_ns, end_ns]`` was not analysed."""
+        _note_span(self._unheard[direction], start_ns, end_ns)
+
+    def note_shed(self, direction: Direction, start_ns: int, end_ns: int) -> None:
+        """Audio of ``direction`` over ``[start_ns, end_ns]`` was shed (not analysed)."""
+        _note_span(self._shed[direction], start_ns, end_ns)
+
+    # -- at the receipt --------------------------------------------------------------------
+
+    def judge_busy(self) -> None:
+        """A direction that stays active through most of the other side's speech is not
+        a talker taking turns but a bed that never goes quiet (babble, music): its edges
+        are not speech edges. Barge-ins cover a small share of the other's speech."""
+        caller, agent = self._spans
+
+        def share(over: Spans, under: Spans) -> float:
+            total = sum(b - a for a, b in under)
+            if total < _BUSY_MIN_NS:
+                return 0.0
+            # Both lists are in time order (spurts are fed in order): one sweep.
+            covered, j = 0, 0
+            for a, b in under:
+                while j < len(over) and over[j][1] <= a:
+                    j += 1
+                k = j
+                while k < len(over) and over[k][0] < b:
+                    covered += min(b, over[k][1]) - max(a, over[k][0])
+                    k += 1
+            return covered / total
+
+        caller_share = share(caller, agent)
+        self._busy[CALLER_TO_AGENT] = caller_share >= _BUSY_SHARE
+        self._busy[AGENT_TO_CALLER] = (
+            caller_share < _BUSY_SHARE and share(agent, caller) >= _BUSY_SHARE
+        )
+
+    def shed_between(self, *edges: int | None, after_ns: int = 0) -> bool:
+        """Audio of either direction was shed within _SHED_MARGIN_NS of these edges, or
+        between them (or up to ``after_ns`` after the last): what the detector missed there
+        may have held an edge it never saw, or moved one through the state an edge walk
+        reads (the utterance's level, the noise floor, the look-backs)."""
+        caller, agent = self._shed
+        if not caller and not agent:
+            return False
+        times = [t for t in edges if t is not None]
+        if not times:
+            return False
+        lo = min(times) - _SHED_MARGIN_NS
+        hi = max(times) + _SHED_MARGIN_NS + after_ns
+        return any(a <= hi and b >= lo for spans in (caller, agent) for a, b in spans)
+
+    def unheard_near(self, direction: Direction, t_ns: int | None) -> bool:
+        """An edge this close to unanalysed audio may be its border, not speech's: within a
+        merge gap the detector cannot tell whether the speech went on."""
+        if t_ns is None or not self._unheard[direction]:
+            return False
+        vad = self._vad
+        margin = int((vad.merge_gap_ms + vad.frame_ms) * NS_PER_MS)
+        return any(a - margin <= t_ns <= b + margin for a, b in self._unheard[direction])
+
+    def quiet_at(self, direction: Direction, t_ns: int | None) -> bool:
+        """The edge at ``t_ns`` is a speech edge: its direction went quiet around its
+        speech, and no never-quiet spurt holds it."""
+        if t_ns is None:
+            return True
+        if self._busy[direction]:
+            return False
+        return not any(a <= t_ns <= b for a, b in self._never_quiet[direction])
+
+    def lag_ms(self, *edges: int | None) -> float:
+        lag_ns = 0
+        if self._clock_lag is not None:
+            for t in edges:
+                if t is not None:
+                    lag_ns += self._clock_lag(t - _LAG_BEFORE_NS, t + _LAG_AFTER_NS)
+        return lag_ns / NS_PER_MS
+
+    def downstream_ms(self, agent_edge: int | None) -> float:
+        """How much later than its place on the playout timeline the caller may have
+        heard the agent's edge at ``agent_edge`` (the listener's jitter buffer)."""
+        if agent_edge is None or self._downstream is None:
+            return 0.0
+        return self._downstream(agent_edge)
+
+    def masked_ms(self, direction: Direction, t_ns: int | None) -> float:
+        """How much of the speech edge at ``t_ns`` noise may have hidden (0 for an edge
+        that is no spurt's, a flush's time for one)."""
+        return 0.0 if t_ns is None else self._masked[direction].get(t_ns, 0.0)
+
+    def ambiguous_ms(self, direction: Direction, t_ns: int | None) -> float:
+        """How far the speech edge at ``t_ns`` moves with the talker's level read
+        EDGE_LEVEL_DB off (0 for a steep edge, a flush's time, or no spurt's)."""
+        return 0.0 if t_ns is None else self._ambiguous[direction].get(t_ns, 0.0)
+
+    def uncertainty_ms(self, caller_edge: int | None, agent_edge: int | None) -> float:
+        """The detector's own uncertainty, plus the clock lag near each edge, plus what
+        noise may hide of each, plus how far each moves with the level read off, plus
+        how much later the caller may have heard the agent's edge (downstream jitter)."""
+        masked = self.masked_ms(CALLER_TO_AGENT, caller_edge)
+        masked += self.masked_ms(AGENT_TO_CALLER, agent_edge)
+        ambiguous = self.ambiguous_ms(CALLER_TO_AGENT, caller_edge)
+        ambiguous += self.ambiguous_ms(AGENT_TO_CALLER, agent_edge)
+        lag = self.lag_ms(caller_edge, agent_edge)
+        downstream = self.downstream_ms(agent_edge)
+        return round(DETECTOR_UNCERTAINTY_MS + lag + masked + ambiguous + downstream, 1)
+
+    def withheld(self, caller_edge: int | None, agent_edge: int | None) -> str | None:
+        """Why a figure between these edges cannot be published, or None."""
+        if not self.quiet_at(CALLER_TO_AGENT, caller_edge):
+            return "caller_never_quiet"
+        if not self.quiet_at(AGENT_TO_CALLER, agent_edge):
+            return "agent_never_quiet"
+        if self.shed_between(caller_edge, agent_edge):
+            return "measurement_shed"
+        if self.unheard_near(CALLER_TO_AGENT, caller_edge):
+            return "caller_unanalysed"
+        if self.unheard_near(AGENT_TO_CALLER, agent_edge):
+            return "agent_unanalysed"
+        if self.uncertainty_ms(caller_edge, agent_edge) > self._max_uncertainty_ms:
+            # The largest share names the reason.
+            shares = {
+                "caller_noise": self.masked_ms(CALLER_TO_AGENT, caller_edge),
+                "agent_noise": self.masked_ms(AGENT_TO_CALLER, agent_edge),
+                "caller_edge_ambiguous": self.ambiguous_ms(CALLER_TO_AGENT, caller_edge),
+                "agent_edge_ambiguous": self.ambiguous_ms(AGENT_TO_CALLER, agent_edge),
+                "downstream_jitter": self.downstream_ms(agent_edge),
+            }
+            worst = max(shares, key=lambda k: shares[k])
+            if shares[worst] < self.lag_ms(caller_edge, agent_edge):
+                return "clock_lag"
+            return worst
+        return None
+
+
+def _note_span(spans: Spans, start_ns: int, end_ns: int) -> None:
+    """Add a span in time order (bounded: past _MAX_SPANS the last span grows, which
+    only withholds more); one that touches the last one extends it."""
+    if spans and (start_ns <= spans[-1][1] + _SPAN_JOIN_NS or len(spans) >= _MAX_SPANS):
+        spans[-1] = (spans[-1][0], max(spans[-1][1], end_ns))
+    else:
+        spans.append((start_ns, end_ns))
