@@ -92,7 +92,7 @@ from voxproxy.core.analysis.vadconfig import Spurt  # noqa: E402
 from voxproxy.harness.bench import BenchAgent, run_bench  # noqa: E402
 from voxproxy.loadgen.scenario import NoiseSpec, Scenario, builtin_names, find_scenario  # noqa: E402
 from voxproxy.mockagent import MockAgentConfig, default_responses  # noqa: E402
-from voxproxy.server import run_loop  # noqa: E402
+from voxproxy.proxy.server import run_loop  # noqa: E402
 
 SECRET = b"accuracy-benchmark"
 SNR_DB = 10.0

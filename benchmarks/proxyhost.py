@@ -34,9 +34,9 @@ from pydantic import ValidationError  # noqa: E402
 
 from voxproxy.core.receipt import Receipt  # noqa: E402
 from voxproxy.core.session import SessionConfig  # noqa: E402
+from voxproxy.proxy.server import ProxyServer, ServeConfig, run_loop  # noqa: E402
 from voxproxy.proxy.websocket import ProxyConfig  # noqa: E402
 from voxproxy.receipts.policy import load_policy  # noqa: E402
-from voxproxy.server import ProxyServer, ServeConfig, run_loop  # noqa: E402
 from voxproxy.transports.websocket import RelayConfig  # noqa: E402
 
 HERE = Path(__file__).resolve()

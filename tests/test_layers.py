@@ -51,7 +51,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "mockagent": ("mockagent",),
     "recordings": ("recordings",),
     "captures": ("captures",),
-    "proxy": ("proxy", "server"),
+    "proxy": ("proxy",),
     "harness": ("harness",),
     "cli": ("cli", "commands"),
 }

@@ -1,4 +1,4 @@
-"""voxproxy.server: one ProxyServer owns the receipts file, its journal, the store, the
+"""voxproxy.proxy.server: one ProxyServer owns the receipts file, its journal, the store, the
 verdict, the event API and the drain; the CLI's ``voxproxy proxy`` is a ServeConfig."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
 from voxproxy.core.dialects.twilio import TwilioCallerWire
 from voxproxy.core.errors import ConfigError
+from voxproxy.proxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.store import query_receipts
 from voxproxy.receipts.writer import read_receipts
-from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.telemetry import TelemetryConfig
 from voxproxy.transports.websocket import RelayConfig
 

@@ -33,9 +33,9 @@ from voxproxy.core.timebase import NS_PER_S
 from voxproxy.loadgen.webrtc import WebRtcCaller, WebRtcCallerConfig
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.mockagent.webrtc import WebRtcMockAgent
+from voxproxy.proxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.proxy.webrtc import WebRtcProxyConfig
 from voxproxy.proxy.websocket import ProxyConfig
-from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.transports.webrtc import WebRtcRelayConfig
 from voxproxy.transports.websocket import RelayConfig
 

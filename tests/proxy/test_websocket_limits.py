@@ -52,8 +52,8 @@ from voxproxy.commands.proxy import serve_config
 from voxproxy.core.dialects.twilio import TwilioCallerWire
 from voxproxy.core.receipt import Receipt
 from voxproxy.harness.ports import free_port
+from voxproxy.proxy.server import redact_url
 from voxproxy.proxy.websocket import Proxy
-from voxproxy.server import redact_url
 from voxproxy.transports.websocket import RelayConfig
 
 # -- concurrent calls ---------------------------------------------------------------------------

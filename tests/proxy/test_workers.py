@@ -343,9 +343,9 @@ def test_the_parent_writes_the_receipts_of_a_dead_worker_s_calls_from_its_journa
     tmp_path: Path,
 ) -> None:
     from voxproxy.proxy.journals import recover_journal
+    from voxproxy.proxy.server import ServeConfig
     from voxproxy.proxy.websocket import ProxyConfig
     from voxproxy.receipts.policy import load_policy
-    from voxproxy.server import ServeConfig
     from voxproxy.transports.websocket import RelayConfig
 
     receipts = tmp_path / "r.jsonl"

@@ -3,7 +3,7 @@
 :mod:`voxproxy.cli` puts the subcommands into one parser and runs it (``main``: one-line
 errors); the parser machinery they build on (``VOXPROXY_<COMMAND>_*`` environment
 defaults, the argument types) is :mod:`.parsing`. Every subcommand is a module here,
-``proxy`` (the product itself: its flags into a :class:`voxproxy.server.ServeConfig`,
+``proxy`` (the product itself: its flags into a :class:`voxproxy.proxy.server.ServeConfig`,
 then :func:`voxproxy.proxy.workers.serve`) included, listed in ``MODULES`` (in the order
 ``voxproxy --help`` shows them), named after it (dashes as underscores). Each defines
 ``add_parser(sub)``, which adds its subcommand(s) to the ``voxproxy`` parser and sets

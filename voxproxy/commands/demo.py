@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from voxproxy.harness.demo import run_demo
-    from voxproxy.server import run_loop
+    from voxproxy.proxy.server import run_loop
 
     status: int = run_loop(run_demo(args.out, args.concurrency))
     return status

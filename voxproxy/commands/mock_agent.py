@@ -85,7 +85,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from voxproxy.mockagent import MockAgentConfig, run_cli
     from voxproxy.mockagent.hearing import load_hypotheses
-    from voxproxy.server import run_loop
+    from voxproxy.proxy.server import run_loop
 
     config = MockAgentConfig(
         dialect=args.dialect,

@@ -1,7 +1,7 @@
 """``voxproxy proxy``: the measuring proxy in front of an agent.
 
 Parses its flags (each also ``VOXPROXY_PROXY_`` + the flag, see :mod:`voxproxy.cli`) into a
-:class:`voxproxy.server.ServeConfig` (:func:`serve_config`) and runs
+:class:`voxproxy.proxy.server.ServeConfig` (:func:`serve_config`) and runs
 :func:`voxproxy.proxy.workers.serve`, for either transport: websocket (the default) or
 webrtc (``--transport webrtc``, the webrtc extra).
 """
@@ -516,8 +516,8 @@ def _webrtc_config(args: argparse.Namespace) -> Any:
 
 
 def serve_config(args: argparse.Namespace) -> Any:
-    """The :class:`voxproxy.server.ServeConfig` that ``voxproxy proxy ARGS`` runs."""
-    from voxproxy.server import EventsConfig, ServeConfig
+    """The :class:`voxproxy.proxy.server.ServeConfig` that ``voxproxy proxy ARGS`` runs."""
+    from voxproxy.proxy.server import EventsConfig, ServeConfig
     from voxproxy.telemetry import TelemetryConfig, otlp_requested
 
     webrtc = getattr(args, "transport", "websocket") == "webrtc"

@@ -27,9 +27,9 @@ from voxproxy.loadgen.results import CallOutcome
 from voxproxy.loadgen.runner import LoadPlan, prepare_scenarios, run_calls
 from voxproxy.loadgen.scenario import Scenario
 from voxproxy.mockagent import MockAgent, MockAgentConfig
+from voxproxy.proxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.receipts.policy import Policy, load_policy
-from voxproxy.server import EventsConfig, ProxyServer, ServeConfig
 from voxproxy.simcall.log import CallLog
 from voxproxy.transports.websocket import RelayConfig
 

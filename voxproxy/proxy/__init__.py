@@ -16,7 +16,7 @@
   ``/metrics``, event API and health; ``listenclaim``, the checks that keep a second
   proxy off a port a proxy serves.
 
-:mod:`voxproxy.server` (``ServeConfig``, ``ProxyServer``) runs either proxy in this
+:mod:`voxproxy.proxy.server` (``ServeConfig``, ``ProxyServer``) runs either proxy in this
 process; ``workers.serve()`` runs it here or in N workers.
 
 May import everything below it: the core, ``receipts``, ``telemetry``, ``transports``,

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from voxproxy.health import HEALTH_PATH, LIVE_PATH, READY_PATH, REFUSING
-from voxproxy.server import ServeConfig, run_loop
+from voxproxy.proxy.server import ServeConfig, run_loop
 
 log = logging.getLogger("voxproxy")
 

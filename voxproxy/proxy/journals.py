@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from voxproxy.proxy.server import ServeConfig
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.policy import Policy
-from voxproxy.server import ServeConfig
 
 
 def worker_journal(receipts: str | Path, index: int) -> Path:

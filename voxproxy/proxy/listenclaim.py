@@ -26,7 +26,7 @@ callers. So before the parent reserves the port for its workers it:
    count.
 
 A single-process proxy (``--workers 1``) listens without ``SO_REUSEPORT``, so the
-kernel refuses a second listener itself; :mod:`voxproxy.server` makes check 3
+kernel refuses a second listener itself; :mod:`voxproxy.proxy.server` makes check 3
 before it opens the receipts file and its journal, so that a proxy that cannot
 listen touches neither (it would have written ``proxy_crashed`` receipts for the
 calls the running proxy has in progress).

@@ -39,8 +39,8 @@ from voxproxy.core.errors import ConfigError, VoxproxyError
 from voxproxy.proxy.front import DOWN, STARTING, UP, WorkerView, front_main, start_failure
 from voxproxy.proxy.journals import recover_journal, worker_journal
 from voxproxy.proxy.listenclaim import AddressClaim
+from voxproxy.proxy.server import ProxyServer, ServeConfig, log_started, run_loop
 from voxproxy.receipts.policy import Policy
-from voxproxy.server import ProxyServer, ServeConfig, log_started, run_loop
 
 log = logging.getLogger("voxproxy")
 

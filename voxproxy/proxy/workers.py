@@ -11,7 +11,7 @@ receipts file and folds the crash journals of workers that will not run again in
 worker 0's; forks N workers, then, when ``/metrics`` or the event API is asked for,
 the front (:mod:`voxproxy.proxy.front`); then supervises them (:mod:`voxproxy.proxy.supervisor`).
 
-Each worker is a :class:`voxproxy.server.ProxyServer` listening on the port with
+Each worker is a :class:`voxproxy.proxy.server.ProxyServer` listening on the port with
 ``SO_REUSEPORT``: the kernel spreads new connections across the workers'
 listeners (by a hash of the connection's addresses). A call lives and dies in the
 worker that accepted it. What the workers share:
@@ -43,7 +43,7 @@ minute), so a worker that keeps crashing does not spin. A front that exits unask
 replaced the same way. The health paths say meanwhile which worker is down and when it starts
 again.
 
-With N = 1, :func:`serve` runs the proxy (:class:`voxproxy.server.ProxyServer`) in its
+With N = 1, :func:`serve` runs the proxy (:class:`voxproxy.proxy.server.ProxyServer`) in its
 own process: none of this is involved. The crash journals are
 :mod:`voxproxy.proxy.journals`.
 """
@@ -59,8 +59,8 @@ from pathlib import Path
 from voxproxy.core.errors import ConfigError
 from voxproxy.proxy.journals import fold_journals
 from voxproxy.proxy.listenclaim import AddressClaim, check_unserved, reserve_port
+from voxproxy.proxy.server import ProxyServer, ServeConfig, run_loop
 from voxproxy.receipts.policy import Policy, load_policy
-from voxproxy.server import ProxyServer, ServeConfig, run_loop
 
 log = logging.getLogger("voxproxy")
 

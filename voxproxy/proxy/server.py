@@ -4,7 +4,7 @@
 
     from voxproxy.proxy.websocket import ProxyConfig
     from voxproxy.proxy.workers import serve
-    from voxproxy.server import ServeConfig
+    from voxproxy.proxy.server import ServeConfig
     from voxproxy.transports.websocket import RelayConfig
 
     serve(ServeConfig(ProxyConfig(RelayConfig("ws://agent:8766")), listen=("0.0.0.0", 8765)))
