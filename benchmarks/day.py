@@ -458,8 +458,12 @@ async def day(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         rtc["connected"] = sum(1 for c in rtc_calls if c.get("error") is None)
         rtc["errors"] = Counter(str(c.get("error"))[:60] for c in rtc_calls if c.get("error"))
     rtc["receipts"] = sum(receipt_calls(rtc_receipts).values())
-    quiet = [
-        d for label in ("sequential", "overlapping") for c in phases[label] for d in c.delays_ms
+    quiet = [  # (a burst agent holds its echoes ten frames: the echo route's only)
+        d
+        for label in ("sequential", "overlapping")
+        for c in phases[label]
+        if c.route == "echo"
+        for d in c.delays_ms
     ]
     flood_delays = [d for c in flood_calls for d in c.delays_ms]
     return {
