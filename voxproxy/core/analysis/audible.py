@@ -42,6 +42,7 @@ F64 = npt.NDArray[np.float64]
 
 HIGHPASS_HZ = 150.0  # the detector's speech estimate is read above this
 SMOOTH_MS = 15  # windows averaged for the speech estimate and its significance
+DIP_QUANTILE = 0.05  # a bed's dips: how far under its mean this share of its windows lie
 NOISE_QUANTILE = 0.1  # a window of speech counts above this share of the noise's windows
 SIGNIFICANCE = 1.5  # x the noise's own highest smoothed excursion above its mean
 GAP_MS = 60  # pauses bridged by the walk
@@ -50,6 +51,15 @@ BAND_SIGNIFICANCE = 2.0  # ... and the significance asked this many times higher
 REFERENCE_MS = 300  # noise windows read beside an edge (before an onset)
 REFERENCE_GAP_MS = 200  # ... ending this far before the anchor of an onset
 OFFSET_REFERENCE = (200, 320)  # ... and from/to this far after the anchor of an offset
+# The heard truth counts a window of speech wherever the noise dips under it: over a bed
+# whose windows dip more than HIDDEN_FREE_DB under its mean one time in twenty (white
+# noise: 3-4.5 dB, pink 5-7, street 7-9, brown 13-15), it counts a tail under the bed's
+# level the mixture does not show; each edge states HIDDEN_MS_PER_DB for each dB past it
+# (a slow release's decay), at most HIDDEN_MAX_MS (see hidden_ms).
+HIDDEN_FREE_DB = 4.0
+HIDDEN_MS_PER_DB = 10.0
+HIDDEN_MAX_MS = 90.0
+CENSORED_MS = 2  # an edge this close to the end of what a walk reads was not found
 MIN_REFERENCE_MS = 60  # fewer noise windows than this: no estimate
 # Applies when the talker stands less than this far above the floor (the noise is a bed
 # under the speech); farther, in quiet or over a codec's idle, the quiet rules apply.
@@ -107,6 +117,7 @@ class NoiseStats:
     top_hp: float  # the smoothed high-passed power the speech must stand above
     low: float  # NOISE_QUANTILE of its 1 ms windows' power, the whole band
     mean: float  # its mean power, the whole band
+    dip: float = 0.0  # how far (dB) under its mean its 1 ms windows dip one time in twenty
 
 
 def noise_stats(power: F64, power_hp: F64) -> NoiseStats | None:
@@ -123,7 +134,15 @@ def noise_stats(power: F64, power_hp: F64) -> NoiseStats | None:
         top_hp=mean_hp + SIGNIFICANCE * max(reach, 0.0),
         low=float(np.quantile(power, NOISE_QUANTILE)),
         mean=float(power.mean()),
+        dip=_dip_db(power),
     )
+
+
+def _dip_db(power: F64) -> float:
+    """How far under the mean power of noise windows ``power`` their DIP_QUANTILE lies."""
+    low = float(np.quantile(power, DIP_QUANTILE))
+    mean = float(power.mean())
+    return 10.0 * float(np.log10(mean / low)) if low > 0.0 and mean > 0.0 else 99.0
 
 
 def audible_edge(
@@ -160,13 +179,28 @@ def audible_edge(
     return anchor - last if direction < 0 else anchor + last + 1
 
 
+def hidden_ms(noise: NoiseStats) -> int:
+    """How far past what the mixture shows the heard truth may reach over this noise: it
+    counts a 1 ms window of speech wherever the noise dips under it, and a bed whose windows
+    dip far under its mean (brown noise, a street's rumble) lets it count a tail far under
+    the bed's level that no reading of the mixture sees. HIDDEN_MS_PER_DB for each dB the
+    bed dips (one window in twenty) past HIDDEN_FREE_DB: a slow release's decay."""
+    hidden = (noise.dip - HIDDEN_FREE_DB) * HIDDEN_MS_PER_DB
+    return int(min(max(hidden, 0.0), HIDDEN_MAX_MS))
+
+
 def audible_edge_band(
     power: F64, power_hp: F64, anchor: int, noise: NoiseStats, threshold: float, direction: int
 ) -> tuple[int, int]:
     """:func:`audible_edge` and how far (windows) it moves with the speech estimate
-    :data:`BAND_DB` lower or higher."""
+    :data:`BAND_DB` lower or higher. An edge the walk placed at the end of what it could
+    read (the look-back, the look-ahead, the spurt before) was never found: the speech is
+    still heard there (a bed whose level rose under it, say), and the band is the masking
+    table's for a talker at the noise's level (unresolved)."""
     edge = audible_edge(power, power_hp, anchor, noise, threshold, direction)
-    band = 0
+    if edge <= CENSORED_MS if direction < 0 else edge >= power.size - CENSORED_MS:
+        return edge, int(UNRESOLVED_BAND_MS[0 if direction < 0 else 1])
+    band = hidden_ms(noise)
     for db in (-BAND_DB, BAND_DB):
         other = audible_edge(
             power,

@@ -343,6 +343,8 @@ class EdgeWalker(AudibleEdges):
         if lower >= win:
             return win
         if self._audible_ok():
+            if win <= self._ring_start_win():
+                return win  # (its audio is gone: the onset walked while it was here stands)
             found = self._audible_back(win, lower, self._truth_threshold())
             if found is not None:
                 return min(found, win)

@@ -416,8 +416,11 @@ class SpeechDetector(NoiseFloor):
             last_above = win0 + last - base
             if self._in_spurt and timeline.t_at(win0 * win) - self._last_active_t > merge_ns:
                 # A long pause: does the new onset, walked back, fall within the merge
-                # gap of the refined offset of the open spurt?
+                # gap of the refined offset of the open spurt? (The walk over a bed reads
+                # the noise before it, here between words: it leaves the open spurt's.)
+                kept = self._onset_band, self._onset_noise
                 onset = self._walk_back(first_above, self._edge_threshold())
+                self._onset_band, self._onset_noise = kept
                 end_win = self._refined_end()
                 if self._t_of_win(onset) - self._t_of_end(end_win) > merge_ns:
                     self._close(end_win)
