@@ -235,6 +235,10 @@ def _stop_figure(truth: TurnTruth, turn: TurnRecord | None, deaf: str | None) ->
         return Figure("stop", "published", err, b.stop_uncertainty_ms)
     if b is None and deaf is not None:
         return Figure("stop", "unknown", reason=f"{deaf} (no barge-in of its own)")
+    if b is None and turn is not None and turn.reason == "caller_noise":
+        # The receipt says a bed near the caller's level could have hidden their speech
+        # around that turn: a barge-in it did not hear is withheld with that reason.
+        return Figure("stop", "unknown", reason="caller_noise (no barge-in heard)")
     if b is None:
         return Figure("stop", "missed", reason="no barge-in")
     withheld = b.outcome == "unknown" or b.reason in WITHHELD

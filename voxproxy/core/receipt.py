@@ -122,16 +122,17 @@ class TurnRecord(_Model):
         default=None,
         description="Why ttfs_ms is null: no_response, call_ended, caller_never_quiet and "
         "agent_never_quiet (a direction that never went quiet: babble, music), "
-        "caller_unanalysed and agent_unanalysed (an edge beside audio that ran too far ahead "
-        "of real time to be analysed), clock_lag (the proxy's clock readings ran too late to "
-        "trust), caller_noise and agent_noise (noise may hide more of an edge than the "
-        "policy's bound), caller_edge_ambiguous and agent_edge_ambiguous (an edge that moves "
-        "more than the bound with the talker's level read 0.5 dB off: a breath or a slow "
-        "release near the truth's threshold), downstream_jitter (WebRTC: the caller's "
-        "jitter reports or the relay's late packets say its jitter buffer may have grown "
-        "more than the bound), measurement_shed (the proxy's measurement "
-        "fell behind under load "
-        "and shed audio near the figure or where the answer may lie), ...",
+        "caller_unanalysed and agent_unanalysed (an edge beside audio that ran too far "
+        "ahead of real time to be analysed), clock_lag (the proxy's clock readings ran too "
+        "late to trust), caller_noise and agent_noise (noise may hide more of an edge than "
+        "the policy's bound; on an agent_initiated turn, a bed near the caller's level "
+        "under which they could have spoken unheard), caller_edge_ambiguous and "
+        "agent_edge_ambiguous (an edge that moves more than the bound with the talker's "
+        "level read 0.5 dB off: a breath or a slow release near the truth's threshold), "
+        "downstream_jitter (WebRTC: the caller's jitter reports or the relay's late packets"
+        " say its jitter buffer may have grown more than the bound), measurement_shed (the "
+        "proxy's measurement fell behind under load and shed audio near the figure or where"
+        " the answer may lie), ...",
     )
     talk_over_ms: float | None = None
     reprompt_ms: float | None = None

@@ -10,17 +10,22 @@ from collections import deque
 
 import numpy as np
 
-from voxproxy.core.analysis.audible import UNRESOLVED_BAND_MS
+from voxproxy.core.analysis.audible import UNRESOLVED_BAND_MS, UNRESOLVED_SNR_DB
 from voxproxy.core.analysis.edges import EdgeWalker
 from voxproxy.core.analysis.vadconfig import (
     BED_SPLIT_FRAMES,
     EARLY_BED_SPREAD_DB,
+    MIN_LEVEL_FRAMES,
     NOISE_BED_SAMPLES,
     NOISE_LEARN_DELAY_MS,
+    NOMINAL_LEVEL_DBFS,
 )
 from voxproxy.core.analysis.voicing import VOICING_THRESHOLD, voicing
 from voxproxy.core.events import Pcm
 from voxproxy.core.timebase import NS_PER_MS
+
+MASKED_JOIN_NS = 100 * NS_PER_MS  # masked spans this close are one
+MAX_MASKED_SPANS = 1024  # kept per direction (past it, later spans are not noted)
 
 
 class NoiseFloor(EdgeWalker):
@@ -46,6 +51,7 @@ class NoiseFloor(EdgeWalker):
     _opened_quiet: bool
     _prev_offset_t: int
     noise_beds: int
+    masked_spans: list[tuple[int, int]]
     # Quiet frames waiting to be learned as noise: their first window, their samples.
     _noise_queue: deque[tuple[int, Pcm]]
 
@@ -259,3 +265,23 @@ class NoiseFloor(EdgeWalker):
             beside = 10.0 * float(np.log10(after.mean))
             level = beside if beside > level else level
         return level
+
+    def _note_masking(self, lo_win: int, hi_win: int) -> None:
+        """Windows ``[lo_win, hi_win)`` were heard over a bed: if it stood within
+        UNRESOLVED_SNR_DB of the talker's level (or at a usual speech level, before the
+        talker was heard), a talker could have spoken there unheard (SNR near 0 dB: the
+        few frames that rise out of the bed make no turn), and ``masked_spans`` says when."""
+        bed = self._noise_level_db()
+        if self._utt_frames >= MIN_LEVEL_FRAMES or self._level_frames >= MIN_LEVEL_FRAMES:
+            level = self.level_dbfs
+            masked = level is None or level - bed < UNRESOLVED_SNR_DB
+        else:
+            masked = bed >= NOMINAL_LEVEL_DBFS
+        if not masked:
+            return
+        start, end = self._t_of_win(lo_win), self._t_of_end(hi_win)
+        spans = self.masked_spans
+        if spans and start - spans[-1][1] <= MASKED_JOIN_NS:
+            spans[-1] = (spans[-1][0], end)
+        elif len(spans) < MAX_MASKED_SPANS:
+            spans.append((start, end))

@@ -140,6 +140,8 @@ class SpeechDetector(NoiseFloor):
         self._onset_band = self._offset_band = 0.0  # how far edges move (audible.py)
         self._psd_count = 0
         self._noise_queue: deque[tuple[int, Pcm]] = deque()
+        # When a talker could have gone unheard under a bed ([start, end) ns, in order).
+        self.masked_spans: list[tuple[int, int]] = []
         self._hist_mask = self._hist.size - 1
         # Noise floor: minimum statistics over blocks of frames.
         self._block_frames = max(1, int(cfg.floor_window_s * 1000 / cfg.frame_ms / 4))
@@ -472,6 +474,8 @@ class SpeechDetector(NoiseFloor):
                     self._restart_floor(win0 + fm)
             if self._spurt_frames == EARLY_BED_FRAMES and self._early_bed():
                 self._restart_floor(win0 + fm)
+        if self._bed_start_db < 100.0:  # over a bed: could a talker go unheard under it?
+            self._note_masking(first_win, first_win + n_frames * fm)
         self._framed += n_frames * frame
         self._prev_tail = usable[-self._voicing_extra :].copy()
         self._pending = _NO_SAMPLES if usable is pending else pending[n_frames * frame :]

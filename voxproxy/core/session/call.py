@@ -537,9 +537,11 @@ class CallSession:
                 if self._due is not None:
                     self.finish_pump()
                 self._pump(end_ns)
-                for det in self._detectors:
+                for direction in (CALLER_TO_AGENT, AGENT_TO_CALLER):
+                    det = self._detectors[direction]
                     if det is not None:
                         det.finish(end_ns)
+                        self._evidence.note_masked(direction, det.masked_spans)
                 if self._playout is not None:
                     self._playout.drop_queued()  # due after the end: never heard
                 self._feed_turns(1 << 62)

@@ -70,6 +70,8 @@ class Evidence:
         # Spans of each direction's audio that measurement shed under load (not analysed:
         # the shell's measurement fell behind its forwarding); figures near one are withheld.
         self._shed: tuple[Spans, Spans] = ([], [])
+        # Spans where a bed stood so near the talker's level that they could speak unheard.
+        self._masked_spans: tuple[Spans, Spans] = ([], [])
 
     # -- as the call goes ------------------------------------------------------------------
 
@@ -99,7 +101,20 @@ class Evidence:
         """Audio of ``direction`` over ``[start_ns, end_ns]`` was shed (not analysed)."""
         _note_span(self._shed[direction], start_ns, end_ns)
 
+    def note_masked(self, direction: Direction, spans: Spans) -> None:
+        """The spans of ``direction`` where its detector heard a bed a talker could speak
+        under unheard (``SpeechDetector.masked_spans``), as the call closes."""
+        self._masked_spans[direction].extend(spans)
+
     # -- at the receipt --------------------------------------------------------------------
+
+    def masked_at(self, direction: Direction, t_ns: int | None) -> bool:
+        """At ``t_ns`` (give or take a merge gap) ``direction`` carried a bed a talker could
+        have spoken under unheard: no speech there is no evidence of silence."""
+        if t_ns is None:
+            return False
+        margin = int(self._vad.merge_gap_ms * NS_PER_MS)
+        return any(a - margin <= t_ns <= b + margin for a, b in self._masked_spans[direction])
 
     def judge_busy(self) -> None:
         """A direction that stays active through most of the other side's speech is not

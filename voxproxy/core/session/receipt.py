@@ -269,6 +269,9 @@ def _turn_record(
     if t.kind is TurnKind.AGENT_INITIATED and not ev.quiet_at(CALLER_TO_AGENT, t.agent_onset_ns):
         # "No caller speech since" cannot be told when the caller never went quiet.
         reprompt_ns, reason = None, "caller_never_quiet"
+    elif t.kind is TurnKind.AGENT_INITIATED and ev.masked_at(CALLER_TO_AGENT, t.agent_onset_ns):
+        # ... nor when a bed near the caller's level could have hidden their speech.
+        reprompt_ns, reason = None, "caller_noise"
     elif (
         reprompt_ns is not None
         and t.agent_onset_ns is not None
