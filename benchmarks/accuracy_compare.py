@@ -125,13 +125,16 @@ def _distance(truth: TurnTruth, t: TurnRecord, rel: Callable[[int], float]) -> f
     """How near a receipt turn lies to a true caller turn (ms), or None if not near: by
     the caller's onset (a barge-in's onset) or offset, whichever the receipt has near
     (noise moves onsets); by the onset of the agent's answer only when the receipt has no
-    caller edges (a direction that never went quiet)."""
+    caller edges (a direction that never went quiet) or says noise hid them (caller_noise:
+    at SNR near 0 dB its caller edges are the few frames that rose out of the bed, or
+    none, and the turn is withheld)."""
     onset, offset = rel(truth.caller_onset_ns), rel(truth.caller_offset_ns)
     ds = [_near(t.caller_onset_ms, onset), _near(t.caller_offset_ms, offset)]
     if truth.barge_in and t.barge_in is not None:
         ds.append(_near(t.barge_in.onset_ms, onset))
     deaf = t.caller_onset_ms is None and t.caller_offset_ms is None
-    if deaf and truth.ttfs_ns is not None and t.kind == "response":
+    masked = t.reason == "caller_noise"
+    if (deaf or masked) and truth.ttfs_ns is not None and (t.kind == "response" or masked):
         ds.append(_near(t.agent_onset_ms, rel(truth.caller_offset_ns + truth.ttfs_ns)))
     found = [d for d in ds if d is not None]
     return min(found) if found else None
