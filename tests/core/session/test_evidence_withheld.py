@@ -226,7 +226,7 @@ def test_the_masking_table_bounds_the_voices_it_was_measured_on() -> None:
     """MASKING_TABLE is tools/calibrate_masking.py's measurement; re-measured here, so a
     change of the clips or of the truth rule that hides more of an edge fails."""
     spec = importlib.util.spec_from_file_location(
-        "calibrate_masking", Path(__file__).parents[2] / "tools" / "calibrate_masking.py"
+        "calibrate_masking", Path(__file__).parents[3] / "tools" / "calibrate_masking.py"
     )
     assert spec is not None and spec.loader is not None
     tool = importlib.util.module_from_spec(spec)
