@@ -76,3 +76,15 @@ def test_the_agent_s_answer_headers_pass_back_but_not_its_hop_headers() -> None:
     refusal = Response(403, "Forbidden", Headers([("Content-Type", "text/plain")]))
     hs.pass_response_headers(agent, refusal, content_type=False)
     assert refusal.headers.get_all("Content-Type") == ["text/plain"]  # ours kept, alone
+
+
+def test_the_request_line_is_held_until_whole_and_http10_read_as_http11() -> None:
+    line = hs.RequestLine()
+    assert line.feed(b"GET /healthz HT") == b""  # not whole yet: nothing handed on
+    assert line.feed(b"TP/1.0\r\nHost: x\r\n\r\n") == b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    assert line.http10
+    other = hs.RequestLine()
+    assert other.feed(b"GET / HTTP/1.1\r\n") == b"GET / HTTP/1.1\r\n" and not other.http10
+    endless = hs.RequestLine()  # no line end within the limit: handed on as it is
+    assert endless.feed(b"G" * 5000) == b""
+    assert endless.feed(b"G" * 5000) == b"G" * 10000 and not endless.http10

@@ -19,6 +19,7 @@ from websockets.typing import Subprotocol
 from websockets.uri import WebSocketURI
 
 from voxproxy.health import health_answer
+from voxproxy.transports.websocket.config import MAX_REQUEST_LINE
 
 # Request headers that belong to one hop or to the handshake itself; everything
 # else is end-to-end and passes through to the agent.
@@ -71,6 +72,34 @@ def handshake_rejection(request: Request) -> Response | None:
     probe = ServerProtocol(select_subprotocol=_no_subprotocol)
     response = probe.accept(request)
     return None if response.status_code == 101 else response
+
+
+class RequestLine:
+    """The caller's first bytes, held until its request line is whole (at most
+    ``MAX_REQUEST_LINE`` of them), then handed on, an ``HTTP/1.0`` line read as
+    ``HTTP/1.1`` and remembered (:attr:`http10`). Every websockets release the package
+    allows then parses the request alike (15 and 16 cannot parse an HTTP/1.0 request
+    line and answered nothing at all, where 17 answers it), and the relay answers an
+    HTTP/1.0 request itself: a health check as any other, an upgrade with 505
+    (:func:`http_version_rejection`)."""
+
+    __slots__ = ("held", "http10")
+
+    def __init__(self) -> None:
+        self.held = bytearray()
+        self.http10 = False
+
+    def feed(self, data: bytes) -> bytes:
+        """The bytes to hand on: none while the line is not whole, then all held."""
+        held = self.held
+        held += data
+        end = held.find(b"\r\n")
+        if end < 0 and len(held) < MAX_REQUEST_LINE:
+            return b""
+        if end >= 0 and held[:end].endswith(b" HTTP/1.0"):
+            self.http10 = True
+            held[end - 1 : end] = b"1"  # HTTP/1.0 -> HTTP/1.1, in place
+        return bytes(held)
 
 
 def http_version_rejection() -> Response:

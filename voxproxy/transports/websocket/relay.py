@@ -31,7 +31,6 @@ from voxproxy.health import HEALTH_PATHS, LIVE_PATH
 from voxproxy.transports.ends import EndCause
 from voxproxy.transports.websocket.config import (
     MAX_FRAGMENTS,
-    MAX_REQUEST_LINE,
     Admission,
     RelayConfig,
 )
@@ -44,6 +43,7 @@ from voxproxy.transports.websocket.frames import (
     masked_anew,
 )
 from voxproxy.transports.websocket.handshake import (
+    RequestLine,
     add_own_headers,
     handshake_rejection,
     health_response,
@@ -78,10 +78,9 @@ class Relay(CallLegs):
         # only its continuations follow it (one begun before the agent answered, or
         # while the other side could not take it, is dropped whole).
         self._forwarding = [False, False]
-        # The caller's request line, until it is whole; then whether it said HTTP/1.0
-        # (see _request_line).
-        self._line: bytearray | None = bytearray()
-        self._http10 = False
+        # The caller's request line, held until it is whole (handshake.RequestLine).
+        self._line: RequestLine | None = RequestLine()
+        self._http10 = False  # ... and whether it said HTTP/1.0
 
     # -- leg callbacks -------------------------------------------------------------------
 
@@ -103,10 +102,12 @@ class Relay(CallLegs):
         if mode is LegMode.FRAMES:
             self._frames(leg, data, t_ns)
         elif mode is LegMode.HEAD:
-            if leg is self.caller and self._line is not None:
-                data = self._request_line(data)
+            line = self._line
+            if leg is self.caller and line is not None:
+                data = line.feed(data)
                 if not data:
                     return
+                self._line, self._http10 = None, line.http10
             self._head(leg, data, t_ns)
         else:
             self._feed(leg, data, t_ns)
@@ -129,44 +130,13 @@ class Relay(CallLegs):
 
     # -- reading a leg -------------------------------------------------------------------
     #
-    # A leg's handshake head (the caller's request, the agent's response) goes through
-    # websockets' protocol, and not one byte after it: the protocol's parser then waits
-    # at the start of a frame. From there on the leg's FrameCutter (frames.py) cuts the
-    # stream into whole frames (RFC 6455 5.2), and the relay routes each cut: a whole,
-    # unfragmented text or binary frame that is valid as it stands is written to the
-    # other leg as the very bytes that came (an agent's), or as its header and payload
-    # under a fresh masking key of the relay's (a caller's: the relay is the agent's
-    # client, and a client's keys must be its own, RFC 6455 5.3), then measured; every
-    # other frame
-    # (control frames, fragments) goes through the protocol whole; a frame the cutter
-    # finds invalid at its header fails the leg's protocol with the cutter's close code.
-    # Once the protocol stops parsing frames (a close received or sent, a failure, a
-    # refusal) or the leg's handshake did not open, the rest of the leg goes through the
-    # protocol as it comes. The protocol never sees the spliced frames, and needs not:
-    # for a whole data frame it keeps no state (websockets' ``Protocol.recv_frame``),
-    # and the relay writes nothing on a leg between two of the protocol's own writes
-    # (each is flushed at once). What this saves: the protocol's generator-based
-    # parsing, and a Frame object and its serialization for every message.
-
-    def _request_line(self, data: bytes) -> bytes:
-        """The caller's bytes held until its request line is whole (at most
-        ``MAX_REQUEST_LINE`` of them), then all of them, the line's ``HTTP/1.0`` read as
-        ``HTTP/1.1`` and remembered. Every websockets release this package allows then
-        parses the request alike (15 and 16 cannot parse an HTTP/1.0 request line and
-        answered nothing at all, where 17 answers it), and the relay answers an HTTP/1.0
-        request itself (:meth:`_on_request`): a health check as any other, an upgrade
-        with 505, as RFC 6455 4.2.1 asks of a request that is not HTTP/1.1 or higher."""
-        line = self._line
-        assert line is not None
-        line += data
-        end = line.find(b"\r\n")
-        if end < 0 and len(line) < MAX_REQUEST_LINE:
-            return b""
-        self._line = None
-        if end >= 0 and line[:end].endswith(b" HTTP/1.0"):
-            self._http10 = True
-            line[end - 1 : end] = b"1"  # HTTP/1.0 -> HTTP/1.1, in place
-        return bytes(line)
+    # A leg's handshake head goes through websockets' protocol and not one byte after
+    # it; from there the leg's FrameCutter (frames.py) cuts the stream and the relay
+    # routes each cut: a whole valid data frame is spliced to the other leg (a caller's
+    # under a fresh masking key, RFC 6455 5.3), then measured; any other frame goes
+    # through the protocol whole; once the protocol stops parsing frames, the rest of
+    # the leg goes through it as it comes. Why this is safe and what it saves: the
+    # package docstring and docs/architecture.md, "Reading a leg".
 
     def _protocol(self, leg: Leg) -> ServerProtocol | ClientProtocol | None:
         return self.server if leg is self.caller else self.client
