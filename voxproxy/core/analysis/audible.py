@@ -296,6 +296,9 @@ class AudibleEdges:
         if upper <= win + 1:
             return None
         lo = max(win - 20, self._ring_start_win())
+        if lo > win:  # the run's last window has left the ring: nothing to read it on
+            self._offset_band = UNRESOLVED_BAND_MS[1]
+            return None
         power, power_hp = self._mixture(lo, upper)
         end, band = audible_edge_band(power, power_hp, win - lo, noise, 10 ** (threshold / 10), +1)
         self._offset_band = float(band)
