@@ -29,7 +29,7 @@ LOWEST := .venv-lowest
 # The release tools (build, twine, auditwheel), apart from the project's dependencies.
 RELEASE := .venv-release
 
-.PHONY: native native-sources demo test system-deps lint typecheck pytest pytest-pure \
+.PHONY: fuzz native native-sources demo test system-deps lint typecheck pytest pytest-pure \
 	pytest-lowest bench clean fixtures clean-native wheels release-dry-run
 
 # The measurement core's compiled build: rebuilt when one of its sources changed (the
@@ -92,6 +92,11 @@ PYTEST_XDIST   := -n $(PYTEST_WORKERS) --dist loadgroup
 
 pytest: $(STAMP) system-deps $(NATIVE_STAMP)
 	$(BIN)/pytest -q $(PYTEST_XDIST)
+
+# A deeper, random search by the property-based tests (make test draws fixed examples).
+fuzz: $(STAMP) $(NATIVE_STAMP)
+	VOXPROXY_FUZZ_EXPLORE=1 VOXPROXY_FUZZ_SCALE=20 $(BIN)/pytest -q $(PYTEST_XDIST) \
+		$$(grep -rl "from hypothesis" tests --include="test_*.py")
 
 # The pure-Python fallback passes the same quick tests (the compiled build ran them all).
 pytest-pure: $(STAMP)
