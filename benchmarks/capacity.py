@@ -154,7 +154,6 @@ def measure(path: str, calls: int, warmup: float, window: float, max_calls: int 
             workers = RELAY_CORES.get(path, 1)
             cpus = relay_cpus(path) if SHARE is None else set(CPUS)  # (with shares: confine)
             relay = start_relay(path, target, agent_port, tmp, max_calls, workers, cpus)
-            overhead._wait_port(target)
             if SHARE is not None:
                 shares = stack.enter_context(CoreShares(SHARE, f"capacity-{os.getpid()}"))
                 confine(relay, workers if path.startswith("voxproxy") else 1, shares)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import benchkit
 import overhead  # benchmarks/overhead.py: the bare relay, CPU from /proc (and tests/ on the path)
 from cpushare import CoreShares
 from support.child import proxy_command
@@ -55,7 +56,7 @@ def start_relay(
     path: str, port: int, agent_port: int, tmp: Path, max_calls: int, workers: int, cpus: set[int]
 ) -> subprocess.Popen[bytes]:
     """Start relay ``path`` on ``port`` in front of the agent on ``agent_port``, on ``cpus``
-    (voxproxy: with ``workers`` workers)."""
+    (voxproxy: with ``workers`` workers); return once it listens."""
     upstream = f"ws://127.0.0.1:{agent_port}"
     if path in ("voxproxy", "voxproxy-2w"):
         cmd = proxy_command(
@@ -76,12 +77,14 @@ def start_relay(
     else:
         raise ValueError(path)
     # Pinned before it runs: the workers it forks inherit the CPUs.
-    return subprocess.Popen(
+    relay = subprocess.Popen(
         cmd,
         cwd=overhead.ROOT,
         stdout=subprocess.DEVNULL,
         preexec_fn=lambda: os.sched_setaffinity(0, cpus),
     )
+    benchkit.wait_port(port, 10.0)
+    return relay
 
 
 def confine(relay: subprocess.Popen[bytes], workers: int, shares: CoreShares) -> None:

@@ -48,6 +48,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
+import benchkit  # noqa: E402
 import record  # noqa: E402
 import uvloop  # noqa: E402
 from support.child import proxy_command  # noqa: E402
@@ -233,16 +234,6 @@ async def new_caller(port: int) -> tuple[float, int]:
     return took, int(head.split(b" ", 2)[1])
 
 
-def _wait_port(port: int, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {port}")
-
-
 def _stop(proc: subprocess.Popen[Any]) -> None:
     proc.send_signal(signal.SIGTERM)
     try:
@@ -281,7 +272,7 @@ async def measure(relay: str, args: argparse.Namespace, tmp: Path) -> dict[str, 
         _pin(proc.pid, 0 if pin else None)
         assert agent.stdout is not None
         agent.stdout.readline()
-        _wait_port(port)
+        benchkit.wait_port(port, 15.0)
         stop = asyncio.Event()
         calls = [PacedCall(i) for i in range(args.calls)]
         tasks = [asyncio.create_task(c.run(port, stop)) for c in calls]

@@ -27,11 +27,7 @@ Needs valgrind (Debian: ``apt-get install valgrind``). Last line: one JSON objec
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -39,11 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import benchkit  # noqa: E402
 import measurement  # noqa: E402
 import record  # noqa: E402
 
 STAGES = ("parse", "decode", "session", "queued", "grouped")
-_COLLECTED = re.compile(r"Collected\s*:\s*([0-9]+)")
 
 
 def workload(name: str, args: argparse.Namespace) -> list[measurement.Call]:
@@ -63,30 +59,21 @@ def child(name: str, stage: str, args: argparse.Namespace) -> None:
 
 def counted(name: str, stage: str, args: argparse.Namespace) -> tuple[int, int]:
     """Instructions of a child process under callgrind, and its messages."""
-    # Without address-space randomization where setarch can turn it off: what hashes by
-    # address (sets of objects) then iterates in the same order in every process.
-    norandom = ["setarch", platform.machine(), "-R"] if shutil.which("setarch") else []
-    cmd = [
-        *norandom,
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        __file__,
-        "--child",
-        name,
-        stage,
-        *("--seconds", str(args.seconds), "--calls", str(args.calls)),
-        *("--concurrent", str(args.concurrent)),
-    ]
     # OpenBLAS's worker threads wait for work spinning, for as long as the scheduler lets
     # them: one thread makes the count the same run after run.
-    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"callgrind failed on {name}/{stage}:\n{done.stderr[-2000:]}")
-    return int(found.group(1)), int(done.stdout.split()[-1])
+    count, out = benchkit.callgrind(
+        [
+            __file__,
+            "--child",
+            name,
+            stage,
+            *("--seconds", str(args.seconds), "--calls", str(args.calls)),
+            *("--concurrent", str(args.concurrent)),
+        ],
+        f"{name}/{stage}",
+        env={"OPENBLAS_NUM_THREADS": "1"},
+    )
+    return count, int(out.split()[-1])
 
 
 def main() -> None:

@@ -60,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
+import benchkit  # noqa: E402
 import record  # noqa: E402
 from overhead_load import load_main  # noqa: E402  (the load, a subprocess mode)
 from support.child import proxy_command  # noqa: E402
@@ -148,22 +149,7 @@ async def forward_only(port: int, upstream: str) -> None:
     """voxproxy's relay with a do-nothing observer: the cost of forwarding alone."""
     from voxproxy.transports.websocket import RelayConfig, RelayServer
 
-    class Null:
-        last_media_s = 0.0
-
-        def upstream_headers(self, request: object) -> list[tuple[str, str]]:
-            return []
-
-        def on_upstream_open(self, t_ns: int, status: int) -> None:
-            pass
-
-        def on_message(self, direction: object, payload: object, t_ns: int) -> None:
-            pass
-
-        def on_end(self, t_ns: int, info: object) -> None:
-            pass
-
-    server = RelayServer(RelayConfig(upstream), lambda t_ns: Null())  # type: ignore[arg-type,return-value]
+    server = RelayServer(RelayConfig(upstream), lambda t_ns: benchkit.NullObserver())  # type: ignore[arg-type,return-value]
     await server.start("127.0.0.1", port)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -172,18 +158,6 @@ async def forward_only(port: int, upstream: str) -> None:
 
 
 # -- orchestration ----------------------------------------------------------------------
-
-
-def _wait_port(port: int, timeout: float = 10.0) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {port}")
 
 
 @dataclass
@@ -227,7 +201,7 @@ def measure(
             env[native.PURE_ENV] = "1"
         relay = subprocess.Popen(cmd, cwd=ROOT, env=env)
         _pin(relay.pid, 0)
-        _wait_port(target)
+        benchkit.wait_port(target, 10.0)
         _pin(relay.pid, 0)  # processes it started meanwhile too
     load = subprocess.Popen(
         [

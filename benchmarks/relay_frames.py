@@ -24,20 +24,16 @@ import argparse
 import asyncio
 import dataclasses
 import os
-import platform
-import re
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import benchkit
 import record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # support.rawws
 
-_COLLECTED = re.compile(r"Collected\s*:\s*([0-9]+)")
 _REQUEST = (
     b"GET /call HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
     b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
@@ -54,22 +50,6 @@ def _text_frame(payload: bytes, key: bytes | None) -> bytes:
     if key is None:
         return head + payload
     return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
-
-
-class _Null:
-    last_media_s = 0.0
-
-    def upstream_headers(self, request: object) -> list[tuple[str, str]]:
-        return []
-
-    def on_upstream_open(self, t_ns: int, status: int) -> None:
-        pass
-
-    def on_message(self, direction: object, payload: object, t_ns: int) -> None:
-        pass
-
-    def on_end(self, t_ns: int, info: object) -> None:
-        pass
 
 
 class _Sink:
@@ -120,7 +100,7 @@ async def _run(messages: int, on_sockets: bool) -> float:
     # Every message measured, as in a call at a real rate (this one runs far faster than
     # any: a build with the relay's flood bound would otherwise stop measuring).
     unbounded: dict[str, Any] = {"max_messages_per_s": None} if _has_rate_bound(RelayConfig) else {}
-    relays = RelayServer(RelayConfig(url, **unbounded), lambda t_ns: _Null())
+    relays = RelayServer(RelayConfig(url, **unbounded), lambda t_ns: benchkit.NullObserver())
     port = await relays.start("127.0.0.1", 0)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(_REQUEST)
@@ -155,25 +135,8 @@ def _has_rate_bound(config: type) -> bool:
 
 def _counted(messages: int, on_sockets: bool) -> int:
     """Instructions of a child run of ``messages`` under callgrind."""
-    norandom = ["setarch", platform.machine(), "-R"] if shutil.which("setarch") else []
-    cmd = [
-        *norandom,
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        sys.executable,
-        __file__,
-        "--child",
-        str(messages),
-    ]
-    if on_sockets:
-        cmd.append("--sockets")
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    found = _COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"callgrind failed:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    argv = [__file__, "--child", str(messages), *(("--sockets",) if on_sockets else ())]
+    return benchkit.callgrind(argv)[0]
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # their own to record.
 PARTS = {
     "record",
+    "benchkit",
     "proxyhost",
     "accuracy_compare",
     "accuracy_report",

@@ -1,0 +1,24 @@
+"""benchmarks/benchkit.py: the wait for a child's port returns once something listens and
+gives up, naming the port, when nothing does."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from support.benchmarks import load_benchmark
+from support.ports import refusing_port
+
+benchkit = load_benchmark("benchkit")
+
+
+def test_wait_port_returns_once_something_listens() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        benchkit.wait_port(server.getsockname()[1], 5.0)
+
+
+def test_wait_port_gives_up_when_nothing_listens() -> None:
+    with refusing_port() as port, pytest.raises(RuntimeError, match=f"nothing listening on {port}"):
+        benchkit.wait_port(port, 0.2)
