@@ -181,20 +181,8 @@ class WebRtcRelay:
             self.observer = server.observer_factory(self.t_start_ns, offer)
         except Exception:
             log.exception("observer factory failed; the call is relayed unmeasured")
-        self.caller = AudioPeer(
-            ice_servers=cfg.ice_servers,
-            codecs=cfg.caller_codecs,
-            name="caller",
-            pace_ms=cfg.pace_ms,
-            direct_send=True,
-        )
-        self.agent = AudioPeer(
-            ice_servers=cfg.ice_servers,
-            codecs=cfg.agent_codecs,
-            name="agent",
-            pace_ms=cfg.pace_ms,
-            direct_send=True,
-        )
+        self.caller = self._peer("caller", cfg.caller_codecs)
+        self.agent = self._peer("agent", cfg.agent_codecs)
         self._dirs = (_Direction(self.agent), _Direction(self.caller))
         self.caller.on_rtp = lambda p: self._rtp(CALLER_TO_AGENT, p)
         self.agent.on_rtp = lambda p: self._rtp(AGENT_TO_CALLER, p)
@@ -212,6 +200,17 @@ class WebRtcRelay:
         self._last_activity = time.monotonic()
         self.observer_errors = 0
         self.answered = False
+
+    def _peer(self, name: str, codecs: tuple[str, ...] | None) -> AudioPeer:
+        """One leg's peer: its codecs, the call's ICE servers and pacing."""
+        cfg = self.config
+        return AudioPeer(
+            ice_servers=cfg.ice_servers,
+            codecs=codecs,
+            name=name,
+            pace_ms=cfg.pace_ms,
+            direct_send=True,
+        )
 
     # -- setup ----------------------------------------------------------------------------
 

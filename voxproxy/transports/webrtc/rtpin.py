@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pylibsrtp
@@ -61,27 +62,17 @@ _HEADER = struct.Struct("!BBHLL")
 _EXTENSION = struct.Struct("!HH")
 
 
+@dataclass(slots=True)
 class RtpView:
     """The fields of one RTP packet the relay reads (``RtpPacket``'s names), its payload
     without header extensions, CSRCs or padding."""
 
-    __slots__ = ("marker", "payload", "payload_type", "sequence_number", "ssrc", "timestamp")
-
-    def __init__(
-        self,
-        payload_type: int,
-        marker: int,
-        sequence_number: int,
-        timestamp: int,
-        ssrc: int,
-        payload: bytes,
-    ) -> None:
-        self.payload_type = payload_type
-        self.marker = marker
-        self.sequence_number = sequence_number
-        self.timestamp = timestamp
-        self.ssrc = ssrc
-        self.payload = payload
+    payload_type: int
+    marker: int
+    sequence_number: int
+    timestamp: int
+    ssrc: int
+    payload: bytes
 
 
 def parse_rtp(data: bytes) -> RtpView:
