@@ -187,19 +187,14 @@ class OpenAIRealtimeDecoder:
         if direction is CALLER_TO_AGENT:
             if kind == "input_audio_buffer.append":  # the hot path first
                 return self._append(msg, t_ns)
-            handler = _CLIENT.get(kind)
-            if handler is None:
-                if kind in _CLIENT_QUIET:
-                    return []
-                return [Anomaly(AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
+            handlers, quiet = _CLIENT, _CLIENT_QUIET
         else:
             if kind == "response.output_audio.delta" or kind == "response.audio.delta":
                 return self._delta(msg, t_ns)
-            handler = _SERVER.get(kind)
-            if handler is None:
-                if kind in _SERVER_QUIET:
-                    return []
-                return [Anomaly(AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
+            handlers, quiet = _SERVER, _SERVER_QUIET
+        handler = handlers.get(kind)
+        if handler is None:
+            return [] if kind in quiet else [Anomaly(AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
         return handler(self, msg, t_ns)
 
     # -- audio ------------------------------------------------------------------------------
