@@ -10,7 +10,7 @@ import orjson
 
 from voxproxy.core.audio.g711 import alaw_to_pcm, ulaw_to_pcm
 from voxproxy.core.audio.pcm import bytes_to_pcm
-from voxproxy.core.events import Pcm
+from voxproxy.core.events import Anomaly, AnomalyKind, Direction, Pcm
 
 
 def b64decode(payload: object) -> bytes | None:
@@ -34,6 +34,17 @@ def loads_object(payload: bytes | str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return msg if isinstance(msg, dict) else None
+
+
+def text_object(direction: Direction, payload: bytes | str, t_ns: int) -> dict[str, Any] | Anomaly:
+    """The JSON object a text-only wire's message carries, or the anomaly the message is:
+    binary where only text is spoken, or text that is not a JSON object."""
+    if not isinstance(payload, str):
+        return Anomaly(AnomalyKind.UNEXPECTED_BINARY, direction, t_ns)
+    msg = loads_object(payload)
+    if msg is None:
+        return Anomaly(AnomalyKind.MALFORMED, direction, t_ns)
+    return msg
 
 
 def dumps(obj: object) -> str:

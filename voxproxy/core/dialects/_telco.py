@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from voxproxy.core.dialects._common import PcmDecoder, b64decode, loads_object
+from voxproxy.core.dialects._common import PcmDecoder, b64decode, text_object
 from voxproxy.core.events import (
     AGENT_TO_CALLER,
     CALLER_TO_AGENT,
@@ -81,11 +81,9 @@ class MediaStreamDecoder:
                 dec.set_encoding(encoding)
 
     def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
-        if not isinstance(payload, str):
-            return [Anomaly(AnomalyKind.UNEXPECTED_BINARY, direction, t_ns)]
-        msg = loads_object(payload)
-        if msg is None:
-            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+        msg = text_object(direction, payload, t_ns)
+        if isinstance(msg, Anomaly):
+            return [msg]
         event = msg.get("event")
         table = self.caller_events if direction is CALLER_TO_AGENT else self.agent_events
         part = table.get(event) if isinstance(event, str) else None

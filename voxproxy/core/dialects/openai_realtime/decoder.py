@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from voxproxy.core.dialects._common import PcmDecoder, b64decode, dumps, loads_object
+from voxproxy.core.dialects._common import PcmDecoder, b64decode, dumps, text_object
 from voxproxy.core.dialects.base import DialectOptions
 from voxproxy.core.dialects.openai_realtime.formats import PCM16, parse_format
 from voxproxy.core.errors import UsageError
@@ -176,11 +176,9 @@ class OpenAIRealtimeDecoder:
         return self._formats[direction].encoding
 
     def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
-        if not isinstance(payload, str):
-            return [Anomaly(AnomalyKind.UNEXPECTED_BINARY, direction, t_ns)]
-        msg = loads_object(payload)
-        if msg is None:
-            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
+        msg = text_object(direction, payload, t_ns)
+        if isinstance(msg, Anomaly):
+            return [msg]
         kind = msg.get("type")
         if not isinstance(kind, str):
             return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
