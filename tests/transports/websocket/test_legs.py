@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 from support.faultkit import running_proxy, settle
+from support.observers import EndsKept
 from support.rawpeers import (
     BINARY,
     CALLER_MASK,
@@ -31,12 +32,11 @@ from support.rawpeers import (
 )
 from support.rawws import accept_handshake
 from support.waiting import wait_until
-from websockets.http11 import Request
 
 from voxproxy.core.events import Direction
 from voxproxy.core.receipt import Receipt
 from voxproxy.proxy.websocket import Proxy
-from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer
+from voxproxy.transports.websocket import RelayConfig, RelayServer
 
 PCM = b"\x01\x00" * 160  # 10 ms of 16 kHz audio, barely audible
 AFTER = 3  # audio messages the other side sends once it was told
@@ -237,23 +237,14 @@ TINY = frame(TEXT, b"ping", mask=CALLER_MASK)  # 10 bytes
 
 
 @dataclass
-class Logged:
+class Logged(EndsKept):
     """A call's observer that writes what it is told into one log shared by the calls
     (so that the order across calls shows), and may act on the call's n-th message."""
 
     name: str
     log: list[str]
     on_nth: tuple[int, Callable[[], None]] | None = None
-    ends: list[EndInfo] = field(default_factory=list)
     seen: int = 0
-    last_media_s: float = 0.0
-
-    def upstream_headers(self, request: Request) -> list[tuple[str, str]]:
-        del request
-        return []
-
-    def on_upstream_open(self, t_ns: int, status: int) -> None:
-        del t_ns, status
 
     def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
         del direction, t_ns
@@ -262,10 +253,6 @@ class Logged:
         if self.on_nth is not None and self.seen == self.on_nth[0]:
             self.on_nth[1]()
         return True
-
-    def on_end(self, t_ns: int, info: EndInfo) -> None:
-        del t_ns
-        self.ends.append(info)
 
 
 async def _drain(peer: RawPeer) -> None:

@@ -14,41 +14,14 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
 import pytest
+from support.observers import EndsKept
+from support.rawpeers import BINARY, CLOSE, CONT, PING, TEXT, frame, upgrade_request
 from support.rawws import accept_handshake
-from websockets.http11 import Request
 from websockets.utils import apply_mask
 
 from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.transports.ends import EndCause
-from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer, relay
-
-KEY = "dGhlIHNhbXBsZSBub25jZQ=="
-TEXT, BINARY, CONT, CLOSE, PING, PONG = 1, 2, 0, 8, 9, 10
-
-
-def frame(
-    opcode: int,
-    payload: bytes,
-    *,
-    fin: bool = True,
-    mask: bytes | None = None,
-    rsv: int = 0,
-    size: int | None = None,
-) -> bytes:
-    """One websocket frame laid out by hand (RFC 6455 5.2). ``size`` overrides the
-    length the header declares (for a header whose payload is never sent)."""
-    n = len(payload) if size is None else size
-    head = bytes([(0x80 if fin else 0) | rsv << 4 | opcode])
-    bit = 0x80 if mask is not None else 0
-    if n < 126:
-        head += bytes([bit | n])
-    elif n < 1 << 16:
-        head += bytes([bit | 126]) + n.to_bytes(2, "big")
-    else:
-        head += bytes([bit | 127]) + n.to_bytes(8, "big")
-    if mask is None:
-        return head + payload
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+from voxproxy.transports.websocket import RelayConfig, RelayServer, relay
 
 
 def keyed_frames(data: bytes | bytearray) -> list[tuple[bytes, bytes, bytes]]:
@@ -92,28 +65,15 @@ def chunks(data: bytes, rng: random.Random, most: int = 40) -> Iterable[bytes]:
 
 
 @dataclass
-class Recorder:
+class Recorder(EndsKept):
     """A call's observer that keeps what it is told."""
 
     messages: list[tuple[Direction, bytes | str]] = field(default_factory=list)
-    ends: list[EndInfo] = field(default_factory=list)
-    last_media_s: float = 0.0
-
-    def upstream_headers(self, request: Request) -> list[tuple[str, str]]:
-        del request
-        return []
-
-    def on_upstream_open(self, t_ns: int, status: int) -> None:
-        del t_ns, status
 
     def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
         del t_ns
         self.messages.append((direction, payload))
         return True
-
-    def on_end(self, t_ns: int, info: EndInfo) -> None:
-        del t_ns
-        self.ends.append(info)
 
 
 @dataclass
@@ -180,10 +140,7 @@ async def relay_between(
 async def raw_caller(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A caller's connection, through its handshake."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        b"GET /call HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Key: " + KEY.encode() + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    )
+    writer.write(upgrade_request())
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
     assert head.startswith(b"HTTP/1.1 101 "), head
     return reader, writer
@@ -498,11 +455,7 @@ async def test_the_callers_handshake_and_first_frames_in_one_write() -> None:
     later = frame(TEXT, b"in time", mask=mask)
     async with relay_between() as (port, agent, observers):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        request = (
-            b"GET /call HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-            b"Connection: Upgrade\r\nSec-WebSocket-Key: " + KEY.encode() + b"\r\n"
-            b"Sec-WebSocket-Version: 13\r\n\r\n"
-        )
+        request = upgrade_request()
         # The request's blank line cut across two writes, the first frame behind it.
         writer.write(request[:-3])
         await writer.drain()
@@ -529,11 +482,7 @@ async def test_a_message_begun_before_the_agent_answered_is_dropped_whole() -> N
     later = frame(TEXT, b"in time", mask=mask)
     async with relay_between() as (port, agent, observers):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(
-            b"GET /call HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-            b"Connection: Upgrade\r\nSec-WebSocket-Key: " + KEY.encode() + b"\r\n"
-            b"Sec-WebSocket-Version: 13\r\n\r\n" + begun
-        )
+        writer.write(upgrade_request() + begun)
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
         assert head.startswith(b"HTTP/1.1 101 ")
         await asyncio.wait_for(agent.connected.wait(), 5)

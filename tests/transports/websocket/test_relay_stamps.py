@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 import uvloop
+from support.observers import EndsKept
 from support.rawpeers import BINARY, raw_agents, raw_caller
 from support.tlskit import tls_contexts
 from support.waiting import wait_until
 from websockets.asyncio.server import ServerConnection, serve
-from websockets.http11 import Request
 
 from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
 from voxproxy.transports.stamped import SUPPORTED
-from voxproxy.transports.websocket import EndInfo, RelayConfig, RelayServer
+from voxproxy.transports.websocket import RelayConfig, RelayServer
 
 pytestmark = [
     pytest.mark.slow,
@@ -42,28 +42,15 @@ LOOPS: dict[str, Callable[[Coroutine[Any, Any, Any]], Any]] = {
 
 
 @dataclass
-class Stamps:
+class Stamps(EndsKept):
     """A call's observer that keeps each message's stamp."""
 
     seen: list[tuple[Direction, int]] = field(default_factory=list)
-    ends: list[EndInfo] = field(default_factory=list)
-    last_media_s: float = 0.0
-
-    def upstream_headers(self, request: Request) -> list[tuple[str, str]]:
-        del request
-        return []
-
-    def on_upstream_open(self, t_ns: int, status: int) -> None:
-        del t_ns, status
 
     def on_message(self, direction: Direction, payload: bytes | str, t_ns: int) -> bool | None:
         del payload
         self.seen.append((direction, t_ns))
         return True
-
-    def on_end(self, t_ns: int, info: EndInfo) -> None:
-        del t_ns
-        self.ends.append(info)
 
 
 async def _late_frames(kernel_stamps: bool) -> tuple[Stamps, list[tuple[int, int]]]:
