@@ -8,8 +8,9 @@ import functools
 import numpy as np
 import pytest
 from support.noise import noise_bed
+from support.underbed import heard_under_bed
 
-from voxproxy.clips import Clip, load_clips
+from voxproxy.clips import load_clips
 from voxproxy.core.analysis.audible import (
     AUDIBLE_SEEN_DB,
     HIGHPASS_HZ,
@@ -19,8 +20,8 @@ from voxproxy.core.analysis.audible import (
     noise_stats,
     window_power,
 )
-from voxproxy.core.analysis.truth import audible_speech_edges, truth_threshold_dbfs
-from voxproxy.core.analysis.vad import SpeechDetector, Spurt
+from voxproxy.core.analysis.truth import audible_speech_edges
+from voxproxy.core.analysis.vad import Spurt
 
 RATE = 16000
 MS = 1_000_000
@@ -91,23 +92,8 @@ def test_too_little_noise_to_read_gives_no_estimate() -> None:
 def _spurts(name: str, kind: str, snr_db: float, rate: int) -> tuple[tuple[Spurt, ...], tuple]:
     """The detector's voiced spurts of a caller clip (2 s of the bed alone before it) at
     ``snr_db`` under a ``kind`` bed from the stream's first sample, and the heard truth."""
-    c: Clip = load_clips()[name]
-    pcm = c.pcm if rate == RATE else c.pcm[: c.pcm.size // 2 * 2].reshape(-1, 2).mean(axis=1)
-    pcm = np.asarray(pcm).astype(np.int16)
-    lead = LEAD_MS * rate // 1000
-    x = np.concatenate([np.zeros(lead), pcm.astype(np.float64), np.zeros(rate)])
-    segments = [pcm[round(a * rate / 1000) : round(b * rate / 1000)] for a, b in c.segments_ms]
-    active = float(np.sqrt(np.mean(np.concatenate(segments).astype(np.float64) ** 2)))
-    bed = noise_bed(kind, x.size, rate, seed=len(name)) * active * 10 ** (-snr_db / 20)
-    threshold = truth_threshold_dbfs(c.pcm, c.sample_rate_hz)
-    truth = audible_speech_edges(pcm, bed[lead : lead + pcm.size], rate, threshold_dbfs=threshold)
-    y = np.clip(np.round(x + bed), -32768, 32767).astype(np.int16)
-    det = SpeechDetector(rate)
-    step = rate // 50
-    for k in range(0, y.size, step):
-        det.push(y[k : k + step], k * 1_000_000_000 // rate)
-    det.finish(y.size * 1_000_000_000 // rate)
-    return tuple(s for s in det.spurts if s.voiced), tuple(tuple(e) for e in truth)
+    heard = heard_under_bed(load_clips()[name], kind, snr_db, rate, LEAD_MS)
+    return tuple(heard.spurts), tuple(tuple(e) for e in heard.truth)
 
 
 @pytest.mark.slow

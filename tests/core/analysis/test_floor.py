@@ -5,21 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.noise import noise_bed
+from support.underbed import heard_under_bed
 
 from voxproxy.clips import load_clips, load_corpus
 from voxproxy.core.analysis.audible import UNRESOLVED_BAND_MS
-from voxproxy.core.analysis.truth import audible_speech_edges, truth_threshold_dbfs
 from voxproxy.core.analysis.vad import SpeechDetector, Spurt
 
 MS = 1_000_000
-
-
-def _at_rate(pcm: np.ndarray, rate: int, target: int) -> np.ndarray:
-    if rate == target:
-        return pcm
-    step = rate // target
-    return pcm[: pcm.size // step * step].reshape(-1, step).mean(axis=1).astype(np.int16)
 
 
 def _heard(
@@ -29,22 +21,9 @@ def _heard(
     active level) starts with the stream's first sample: the detector, its voiced spurts,
     the heard truth (ms into the clip) and the bed's mean power (dBFS)."""
     clip = {**load_clips(), **load_corpus()}[name]
-    pcm = _at_rate(clip.pcm, clip.sample_rate_hz, rate)
-    lead = lead_ms * rate // 1000
-    x = np.concatenate([np.zeros(lead), pcm.astype(np.float64), np.zeros(rate)])
-    segs = [pcm[round(a * rate / 1000) : round(b * rate / 1000)] for a, b in clip.segments_ms]
-    active = float(np.sqrt(np.mean(np.concatenate(segs).astype(np.float64) ** 2)))
-    bed = noise_bed(kind, x.size, rate, seed=len(name)) * active * 10 ** (-snr_db / 20)
-    threshold = truth_threshold_dbfs(clip.pcm, clip.sample_rate_hz)
-    truth = audible_speech_edges(pcm, bed[lead : lead + pcm.size], rate, threshold_dbfs=threshold)
-    y = np.clip(np.round(x + bed), -32768, 32767).astype(np.int16)
-    det = SpeechDetector(rate)
-    step = rate // 50
-    for k in range(0, y.size, step):
-        det.push(y[k : k + step], k * 1_000_000_000 // rate)
-    det.finish(y.size * 1_000_000_000 // rate)
-    bed_db = 10 * np.log10(np.mean(bed**2) / 32768.0**2)
-    return det, [s for s in det.spurts if s.voiced], truth, float(bed_db)
+    heard = heard_under_bed(clip, kind, snr_db, rate, lead_ms)
+    bed_db = 10 * np.log10(np.mean(heard.bed**2) / 32768.0**2)
+    return heard.detector, heard.spurts, heard.truth, float(bed_db)
 
 
 CALLERS = ("caller_where_is_order", "caller_thanks", "caller_no_dont", "caller_order_number")
