@@ -94,25 +94,37 @@ def test_the_running_build_is_the_modules_actually_imported() -> None:
         assert all(f.endswith(".py") for f in files)
 
 
-def test_a_compiled_module_older_than_its_source_is_stale(tmp_path: Path) -> None:
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+def _source(package: Path) -> tuple[str, Path]:
+    """The first compiled module's name and its source under ``package`` (empty)."""
     module = native.NATIVE_MODULES[0]
-    src = native.source_path(module, tmp_path)
+    src = native.source_path(module, package)
     src.parent.mkdir(parents=True)
     src.write_text("")
+    return module, src
+
+
+def _compiled(src: Path, built_at: int, edited_at: int) -> Path:
+    """An (empty) compiled module beside ``src``, built at ``built_at`` (mtime, s), the
+    source edited at ``edited_at``."""
+    so = src.with_name(src.stem + importlib.machinery.EXTENSION_SUFFIXES[0])
+    so.write_bytes(b"")
+    os.utime(so, (built_at, built_at))
+    os.utime(src, (edited_at, edited_at))
+    return so
+
+
+def test_a_compiled_module_older_than_its_source_is_stale(tmp_path: Path) -> None:
+    module, src = _source(tmp_path)
     assert native.compiled_path(module, tmp_path) is None
     assert native.stale(tmp_path) == []  # nothing compiled: the source runs
-    so = src.with_name(src.stem + suffix)
-    so.write_bytes(b"")
-    os.utime(src, (1_000, 1_000))
-    os.utime(so, (2_000, 2_000))
+    so = _compiled(src, built_at=2_000, edited_at=1_000)
     assert native.compiled_path(module, tmp_path) == so
     assert native.stale(tmp_path) == []
     os.utime(src, (3_000, 3_000))  # the source was edited after the build
     assert native.stale(tmp_path) == [module]
     os.utime(so, (4_000, 4_000))
     # A compiled module left from a module no longer compiled would shadow its source.
-    gone = tmp_path / "core" / "dialects" / ("twilio" + suffix)
+    gone = tmp_path / "core" / "dialects" / ("twilio" + importlib.machinery.EXTENSION_SUFFIXES[0])
     gone.parent.mkdir()
     gone.write_bytes(b"")
     assert native.stale(tmp_path) == ["voxproxy.core.dialects.twilio"]
@@ -123,14 +135,8 @@ def test_nothing_is_stale_in_a_package_an_installer_unpacked(tmp_path: Path) -> 
     # pip writes a wheel's files in its own order (a source may come out a moment after
     # its compiled module): their times are not edits.
     package = tmp_path / "site-packages" / "voxproxy"
-    module = native.NATIVE_MODULES[0]
-    src = native.source_path(module, package)
-    src.parent.mkdir(parents=True)
-    src.write_text("")
-    so = src.with_name(src.stem + importlib.machinery.EXTENSION_SUFFIXES[0])
-    so.write_bytes(b"")
-    os.utime(so, (1_000, 1_000))
-    os.utime(src, (1_001, 1_001))
+    module, src = _source(package)
+    _compiled(src, built_at=1_000, edited_at=1_001)
     assert native.stale(package) == [module]  # a checkout's would be
     (package.parent / "voxproxy-0.1.0.dist-info").mkdir()
     assert native.installed_from_wheel(package)
@@ -141,14 +147,8 @@ def test_nothing_is_stale_in_a_package_an_installer_unpacked(tmp_path: Path) -> 
 def test_the_stale_warning_names_the_modules_unless_the_sources_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = native.NATIVE_MODULES[0]
-    src = native.source_path(module, tmp_path)
-    src.parent.mkdir(parents=True)
-    src.write_text("")
-    so = src.with_name(src.stem + importlib.machinery.EXTENSION_SUFFIXES[0])
-    so.write_bytes(b"")
-    os.utime(so, (1_000, 1_000))
-    os.utime(src, (2_000, 2_000))
+    module, src = _source(tmp_path)
+    so = _compiled(src, built_at=1_000, edited_at=2_000)
     monkeypatch.delenv(native.PURE_ENV, raising=False)
     warning = native.stale_warning(tmp_path)
     assert warning is not None and module in warning and "make native" in warning
