@@ -39,6 +39,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.otlp_receiver import HttpReceiver
+from support.privacy import HOSTILE_TOOL_NAMES as WIRE_TOOL_NAMES
 from support.privacy import content_leaks
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
@@ -262,13 +263,7 @@ async def test_no_caller_id_phone_number_or_transcript_leaves_the_wire(
 
 
 HOSTILE_TOOL_NAMES = (
-    "lookup_4111111111111111",
-    "mail:jane.doe@example.com",
-    "call_+14155550123",
-    "q" * 300,
-    "réserver_table",
-    "予約する",
-    "lookup\norder",
+    *WIRE_TOOL_NAMES,
     'x"} injected_total 1',
     "lookup_order",  # name-shaped, but a vocabulary is declared: hashed too
 )

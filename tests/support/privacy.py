@@ -29,6 +29,19 @@ TIME_FIELDS = frozenset({"started_at"})
 # Sentences voxproxy writes itself (a verdict's reason): free text, still searched.
 PROSE_FIELDS = frozenset({"reason"})
 
+HOSTILE_TOOL_NAMES = (
+    "lookup_4111111111111111",
+    "mail:jane.doe@example.com",
+    "call_+14155550123",
+    "q" * 300,
+    "réserver_table",
+    "予約する",
+    "lookup\norder",
+)
+"""Tool names a caller can put on the wire (``session.update`` names the tools) that must
+not come out as they are: a card number, a mail address, a phone number, a long name,
+non-ASCII names and a line break."""
+
 
 def string_leaves(doc: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """(dotted path, value) for every string, and every dict key, in ``doc``."""

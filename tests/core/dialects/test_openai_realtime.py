@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from support import dialectkit as kit
 from support.dialectkit import AGENT, CALLER, Kind, msg
+from support.privacy import HOSTILE_TOOL_NAMES
 from support.realtimekit import (
     B64_PCM16,
     PCM,
@@ -460,18 +461,6 @@ def test_a_call_finished_in_a_response_already_cancelled_is_flagged() -> None:
         "tool.started",
         RESPONSE_CANCELLED_WITH_TOOL,
     ]
-
-
-HOSTILE_TOOL_NAMES = (
-    "lookup_4111111111111111",
-    "mail:jane.doe@example.com",
-    "call_+14155550123",
-    "q" * 300,
-    "réserver_table",
-    "予約する",
-    "lookup\norder",
-)
-"""Tool names a caller can put on the wire (``session.update`` names the tools)."""
 
 
 def _started_tool(dec: object, name: str, t: int = 1) -> str | None:
