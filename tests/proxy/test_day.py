@@ -5,14 +5,12 @@ where the first call's measurement left the queue "behind" for good)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.child import logged_child, proxy_command, terminated
 from support.faultkit import call_hash, call_sid, healthy_call, router_agent
 from support.waiting import wait_until
 
@@ -61,12 +59,9 @@ def _start_cli_proxy(
 ) -> subprocess.Popen[bytes]:
     """``voxproxy proxy`` as a user starts it: the command line's defaults (admission on
     loop lag and measurement included), ``--workers N``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
-    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", str(workers)]
-    cmd += ["--listen", "127.0.0.1:0", "--upstream", upstream, "--dialect", "twilio"]
+    cmd = proxy_command("--upstream", upstream, "--dialect", "twilio", workers=workers)
     cmd += ["--secret", "fault-secret", "--receipts", str(receipts), "--drain-timeout", "5"]
-    with open(log, "w") as err:
-        return subprocess.Popen(cmd, stderr=err, env=env)
+    return logged_child(cmd, log)
 
 
 @pytest.mark.slow
@@ -92,12 +87,7 @@ async def test_callers_one_after_another_are_all_served_by_the_command(
             assert codes == [1000] * len(gaps_s), log.read_text()
             await wait_until(lambda: len(list(read_receipts(receipts))) >= len(gaps_s), 30)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                code = proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                raise
+            code = terminated(proc)
     assert code == 0, log.read_text()
     assert "overloaded" not in log.read_text() and "at capacity" not in log.read_text()
     written = sorted(r.call for r in read_receipts(receipts))

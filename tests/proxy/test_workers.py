@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.child import logged_child, proxy_command, terminated
 from support.faultkit import ULAW_SILENCE, call_hash, call_sid, echo_media, router_agent
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
@@ -64,14 +65,14 @@ def _logged(log: Path, pattern: str) -> re.Match[str] | None:
 def _start_proxy(
     log: Path, upstream: str, receipts: Path, port: int = 0, workers: int = 2
 ) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
-    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", str(workers)]
-    cmd += ["--listen", f"127.0.0.1:{port}", "--upstream", upstream, "--dialect", "twilio"]
+    listen = f"127.0.0.1:{port}"
+    cmd = proxy_command(
+        "--upstream", upstream, "--dialect", "twilio", listen=listen, workers=workers
+    )
     cmd += ["--secret", "fault-secret", "--receipts", str(receipts), "--drain-timeout", "5"]
     cmd += ["--metrics-listen", "127.0.0.1:0"]
     cmd += ["--events-token", TOKEN, "--events-listen", "127.0.0.1:0"]
-    with open(log, "w") as err:
-        return subprocess.Popen(cmd, stderr=err, env=env)
+    return logged_child(cmd, log)
 
 
 async def _started(log: Path) -> tuple[int, list[int]]:
@@ -139,12 +140,7 @@ async def test_two_workers_serve_one_port_one_receipts_file_one_metrics_one_even
                 async with http.post(unknown, json=body) as answer:
                     assert answer.status == 401  # the workers check the token
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                code = proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                raise
+            code = terminated(proc)
     assert code == 0, log.read_text()
     # The calls landed on both workers.
     assert set(owners.values()) == set(pids), owners
@@ -453,12 +449,9 @@ def test_an_unwritable_receipts_path_fails_once_in_one_line_before_any_worker(
 @pytest.mark.slow
 def test_two_workers_say_the_missing_secret_and_the_files_limit_once(tmp_path: Path) -> None:
     log = tmp_path / "proxy.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VOXPROXY_")}
-    cmd = [sys.executable, "-m", "voxproxy.cli", "proxy", "--workers", "2"]
-    cmd += ["--listen", "127.0.0.1:0", "--upstream", "ws://127.0.0.1:9"]
+    cmd = proxy_command("--upstream", "ws://127.0.0.1:9", workers=2)
     cmd += ["--receipts", str(tmp_path / "r.jsonl"), "--drain-timeout", "0"]
-    with open(log, "w") as err:
-        proc = subprocess.Popen(cmd, stderr=err, env=env)
+    proc = logged_child(cmd, log)
     try:
         asyncio.run(_started(log))
         proc.send_signal(signal.SIGTERM)

@@ -3,7 +3,8 @@
 The command line of a subcommand (``cli_command``, ``proxy_command``), an environment
 without the settings of the shell that runs them (``clean_env``), the port a child
 says it bound after it was asked for port 0 (``read_port`` from a pipe, ``port_in_log``
-from a log file), and a stop that asks first (``stop``). The tests and the benchmarks
+from a log file), a child whose stderr goes to a log (``logged_child``), and a stop that
+asks first (``stop``; ``terminated`` for its exit code). The tests and the benchmarks
 start proxies and mock agents this way; the ones in this process use the Python API.
 """
 
@@ -107,6 +108,23 @@ def stop(proc: subprocess.Popen[AnyStr], timeout_s: float = 10) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def logged_child(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """``cmd`` started with its stderr written to ``log`` and a clean environment."""
+    with open(log, "w") as err:
+        return subprocess.Popen(cmd, stderr=err, env=clean_env())
+
+
+def terminated(proc: subprocess.Popen[AnyStr], timeout_s: float = 30) -> int:
+    """SIGTERM a child and its exit code once it exits; if it has not in ``timeout_s``,
+    SIGKILL it and raise (``subprocess.TimeoutExpired``)."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
 
 
 def kill(proc: subprocess.Popen[AnyStr]) -> None:
