@@ -16,17 +16,22 @@ from pathlib import Path
 import aiohttp
 import orjson
 import pytest
-from support.livecall import barge_script
-from support.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, WirePlan, render
+from support.livecall import barge_script, drain, send_at
+from support.scripted import (
+    CallPlan,
+    ScriptedCall,
+    TurnPlan,
+    WirePlan,
+    order_status_turns,
+    render,
+)
 from support.waiting import wait_until
 from support.webrtckit import open_counts  # (ICE on loopback only)
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
 
 from voxproxy.captures.writer import CaptureSettings
 from voxproxy.cli import main
-from voxproxy.clips import clip
 from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT
 from voxproxy.core.receipt import Receipt
 from voxproxy.core.timebase import NS_PER_S
@@ -47,15 +52,7 @@ START_DELAY_NS = NS_PER_S // 10
 
 
 def _turns(seed: int) -> tuple[TurnPlan, ...]:
-    return (
-        TurnPlan(
-            clip("caller_hello"),
-            clip("agent_order_status"),
-            650.0,
-            BargePlan(900.0 + 50 * seed, 150.0, "flush"),
-        ),
-        TurnPlan(clip("caller_yes"), clip("agent_confirm"), 700.0),
-    )
+    return order_status_turns(650.0, 900.0 + 50 * seed, 700.0)
 
 
 def _calls() -> dict[str, ScriptedCall]:
@@ -88,10 +85,10 @@ class Agent:
         name = ws.request.path.strip("/")
         link = ws.request.headers["X-Voxproxy-Call"]
         downstream = [(t, m) for t, d, m in self.calls[name].messages if d is AGENT_TO_CALLER]
-        reader = asyncio.create_task(_drain(ws))
+        reader = asyncio.create_task(drain(ws))
         t0 = await self.t0[name]
         poster = asyncio.create_task(self._post(name, link, t0))
-        await _send_at(ws, t0, downstream)
+        await send_at(ws, t0, downstream)
         await reader
         await poster
 
@@ -110,23 +107,6 @@ class Agent:
                     self.posted[name] += 1
 
 
-async def _send_at(ws: object, t0: int, messages: list[tuple[int, bytes | str]]) -> None:
-    for t_ns, payload in messages:
-        delay = (t0 + t_ns - time.monotonic_ns()) / NS_PER_S
-        if delay > 0:
-            await asyncio.sleep(delay)
-        await ws.send(payload)  # type: ignore[attr-defined]
-
-
-async def _drain(ws: object, into: list[bytes | str] | None = None) -> None:
-    try:
-        async for message in ws:  # type: ignore[attr-defined]
-            if into is not None:
-                into.append(message)
-    except ConnectionClosed:
-        pass
-
-
 async def _caller(url: str, name: str, call: ScriptedCall, agent: Agent) -> None:
     upstream = [(t, m) for t, d, m in call.messages if d is CALLER_TO_AGENT]
     expected = sum(1 for _t, d, _m in call.messages if d is AGENT_TO_CALLER)
@@ -134,8 +114,8 @@ async def _caller(url: str, name: str, call: ScriptedCall, agent: Agent) -> None
     async with connect(f"{url}/{name}", max_size=None, compression=None) as ws:
         t0 = time.monotonic_ns() + START_DELAY_NS
         agent.t0[name].set_result(t0)
-        reader = asyncio.create_task(_drain(ws, got))
-        await _send_at(ws, t0, upstream)
+        reader = asyncio.create_task(drain(ws, got))
+        await send_at(ws, t0, upstream)
         await wait_until(lambda: len(got) >= expected, call.end_ns / NS_PER_S + 15.0, name)
     await reader
 

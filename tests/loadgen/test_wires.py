@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.groundtruth import NEVER_WITHHELD, beside_load, require_published
+from support.groundtruth import beside_load, require_published
+from support.livecall import publishing_config
 from support.scripted.kits import Exotel, Kit, Plivo, Telnyx, Vonage
 from support.scripted.render import to_rate
 from support.waiting import wait_until
@@ -28,10 +29,8 @@ from voxproxy.core.dialects import make_decoder
 from voxproxy.core.dialects.base import DialectOptions
 from voxproxy.core.events import CALLER_TO_AGENT, Audio, MarkEcho
 from voxproxy.core.receipt import Receipt
-from voxproxy.core.session import SessionConfig
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
-from voxproxy.proxy.websocket import Proxy, ProxyConfig
-from voxproxy.transports.websocket import RelayConfig
+from voxproxy.proxy.websocket import Proxy
 
 KITS: dict[str, type[Kit]] = {
     "telnyx": Telnyx,
@@ -88,12 +87,7 @@ async def through_proxy(agent: Agent) -> AsyncIterator[tuple[str, list[Receipt]]
         port = next(iter(server.sockets)).getsockname()[1]
         # Every figure published (a busy machine's clock lag would withhold it): these
         # tests are about the wires, the accuracy tests allow for the lag.
-        config = ProxyConfig(
-            RelayConfig(f"ws://127.0.0.1:{port}"),
-            dialect=agent.dialect,
-            secret=b"s",
-            session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
-        )
+        config = publishing_config(f"ws://127.0.0.1:{port}", agent.dialect, b"s")
         proxy = Proxy(config, sinks=[receipts.append])
         bound = await proxy.start("127.0.0.1", 0)
         try:

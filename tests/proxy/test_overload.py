@@ -19,7 +19,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from support.faultkit import healthy_call, router_agent
-from support.groundtruth import NEVER_WITHHELD, beyond_lag
+from support.groundtruth import beyond_lag
+from support.livecall import publishing_config
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -30,7 +31,6 @@ from voxproxy.clock import LagMonitor
 from voxproxy.commands.proxy import _proxy_config
 from voxproxy.core.events import CALLER_TO_AGENT
 from voxproxy.core.receipt import Receipt
-from voxproxy.core.session import SessionConfig
 from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.caller import CallerConfig, CallRecord, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.loadgen.truth import turn_truths
@@ -56,12 +56,7 @@ async def call_through(
     await agent.start()
     receipts: list[Receipt] = []
     proxy = Proxy(
-        ProxyConfig(
-            RelayConfig(agent.url),
-            dialect="twilio",
-            secret=b"overload",
-            session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
-        ),
+        publishing_config(agent.url, "twilio", b"overload"),
         sinks=[receipts.append],
     )
     proxy.measuring = queue

@@ -12,18 +12,17 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from support.groundtruth import NEVER_WITHHELD
 from support.livecall import (
     Outcome,
     barge_script,
     call_through,
     checked_live_calls,
     live_bounds,
+    publishing_config,
     turn_errors,
 )
 
 from voxproxy.clips import clip
-from voxproxy.core.session import SessionConfig
 from voxproxy.loadgen.caller import (
     CallerConfig,
     Say,
@@ -33,9 +32,7 @@ from voxproxy.loadgen.caller import (
 )
 from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import MockAgent, MockAgentConfig
-from voxproxy.proxy.websocket import ProxyConfig
 from voxproxy.transports.stamped import SUPPORTED
-from voxproxy.transports.websocket import RelayConfig
 
 SHORT: list[Step] = [Say(clip("caller_yes")), WaitAgentEnd(quiet_ms=300)]
 
@@ -61,12 +58,7 @@ async def one_call(
         )
     )
     await agent.start()
-    config = ProxyConfig(
-        RelayConfig(agent.url),
-        dialect=dialect,
-        secret=b"e2e",
-        session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
-    )
+    config = publishing_config(agent.url, dialect, b"e2e")
 
     def caller(url: str) -> ScriptedCaller:
         return ScriptedCaller(

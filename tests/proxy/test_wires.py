@@ -16,12 +16,18 @@ from dataclasses import dataclass
 
 import pytest
 from support.groundtruth import beyond_lag, withheld_for_load
-from support.livecall import live_bounds
-from support.scripted import BargePlan, ScriptedCall, TurnPlan, WireDialect, WirePlan, render
+from support.livecall import drain, live_bounds, send_at
+from support.scripted import (
+    ScriptedCall,
+    TurnPlan,
+    WireDialect,
+    WirePlan,
+    order_status_turns,
+    render,
+)
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
 
 from voxproxy.clips import clip
 from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT
@@ -38,13 +44,7 @@ def plan(dialect: WireDialect, mode: str, seed: int) -> WirePlan:
         dialect=dialect,
         send_mode=mode,  # type: ignore[arg-type]
         turns=(
-            TurnPlan(
-                clip("caller_hello"),
-                clip("agent_order_status"),
-                700.0,
-                BargePlan(900.0 + 100 * seed, 150.0, "flush"),
-            ),
-            TurnPlan(clip("caller_yes"), clip("agent_confirm"), 800.0),
+            *order_status_turns(700.0, 900.0 + 100 * seed, 800.0),
             TurnPlan(clip("caller_thanks"), clip("agent_reprompt"), 600.0),
         ),
         caller_gap_ms=600.0,
@@ -62,22 +62,6 @@ class Played:
     agent_got: list[bytes | str]
 
 
-async def _send_at(ws: object, t0: int, messages: list[tuple[int, bytes | str]]) -> None:
-    for t_ns, payload in messages:
-        delay = (t0 + t_ns - time.monotonic_ns()) / NS_PER_S
-        if delay > 0:
-            await asyncio.sleep(delay)
-        await ws.send(payload)  # type: ignore[attr-defined]
-
-
-async def _collect(ws: object, into: list[bytes | str]) -> None:
-    try:
-        async for message in ws:  # type: ignore[attr-defined]
-            into.append(message)
-    except ConnectionClosed:
-        pass
-
-
 async def play(p: WirePlan) -> Played:
     call = render(p)
     upstream = [(t, m) for t, d, m in call.messages if d is CALLER_TO_AGENT]
@@ -87,9 +71,9 @@ async def play(p: WirePlan) -> Played:
     agent_done = asyncio.Event()
 
     async def agent(ws: ServerConnection) -> None:
-        reader = asyncio.create_task(_collect(ws, agent_got))
+        reader = asyncio.create_task(drain(ws, agent_got))
         t0 = await t0_future
-        await _send_at(ws, t0, downstream)
+        await send_at(ws, t0, downstream)
         await reader
         agent_done.set()
 
@@ -107,8 +91,8 @@ async def play(p: WirePlan) -> Played:
     ) as ws:
         t0 = time.monotonic_ns() + START_DELAY_NS
         t0_future.set_result(t0)
-        reader = asyncio.create_task(_collect(ws, caller_got))
-        await _send_at(ws, t0, upstream)
+        reader = asyncio.create_task(drain(ws, caller_got))
+        await send_at(ws, t0, upstream)
         # The caller stays on the line until the agent's last message has reached it.
         await wait_until(
             lambda: len(caller_got) >= len(downstream),

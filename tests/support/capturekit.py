@@ -6,10 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render
+from support.scripted import CallPlan, ScriptedCall, order_status_turns, render
 from voxproxy.captures.format import CaptureFile, CaptureHeader, Record
 from voxproxy.captures.writer import CallCapture, CaptureSettings, CaptureWriter
-from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
 from voxproxy.core.dialects import make_decoder
 from voxproxy.core.dialects.base import DialectOptions
@@ -51,15 +50,7 @@ def scripted_twilio(seed: int = 0) -> ScriptedCall:
         CallPlan(
             dialect="twilio",
             send_mode="burst",
-            turns=(
-                TurnPlan(
-                    clip("caller_hello"),
-                    clip("agent_order_status"),
-                    600.0,
-                    BargePlan(800.0, 150.0, "flush"),
-                ),
-                TurnPlan(clip("caller_yes"), clip("agent_confirm"), 700.0),
-            ),
+            turns=order_status_turns(600.0, 800.0, 700.0),
             seed=seed,
         )
     )

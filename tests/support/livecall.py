@@ -1,11 +1,14 @@
 """Live calls for the end-to-end proxy tests (websocket, OpenAI Realtime, WebRTC): the
 caller's script with a barge-in, one call through a proxy in this process (or straight
-to the agent), each turn's error against the truth, and the bounds they all hold."""
+to the agent), each turn's error against the truth, and the bounds they all hold; and a
+rendered call's messages played on a websocket at their times (``send_at``, ``drain``)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import sys
+import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -15,18 +18,50 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from websockets.exceptions import ConnectionClosed
 
-from support.groundtruth import beyond_lag
+from support.groundtruth import NEVER_WITHHELD, beyond_lag
 from support.waiting import wait_until
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
 from voxproxy.core.receipt import Receipt
-from voxproxy.core.timebase import NS_PER_MS
+from voxproxy.core.session import SessionConfig
+from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.loadgen.caller import BargeIn, CallRecord, Say, ScriptedCaller, Step, WaitAgentEnd
 from voxproxy.loadgen.truth import TurnTruth
 from voxproxy.mockagent import CallLog, MockAgent
 from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.transports.websocket import RelayConfig
+
+
+def publishing_config(upstream: str, dialect: str, secret: bytes) -> ProxyConfig:
+    """A proxy to ``upstream`` that publishes every figure (``NEVER_WITHHELD``: a busy
+    machine's clock lag would withhold some), so that each can be checked."""
+    return ProxyConfig(
+        RelayConfig(upstream),
+        dialect=dialect,
+        secret=secret,
+        session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
+    )
+
+
+async def send_at(ws: object, t0: int, messages: list[tuple[int, bytes | str]]) -> None:
+    """Send each of ``messages`` on ``ws`` at its time (ns after ``t0``, monotonic)."""
+    for t_ns, payload in messages:
+        delay = (t0 + t_ns - time.monotonic_ns()) / NS_PER_S
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await ws.send(payload)  # type: ignore[attr-defined]
+
+
+async def drain(ws: object, into: list[bytes | str] | None = None) -> None:
+    """Read ``ws`` until it closes, keeping what it got in ``into`` (if given)."""
+    try:
+        async for message in ws:  # type: ignore[attr-defined]
+            if into is not None:
+                into.append(message)
+    except ConnectionClosed:
+        pass
 
 
 def barge_script(barge_after_ms: float) -> list[Step]:

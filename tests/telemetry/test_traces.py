@@ -26,8 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from support.faultkit import proxy_before
-from support.groundtruth import NEVER_WITHHELD
-from support.livecall import hello_then_barge_in
+from support.livecall import hello_then_barge_in, publishing_config
 from support.otlp_receiver import GrpcReceiver, HttpReceiver, Received, SpanRecord
 from support.ports import refusing_port
 from support.receipt_samples import sample_receipt
@@ -38,7 +37,6 @@ from websockets.exceptions import ConnectionClosed
 
 from voxproxy.clock import EpochAnchor
 from voxproxy.core.receipt import Receipt
-from voxproxy.core.session import SessionConfig
 from voxproxy.core.timebase import NS_PER_MS
 from voxproxy.loadgen.caller import CallerConfig, ScriptedCaller
 from voxproxy.mockagent import MockAgent, MockAgentConfig
@@ -107,12 +105,7 @@ async def test_a_live_call_becomes_a_trace_over_otlp_http(monkeypatch: pytest.Mo
     proxy = Proxy(
         # Every figure published (a busy machine's clock lag would withhold one): the
         # spans must carry the receipt's figures.
-        ProxyConfig(
-            RelayConfig(agent.url),
-            dialect="twilio",
-            secret=b"traces",
-            session=SessionConfig(max_uncertainty_ms=NEVER_WITHHELD),
-        ),
+        publishing_config(agent.url, "twilio", b"traces"),
         sinks=[receipts.append],
         telemetry=telemetry,
         judge=lambda r: judged(r, policy),

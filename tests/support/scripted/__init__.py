@@ -33,7 +33,7 @@ clock, no sockets), numpy, and from voxproxy the core, ``clips``, ``receipts`` a
 """
 
 from support.scripted.heard import add_bed
-from support.scripted.mixes import turn_taking_plans
+from support.scripted.mixes import order_status_turns, turn_taking_plans
 from support.scripted.plan import (
     WIRE_DIALECTS,
     BargePlan,
@@ -62,6 +62,7 @@ __all__ = [
     "add_bed",
     "mix_caller_track",
     "ms_to_ns",
+    "order_status_turns",
     "played_ns",
     "render",
     "to_rate",

@@ -1,7 +1,8 @@
 """A reproducible mix of turn-taking Twilio calls, for checks that need many varied
 calls rather than one exact scenario: the measurement benchmark's ``scripted`` workload
 (benchmarks/measurement.py) and the test that both builds of the measurement core give
-the same receipts (tests/test_native.py)."""
+the same receipts (tests/test_native.py); and the short order-status call that the
+capture and wire tests each play with their own timings (``order_status_turns``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import dataclasses
 import random
 
 from support.scripted.plan import BargePlan, CallPlan, TurnPlan
-from voxproxy.clips import load_clips
+from voxproxy.clips import clip, load_clips
 
 
 def turn_taking_plans(count: int, seed: int = 1717, *, turns: int = 4) -> list[CallPlan]:
@@ -49,3 +50,20 @@ def turn_taking_plans(count: int, seed: int = 1717, *, turns: int = 4) -> list[C
             )
         plans.append(plan)
     return plans
+
+
+def order_status_turns(
+    answer_ms: float, barge_after_ms: float, confirm_ms: float
+) -> tuple[TurnPlan, TurnPlan]:
+    """The caller says hello, the agent answers with the order's status ``answer_ms``
+    later and is talked over ``barge_after_ms`` after its onset (it flushes 150 ms
+    later); the caller says yes, and the agent confirms ``confirm_ms`` later."""
+    return (
+        TurnPlan(
+            clip("caller_hello"),
+            clip("agent_order_status"),
+            answer_ms,
+            BargePlan(barge_after_ms, 150.0, "flush"),
+        ),
+        TurnPlan(clip("caller_yes"), clip("agent_confirm"), confirm_ms),
+    )
