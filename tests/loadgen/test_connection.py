@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -20,6 +21,21 @@ from voxproxy.loadgen.connection import DirectConnection, proxy_for
 from voxproxy.transports.stamped import SUPPORTED
 
 Sent = list[str | bytes | list[str]]
+
+
+@asynccontextmanager
+async def _direct_to(
+    handler: Callable[[ServerConnection], Awaitable[None]],
+) -> AsyncIterator[DirectConnection]:
+    """The caller's connection (a ``DirectConnection``) to a loopback websocket server
+    whose every connection ``handler`` serves; both open for the block."""
+    async with serve(handler, "127.0.0.1", 0, compression=None) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with connect(
+            f"ws://127.0.0.1:{port}/", compression=None, create_connection=DirectConnection
+        ) as ws:
+            assert isinstance(ws, DirectConnection)
+            yield ws
 
 
 async def _exchange(
@@ -42,21 +58,16 @@ async def _exchange(
             raise ValueError("the caller could not read it")
         got.append(m)
 
-    async with serve(handler, "127.0.0.1", 0, compression=None) as server:
-        port = server.sockets[0].getsockname()[1]
-        async with connect(
-            f"ws://127.0.0.1:{port}/", compression=None, create_connection=DirectConnection
-        ) as ws:
-            assert isinstance(ws, DirectConnection)
-            # The early ones land in the queue (no handler yet).
-            await wait_until(lambda: ws._queued == len(early), what="the early messages queued")
-            ws.on_message = on_message
-            await ws.send("go")
-            try:
-                async for m in ws:  # what was not handed over
-                    got.append(m)
-            except ConnectionClosed:
-                pass
+    async with _direct_to(handler) as ws:
+        # The early ones land in the queue (no handler yet).
+        await wait_until(lambda: ws._queued == len(early), what="the early messages queued")
+        ws.on_message = on_message
+        await ws.send("go")
+        try:
+            async for m in ws:  # what was not handed over
+                got.append(m)
+        except ConnectionClosed:
+            pass
     return got, ws
 
 
@@ -116,15 +127,10 @@ async def _late_message() -> tuple[int, int, int]:
         await ws.wait_closed()
 
     arrivals: list[int] = []
-    async with serve(handler, "127.0.0.1", 0, compression=None) as server:
-        port = server.sockets[0].getsockname()[1]
-        async with connect(
-            f"ws://127.0.0.1:{port}/", compression=None, create_connection=DirectConnection
-        ) as ws:
-            assert isinstance(ws, DirectConnection)
-            ws.on_message = lambda m: arrivals.append(ws.arrival_ns())
-            await ws.send("go")
-            await wait_until(lambda: arrivals, what="the message")
+    async with _direct_to(handler) as ws:
+        ws.on_message = lambda m: arrivals.append(ws.arrival_ns())
+        await ws.send("go")
+        await wait_until(lambda: arrivals, what="the message")
     return times[0], times[1], arrivals[0]
 
 

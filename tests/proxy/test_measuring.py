@@ -12,6 +12,7 @@ import pytest
 
 from voxproxy.proxy.measuring import (
     DEFAULT_GROUP_MS,
+    DEFAULT_MAX_BACKLOG,
     DEFAULT_MAX_BUDGET_MS,
     DEFAULT_SHARE,
     MeasurementQueue,
@@ -102,7 +103,12 @@ def make(
     max_backlog: int = 100,
     share: float = DEFAULT_SHARE,
     max_budget_ms: float = DEFAULT_MAX_BUDGET_MS,
+    *,
+    loop_cpu_ns: Callable[[], int] | None = None,
+    lagging: Callable[[], bool] | None = None,
 ) -> tuple[MeasurementQueue, FakeLoop, list[int], list[int]]:
+    """A queue on a fake loop and fake clocks: the CPU time ``cpu[0]`` (the loop's too,
+    unless ``loop_cpu_ns`` reads it) and the time now ``now[0]``."""
     loop, cpu, now = FakeLoop(), [0], [0]
     queue = MeasurementQueue(
         group_ms=group_ms,
@@ -112,10 +118,11 @@ def make(
         shed_after_ms=shed_after_ms,
         max_backlog=max_backlog,
         cpu_ns=lambda: cpu[0],
-        loop_cpu_ns=lambda: cpu[0],
+        loop_cpu_ns=loop_cpu_ns or (lambda: cpu[0]),
         now_ns=lambda: now[0],
         call_soon=loop.call_soon,
         call_later=loop.call_later,
+        lagging=lagging,
     )
     return queue, loop, cpu, now
 
@@ -239,18 +246,9 @@ def test_a_call_too_far_behind_gives_up() -> None:
 
 
 def test_while_the_loop_lags_measurement_yields_to_forwarding_and_says_how_far_behind() -> None:
-    loop, cpu, now = FakeLoop(), [0], [0]
     lagging = [False]
-    queue = MeasurementQueue(
-        group_ms=0.0,
-        budget_ms=1.0,
-        share=1.0,
-        max_budget_ms=10.0,
-        cpu_ns=lambda: cpu[0],
-        loop_cpu_ns=lambda: cpu[0],
-        now_ns=lambda: now[0],
-        call_soon=loop.call_soon,
-        lagging=lambda: lagging[0],
+    queue, loop, cpu, now = make(
+        share=1.0, max_budget_ms=10.0, max_backlog=DEFAULT_MAX_BACKLOG, lagging=lambda: lagging[0]
     )
     a = Call("a", cpu, cost_ns=MS)
     for k in range(40):
@@ -276,21 +274,14 @@ def test_while_the_loop_lags_measurement_yields_to_forwarding_and_says_how_far_b
 def test_a_light_turn_does_not_read_the_loops_cpu_time() -> None:
     """The loop's CPU time (a system call) is read only where the budget may need it: after
     a turn that measured the least budget or more, or with items queued."""
-    loop, cpu, reads = FakeLoop(), [0], [0]
+    reads = [0]
 
     def loop_cpu() -> int:
         reads[0] += 1
         return cpu[0]
 
-    queue = MeasurementQueue(
-        group_ms=0.0,
-        budget_ms=1.0,
-        share=1.0,
-        max_budget_ms=10.0,
-        cpu_ns=lambda: cpu[0],
-        loop_cpu_ns=loop_cpu,
-        now_ns=lambda: 0,
-        call_soon=loop.call_soon,
+    queue, loop, cpu, _ = make(
+        share=1.0, max_budget_ms=10.0, max_backlog=DEFAULT_MAX_BACKLOG, loop_cpu_ns=loop_cpu
     )
     a = Call("a", cpu, cost_ns=MS // 10)
     for turn in range(20):
