@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import base64
 import contextlib
-import datetime as dt
 import ipaddress
 import logging
 import os
@@ -29,10 +28,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from support.faultkit import (
     ULAW_SILENCE,
     assert_healthy,
@@ -42,6 +37,7 @@ from support.faultkit import (
     router_agent,
     running_proxy,
 )
+from support.tlskit import ca_signed_files
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
@@ -209,71 +205,10 @@ async def test_shutdown_during_the_agent_handshake_answers_503() -> None:
 # -- TLS ----------------------------------------------------------------------------------------
 
 
-def _cert_files(tmp: Path) -> tuple[Path, Path, Path]:
-    """A CA and a server certificate for 127.0.0.1 and localhost signed by it."""
-    # Valid from long before to long after any day the suite runs: the certificate's
-    # window holds whatever today is, and the test reads no clock.
-    now = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-
-    def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(name("voxproxy test CA"))
-        .issuer_name(name("voxproxy test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(dt.datetime(9999, 12, 31, tzinfo=dt.UTC))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name("127.0.0.1"))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(dt.datetime(9999, 12, 31, tzinfo=dt.UTC))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_pem, cert_pem, key_pem = tmp / "ca.pem", tmp / "cert.pem", tmp / "key.pem"
-    ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_pem.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return ca_pem, cert_pem, key_pem
-
-
 async def test_wss_caller_to_proxy_to_wss_agent(tmp_path: Path) -> None:
     """TLS on both legs, configured by the CLI's own flags; an agent whose certificate the
     proxy cannot verify is a 502, never a plain-text fallback."""
-    ca, cert, key = _cert_files(tmp_path)
+    ca, cert, key = ca_signed_files(tmp_path)
     agent_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     agent_ctx.load_cert_chain(cert, key)
     caller_ctx = ssl.create_default_context(cafile=str(ca))
