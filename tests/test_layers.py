@@ -359,41 +359,26 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     found = {rel: violations(tmp_path / rel, tmp_path) for rel in plant}
-    assert found["core/ids.py"] == [
-        "voxproxy/core/ids.py:1 imports secrets: not in the core's allow-list"
-    ]
-    assert found["core/audio/pcm.py"] == [
-        "voxproxy/core/audio/pcm.py:2 imports wave: not in the core's allow-list"
-    ]
-    assert found["core/turns.py"] == [
-        "voxproxy/core/turns.py:4 calls .today(): the core is handed them"
-    ]
-    assert found["core/analysis/x.py"] == [
-        "voxproxy/core/analysis/x.py:3 uses numpy.random: the core is handed them"
-    ]
-    assert found["core/dialects/y.py"] == [
-        "voxproxy/core/dialects/y.py:2 calls open(): the core is handed them"
-    ]
-    assert found["core/session/z.py"] == [
-        "voxproxy/core/session/z.py:1 imports numpy.random: not in the core's allow-list"
-    ]
-    assert found["loadgen/x.py"] == [
-        "voxproxy/loadgen/x.py:1 imports voxproxy.mockagent.MockAgent: "
-        "loadgen may not import mockagent"
-    ]
-    assert found["transports/x.py"] == [
-        "voxproxy/transports/x.py:2 imports voxproxy.core.session.S: "
-        "transports may not import core.measurement"
-    ]
-    assert found["recordings/x.py"] == [
-        "voxproxy/recordings/x.py:1 imports voxproxy.loadgen.runner: "
-        "recordings may not import loadgen"
-    ]
-    assert found["stray.py"] == ["voxproxy/stray.py: in no layer of the table (add it to LAYERS)"]
-    assert found["clips.py"] == [
-        "voxproxy/clips.py:1 imports support.scripted.render: "
-        "the package ships without the tests' helpers"
-    ]
+    # What each planted file breaks, said after its path.
+    broken = {
+        "core/ids.py": ":1 imports secrets: not in the core's allow-list",
+        "core/audio/pcm.py": ":2 imports wave: not in the core's allow-list",
+        "core/turns.py": ":4 calls .today(): the core is handed them",
+        "core/analysis/x.py": ":3 uses numpy.random: the core is handed them",
+        "core/dialects/y.py": ":2 calls open(): the core is handed them",
+        "core/session/z.py": ":1 imports numpy.random: not in the core's allow-list",
+        "loadgen/x.py": ":1 imports voxproxy.mockagent.MockAgent: loadgen may not import mockagent",
+        "transports/x.py": (
+            ":2 imports voxproxy.core.session.S: transports may not import core.measurement"
+        ),
+        "recordings/x.py": ":1 imports voxproxy.loadgen.runner: recordings may not import loadgen",
+        "stray.py": ": in no layer of the table (add it to LAYERS)",
+        "clips.py": (
+            ":1 imports support.scripted.render: the package ships without the tests' helpers"
+        ),
+    }
+    for rel, why in broken.items():
+        assert found[rel] == [f"voxproxy/{rel}{why}"], rel
     # cli -> clips, commands -> loadgen.report (and loadgen): the rest ships unused.
     assert "loadgen.runner" in unshipped(tmp_path) and "clips" not in unshipped(tmp_path)
     assert "loadgen.report" not in unshipped(tmp_path)

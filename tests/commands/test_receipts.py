@@ -245,17 +245,21 @@ def test_without_receipts_here_listing_says_what_to_give(
     assert "receipts.jsonl is not a file; give --receipts PATH" in err and "--store" in err
 
 
-def test_the_proxy_receipts_file_lists_like_the_store_with_latency_columns(
-    store: tuple[Path, list[Receipt]],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    path, receipts = store
+@pytest.fixture
+def receipts_here(
+    store: tuple[Path, list[Receipt]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, list[Receipt]]:
+    """The store, its receipts also in receipts.jsonl in the working folder (the proxy's
+    default --receipts file, read without a flag)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("VOXPROXY_RECEIPTS_RECEIPTS", raising=False)
-    # The proxy's default --receipts file, read without a flag.
-    (tmp_path / "receipts.jsonl").write_text("".join(r.to_json_line() for r in receipts))
+    (tmp_path / "receipts.jsonl").write_bytes(b"".join(_lines(store[1])))
+    return store
+
+
+def test_the_proxy_receipts_file_lists_like_the_store_with_latency_columns(
+    receipts_here: tuple[Path, list[Receipt]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, receipts = receipts_here
     for filters in (
         [],
         ["--verdict", "tool_effect_failed", "--verdict", "unreachable"],
@@ -367,16 +371,11 @@ def test_an_export_that_fails_midway_leaves_the_old_file_whole(
 
 
 def test_export_defaults_read_receipts_jsonl_here_like_the_listing(
-    store: tuple[Path, list[Receipt]],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    receipts_here: tuple[Path, list[Receipt]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import pyarrow.parquet as pq
 
-    _, receipts = store
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "receipts.jsonl").write_bytes(b"".join(_lines(receipts)))
+    _, receipts = receipts_here
     # As the README writes it: no --receipts, no --out.
     assert main(["receipts", "export"]) == 0
     out = [json.loads(line)["call"] for line in capsys.readouterr().out.splitlines()]
