@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,10 @@ class Sink(asyncio.Protocol):
             self.lost.set_result(exc)
 
 
-async def _pair(stamped: bool = True) -> tuple[Sink, socket.socket, asyncio.Server]:
-    """A server whose connection a Sink reads, and a blocking client socket to it."""
+@asynccontextmanager
+async def _paired(stamped: bool = True) -> AsyncIterator[tuple[Sink, socket.socket]]:
+    """A server whose connection a Sink reads, and a blocking client socket to it; both
+    closed at the end of the block."""
     loop = asyncio.get_running_loop()
     sinks: list[Sink] = []
 
@@ -76,14 +79,17 @@ async def _pair(stamped: bool = True) -> tuple[Sink, socket.socket, asyncio.Serv
     port = server.sockets[0].getsockname()[1]
     client = socket.create_connection(("127.0.0.1", port))
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    await wait_until(lambda: sinks and sinks[0].transport is not None, 5.0, "the connection")
-    return sinks[0], client, server
+    try:
+        await wait_until(lambda: sinks and sinks[0].transport is not None, 5.0, "the connection")
+        yield sinks[0], client
+    finally:
+        client.close()
+        server.close()
 
 
 async def _late_read() -> tuple[Sink, int, int]:
     """Bytes sent, then the loop blocked for BLOCK_S: (the sink, sent, unblocked)."""
-    sink, client, server = await _pair()
-    try:
+    async with _paired() as (sink, client):
         await asyncio.sleep(0.05)
         sent = time.monotonic_ns()
         client.sendall(b"hello")
@@ -91,9 +97,6 @@ async def _late_read() -> tuple[Sink, int, int]:
         unblocked = time.monotonic_ns()
         await wait_until(lambda: sink.got, 5.0, "the bytes")
         return sink, sent, unblocked
-    finally:
-        client.close()
-        server.close()
 
 
 @pytest.mark.parametrize("loop", sorted(LOOPS))
@@ -108,8 +111,7 @@ def test_bytes_read_late_are_stamped_with_their_arrival(loop: str) -> None:
 
 async def _queued_then_read() -> tuple[Sink, list[int]]:
     """Three messages 30 ms apart while the loop is blocked: one read holds them all."""
-    sink, client, server = await _pair()
-    try:
+    async with _paired() as (sink, client):
         await asyncio.sleep(0.05)
         sends = []
         for i in range(3):
@@ -118,9 +120,6 @@ async def _queued_then_read() -> tuple[Sink, list[int]]:
             time.sleep(0.03)
         await wait_until(lambda: sum(len(g[0]) for g in sink.got) >= 30, 5.0, "the bytes")
         return sink, sends
-    finally:
-        client.close()
-        server.close()
 
 
 @pytest.mark.parametrize("loop", sorted(LOOPS))
@@ -136,8 +135,7 @@ def test_a_read_of_bytes_that_queued_times_its_last_and_bounds_its_first(loop: s
 async def _conversation() -> tuple[Sink, bytes, bool]:
     """The sink's transport still writes and half-closes; the peer's EOF reaches the
     protocol, and once the connection is closed the peer sees it closed."""
-    sink, client, server = await _pair()
-    try:
+    async with _paired() as (sink, client):
         client.sendall(b"ping")
         await wait_until(lambda: sink.got, 5.0, "the ping")
         assert sink.transport is not None
@@ -149,9 +147,6 @@ async def _conversation() -> tuple[Sink, bytes, bool]:
         await asyncio.wait_for(sink.lost, 5.0)
         closed = client.recv(100) == b""  # (our copy of the descriptor let go: FIN)
         return sink, answer, closed
-    finally:
-        client.close()
-        server.close()
 
 
 @pytest.mark.parametrize("loop", sorted(LOOPS))
@@ -162,8 +157,7 @@ def test_the_connection_writes_sees_eof_and_closes_as_before(loop: str) -> None:
 
 async def _paused() -> tuple[list[int], bool]:
     """While paused nothing is read; resumed, what waited is read."""
-    sink, client, server = await _pair()
-    try:
+    async with _paired() as (sink, client):
         assert sink.reader is not None
         sink.reader.pause_reading()
         client.sendall(b"wait")
@@ -172,9 +166,6 @@ async def _paused() -> tuple[list[int], bool]:
         sink.reader.resume_reading()
         await wait_until(lambda: sink.got, 5.0, "the bytes")
         return [during, len(sink.got)], sink.reader.paused_since_lo
-    finally:
-        client.close()
-        server.close()
 
 
 @pytest.mark.parametrize("loop", sorted(LOOPS))
@@ -184,13 +175,10 @@ def test_paused_reading_reads_nothing_until_resumed(loop: str) -> None:
 
 
 async def _reset() -> Exception | None:
-    sink, client, server = await _pair()
-    try:
+    async with _paired() as (sink, client):
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         client.close()  # RST
         return await asyncio.wait_for(sink.lost, 5.0)
-    finally:
-        server.close()
 
 
 @pytest.mark.parametrize("loop", sorted(LOOPS))
