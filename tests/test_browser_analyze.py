@@ -15,15 +15,12 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-import websockets
-from support.browsercall import Cdp, _devtools_port
+from support.browsercall import Cdp, chromium_page
 from support.scripted.recording import recording_plans, recording_tracks, render_recording
 from support.waiting import wait_until
 
@@ -107,50 +104,32 @@ async def _open(cdp: Cdp) -> list[dict[str, Any]]:
 async def _browse(report: Path, shot: Path) -> dict[str, Any]:
     assert CHROMIUM is not None
     with tempfile.TemporaryDirectory(prefix="voxproxy-chromium-") as profile:
-        proc = subprocess.Popen(
-            [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            port = await _devtools_port(Path(profile), proc)
-            async with aiohttp.ClientSession() as http:
-                url = report.resolve().as_uri()
-                async with http.put(f"http://127.0.0.1:{port}/json/new?{url}") as resp:
-                    target = await resp.json()
-            async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
-                cdp = Cdp(ws)
-                out: dict[str, Any] = {"loaded": await _open(cdp)}
-                # Click the pair's timeline at 60 %: both of its elements seek there.
-                out["seek"] = await cdp.evaluate(
-                    """(() => { const sec = document.querySelectorAll('section.call')[1];
-                    const svg = sec.querySelector('svg.timeline');
-                    const r = svg.getBoundingClientRect();
-                    svg.dispatchEvent(new MouseEvent('click', {bubbles: true,
-                      clientX: r.left + 0.6 * r.width, clientY: r.top + 10}));
-                    return [...sec.querySelectorAll('audio')].map(
-                      a => [parseFloat(a.dataset.startMs), a.currentTime]); })()"""
-                )
-                out["play"] = await cdp.evaluate(
-                    """(async () => { const a = document.querySelector('section.call audio');
-                    try { await a.play(); } catch (e) { return {error: String(e)}; }
-                    await new Promise(r => setTimeout(r, 800)); a.pause();
-                    const head = document.querySelector('section.call .playhead');
-                    return {t: a.currentTime, x: parseFloat(head.getAttribute('x1'))}; })()"""
-                )
-                await cdp.evaluate(
-                    "window.scrollTo(0, document.querySelector('h2:last-of-type').offsetTop)"
-                )
-                png = await cdp.call("Page.captureScreenshot", format="png")
-                shot.write_bytes(base64.b64decode(png["data"]))
-                return out
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        url = report.resolve().as_uri()
+        async with chromium_page(CHROMIUM, FLAGS, Path(profile), url) as cdp:
+            out: dict[str, Any] = {"loaded": await _open(cdp)}
+            # Click the pair's timeline at 60 %: both of its elements seek there.
+            out["seek"] = await cdp.evaluate(
+                """(() => { const sec = document.querySelectorAll('section.call')[1];
+                const svg = sec.querySelector('svg.timeline');
+                const r = svg.getBoundingClientRect();
+                svg.dispatchEvent(new MouseEvent('click', {bubbles: true,
+                  clientX: r.left + 0.6 * r.width, clientY: r.top + 10}));
+                return [...sec.querySelectorAll('audio')].map(
+                  a => [parseFloat(a.dataset.startMs), a.currentTime]); })()"""
+            )
+            out["play"] = await cdp.evaluate(
+                """(async () => { const a = document.querySelector('section.call audio');
+                try { await a.play(); } catch (e) { return {error: String(e)}; }
+                await new Promise(r => setTimeout(r, 800)); a.pause();
+                const head = document.querySelector('section.call .playhead');
+                return {t: a.currentTime, x: parseFloat(head.getAttribute('x1'))}; })()"""
+            )
+            await cdp.evaluate(
+                "window.scrollTo(0, document.querySelector('h2:last-of-type').offsetTop)"
+            )
+            png = await cdp.call("Page.captureScreenshot", format="png")
+            shot.write_bytes(base64.b64decode(png["data"]))
+            return out
 
 
 def test_the_report_plays_each_call_with_its_marks(tmp_path: Path) -> None:

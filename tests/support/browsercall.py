@@ -39,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +50,10 @@ import websockets
 from aiohttp import web
 
 try:
+    from support.child import stop
     from support.waiting import wait_until
 except ImportError:  # run as a script (see above): this folder is first on the path
+    from child import stop  # type: ignore[no-redef]
     from waiting import wait_until  # type: ignore[no-redef]
 
 from voxproxy.clips import clip, write_wav
@@ -272,6 +276,29 @@ class Cdp:
         return r["result"].get("value")
 
 
+@asynccontextmanager
+async def chromium_page(
+    chromium: str, flags: Sequence[str], user_data: Path, url: str
+) -> AsyncIterator[Cdp]:
+    """Chromium started with ``flags`` (its profile in ``user_data``), one page opened at
+    ``url`` and driven over the DevTools protocol for the block; Chromium is stopped at
+    its end."""
+    proc = subprocess.Popen(
+        [chromium, *flags, f"--user-data-dir={user_data}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        port = await _devtools_port(user_data, proc)
+        async with aiohttp.ClientSession() as http:
+            async with http.put(f"http://127.0.0.1:{port}/json/new?{url}") as resp:
+                target = await resp.json()
+        async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
+            yield Cdp(ws)
+    finally:
+        stop(proc)
+
+
 async def run(out_path: Path, chromium: str) -> dict[str, Any]:
     use_host_addresses(["127.0.0.1"])
     work = Path(tempfile.mkdtemp(prefix="voxproxy-browser-"))
@@ -308,27 +335,11 @@ async def run(out_path: Path, chromium: str) -> dict[str, Any]:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     page_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    user_data = work / "profile"
-    proc = subprocess.Popen(
-        [
-            chromium,
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={user_data}",
-            f"--use-file-for-fake-audio-capture={wav}%noloop",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    flags = [*CHROMIUM_FLAGS, f"--use-file-for-fake-audio-capture={wav}%noloop"]
     result: dict[str, Any] = {"truth_file": truth}
     try:
-        port = await _devtools_port(user_data, proc)
-        async with aiohttp.ClientSession() as http:
-            url = f"http://127.0.0.1:{page_port}/"
-            async with http.put(f"http://127.0.0.1:{port}/json/new?{url}") as resp:
-                target = await resp.json()
-        async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as ws:
-            cdp = Cdp(ws)
+        page_url = f"http://127.0.0.1:{page_port}/"
+        async with chromium_page(chromium, flags, work / "profile", page_url) as cdp:
 
             async def loaded() -> bool:
                 # The page's own script has run (readyState alone may still be about:blank's).
@@ -352,13 +363,8 @@ async def run(out_path: Path, chromium: str) -> dict[str, Any]:
                 timeout_s=hold_ms / 1000 + 40,
             )
             result["page"] = page_out
-        await wait_until(lambda: receipts, what="the receipt")
+            await wait_until(lambda: receipts, what="the receipt")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         await proxy.stop()
         await agent.stop()
         await runner.cleanup()
