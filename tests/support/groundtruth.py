@@ -53,9 +53,12 @@ def random_plan(
     )
 
 
-def measure(call: ScriptedCall, dialect: str) -> Receipt:
+def measure(
+    call: ScriptedCall, dialect: str, secret: bytes = b"test", link_id: str = "sim"
+) -> Receipt:
+    """``call``'s messages through a session reading ``dialect``, closed at its end."""
     session = CallSession(
-        make_decoder(dialect, DialectOptions(secret=b"test")), 0, secret=b"test", link_id="sim"
+        make_decoder(dialect, DialectOptions(secret=secret)), 0, secret=secret, link_id=link_id
     )
     for t, d, p in call.messages:
         session.on_message(d, p, t)

@@ -14,7 +14,7 @@ import functools
 import random
 from dataclasses import dataclass
 
-from support.groundtruth import Errors, barge_point_ms, score
+from support.groundtruth import Errors, barge_point_ms, measure, score
 from support.scripted import (
     BargePlan,
     CallPlan,
@@ -25,10 +25,7 @@ from support.scripted import (
     render,
 )
 from voxproxy.clips import Clip, load_clips, load_corpus
-from voxproxy.core.dialects import make_decoder
-from voxproxy.core.dialects.base import DialectOptions
-from voxproxy.core.receipt import CloseInfo, Receipt
-from voxproxy.core.session import CallSession
+from voxproxy.core.receipt import Receipt
 
 # (dialect, raw rate or Telnyx encoding)
 WIRES: tuple[tuple[str, int | str], ...] = (
@@ -135,12 +132,7 @@ def render_case(case: SpaceCase) -> tuple[ScriptedCall, str]:
 
 
 def measure_case(call: ScriptedCall, dialect: str) -> Receipt:
-    session = CallSession(
-        make_decoder(dialect, DialectOptions(secret=b"space")), 0, secret=b"space", link_id="space"
-    )
-    for t, d, p in call.messages:
-        session.on_message(d, p, t)
-    return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
+    return measure(call, dialect, secret=b"space", link_id="space")
 
 
 def run_case(case: SpaceCase, errors: Errors) -> Receipt:

@@ -12,6 +12,7 @@ import random
 
 import numpy as np
 import pytest
+from support import groundtruth
 from support.groundtruth import AMBIGUOUS, Errors, barge_point_ms, score, speech_clips
 from support.scripted import (
     BargePlan,
@@ -23,10 +24,7 @@ from support.scripted import (
     render,
 )
 
-from voxproxy.core.dialects import make_decoder
-from voxproxy.core.dialects.base import DialectOptions
-from voxproxy.core.receipt import CloseInfo, Receipt
-from voxproxy.core.session import CallSession
+from voxproxy.core.receipt import Receipt
 from voxproxy.core.timebase import NS_PER_MS
 
 SECRET = b"wire-truth"
@@ -69,11 +67,7 @@ def random_wire_plan(
 
 
 def measure(call: ScriptedCall, dialect: str) -> Receipt:
-    decoder = make_decoder(dialect, DialectOptions(secret=SECRET))
-    session = CallSession(decoder, 0, secret=SECRET, link_id="sim")
-    for t, d, p in call.messages:
-        session.on_message(d, p, t)
-    return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))
+    return groundtruth.measure(call, dialect, secret=SECRET)
 
 
 REALTIME_VARIANTS: list[dict[str, object]] = [
