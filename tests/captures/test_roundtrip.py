@@ -201,8 +201,13 @@ async def test_captured_calls_of_every_wire_replay_into_the_live_receipts(
         r.dialect if r.transport == "websocket" else "webrtc" for r in receipts.values()
     )
     assert dialects == sorted([*_calls(), "webrtc"]), dialects
+    # Each call was heard (a turn at least; a CPU-starved machine can leave an agent
+    # silent or merge turns, which changes the call, not whether its replay equals it),
+    # and the calls together gave figures for the replay to reproduce.
     for r in receipts.values():
-        assert r.summary.turns >= 2 and r.wire_looks_like is None, (r.dialect, r.summary)
+        assert r.summary.turns >= 1 and r.wire_looks_like is None, (r.dialect, r.summary)
+    assert sum(t.ttfs_ms is not None for r in receipts.values() for t in r.turns) >= len(receipts)
+    for r in receipts.values():
         # (the relay's own forwarding delays: carried over from the live call)
         assert r.forwarding is not None, r.transport
     assert stat.S_IMODE(caps.stat().st_mode) == 0o700

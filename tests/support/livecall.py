@@ -216,26 +216,48 @@ def worst_stall_ms(outcomes: Sequence[Any]) -> float:
 
 
 async def checked_live_calls(
-    run: Callable[[], Awaitable[Sequence[Any]]], check: Callable[[Sequence[Any]], None]
+    run: Callable[[], Awaitable[Sequence[Any]]],
+    check: Callable[[Sequence[Any]], None],
+    off_script: Callable[[Sequence[Any]], str | None] = lambda outcomes: None,
 ) -> None:
     """Run the live calls and ``check`` their outcomes. A check that fails on a run whose
-    loop stalled past MAX_STALL_MS is the machine's, not the product's: said out loud, the
-    calls run once more and that run's check decides. A failure on a run that did not
-    stall so is the test's failure at once."""
+    loop stalled past MAX_STALL_MS, or that ``off_script`` says did not keep its script
+    (read from the truth alone: an agent that answered seconds after its scripted delay
+    was starved of CPU, though no single turn of the loop ran long), is the machine's, not
+    the product's: said out loud, the calls run once more and that run's check decides.
+    A failure on a run that neither stalled nor left its script is the test's failure at
+    once."""
     outcomes = await run()
     try:
         check(outcomes)
     except AssertionError as failure:
         stall = worst_stall_ms(outcomes)
-        if stall <= MAX_STALL_MS:
+        why = off_script(outcomes)
+        if stall <= MAX_STALL_MS and why is None:
             raise
         print(
             f"live calls failed on a loop that stalled {stall:.0f} ms (the script holds up to "
-            f"{MAX_STALL_MS:.0f}): {str(failure)[:300]}; calling once more"
+            f"{MAX_STALL_MS:.0f}; off script: {why}): {str(failure)[:300]}; calling once more"
         )
         outcomes = await run()
-        print(f"the second run's loop stalled at most {worst_stall_ms(outcomes):.0f} ms")
+        print(
+            f"the second run's loop stalled at most {worst_stall_ms(outcomes):.0f} ms "
+            f"(off script: {off_script(outcomes)})"
+        )
         check(outcomes)
+
+
+def late_answers(delays_ms: Sequence[float], truths: Sequence[Sequence[TurnTruth]]) -> str | None:
+    """Which calls' agents answered later than their script allows (their ``delays_ms``
+    plus a second: jitter, reaction and the agent's end-of-turn wait are well under it),
+    by the truth; None when every answer kept to it."""
+    late = [
+        f"call {n}: {truth.ttfs_ns / NS_PER_MS:.0f} ms for a {delay:.0f} ms delay"
+        for n, (delay, call) in enumerate(zip(delays_ms, truths, strict=True))
+        for truth in call
+        if truth.ttfs_ns is not None and truth.ttfs_ns / NS_PER_MS > delay + 1000.0
+    ]
+    return "; ".join(late) or None
 
 
 def live_bounds(
