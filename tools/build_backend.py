@@ -39,10 +39,15 @@ def _flag(name: str) -> bool:
 
 
 def _dependencies() -> list[str]:
-    """The package's dependencies and its WebRTC extra's: the compiled modules' imports
-    reach the WebRTC transport's types (the other extras' stay out of their reach)."""
+    """The package's dependencies and its WebRTC extra's (the compiled modules' imports
+    reach the WebRTC transport's types; the other extras' stay out of their reach), and
+    the type stubs the development environment's mypy reads (the ``types-*`` entries
+    of the ``dev`` extra: the compiled modules' imports reach ``yaml`` through the
+    receipts' policy, and mypyc stops at a library without types as mypy does)."""
     project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
-    return [*project["dependencies"], *project["optional-dependencies"]["webrtc"]]
+    extras = project["optional-dependencies"]
+    stubs = [r for r in extras["dev"] if r.startswith("types-")]
+    return [*project["dependencies"], *extras["webrtc"], *stubs]
 
 
 def get_requires_for_build_wheel(config_settings: dict[str, Any] | None = None) -> list[str]:
