@@ -203,6 +203,8 @@ ROWS: tuple[Row, ...] = (
 def _build(b: dict[str, Any]) -> str:
     core = {"mypyc": "compiled", "pure-python": "pure Python"}.get(b.get("core") or "", "")
     parts = [core or "build not recorded"]
+    if b.get("installed") == "wheel":
+        parts.append("installed from its wheel")
     if b.get("commit"):
         parts.append(f"`{b['commit'][:7]}`" + (" + changes" if b.get("dirty") else ""))
     return ", ".join(parts)
