@@ -213,3 +213,27 @@ def test_a_tls_connection_is_read_by_its_transport_as_before(loop: str, tmp_path
     reader, data = LOOPS[loop](_tls(tmp_path))
     assert reader is None  # no kernel stamps through TLS: the caller falls back
     assert data == b"secret"
+
+
+def test_under_an_older_uvloop_the_transport_reads_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """uvloop before UVLOOP_FLOOR does not keep the transport paused (its own reading
+    went on beside the reader's): there the connection is not attached and its bytes
+    come through the transport, unstamped, as they would without voxproxy's reader."""
+    monkeypatch.setattr(uvloop, "__version__", "0.22.1")
+
+    async def run() -> tuple[Sink, bool]:
+        async with _paired() as (sink, client):
+            client.sendall(b"ping")
+            await wait_until(lambda: sink.got, 5.0, "the ping")
+            client.shutdown(socket.SHUT_WR)
+            await wait_until(lambda: sink.eof, 5.0, "the EOF")
+            return sink, sink.reader is None
+
+    sink, unattached = uvloop.run(run())
+    assert unattached
+    assert [(data, kernel) for data, _, kernel, _ in sink.got] == [(b"ping", False)]
+    # On asyncio's own loop the version of uvloop does not matter.
+    sink, unattached = asyncio.run(run())
+    assert not unattached and sink.got[0][2]
