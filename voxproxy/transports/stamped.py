@@ -266,10 +266,9 @@ def attach(transport: asyncio.BaseTransport, protocol: Reading) -> StampedReader
 
 UVLOOP_FLOOR = (0, 23)
 """uvloop releases before this one do not keep a transport's reading paused as this
-module needs (make test's lowest-versions pass, 2026-12-05: on 0.19 to 0.22 the
-transport went on reading beside the reader, a late read came unstamped, and a peer's
-EOF never ended the connection): pyproject.toml asks for it, and under an older one
-(installed regardless) the transport reads as before."""
+module needs (the transport reads beside the reader: a late read comes unstamped, and a
+peer's EOF does not end the connection; CHANGELOG.md): pyproject.toml asks for it, and
+under an older one (installed regardless) the transport reads as before."""
 
 
 def _old_uvloop(loop: asyncio.AbstractEventLoop) -> bool:
