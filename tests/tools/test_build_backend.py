@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,10 +33,7 @@ def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
 
 def _names(requirements: list[str]) -> set[str]:
-    return {
-        r.split(">")[0].split("=")[0].split("<")[0].split("[")[0].strip().lower()
-        for r in requirements
-    }
+    return {canonicalize_name(Requirement(r).name) for r in requirements}
 
 
 def test_a_compiled_build_asks_for_the_stubs_the_development_mypy_reads(
