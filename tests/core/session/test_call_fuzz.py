@@ -23,6 +23,7 @@ from support.fuzzing import DIRECTIONS, EVENT_TYPES, MS, bounded
 from support.sessiontime import advance, next_deadline
 
 from voxproxy.clips import load_clips
+from voxproxy.core import events as ev
 from voxproxy.core.audio.g711 import pcm_to_alaw, pcm_to_ulaw
 from voxproxy.core.audio.pcm import pcm_to_bytes
 from voxproxy.core.audio.resample import resample_linear
@@ -40,24 +41,6 @@ from voxproxy.core.dialects.raw import RawWire
 from voxproxy.core.dialects.telnyx import TelnyxAgentWire, TelnyxCallerWire
 from voxproxy.core.dialects.twilio import TwilioAgentWire, TwilioCallerWire
 from voxproxy.core.dialects.vonage import VonageAgentWire, VonageCallerWire
-from voxproxy.core.events import (
-    AGENT_TO_CALLER,
-    CALLER_TO_AGENT,
-    TOOL_EVENT_KINDS,
-    Audio,
-    Direction,
-    Dtmf,
-    Event,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    Pcm,
-    StageMark,
-    StreamStart,
-    StreamStop,
-    ToolEvent,
-    Transcript,
-)
 from voxproxy.core.receipt import CloseInfo, Receipt
 from voxproxy.core.session import CallSession
 
@@ -65,7 +48,7 @@ from voxproxy.core.session import CallSession
 
 
 @cache
-def _speech() -> dict[int, Pcm]:
+def _speech() -> dict[int, ev.Pcm]:
     """A stretch of real speech at each rate the wires use (VAD then finds turns)."""
     clips = load_clips()
     pcm16k = np.concatenate([clips["caller_where_is_order"].pcm, clips["agent_long_answer"].pcm])
@@ -73,7 +56,7 @@ def _speech() -> dict[int, Pcm]:
 
 
 @st.composite
-def pcm(draw: st.DrawFn, rate: int = 8000) -> Pcm:
+def pcm(draw: st.DrawFn, rate: int = 8000) -> ev.Pcm:
     """Speech, silence or noise; from nothing to ten seconds (a huge payload)."""
     ms = draw(st.sampled_from([0, 1, 10, 20, 20, 20, 40, 200, 1000, 10_000]))
     n = rate * ms // 1000
@@ -85,11 +68,11 @@ def pcm(draw: st.DrawFn, rate: int = 8000) -> Pcm:
         return np.random.default_rng(seed).integers(-3000, 3000, n).astype(np.int16)
     src = _speech()[rate]
     start = draw(st.integers(0, max(0, src.size - n)))
-    out: Pcm = src[start : start + n]
+    out: ev.Pcm = src[start : start + n]
     return out
 
 
-Step = tuple[Direction, bytes | str, bool]  # (direction, message, certainly an anomaly)
+Step = tuple[ev.Direction, bytes | str, bool]  # (direction, message, certainly an anomaly)
 Kit = list[Callable[[st.DrawFn], Step]]
 _NAMES = st.sampled_from(["m0", "m1", "m2", "never-sent"])
 _IDS = st.sampled_from(["a", "b", "c"])
@@ -120,22 +103,22 @@ def _twilio(draw: st.DrawFn) -> Kit:
         m["start"]["mediaFormat"]["sampleRate"] = r
         if dr(st.booleans()):
             del m["start"]["callSid"]
-        return CALLER_TO_AGENT, json.dumps(m), r != 8000
+        return ev.CALLER_TO_AGENT, json.dumps(m), r != 8000
 
     return [
-        lambda dr: (CALLER_TO_AGENT, caller.connected(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.connected(), False),
         start,
-        lambda dr: (CALLER_TO_AGENT, caller.media(pcm_to_ulaw(dr(pcm()))), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(pcm_to_ulaw(dr(pcm()))), False),
-        lambda dr: (AGENT_TO_CALLER, agent.media(pcm_to_ulaw(dr(pcm()))), False),
-        lambda dr: (AGENT_TO_CALLER, agent.media(pcm_to_ulaw(dr(pcm()))), False),
-        lambda dr: (AGENT_TO_CALLER, agent.mark(dr(_NAMES)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),  # echoes, maybe unsent
-        lambda dr: (AGENT_TO_CALLER, agent.clear(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.dtmf("5"), False),
-        lambda dr: (CALLER_TO_AGENT, caller.stop(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.media(pcm_to_ulaw(dr(pcm()))), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.media(pcm_to_ulaw(dr(pcm()))), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.media(pcm_to_ulaw(dr(pcm()))), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.media(pcm_to_ulaw(dr(pcm()))), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.mark(dr(_NAMES)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),  # echoes, maybe unsent
+        lambda dr: (ev.AGENT_TO_CALLER, agent.clear(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.dtmf("5"), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.stop(), False),
         lambda dr: (
-            AGENT_TO_CALLER,
+            ev.AGENT_TO_CALLER,
             json.dumps({"event": "media", "media": {"payload": "%%"}}),
             True,
         ),
@@ -146,7 +129,7 @@ def _twilio(draw: st.DrawFn) -> Kit:
 def _raw(draw: st.DrawFn) -> Kit:
     rates = st.sampled_from([8000, 16000, 24000, 44100, 48000, 11025, 4000, 192000, 7919])
 
-    def audio(d: Direction) -> Callable[[st.DrawFn], Step]:
+    def audio(d: ev.Direction) -> Callable[[st.DrawFn], Step]:
         def make(dr: st.DrawFn) -> Step:
             data = pcm_to_bytes(dr(pcm(16000)))
             if dr(st.booleans()):
@@ -156,14 +139,14 @@ def _raw(draw: st.DrawFn) -> Kit:
         return make
 
     return [
-        lambda dr: (CALLER_TO_AGENT, RawWire.start(dr(rates), dr(st.none() | _IDS)), False),
-        lambda dr: (AGENT_TO_CALLER, RawWire.start(dr(rates)), False),
-        audio(CALLER_TO_AGENT),
-        audio(CALLER_TO_AGENT),
-        audio(AGENT_TO_CALLER),
-        audio(AGENT_TO_CALLER),
-        lambda dr: (AGENT_TO_CALLER, RawWire.clear(), False),
-        lambda dr: (AGENT_TO_CALLER, RawWire.transcript(dr(st.text(max_size=20))), False),
+        lambda dr: (ev.CALLER_TO_AGENT, RawWire.start(dr(rates), dr(st.none() | _IDS)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, RawWire.start(dr(rates)), False),
+        audio(ev.CALLER_TO_AGENT),
+        audio(ev.CALLER_TO_AGENT),
+        audio(ev.AGENT_TO_CALLER),
+        audio(ev.AGENT_TO_CALLER),
+        lambda dr: (ev.AGENT_TO_CALLER, RawWire.clear(), False),
+        lambda dr: (ev.AGENT_TO_CALLER, RawWire.transcript(dr(st.text(max_size=20))), False),
         lambda dr: _bad(dr, binary_is_bad=False),
     ]
 
@@ -180,41 +163,41 @@ def _realtime(draw: st.DrawFn) -> Kit:
         return f.encode(dr(pcm(f.sample_rate_hz if f.sample_rate_hz in (8000, 24000) else 8000)))
 
     return [
-        lambda dr: (CALLER_TO_AGENT, caller.session_update(dr(fmt), dr(fmt)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.append(enc(dr)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.append(enc(dr)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.commit(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.truncate(dr(_IDS), dr(ms)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.response_cancel(dr(st.none() | _IDS)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.response_create(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.function_call_output(dr(_IDS), "{}"), False),
-        lambda dr: (CALLER_TO_AGENT, caller.output_audio_buffer_clear(), False),
-        lambda dr: (AGENT_TO_CALLER, agent.session_created("s", dr(fmt), dr(fmt)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.session_updated("s", dr(fmt), dr(fmt)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.speech_started(dr(ms), dr(_IDS)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.speech_stopped(dr(ms), dr(_IDS)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.committed(dr(_IDS)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.response_created(dr(_IDS)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.audio_delta(dr(_IDS), dr(_IDS), enc(dr)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.audio_delta(dr(_IDS), dr(_IDS), enc(dr)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.audio_done(dr(_IDS), dr(_IDS)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.session_update(dr(fmt), dr(fmt)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.append(enc(dr)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.append(enc(dr)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.commit(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.truncate(dr(_IDS), dr(ms)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.response_cancel(dr(st.none() | _IDS)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.response_create(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.function_call_output(dr(_IDS), "{}"), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.output_audio_buffer_clear(), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.session_created("s", dr(fmt), dr(fmt)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.session_updated("s", dr(fmt), dr(fmt)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.speech_started(dr(ms), dr(_IDS)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.speech_stopped(dr(ms), dr(_IDS)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.committed(dr(_IDS)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.response_created(dr(_IDS)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.audio_delta(dr(_IDS), dr(_IDS), enc(dr)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.audio_delta(dr(_IDS), dr(_IDS), enc(dr)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.audio_done(dr(_IDS), dr(_IDS)), False),
         lambda dr: (
-            AGENT_TO_CALLER,
+            ev.AGENT_TO_CALLER,
             agent.function_call_arguments_done(dr(_IDS), dr(_IDS), dr(_IDS), "tool", "{}"),
             False,
         ),
         lambda dr: (
-            AGENT_TO_CALLER,
+            ev.AGENT_TO_CALLER,
             agent.response_done(dr(_IDS), dr(st.sampled_from(["completed", "cancelled"]))),
             False,
         ),
-        lambda dr: (AGENT_TO_CALLER, agent.input_transcription_completed("a", "words"), False),
-        lambda dr: (AGENT_TO_CALLER, agent.item_truncated(dr(_IDS), dr(ms)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.input_transcription_completed("a", "words"), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.item_truncated(dr(_IDS), dr(ms)), False),
         _bad,
     ]
 
 
-def _telnyx_payload(x: Pcm, encoding: str) -> bytes:
+def _telnyx_payload(x: ev.Pcm, encoding: str) -> bytes:
     if encoding == "PCMU":
         return pcm_to_ulaw(x)
     if encoding == "PCMA":
@@ -232,16 +215,16 @@ def _media_stream_kit(
     caller's audio drawn by ``heard``, the agent's by ``said`` (by default the same)."""
     said = said or heard
     return [
-        lambda dr: (CALLER_TO_AGENT, caller.connected(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.start(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(heard(dr)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(heard(dr)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.media(said(dr)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.mark(dr(_NAMES)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.clear(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.dtmf(digit), False),
-        lambda dr: (CALLER_TO_AGENT, caller.stop(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.connected(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.start(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.media(heard(dr)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.media(heard(dr)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.media(said(dr)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.mark(dr(_NAMES)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.mark(dr(_NAMES)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.clear(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.dtmf(digit), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.stop(), False),
         _bad,
     ]
 
@@ -260,15 +243,15 @@ def _plivo(draw: st.DrawFn) -> Kit:
     caller = PlivoCallerWire("s1", "call-1", ctype, rate)
     agent = PlivoAgentWire("s1", draw(st.sampled_from([MULAW, L16])), 8000)
     return [
-        lambda dr: (CALLER_TO_AGENT, caller.start(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(dr(pcm(rate))), False),
-        lambda dr: (CALLER_TO_AGENT, caller.media(dr(pcm(rate))), False),
-        lambda dr: (AGENT_TO_CALLER, agent.play_audio(dr(pcm())), False),
-        lambda dr: (AGENT_TO_CALLER, agent.checkpoint(dr(_NAMES)), False),
-        lambda dr: (CALLER_TO_AGENT, caller.played_stream(dr(_NAMES)), False),
-        lambda dr: (AGENT_TO_CALLER, agent.clear_audio(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.cleared_audio(), False),
-        lambda dr: (CALLER_TO_AGENT, caller.dtmf("2"), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.start(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.media(dr(pcm(rate))), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.media(dr(pcm(rate))), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.play_audio(dr(pcm())), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.checkpoint(dr(_NAMES)), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.played_stream(dr(_NAMES)), False),
+        lambda dr: (ev.AGENT_TO_CALLER, agent.clear_audio(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.cleared_audio(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.dtmf("2"), False),
         _bad,
     ]
 
@@ -277,14 +260,14 @@ def _vonage(draw: st.DrawFn) -> Kit:
     rate = draw(st.sampled_from([8000, 16000, 24000]))
     caller = VonageCallerWire(rate)
     return [
-        lambda dr: (CALLER_TO_AGENT, caller.connected(), False),
-        lambda dr: (CALLER_TO_AGENT, VonageCallerWire.audio(dr(pcm(rate))), False),
-        lambda dr: (CALLER_TO_AGENT, VonageCallerWire.audio(dr(pcm(rate))), False),
-        lambda dr: (AGENT_TO_CALLER, VonageAgentWire.audio(dr(pcm(rate))), False),
-        lambda dr: (AGENT_TO_CALLER, VonageAgentWire.clear(), False),
-        lambda dr: (CALLER_TO_AGENT, VonageCallerWire.cleared(), False),
-        lambda dr: (CALLER_TO_AGENT, VonageCallerWire.dtmf("3"), False),
-        lambda dr: (AGENT_TO_CALLER, VonageAgentWire.notify({"k": 1}), False),
+        lambda dr: (ev.CALLER_TO_AGENT, caller.connected(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, VonageCallerWire.audio(dr(pcm(rate))), False),
+        lambda dr: (ev.CALLER_TO_AGENT, VonageCallerWire.audio(dr(pcm(rate))), False),
+        lambda dr: (ev.AGENT_TO_CALLER, VonageAgentWire.audio(dr(pcm(rate))), False),
+        lambda dr: (ev.AGENT_TO_CALLER, VonageAgentWire.clear(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, VonageCallerWire.cleared(), False),
+        lambda dr: (ev.CALLER_TO_AGENT, VonageCallerWire.dtmf("3"), False),
+        lambda dr: (ev.AGENT_TO_CALLER, VonageAgentWire.notify({"k": 1}), False),
         lambda dr: _bad(dr, binary_is_bad=False),
     ]
 
@@ -316,7 +299,7 @@ def check_session(
     sent_bytes = [0, 0]
     for i, (t_ns, (direction, message, _bad)) in enumerate(steps):
         events = session.on_message(direction, message, t_ns)
-        assert all(isinstance(ev, EVENT_TYPES) for ev in events)
+        assert all(isinstance(event, EVENT_TYPES) for event in events)
         sent[direction] += 1
         sent_bytes[direction] += len(message)
         if i in advance_at:
@@ -379,20 +362,20 @@ class Scripted:
 
     name = "scripted"
 
-    def __init__(self, events: list[list[Event]]) -> None:
+    def __init__(self, events: list[list[ev.Event]]) -> None:
         self._events = iter(events)
 
-    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
-        return [_retime(ev, t_ns) for ev in next(self._events, [])]
+    def decode(self, direction: ev.Direction, payload: bytes | str, t_ns: int) -> list[ev.Event]:
+        return [_retime(event, t_ns) for event in next(self._events, [])]
 
 
-def _retime(ev: Event, t_ns: int) -> Event:
+def _retime(event: ev.Event, t_ns: int) -> ev.Event:
     """The event stamped at ``t_ns`` (a stage mark's own position kept relative to it)."""
-    if isinstance(ev, StageMark) and ev.at_ns is not None:
-        return dataclasses.replace(ev, t_ns=t_ns, at_ns=t_ns + ev.at_ns)
-    if isinstance(ev, Audio):  # a plain class (compiled with the core), not a dataclass
-        return Audio(ev.direction, ev.pcm, ev.sample_rate_hz, t_ns, ev.item_id)
-    return dataclasses.replace(ev, t_ns=t_ns)
+    if isinstance(event, ev.StageMark) and event.at_ns is not None:
+        return dataclasses.replace(event, t_ns=t_ns, at_ns=t_ns + event.at_ns)
+    if isinstance(event, ev.Audio):  # a plain class (compiled with the core), not a dataclass
+        return ev.Audio(event.direction, event.pcm, event.sample_rate_hz, t_ns, event.item_id)
+    return dataclasses.replace(event, t_ns=t_ns)
 
 
 _RATES = st.sampled_from([8000, 16000, 24000, 32000, 48000, 44100, 11025, 4000, 192000, 7919])
@@ -400,7 +383,7 @@ _OPS = st.sampled_from(["op1", "op2", "op3"])
 
 
 @st.composite
-def core_event(draw: st.DrawFn) -> Event:
+def core_event(draw: st.DrawFn) -> ev.Event:
     kind = draw(st.integers(0, 10))
     if kind <= 3:
         rate = draw(_RATES)
@@ -409,14 +392,14 @@ def core_event(draw: st.DrawFn) -> Event:
         loud = draw(st.sampled_from([0, 300, 8000, 32767]))
         x = np.random.default_rng(seed).integers(-loud - 1, loud + 1, samples).astype(np.int16)
         item = draw(st.none() | _IDS)
-        return Audio(draw(DIRECTIONS), x, rate, 0, item)
+        return ev.Audio(draw(DIRECTIONS), x, rate, 0, item)
     if kind == 4:
         claimed = draw(st.none() | st.floats(0, 1e7, allow_nan=False))
-        return Flush(0, "clear", claimed, draw(st.none() | _IDS))
+        return ev.Flush(0, "clear", claimed, draw(st.none() | _IDS))
     if kind == 5:
-        return MarkSent(draw(_NAMES), 0)
+        return ev.MarkSent(draw(_NAMES), 0)
     if kind == 6:
-        return MarkEcho(draw(_NAMES), 0)
+        return ev.MarkEcho(draw(_NAMES), 0)
     if kind == 7:
         name = draw(
             st.sampled_from(
@@ -430,10 +413,10 @@ def core_event(draw: st.DrawFn) -> Event:
                 ]
             )
         )
-        return StageMark(name, 0, draw(st.none() | st.integers(-5_000 * MS, 5_000 * MS)))
+        return ev.StageMark(name, 0, draw(st.none() | st.integers(-5_000 * MS, 5_000 * MS)))
     if kind == 8:
-        return ToolEvent(
-            draw(st.sampled_from(TOOL_EVENT_KINDS)),
+        return ev.ToolEvent(
+            draw(st.sampled_from(ev.TOOL_EVENT_KINDS)),
             0,
             source=draw(st.sampled_from(["api", "wire"])),
             operation_id=draw(st.none() | _OPS),
@@ -451,15 +434,15 @@ def core_event(draw: st.DrawFn) -> Event:
         return draw(
             st.sampled_from(
                 [
-                    StreamStart("wire-id", 8000, "ulaw", 0),
-                    StreamStart(None, None, None, 0),
-                    StreamStop(0),
-                    Dtmf(0),
-                    Transcript("user", "hello", True, 0),
+                    ev.StreamStart("wire-id", 8000, "ulaw", 0),
+                    ev.StreamStart(None, None, None, 0),
+                    ev.StreamStop(0),
+                    ev.Dtmf(0),
+                    ev.Transcript("user", "hello", True, 0),
                 ]
             )
         )
-    return draw(st.sampled_from([StreamStart("x", 16000, "pcm_s16le", 0), Dtmf(0)]))
+    return draw(st.sampled_from([ev.StreamStart("x", 16000, "pcm_s16le", 0), ev.Dtmf(0)]))
 
 
 @bounded(150)
@@ -471,16 +454,16 @@ def core_event(draw: st.DrawFn) -> Event:
 )
 @pytest.mark.slow
 def test_the_session_core_takes_any_event_stream(
-    batches: list[tuple[int, Direction, list[Event]]], api_events: list[tuple[int, Event]]
+    batches: list[tuple[int, ev.Direction, list[ev.Event]]], api_events: list[tuple[int, ev.Event]]
 ) -> None:
     session = CallSession(Scripted([b for _, _, b in batches]), 0, secret=b"k", link_id="x")
     t = 0
     for i, (gap, direction, _) in enumerate(batches):
         t += gap
         session.on_message(direction, b"", t)
-        for at, ev in api_events:
-            if at == i and isinstance(ev, ToolEvent | StageMark):
-                session.on_event(_retime(ev, t))  # type: ignore[arg-type]
+        for at, event in api_events:
+            if at == i and isinstance(event, ev.ToolEvent | ev.StageMark):
+                session.on_event(_retime(event, t))  # type: ignore[arg-type]
         if i % 7 == 3:
             advance(session, t)
         next_deadline(session)

@@ -23,6 +23,16 @@ def b64decode(payload: object) -> bytes | None:
         return None
 
 
+def b64_audio(value: object, direction: Direction, t_ns: int) -> bytes | Anomaly:
+    """The bytes a wire's base64 audio field carries, or the anomaly it is: a string that
+    is not valid base64, or a field that is no string at all (missing, a number...)."""
+    data = b64decode(value)
+    if data is not None:
+        return data
+    kind = AnomalyKind.INVALID_BASE64 if isinstance(value, str) else AnomalyKind.MALFORMED
+    return Anomaly(kind, direction, t_ns)
+
+
 def b64encode(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 

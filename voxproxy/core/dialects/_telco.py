@@ -13,22 +13,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from voxproxy.core.dialects._common import PcmDecoder, b64decode, text_object
-from voxproxy.core.events import (
-    AGENT_TO_CALLER,
-    CALLER_TO_AGENT,
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Dtmf,
-    Event,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    StreamStart,
-    StreamStop,
-)
+from voxproxy.core import events as ev
+from voxproxy.core.dialects._common import PcmDecoder, b64_audio, text_object
 
 # Parts an event can play.
 MEDIA = "media"
@@ -66,7 +52,7 @@ class MediaStreamDecoder:
         self.undecodable = False  # the stream's codec is one voxproxy cannot decode
         self._pcm = [PcmDecoder(self.encoding), PcmDecoder(self.encoding)]
 
-    def codec(self, direction: Direction) -> str | None:
+    def codec(self, direction: ev.Direction) -> str | None:
         """The stream's encoding (both directions), None when the core cannot decode it."""
         del direction
         return None if self.undecodable else self.encoding
@@ -80,73 +66,71 @@ class MediaStreamDecoder:
             for dec in self._pcm:
                 dec.set_encoding(encoding)
 
-    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
+    def decode(self, direction: ev.Direction, payload: bytes | str, t_ns: int) -> list[ev.Event]:
         msg = text_object(direction, payload, t_ns)
-        if isinstance(msg, Anomaly):
+        if isinstance(msg, ev.Anomaly):
             return [msg]
         event = msg.get("event")
-        table = self.caller_events if direction is CALLER_TO_AGENT else self.agent_events
+        table = self.caller_events if direction is ev.CALLER_TO_AGENT else self.agent_events
         part = table.get(event) if isinstance(event, str) else None
         if part is None:
             if not isinstance(event, str):
-                return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
-            return [Anomaly(AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
+                return [ev.Anomaly(ev.AnomalyKind.MALFORMED, direction, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
         if part == MEDIA:
             return self._media(direction, msg, t_ns)
         if part == MARK:
             name = self.mark_name(msg)
             if name is None:
-                return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
-            if direction is CALLER_TO_AGENT:
-                return [MarkEcho(name, t_ns)]
-            return [MarkSent(name, t_ns)]
+                return [ev.Anomaly(ev.AnomalyKind.MALFORMED, direction, t_ns)]
+            if direction is ev.CALLER_TO_AGENT:
+                return [ev.MarkEcho(name, t_ns)]
+            return [ev.MarkSent(name, t_ns)]
         if part == START:
             return self.start(msg, t_ns)
         if part == FLUSH:
-            return [Flush(t_ns, event)]  # type: ignore[arg-type]  # event is a str here
+            return [ev.Flush(t_ns, event)]  # type: ignore[arg-type]  # event is a str here
         if part == DTMF:
-            return [Dtmf(t_ns)]
+            return [ev.Dtmf(t_ns)]
         if part == STOP:
-            return [StreamStop(t_ns)]
+            return [ev.StreamStop(t_ns)]
         return []
 
-    def _media(self, direction: Direction, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _media(self, direction: ev.Direction, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         media = msg.get("media")
         if not isinstance(media, dict):
-            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
-        if direction is CALLER_TO_AGENT and media.get("track", "inbound") not in (
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, direction, t_ns)]
+        if direction is ev.CALLER_TO_AGENT and media.get("track", "inbound") not in (
             "inbound",
             "inbound_track",
         ):
             return []  # the agent's own audio echoed back is not caller audio
-        value = media.get("payload")
-        data = b64decode(value)
-        if data is None:
-            kind = AnomalyKind.INVALID_BASE64 if isinstance(value, str) else AnomalyKind.MALFORMED
-            return [Anomaly(kind, direction, t_ns)]
-        if direction is AGENT_TO_CALLER:
+        data = b64_audio(media.get("payload"), direction, t_ns)
+        if isinstance(data, ev.Anomaly):
+            return [data]
+        if direction is ev.AGENT_TO_CALLER:
             fmt = self.agent_format(media, t_ns)
-            if isinstance(fmt, Anomaly):
+            if isinstance(fmt, ev.Anomaly):
                 return [fmt]
             if fmt is not None:
                 encoding, rate = fmt
-                dec = self._pcm[AGENT_TO_CALLER]
+                dec = self._pcm[ev.AGENT_TO_CALLER]
                 dec.set_encoding(encoding)
-                return [Audio(direction, dec.decode(data), rate, t_ns)]
+                return [ev.Audio(direction, dec.decode(data), rate, t_ns)]
         if self.undecodable:
             return []  # counted once, at the start message
-        return [Audio(direction, self._pcm[direction].decode(data), self.sample_rate_hz, t_ns)]
+        return [ev.Audio(direction, self._pcm[direction].decode(data), self.sample_rate_hz, t_ns)]
 
     # -- per-dialect hooks ----------------------------------------------------------------
 
-    def start(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def start(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         """A ``start`` message: malformed without a ``start`` object, else :meth:`on_start`'s."""
         start = msg.get("start")
         if not isinstance(start, dict):
-            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.CALLER_TO_AGENT, t_ns)]
         return self.on_start(start, msg, t_ns)
 
-    def on_start(self, start: dict[str, Any], msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def on_start(self, start: dict[str, Any], msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         """The events of a start message whose ``start`` object is ``start``."""
         raise NotImplementedError
 
@@ -155,14 +139,16 @@ class MediaStreamDecoder:
         name = mark.get("name") if isinstance(mark, dict) else None
         return name if isinstance(name, str) else None
 
-    def agent_format(self, media: dict[str, Any], t_ns: int) -> tuple[str, int] | Anomaly | None:
+    def agent_format(self, media: dict[str, Any], t_ns: int) -> tuple[str, int] | ev.Anomaly | None:
         """The format an agent media message declares for itself (None: the stream's)."""
         del media, t_ns
         return None
 
     @staticmethod
-    def stream_start(call_id: object, rate_hz: int, encoding: str | None, t_ns: int) -> StreamStart:
-        return StreamStart(
+    def stream_start(
+        call_id: object, rate_hz: int, encoding: str | None, t_ns: int
+    ) -> ev.StreamStart:
+        return ev.StreamStart(
             call_id if isinstance(call_id, str) and call_id else None,
             rate_hz,
             encoding,

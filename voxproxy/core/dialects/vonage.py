@@ -24,23 +24,10 @@ from typing import Any
 
 import orjson
 
+from voxproxy.core import events as ev
 from voxproxy.core.audio.pcm import pcm_to_bytes
 from voxproxy.core.dialects._common import PcmDecoder, dumps, loads_object
 from voxproxy.core.dialects.base import DialectOptions
-from voxproxy.core.events import (
-    CALLER_TO_AGENT,
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Dtmf,
-    Event,
-    Flush,
-    MarkEcho,
-    MarkSent,
-    Pcm,
-    StreamStart,
-)
 
 NAME = "vonage"
 _RATES = (8000, 16000)
@@ -76,50 +63,50 @@ class VonageDecoder:
         self.sample_rate_hz = rate
         self._pcm = [PcmDecoder("pcm_s16le"), PcmDecoder("pcm_s16le")]
 
-    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
+    def decode(self, direction: ev.Direction, payload: bytes | str, t_ns: int) -> list[ev.Event]:
         if isinstance(payload, bytes):
             pcm = self._pcm[direction].decode(payload)
             if not pcm.size:
                 return []
-            return [Audio(direction, pcm, self.sample_rate_hz, t_ns)]
+            return [ev.Audio(direction, pcm, self.sample_rate_hz, t_ns)]
         msg = loads_object(payload)
         if msg is None:
-            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
-        if direction is CALLER_TO_AGENT:
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, direction, t_ns)]
+        if direction is ev.CALLER_TO_AGENT:
             return self._from_vonage(msg, t_ns)
         action = msg.get("action")
         if action == "clear":
-            return [Flush(t_ns, "clear")]
+            return [ev.Flush(t_ns, "clear")]
         if action == "notify":
             if "payload" not in msg:
-                return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
-            return [MarkSent(marker_name(msg["payload"]), t_ns)]
+                return [ev.Anomaly(ev.AnomalyKind.MALFORMED, direction, t_ns)]
+            return [ev.MarkSent(marker_name(msg["payload"]), t_ns)]
         if not isinstance(action, str):
-            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
-        return [Anomaly(AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, direction, t_ns)]
+        return [ev.Anomaly(ev.AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
 
-    def _from_vonage(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _from_vonage(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         event = msg.get("event")
         if event == "websocket:connected":
             content_type = msg.get("content-type")
             if content_type is None:
-                return [StreamStart(None, self.sample_rate_hz, "pcm_s16le", t_ns)]
+                return [ev.StreamStart(None, self.sample_rate_hz, "pcm_s16le", t_ns)]
             rate = _rate_of(content_type)
             if rate is None:
-                return [Anomaly(AnomalyKind.BAD_AUDIO, CALLER_TO_AGENT, t_ns)]
+                return [ev.Anomaly(ev.AnomalyKind.BAD_AUDIO, ev.CALLER_TO_AGENT, t_ns)]
             self.sample_rate_hz = rate
-            return [StreamStart(None, rate, "pcm_s16le", t_ns)]
+            return [ev.StreamStart(None, rate, "pcm_s16le", t_ns)]
         if event == "websocket:dtmf":
-            return [Dtmf(t_ns)]
+            return [ev.Dtmf(t_ns)]
         if event == "websocket:notify":
             if "payload" not in msg:
-                return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
-            return [MarkEcho(marker_name(msg["payload"]), t_ns)]
+                return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.CALLER_TO_AGENT, t_ns)]
+            return [ev.MarkEcho(marker_name(msg["payload"]), t_ns)]
         if event == "websocket:cleared":
             return []
         if not isinstance(event, str):
-            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
-        return [Anomaly(AnomalyKind.UNKNOWN_EVENT, CALLER_TO_AGENT, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.CALLER_TO_AGENT, t_ns)]
+        return [ev.Anomaly(ev.AnomalyKind.UNKNOWN_EVENT, ev.CALLER_TO_AGENT, t_ns)]
 
 
 def new_decoder(options: DialectOptions) -> VonageDecoder:
@@ -143,7 +130,7 @@ class VonageCallerWire:
         )
 
     @staticmethod
-    def audio(pcm: Pcm) -> bytes:
+    def audio(pcm: ev.Pcm) -> bytes:
         return pcm_to_bytes(pcm)
 
     @staticmethod
@@ -163,7 +150,7 @@ class VonageAgentWire:
     """Builds the messages an agent sends to Vonage."""
 
     @staticmethod
-    def audio(pcm: Pcm) -> bytes:
+    def audio(pcm: ev.Pcm) -> bytes:
         return pcm_to_bytes(pcm)
 
     @staticmethod

@@ -11,26 +11,11 @@ from typing import Any
 
 import orjson
 
-from voxproxy.core.dialects._common import PcmDecoder, b64decode, dumps, text_object
+from voxproxy.core import events as ev
+from voxproxy.core.dialects._common import PcmDecoder, b64_audio, dumps, text_object
 from voxproxy.core.dialects.base import DialectOptions
 from voxproxy.core.dialects.openai_realtime.formats import PCM16, parse_format
 from voxproxy.core.errors import UsageError
-from voxproxy.core.events import (
-    AGENT_TO_CALLER,
-    CALLER_TO_AGENT,
-    RESPONSE_CANCELLED_WITH_TOOL,
-    Anomaly,
-    AnomalyKind,
-    Audio,
-    Direction,
-    Dtmf,
-    Event,
-    Flush,
-    StageMark,
-    StreamStart,
-    ToolEvent,
-    Transcript,
-)
 from voxproxy.core.ids import keyed_hash, safe_name
 from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 
@@ -171,18 +156,18 @@ class OpenAIRealtimeDecoder:
 
     # -- entry ------------------------------------------------------------------------------
 
-    def codec(self, direction: Direction) -> str:
+    def codec(self, direction: ev.Direction) -> str:
         """The session's audio format of that direction (input, output)."""
         return self._formats[direction].encoding
 
-    def decode(self, direction: Direction, payload: bytes | str, t_ns: int) -> list[Event]:
+    def decode(self, direction: ev.Direction, payload: bytes | str, t_ns: int) -> list[ev.Event]:
         msg = text_object(direction, payload, t_ns)
-        if isinstance(msg, Anomaly):
+        if isinstance(msg, ev.Anomaly):
             return [msg]
         kind = msg.get("type")
         if not isinstance(kind, str):
-            return [Anomaly(AnomalyKind.MALFORMED, direction, t_ns)]
-        if direction is CALLER_TO_AGENT:
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, direction, t_ns)]
+        if direction is ev.CALLER_TO_AGENT:
             if kind == "input_audio_buffer.append":  # the hot path first
                 return self._append(msg, t_ns)
             handlers, quiet = _CLIENT, _CLIENT_QUIET
@@ -192,25 +177,19 @@ class OpenAIRealtimeDecoder:
             handlers, quiet = _SERVER, _SERVER_QUIET
         handler = handlers.get(kind)
         if handler is None:
-            return [] if kind in quiet else [Anomaly(AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
+            return (
+                [] if kind in quiet else [ev.Anomaly(ev.AnomalyKind.UNKNOWN_EVENT, direction, t_ns)]
+            )
         return handler(self, msg, t_ns)
 
     # -- audio ------------------------------------------------------------------------------
 
-    def _audio_bytes(self, msg: dict[str, Any], key: str, d: Direction, t_ns: int) -> bytes | Event:
-        value = msg.get(key)
-        data = b64decode(value)
-        if data is None:
-            kind = AnomalyKind.INVALID_BASE64 if isinstance(value, str) else AnomalyKind.MALFORMED
-            return Anomaly(kind, d, t_ns)
-        return data
-
-    def _append(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
-        data = self._audio_bytes(msg, "audio", CALLER_TO_AGENT, t_ns)
+    def _append(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
+        data = b64_audio(msg.get("audio"), ev.CALLER_TO_AGENT, t_ns)
         if not isinstance(data, bytes):
             return [data]
-        pcm = self._pcm[CALLER_TO_AGENT].decode(data)
-        rate = self._formats[CALLER_TO_AGENT].sample_rate_hz
+        pcm = self._pcm[ev.CALLER_TO_AGENT].decode(data)
+        rate = self._formats[ev.CALLER_TO_AGENT].sample_rate_hz
         self._appended_ns += pcm.size * NS_PER_S // rate
         ends, times = self._append_end_ns, self._append_t_ns
         ends.append(self._appended_ns)
@@ -218,10 +197,10 @@ class OpenAIRealtimeDecoder:
         if len(ends) > 2 * _KEEP_APPENDS:
             del ends[:_KEEP_APPENDS]
             del times[:_KEEP_APPENDS]
-        return [Audio(CALLER_TO_AGENT, pcm, rate, t_ns)]
+        return [ev.Audio(ev.CALLER_TO_AGENT, pcm, rate, t_ns)]
 
-    def _delta(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
-        data = self._audio_bytes(msg, "delta", AGENT_TO_CALLER, t_ns)
+    def _delta(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
+        data = b64_audio(msg.get("delta"), ev.AGENT_TO_CALLER, t_ns)
         if not isinstance(data, bytes):
             return [data]
         response_id = _str(msg.get("response_id"))
@@ -231,79 +210,79 @@ class OpenAIRealtimeDecoder:
         ):
             self.dropped_deltas += 1
             return []
-        out: list[Event] = []
+        out: list[ev.Event] = []
         key = response_id or item_id
         if key is not None and self._audio_responses.add(key):
-            out.append(StageMark("first_audio_delta", t_ns))
-        pcm = self._pcm[AGENT_TO_CALLER].decode(data)
-        rate = self._formats[AGENT_TO_CALLER].sample_rate_hz
-        out.append(Audio(AGENT_TO_CALLER, pcm, rate, t_ns, item_id))
+            out.append(ev.StageMark("first_audio_delta", t_ns))
+        pcm = self._pcm[ev.AGENT_TO_CALLER].decode(data)
+        rate = self._formats[ev.AGENT_TO_CALLER].sample_rate_hz
+        out.append(ev.Audio(ev.AGENT_TO_CALLER, pcm, rate, t_ns, item_id))
         return out
 
-    def _set_format(self, direction: Direction, value: object, t_ns: int) -> Event | None:
+    def _set_format(self, direction: ev.Direction, value: object, t_ns: int) -> ev.Event | None:
         fmt = parse_format(value)
         if fmt is None:
-            return Anomaly(AnomalyKind.BAD_AUDIO, direction, t_ns)
+            return ev.Anomaly(ev.AnomalyKind.BAD_AUDIO, direction, t_ns)
         self._formats[direction] = fmt
         self._pcm[direction].set_encoding(fmt.encoding)
         return None
 
-    def _session_formats(self, session: object, d: Direction, t_ns: int) -> list[Event]:
+    def _session_formats(self, session: object, d: ev.Direction, t_ns: int) -> list[ev.Event]:
         """Apply the formats a session object sets (GA or beta); anomalies for bad ones."""
         if not isinstance(session, dict):
-            return [Anomaly(AnomalyKind.MALFORMED, d, t_ns)]
-        found: list[tuple[Direction, object]] = []
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, d, t_ns)]
+        found: list[tuple[ev.Direction, object]] = []
         audio = session.get("audio")
         if isinstance(audio, dict):
-            for side, direction in (("input", CALLER_TO_AGENT), ("output", AGENT_TO_CALLER)):
+            for side, direction in (("input", ev.CALLER_TO_AGENT), ("output", ev.AGENT_TO_CALLER)):
                 cfg = audio.get(side)
                 if isinstance(cfg, dict) and "format" in cfg:
                     found.append((direction, cfg["format"]))
         if "input_audio_format" in session:
-            found.append((CALLER_TO_AGENT, session["input_audio_format"]))
+            found.append((ev.CALLER_TO_AGENT, session["input_audio_format"]))
         if "output_audio_format" in session:
-            found.append((AGENT_TO_CALLER, session["output_audio_format"]))
-        out: list[Event] = []
+            found.append((ev.AGENT_TO_CALLER, session["output_audio_format"]))
+        out: list[ev.Event] = []
         for direction, value in found:
             bad = self._set_format(direction, value, t_ns)
             if bad is not None:
-                out.append(Anomaly(AnomalyKind.BAD_AUDIO, d, t_ns))
+                out.append(ev.Anomaly(ev.AnomalyKind.BAD_AUDIO, d, t_ns))
         return out
 
     # -- client -> server -------------------------------------------------------------------
 
-    def _session_update(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
-        return self._session_formats(msg.get("session"), CALLER_TO_AGENT, t_ns)
+    def _session_update(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
+        return self._session_formats(msg.get("session"), ev.CALLER_TO_AGENT, t_ns)
 
-    def _truncate(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _truncate(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         item_id = _str(msg.get("item_id"))
         end_ms = _ms(msg.get("audio_end_ms"))
         if item_id is None or end_ms is None:
-            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.CALLER_TO_AGENT, t_ns)]
         self._truncated.add(item_id)
-        return [Flush(t_ns, "conversation.item.truncate", float(end_ms), item_id)]
+        return [ev.Flush(t_ns, "conversation.item.truncate", float(end_ms), item_id)]
 
-    def _cancel(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _cancel(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         response_id = _str(msg.get("response_id")) or self._current_response
-        out: list[Event] = [Flush(t_ns, "response.cancel")]
+        out: list[ev.Event] = [ev.Flush(t_ns, "response.cancel")]
         if response_id is not None:
             self._cancelled.add(response_id)
             out.extend(self._flag_calls(response_id, t_ns))
         return out
 
-    def _output_clear(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _output_clear(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         del msg
-        return [Flush(t_ns, "output_audio_buffer.clear")]
+        return [ev.Flush(t_ns, "output_audio_buffer.clear")]
 
-    def _item_create(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _item_create(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         item = msg.get("item")
         if not isinstance(item, dict):
-            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.CALLER_TO_AGENT, t_ns)]
         if item.get("type") != "function_call_output":
             return []
         call_id = _str(item.get("call_id"))
         if call_id is None:
-            return [Anomaly(AnomalyKind.MALFORMED, CALLER_TO_AGENT, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.CALLER_TO_AGENT, t_ns)]
         self._calls.pop(call_id, None)
         output = item.get("output")
         result_hash = None
@@ -311,7 +290,7 @@ class OpenAIRealtimeDecoder:
             text = output if isinstance(output, str) else dumps(output)
             result_hash = keyed_hash(self._secret, text, "r_")
         return [
-            ToolEvent(
+            ev.ToolEvent(
                 "tool.finished",
                 t_ns,
                 source="wire",
@@ -323,16 +302,18 @@ class OpenAIRealtimeDecoder:
 
     # -- server -> client -------------------------------------------------------------------
 
-    def _session_created(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _session_created(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         session = msg.get("session")
-        out = self._session_formats(session, AGENT_TO_CALLER, t_ns)
+        out = self._session_formats(session, ev.AGENT_TO_CALLER, t_ns)
         if isinstance(session, dict):
-            fmt = self._formats[CALLER_TO_AGENT]
-            out.append(StreamStart(_str(session.get("id")), fmt.sample_rate_hz, fmt.encoding, t_ns))
+            fmt = self._formats[ev.CALLER_TO_AGENT]
+            out.append(
+                ev.StreamStart(_str(session.get("id")), fmt.sample_rate_hz, fmt.encoding, t_ns)
+            )
         return out
 
-    def _session_updated(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
-        return self._session_formats(msg.get("session"), AGENT_TO_CALLER, t_ns)
+    def _session_updated(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
+        return self._session_formats(msg.get("session"), ev.AGENT_TO_CALLER, t_ns)
 
     def _at_ns(self, position_ms: int) -> int | None:
         """Proxy-clock time of a position on the appended-audio timeline."""
@@ -345,29 +326,29 @@ class OpenAIRealtimeDecoder:
             return self._append_t_ns[-1] + (p - ends[-1])
         return self._append_t_ns[i] - (ends[i] - p)
 
-    def _vad(self, msg: dict[str, Any], t_ns: int, key: str, stage: str) -> list[Event]:
+    def _vad(self, msg: dict[str, Any], t_ns: int, key: str, stage: str) -> list[ev.Event]:
         position = _ms(msg.get(key))
         if position is None:
-            return [Anomaly(AnomalyKind.MALFORMED, AGENT_TO_CALLER, t_ns)]
-        return [StageMark(stage, t_ns, self._at_ns(position))]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.AGENT_TO_CALLER, t_ns)]
+        return [ev.StageMark(stage, t_ns, self._at_ns(position))]
 
-    def _speech_started(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _speech_started(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         return self._vad(msg, t_ns, "audio_start_ms", "server_speech_started")
 
-    def _speech_stopped(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _speech_stopped(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         return self._vad(msg, t_ns, "audio_end_ms", "server_speech_stopped")
 
-    def _response_created(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _response_created(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         response = msg.get("response")
         if not isinstance(response, dict):
-            return [Anomaly(AnomalyKind.MALFORMED, AGENT_TO_CALLER, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.AGENT_TO_CALLER, t_ns)]
         self._current_response = _str(response.get("id"))
-        return [StageMark("response_created", t_ns)]
+        return [ev.StageMark("response_created", t_ns)]
 
-    def _response_done(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _response_done(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         response = msg.get("response")
         if not isinstance(response, dict):
-            return [Anomaly(AnomalyKind.MALFORMED, AGENT_TO_CALLER, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.AGENT_TO_CALLER, t_ns)]
         response_id = _str(response.get("id"))
         status = response.get("status")
         details = response.get("status_details")
@@ -375,7 +356,7 @@ class OpenAIRealtimeDecoder:
         detail = status if status in _STATUSES else "other"
         if reason in _REASONS:
             detail = f"{detail}/{reason}"
-        out: list[Event] = [StageMark("response_done", t_ns, detail=detail)]
+        out: list[ev.Event] = [ev.StageMark("response_done", t_ns, detail=detail)]
         if response_id is not None and response_id == self._current_response:
             self._current_response = None
         if status == "cancelled" and response_id is not None:
@@ -383,18 +364,18 @@ class OpenAIRealtimeDecoder:
             out.extend(self._flag_calls(response_id, t_ns))
         return out
 
-    def _call_done(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _call_done(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         call_id = _str(msg.get("call_id"))
         name = _str(msg.get("name"))
         arguments = msg.get("arguments")
         if call_id is None or name is None:
-            return [Anomaly(AnomalyKind.MALFORMED, AGENT_TO_CALLER, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.AGENT_TO_CALLER, t_ns)]
         response_id = _str(msg.get("response_id"))
         self._calls[call_id] = response_id
         if len(self._calls) > _KEEP_IDS:
             del self._calls[next(iter(self._calls))]
-        out: list[Event] = [
-            ToolEvent(
+        out: list[ev.Event] = [
+            ev.ToolEvent(
                 "tool.started",
                 t_ns,
                 source="wire",
@@ -417,35 +398,35 @@ class OpenAIRealtimeDecoder:
             text = orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS).decode("utf-8")
         return keyed_hash(self._secret, text, "a_")
 
-    def _flag_calls(self, response_id: str, t_ns: int) -> list[Event]:
-        out: list[Event] = []
+    def _flag_calls(self, response_id: str, t_ns: int) -> list[ev.Event]:
+        out: list[ev.Event] = []
         for call_id, owner in self._calls.items():
             if owner == response_id and self._flagged.add(call_id):
                 out.append(
-                    ToolEvent(
-                        RESPONSE_CANCELLED_WITH_TOOL, t_ns, source="wire", operation_id=call_id
+                    ev.ToolEvent(
+                        ev.RESPONSE_CANCELLED_WITH_TOOL, t_ns, source="wire", operation_id=call_id
                     )
                 )
         return out
 
-    def _user_transcript(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _user_transcript(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         text = msg.get("transcript")
         if not isinstance(text, str):
-            return [Anomaly(AnomalyKind.MALFORMED, AGENT_TO_CALLER, t_ns)]
-        return [Transcript("user", text, True, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.AGENT_TO_CALLER, t_ns)]
+        return [ev.Transcript("user", text, True, t_ns)]
 
-    def _agent_transcript(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _agent_transcript(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         text = msg.get("transcript")
         if not isinstance(text, str):
-            return [Anomaly(AnomalyKind.MALFORMED, AGENT_TO_CALLER, t_ns)]
-        return [Transcript("assistant", text, True, t_ns)]
+            return [ev.Anomaly(ev.AnomalyKind.MALFORMED, ev.AGENT_TO_CALLER, t_ns)]
+        return [ev.Transcript("assistant", text, True, t_ns)]
 
-    def _dtmf(self, msg: dict[str, Any], t_ns: int) -> list[Event]:
+    def _dtmf(self, msg: dict[str, Any], t_ns: int) -> list[ev.Event]:
         del msg
-        return [Dtmf(t_ns)]
+        return [ev.Dtmf(t_ns)]
 
 
-_Handler = Callable[[OpenAIRealtimeDecoder, dict[str, Any], int], list[Event]]
+_Handler = Callable[[OpenAIRealtimeDecoder, dict[str, Any], int], list[ev.Event]]
 
 
 _CLIENT: dict[str, _Handler] = {
