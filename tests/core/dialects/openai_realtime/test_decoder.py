@@ -2,8 +2,8 @@
 section 5).
 
 Its decoder's tables, the appended-audio timeline, responses, truncation, cancellation
-and tool calls. Formats: test_openai_realtime_formats.py; builders:
-test_openai_realtime_wire.py; any input: test_wires_fuzz.py.
+and tool calls. Formats: test_formats.py; builders: test_wire.py;
+any input: ../test_wires_fuzz.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Dialect ``openai-realtime``: the message builders, both directions, GA and beta: what they
 build decodes to what it means, and follows the protocol (their exact bytes are pinned in
-test_wire_golden.py)."""
+../test_wire_golden.py)."""
 
 from __future__ import annotations
 
