@@ -358,50 +358,6 @@ async def test_cors_lets_a_page_on_another_origin_offer() -> None:
             await _receipt(receipts)
 
 
-def test_decimator_keeps_time_and_stops_aliases() -> None:
-    import numpy as np
-
-    from voxproxy.transports.webrtc import Decimator
-
-    n = np.arange(48000)
-    tone = (np.sin(2 * np.pi * 1000 * n / 48000) * 10000).astype(np.int16)
-    d = Decimator(3)
-    out = np.concatenate([d(tone[k : k + 960]) for k in range(0, tone.size, 960)])
-    expected = np.sin(2 * np.pi * 1000 * np.arange(out.size) * 3 / 48000) * 10000
-    assert np.max(np.abs(out[100:-100] - expected[100:-100])) < 30  # aligned, not delayed
-    alias = (np.sin(2 * np.pi * 12000 * n / 48000) * 10000).astype(np.int16)
-    d = Decimator(3)
-    folded = np.concatenate([d(alias[k : k + 960]) for k in range(0, alias.size, 960)])
-    assert np.abs(folded[100:]).max() < 10  # 12 kHz does not fold into the 16 kHz band
-
-
-def test_what_opus_carries_over_a_pause_is_not_heard() -> None:
-    import numpy as np
-
-    from voxproxy.mockagent.config import MockAgentConfig, prepare_clips
-    from voxproxy.mockagent.webrtc import _clips48
-    from voxproxy.simcall.webrtc import CLIP_RATE_HZ
-    from voxproxy.transports.webrtc import AudioEncoder, MeasuredStream, RtpIn, default_codec
-
-    clips = _clips48(prepare_clips(MockAgentConfig(responses=("agent_order_status",))))
-    speech = clips["agent_order_status"].pcm
-    codec = default_codec("opus")
-    enc, heard = AudioEncoder(codec), MeasuredStream()
-    t = 1_000_000_000
-    for k in range(0, 960 * 79, 960):  # cut mid-word, as a barge-in does
-        for p in enc.encode(speech[k : k + 960], CLIP_RATE_HZ):
-            heard(RtpIn(p, 0, 0, False, t, codec))
-        t += 20_000_000
-    t += 2_000_000_000  # the sender sends nothing for 2 s, then silence
-    levels = []
-    for _ in range(6):
-        for p in enc.encode(np.zeros(960, dtype=np.int16), CLIP_RATE_HZ):
-            levels.append(int(np.abs(heard(RtpIn(p, 0, 0, False, t, codec))).max()))
-        t += 20_000_000
-    assert heard.pauses == 1 and heard.blanked >= 2
-    assert max(levels) < 100, levels  # the burst of old speech never reached the detector
-
-
 async def test_offers_over_max_calls_are_refused_with_503_before_any_agent_session() -> None:
     """``max_calls`` holds for WebRTC too: an offer over the cap gets 503 and Retry-After,
     and costs no peer connection, no offer to the agent and no receipt."""
