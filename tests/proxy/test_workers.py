@@ -7,7 +7,6 @@ is read from /proc (the worker whose socket is the one the agent sees the call f
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
@@ -28,11 +27,10 @@ from websockets.asyncio.server import ServerConnection
 from voxproxy.cli import build_parser
 from voxproxy.commands.proxy import serve_config
 from voxproxy.core.dialects.twilio import TwilioCallerWire
-from voxproxy.proxy.journals import fold_journals, worker_journal
+from voxproxy.proxy.journals import worker_journal
 from voxproxy.proxy.workers import cgroup_cpu_quota, default_workers
 from voxproxy.receipts.journal import journal_path
 from voxproxy.receipts.writer import read_receipts
-from voxproxy.telemetry.prometheus import merge_expositions
 
 TOKEN = "workers-test-token-0123456789"
 CALLS = 16
@@ -202,40 +200,6 @@ def test_the_cgroup_cpu_quota_bounds_the_default(tmp_path: Path) -> None:
     assert cgroup_cpu_quota(str(tmp_path / "absent")) is None
 
 
-def test_journals_of_workers_gone_are_folded_into_worker_0s(tmp_path: Path) -> None:
-    receipts = tmp_path / "r.jsonl"
-    worker_journal(receipts, 0).write_text('{"open": "a", "start_wall_ns": 1}\n{"clo')
-    worker_journal(receipts, 1).write_text('{"open": "b", "start_wall_ns": 2}\n')
-    worker_journal(receipts, 3).write_text('{"open": "c", "start_wall_ns": 3}\n')
-    assert fold_journals(receipts, 2) == 1  # worker 1 still runs; worker 3 does not
-    lines = worker_journal(receipts, 0).read_text().splitlines()
-    assert lines == [
-        '{"open": "a", "start_wall_ns": 1}',
-        '{"clo',
-        '{"open": "c", "start_wall_ns": 3}',
-    ]
-    assert worker_journal(receipts, 1).exists() and not worker_journal(receipts, 3).exists()
-
-
-def test_merged_metrics_add_up_samples_and_keep_target_info_once() -> None:
-    one = (
-        "# HELP voxproxy_calls_total Calls ended.\n# TYPE voxproxy_calls_total counter\n"
-        'voxproxy_calls_total{verdict="pass"} 3.0\n'
-        "# HELP target_info Target metadata\n# TYPE target_info gauge\n"
-        'target_info{service_name="voxproxy"} 1.0\n'
-        "# HELP voxproxy_calls_active Calls in progress.\n# TYPE voxproxy_calls_active gauge\n"
-        "voxproxy_calls_active 2.0\n"
-    )
-    two = one.replace("} 3.0", "} 4.0").replace("active 2.0", "active 1.0")
-    registry = merge_expositions([one, two])
-    samples = {
-        (s.name, tuple(s.labels.items())): s.value for f in registry.collect() for s in f.samples
-    }
-    assert samples[("voxproxy_calls_total", (("verdict", "pass"),))] == 7.0
-    assert samples[("voxproxy_calls_active", ())] == 3.0
-    assert samples[("target_info", (("service_name", "voxproxy"),))] == 1.0
-
-
 @pytest.mark.slow
 async def test_sigterm_lets_every_worker_s_calls_finish(tmp_path: Path) -> None:
     receipts = tmp_path / "receipts.jsonl"
@@ -272,103 +236,6 @@ async def test_sigterm_lets_every_worker_s_calls_finish(tmp_path: Path) -> None:
     written = list(read_receipts(receipts))
     assert sorted(r.call for r in written) == sorted(call_hash(call_sid(n)) for n in names)
     assert {r.terminal for r in written} == {"completed"}
-
-
-async def test_the_front_s_readiness_is_ready_while_one_worker_admits() -> None:
-    """The front's /readyz over the workers: the kernel gives a new caller only to a
-    worker that listens, so the proxy admits while one worker would; each that would not
-    is named, with why (a worker down says when it starts again)."""
-    from voxproxy.proxy.front import DOWN, UP, Front, WorkerView
-
-    answers: dict[int, str | None] = {}
-
-    async def refusal(w: WorkerView) -> str | None:
-        return answers[w.index]
-
-    views = {i: WorkerView(i, state=UP) for i in range(2)}
-    front = Front(views, None)  # type: ignore[arg-type]
-    front._worker_refusal = refusal  # type: ignore[method-assign]
-
-    async def ready() -> tuple[int, str]:
-        answer = await front._ready(None)
-        return answer.status, answer.text
-
-    answers.update({0: None, 1: None})
-    assert await ready() == (200, "ok\n")
-    answers[1] = "down, restarting in 4 s"
-    assert await ready() == (200, "ok: worker 1: down, restarting in 4 s\n")
-    answers[0] = "at capacity (2 calls in progress)"
-    assert await ready() == (
-        503,
-        "refusing callers: worker 0: at capacity (2 calls in progress); "
-        "worker 1: down, restarting in 4 s\n",
-    )
-    live = await front._live(None)
-    assert (live.status, live.text) == (200, "ok\n")
-    views[0] = WorkerView(0, state=DOWN)
-    views[1] = WorkerView(1, state=DOWN)
-    live = await front._live(None)
-    assert (live.status, live.text) == (503, "refusing callers: no worker is running\n")
-
-
-def test_a_worker_down_says_when_it_starts_again() -> None:
-    from voxproxy.proxy.front import DOWN, STARTING, WorkerView
-
-    assert WorkerView(0, state=STARTING).down_reason(100.0) == "starting"
-    assert WorkerView(0, state=DOWN, restart_at=104.2).down_reason(100.0) == (
-        "down, restarting in 4 s"
-    )
-    assert WorkerView(0, state=DOWN, restart_at=100.2).down_reason(100.0) == "down, restarting"
-
-
-def test_a_process_that_keeps_exiting_is_started_again_ever_later_never_in_a_spin() -> None:
-    from voxproxy.proxy.supervisor import RestartPolicy
-
-    policy = RestartPolicy(first_s=1.0, max_s=30.0, stable_s=60.0)
-    # Killed once after a long run: at once. Then crashing as it starts: 1, 2, 4 ... 30 s.
-    delays = [policy.delay_s(3600.0)] + [policy.delay_s(0.1) for _ in range(8)]
-    assert delays == [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
-    # A run of a minute or more puts it back to "at once".
-    assert policy.delay_s(60.0) == 0.0
-    assert policy.delay_s(5.0) == 1.0
-    # The very first exit is at once, however short the run (a kill -9 of a new worker).
-    assert RestartPolicy().delay_s(0.5) == 0.0
-
-
-def test_the_parent_writes_the_receipts_of_a_dead_worker_s_calls_from_its_journal(
-    tmp_path: Path,
-) -> None:
-    from voxproxy.proxy.journals import recover_journal
-    from voxproxy.proxy.server import ServeConfig
-    from voxproxy.proxy.websocket import ProxyConfig
-    from voxproxy.receipts.policy import load_policy
-    from voxproxy.transports.websocket import RelayConfig
-
-    receipts = tmp_path / "r.jsonl"
-    config = ServeConfig(
-        ProxyConfig(RelayConfig("ws://127.0.0.1:1"), secret=b"s"),
-        receipts=receipts,
-        workers=2,
-    )
-    policy = load_policy(None)
-    assert recover_journal(config, policy, 1) == 0  # no journal: nothing to do
-    started, wall = "2026-12-04T10:00:00.000Z", 1_796_378_400_000_000_000
-    lines = [
-        {"open": "k1", "started_at": started, "start_wall_ns": wall, "transport": "websocket"},
-        {"set": "k1", "dialect": "twilio", "call": "c_one", "call_id_source": "wire"},
-        {"set": "k1", "upstream_connect_ms": 12.5},
-        {"open": "k2", "started_at": started, "start_wall_ns": wall, "call": "c_two"},
-        {"close": "k2"},
-        {"alive": wall + 2_000_000_000},
-    ]
-    worker_journal(receipts, 1).write_text("".join(json.dumps(x) + "\n" for x in lines))
-    assert recover_journal(config, policy, 1) == 1
-    (written,) = read_receipts(receipts)
-    assert (written.call, written.terminal, written.dialect) == ("c_one", "proxy_crashed", "twilio")
-    assert written.upstream_connect_ms == 12.5 and written.duration_ms == 2000.0
-    assert written.verdict is not None and written.policy == policy.hash
-    assert not worker_journal(receipts, 1).exists()  # every call written: nothing left open
-    assert recover_journal(config, policy, 1) == 0  # and never twice
 
 
 @pytest.mark.slow

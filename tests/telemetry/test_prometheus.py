@@ -1,4 +1,5 @@
-"""The real Prometheus server scrapes a running ``voxproxy proxy --metrics-listen``.
+"""voxproxy.telemetry.prometheus: the real Prometheus server scrapes a running ``voxproxy
+proxy --metrics-listen``, and the expositions of several workers merge into one.
 
 Prometheus comes from Debian (``apt-get install -y prometheus``, done by ``make test``
 through ``tools/system-deps``); this test does not skip when it is missing, it fails
@@ -26,6 +27,7 @@ from support.waiting import wait_until
 from voxproxy.clips import clip
 from voxproxy.loadgen.caller import CallerConfig, Say, ScriptedCaller, WaitAgentEnd
 from voxproxy.mockagent import MockAgent, MockAgentConfig
+from voxproxy.telemetry.prometheus import merge_expositions
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,3 +230,22 @@ async def test_prometheus_scrapes_the_proxy_s_latency_histograms(tmp_path: Path)
         _stop(prometheus)
         _stop(proxy)
         await agent.stop()
+
+
+def test_merged_metrics_add_up_samples_and_keep_target_info_once() -> None:
+    one = (
+        "# HELP voxproxy_calls_total Calls ended.\n# TYPE voxproxy_calls_total counter\n"
+        'voxproxy_calls_total{verdict="pass"} 3.0\n'
+        "# HELP target_info Target metadata\n# TYPE target_info gauge\n"
+        'target_info{service_name="voxproxy"} 1.0\n'
+        "# HELP voxproxy_calls_active Calls in progress.\n# TYPE voxproxy_calls_active gauge\n"
+        "voxproxy_calls_active 2.0\n"
+    )
+    two = one.replace("} 3.0", "} 4.0").replace("active 2.0", "active 1.0")
+    registry = merge_expositions([one, two])
+    samples = {
+        (s.name, tuple(s.labels.items())): s.value for f in registry.collect() for s in f.samples
+    }
+    assert samples[("voxproxy_calls_total", (("verdict", "pass"),))] == 7.0
+    assert samples[("voxproxy_calls_active", ())] == 3.0
+    assert samples[("target_info", (("service_name", "voxproxy"),))] == 1.0
