@@ -10,7 +10,6 @@ several response delays and barge-in reaction times.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from support.groundtruth import NEVER_WITHHELD
 from support.livecall import (
     barge_script,
     checked_live_calls,
+    every_call,
     late_answers,
     live_bounds,
     sessions_of,
@@ -102,9 +102,6 @@ CALLS = [
 async def test_live_webrtc_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
     before = open_counts()
 
-    async def run() -> list[Outcome]:
-        return await asyncio.gather(*(one_call(n, *spec) for n, spec in enumerate(CALLS)))
-
     def check(outcomes: Sequence[Outcome]) -> None:
         ttfs_err: list[float] = []
         stop_err: list[float] = []
@@ -122,7 +119,7 @@ async def test_live_webrtc_calls_measure_ttfs_and_stop_latency_against_truth() -
         truths = [webrtc_turn_truths(o.record, o.log) for o in outcomes]
         return late_answers([spec[2] for spec in CALLS], truths)
 
-    await checked_live_calls(run, check, off_script)
+    await checked_live_calls(lambda: every_call(one_call, CALLS), check, off_script)
     assert open_counts() == before
 
 

@@ -17,6 +17,7 @@ from support.livecall import (
     barge_script,
     call_through,
     checked_live_calls,
+    every_call,
     late_answers,
     live_bounds,
     publishing_config,
@@ -82,9 +83,6 @@ CALLS = [
 
 @pytest.mark.slow
 async def test_live_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
-    async def run() -> list[Outcome]:
-        return await asyncio.gather(*(one_call(n, *spec) for n, spec in enumerate(CALLS)))
-
     def check(outcomes: Sequence[Outcome]) -> None:
         ttfs_err: list[float] = []
         stop_err: list[float] = []
@@ -112,7 +110,7 @@ async def test_live_calls_measure_ttfs_and_stop_latency_against_truth() -> None:
         truths = [turn_truths(o.record, o.log) for o in outcomes]
         return late_answers([spec[3] for spec in CALLS], truths)
 
-    await checked_live_calls(run, check, off_script)
+    await checked_live_calls(lambda: every_call(one_call, CALLS), check, off_script)
 
 
 def _texts(messages: list[tuple[bool, bytes | str]]) -> list[bytes | str]:

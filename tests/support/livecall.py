@@ -215,6 +215,14 @@ def worst_stall_ms(outcomes: Sequence[Any]) -> float:
     return max((m.max_lag_ns for m in monitors), default=0) / NS_PER_MS
 
 
+async def every_call(
+    one_call: Callable[..., Awaitable[Any]], specs: Sequence[Sequence[Any]]
+) -> list[Any]:
+    """All of ``specs``' calls at once, ``one_call(n, *spec)`` for call ``n``: the ``run``
+    of :func:`checked_live_calls` for a table of calls."""
+    return list(await asyncio.gather(*(one_call(n, *spec) for n, spec in enumerate(specs))))
+
+
 async def checked_live_calls(
     run: Callable[[], Awaitable[Sequence[Any]]],
     check: Callable[[Sequence[Any]], None],
