@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -21,25 +23,51 @@ from voxproxy.core.audio.g711 import (
 )
 from voxproxy.core.audio.levels import window_energy_db
 from voxproxy.core.audio.resample import resample_clip
+from voxproxy.core.events import Pcm
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import audioop
 
 ALL_SAMPLES = np.arange(-32768, 32768, dtype=np.int16)
+ALL_SAMPLES_BYTES = ALL_SAMPLES.astype("<i2").tobytes()
 ALL_CODES = bytes(range(256))
 
+
+class Codec(NamedTuple):
+    encode: Callable[[Pcm], bytes]
+    decode: Callable[[bytes], Pcm]
+    ref_encode: Callable[[bytes, int], bytes]  # audioop's
+    ref_decode: Callable[[bytes, int], bytes]
+    tables_encode: Callable[[Pcm], bytes]  # the path taken where audioop is missing
+    tables_decode: Callable[[bytes], Pcm]
+
+
 CODECS = {
-    "ulaw": (pcm_to_ulaw, ulaw_to_pcm, audioop.lin2ulaw, audioop.ulaw2lin),
-    "alaw": (pcm_to_alaw, alaw_to_pcm, audioop.lin2alaw, audioop.alaw2lin),
+    "ulaw": Codec(
+        pcm_to_ulaw,
+        ulaw_to_pcm,
+        audioop.lin2ulaw,
+        audioop.ulaw2lin,
+        g711._ulaw_encode_tables,
+        g711._ulaw_tables,
+    ),
+    "alaw": Codec(
+        pcm_to_alaw,
+        alaw_to_pcm,
+        audioop.lin2alaw,
+        audioop.alaw2lin,
+        g711._alaw_encode_tables,
+        g711._alaw_tables,
+    ),
 }
 
 
 @pytest.mark.parametrize("law", sorted(CODECS))
 def test_encode_matches_audioop_for_every_sample(law: str) -> None:
-    encode, _, ref_encode, _ = CODECS[law]
-    ours = encode(ALL_SAMPLES)
-    ref = ref_encode(ALL_SAMPLES.astype("<i2").tobytes(), 2)
+    codec = CODECS[law]
+    ours = codec.encode(ALL_SAMPLES)
+    ref = codec.ref_encode(ALL_SAMPLES_BYTES, 2)
     assert len(ours) == 65536
     mismatches = [int(s) for s, a, b in zip(ALL_SAMPLES, ours, ref, strict=True) if a != b]
     assert not mismatches, f"{len(mismatches)} samples differ, first {mismatches[:5]}"
@@ -47,9 +75,9 @@ def test_encode_matches_audioop_for_every_sample(law: str) -> None:
 
 @pytest.mark.parametrize("law", sorted(CODECS))
 def test_decode_matches_audioop_for_every_code(law: str) -> None:
-    _, decode, _, ref_decode = CODECS[law]
-    ours = decode(ALL_CODES)
-    ref = np.frombuffer(ref_decode(ALL_CODES, 2), dtype="<i2")
+    codec = CODECS[law]
+    ours = codec.decode(ALL_CODES)
+    ref = np.frombuffer(codec.ref_decode(ALL_CODES, 2), dtype="<i2")
     assert ours.dtype == np.int16
     np.testing.assert_array_equal(ours, ref)
 
@@ -59,11 +87,10 @@ def test_both_decoders_give_the_same_samples(law: str) -> None:
     # Decoding runs through audioop where it is present (this machine: it is), else
     # through the tables: every code, and frames of random codes, alike both ways.
     assert g711.AUDIOOP
-    _, decode, _, _ = CODECS[law]
-    tables = g711._ulaw_tables if law == "ulaw" else g711._alaw_tables
+    codec = CODECS[law]
     rng = np.random.default_rng(11)
     for data in [ALL_CODES, *(rng.bytes(n) for n in (1, 80, 160, 333, 4000))]:
-        fast, table = decode(data), tables(data)
+        fast, table = codec.decode(data), codec.tables_decode(data)
         assert fast.dtype == table.dtype == np.int16
         np.testing.assert_array_equal(fast, table)
 
@@ -74,16 +101,15 @@ def test_both_encoders_give_the_same_bytes(law: str) -> None:
     # through the tables: every sample, random frames and strided views alike both ways,
     # and the tables are the Sun reference coder's on every sample.
     assert g711.AUDIOOP
-    encode, _, ref_encode, _ = CODECS[law]
-    tables = g711._ulaw_encode_tables if law == "ulaw" else g711._alaw_encode_tables
-    assert tables(ALL_SAMPLES) == ref_encode(ALL_SAMPLES.astype("<i2").tobytes(), 2)
+    codec = CODECS[law]
+    assert codec.tables_encode(ALL_SAMPLES) == codec.ref_encode(ALL_SAMPLES_BYTES, 2)
     rng = np.random.default_rng(12)
     frames = [ALL_SAMPLES, ALL_SAMPLES[::-3]]
     frames += [
         (rng.standard_normal(n) * 9000).clip(-32768, 32767).astype(np.int16) for n in (1, 160, 321)
     ]
     for pcm in frames:
-        fast, table = encode(pcm), tables(pcm)
+        fast, table = codec.encode(pcm), codec.tables_encode(pcm)
         assert isinstance(fast, bytes) and isinstance(table, bytes)
         assert fast == table and len(fast) == pcm.size
 
@@ -109,7 +135,7 @@ def test_alaw_codes_survive_a_round_trip() -> None:
 
 @pytest.mark.parametrize("law", sorted(CODECS))
 def test_quantisation_is_monotonic_sign_preserving_and_bounded(law: str) -> None:
-    encode, decode, _, _ = CODECS[law]
+    encode, decode = CODECS[law].encode, CODECS[law].decode
     back = decode(encode(ALL_SAMPLES)).astype(np.int32)
     x = ALL_SAMPLES.astype(np.int32)
     # Monotonic: a louder input never decodes quieter.
@@ -129,7 +155,7 @@ def test_quantisation_is_monotonic_sign_preserving_and_bounded(law: str) -> None
 @pytest.mark.parametrize("law", sorted(CODECS))
 def test_decoded_values_are_fixed_points(law: str) -> None:
     # Every decoded level encodes back to a code that decodes to the same level.
-    encode, decode, _, _ = CODECS[law]
+    encode, decode = CODECS[law].encode, CODECS[law].decode
     levels = decode(ALL_CODES)
     np.testing.assert_array_equal(decode(encode(levels)), levels)
 
@@ -155,7 +181,7 @@ BAND_HOLDS = {"ulaw": 0.95, "alaw": 0.99}
 
 @pytest.mark.parametrize("law", sorted(CODECS))
 def test_the_quantization_band_covers_what_the_codec_does_to_quiet_speech(law: str) -> None:
-    encode, decode, _, _ = CODECS[law]
+    encode, decode = CODECS[law].encode, CODECS[law].decode
     window = 24  # 3 ms at 8 kHz
     inside = total = 0
     for clip in load_corpus().values():
