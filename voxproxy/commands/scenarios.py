@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(found, indent=1, ensure_ascii=False))
         return 0
     console = Console()
-    rows = [
+    scenarios = [
         [
             sc["name"],
             ", ".join(sc["steps"]) + (f"; noise {sc['noise']}" if sc["noise"] else ""),
@@ -84,28 +84,26 @@ def run(args: argparse.Namespace) -> int:
         ]
         for sc in found["scenarios"]
     ]
-    console.print(
-        _table(
-            "built-in scenarios: voxproxy load NAME ... (or a YAML file of your own)",
-            ["name", "steps", "audio", "at most", "what it measures"],
-            rows,
-            console.width,
-            caption="audio: what the caller says, and its silences; at most: with every "
-            "wait for the agent at its timeout; --json: the whole descriptions",
-        )
-    )
-    rows = [
+    clips = [
         [c["name"], c["role"], c["kind"], f"{c['duration_s']:.1f} s", c["text"]]
         for c in found["clips"]
     ]
-    console.print(
-        _table(
+    for title, columns, rows, caption in (
+        (
+            "built-in scenarios: voxproxy load NAME ... (or a YAML file of your own)",
+            ["name", "steps", "audio", "at most", "what it measures"],
+            scenarios,
+            "audio: what the caller says, and its silences; at most: with every "
+            "wait for the agent at its timeout; --json: the whole descriptions",
+        ),
+        (
             "clips: say / barge_in / interject NAME in a step, noise: {clip: NAME}",
             ["name", "role", "kind", "length", "text"],
-            rows,
-            console.width,
-        )
-    )
+            clips,
+            None,
+        ),
+    ):
+        console.print(_table(title, columns, rows, console.width, caption=caption))
     bench = found["testbench"]
     console.print(
         Text(
