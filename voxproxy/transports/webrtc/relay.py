@@ -20,6 +20,7 @@ from voxproxy.httpserve import (
     HEADER_TIMEOUT_S,
 )
 from voxproxy.transports.ends import EndCause
+from voxproxy.transports.webrtc import signaling_client
 from voxproxy.transports.webrtc.codecs import (
     AudioEncoder,
     CodecInfo,
@@ -30,14 +31,6 @@ from voxproxy.transports.webrtc.codecs import (
 from voxproxy.transports.webrtc.ends import EndInfo
 from voxproxy.transports.webrtc.media import MAX_PACE_MS, Channel
 from voxproxy.transports.webrtc.peer import AudioPeer, BadSdp
-from voxproxy.transports.webrtc.signaling_client import (
-    WHIP_PATH,
-    AgentAnswer,
-    Signaling,
-    SignalingError,
-    hang_up,
-    post_offer,
-)
 from voxproxy.transports.webrtc.signaling_server import (
     HttpError,
     Offer,
@@ -116,7 +109,7 @@ RelayObserverFactory = Callable[[int, Offer], RelayObserver]
 @dataclass(frozen=True, slots=True)
 class WebRtcRelayConfig:
     upstream: str  # the agent's signaling URL (WHIP endpoint, or Pipecat's .../api/offer)
-    signaling: Signaling = "whip"
+    signaling: signaling_client.Signaling = "whip"
     signaling_timeout_s: float = 10.0
     ice_timeout_s: float = 15.0  # both legs must connect within this time after the answer
     idle_timeout_s: float | None = None
@@ -124,7 +117,7 @@ class WebRtcRelayConfig:
     agent_codecs: tuple[str, ...] | None = None  # codec preference towards the agent
     caller_codecs: tuple[str, ...] | None = None  # codec preference towards the caller
     measure: bool = True
-    whip_path: str = WHIP_PATH
+    whip_path: str = signaling_client.WHIP_PATH
     max_calls: int | None = None  # calls in progress at most; more are refused with 503
     header_timeout_s: float = HEADER_TIMEOUT_S  # for a signaling request's headers to arrive
     # Each packet leaves at its arrival (the kernel's) plus this: a stall of the event loop
@@ -193,7 +186,7 @@ class WebRtcRelay:
         # What can be seen of the way to the caller (its jitter buffer's input).
         self.caller.on_report = self._receiver_report
         self.caller.track.on_late = self._late
-        self.agent_answer: AgentAnswer | None = None
+        self.agent_answer: signaling_client.AgentAnswer | None = None
         self._end: EndInfo | None = None
         self._ending: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
@@ -241,7 +234,7 @@ class WebRtcRelay:
             sdp = await self.agent.create_offer(
                 direction=direction or "sendrecv", data=self.caller.offered_data
             )
-            answer = await post_offer(
+            answer = await signaling_client.post_offer(
                 self.server.http,
                 cfg.upstream,
                 cfg.signaling,
@@ -252,7 +245,7 @@ class WebRtcRelay:
             )
             self.agent_answer = answer
             await self.agent.accept_answer(answer.sdp)
-        except SignalingError as exc:
+        except signaling_client.SignalingError as exc:
             initiator = "agent" if exc.cause is EndCause.UPSTREAM_REFUSED else "proxy"
             await self._fail(
                 exc.status,
@@ -479,7 +472,7 @@ class WebRtcRelay:
         await asyncio.gather(self.caller.close(), self.agent.close(), return_exceptions=True)
         answer = self.agent_answer
         if answer is not None and answer.session_url and info.cause is not EndCause.AGENT_CLOSED:
-            await hang_up(self.server.http, answer.session_url)
+            await signaling_client.hang_up(self.server.http, answer.session_url)
         stats = RelayStats(
             packets=(self._dirs[0].packets, self._dirs[1].packets),
             passthrough=(self._dirs[0].passthrough, self._dirs[1].passthrough),
