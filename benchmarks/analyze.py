@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
+import benchkit  # noqa: E402
 import record  # noqa: E402
 from support.scripted.recording import (  # noqa: E402
     RecordingScore,
@@ -180,23 +181,23 @@ def main() -> None:
         }
 
     from rich.console import Console
-    from rich.table import Table
 
     build = native.build()
-    table = Table(title=f"voxproxy analyze on scripted recordings; measurement core: {build}")
-    for col in (
-        "class",
-        "ttfs n",
-        "ttfs |err| p95",
-        "max",
-        "stop n",
-        "stop |err| p95",
-        "max",
-        "unknown",
-        "missed",
-        "outside",
-    ):
-        table.add_column(col, justify="right")
+    table = benchkit.figures_table(
+        f"voxproxy analyze on scripted recordings; measurement core: {build}",
+        (
+            "class",
+            "ttfs n",
+            "ttfs |err| p95",
+            "max",
+            "stop n",
+            "stop |err| p95",
+            "max",
+            "unknown",
+            "missed",
+            "outside",
+        ),
+    )
     for r in rows:
         table.add_row(
             str(r["class"]),

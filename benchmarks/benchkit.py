@@ -1,5 +1,5 @@
 """Pieces several benchmarks use: a relay observer that does nothing, a wait for a child's
-port, and an instruction count under valgrind's callgrind.
+port, an instruction count under valgrind's callgrind, and the table their figures print in.
 
 Not a benchmark itself (no ``main``); the scripts beside it import it as ``benchkit``
 (their own folder is on the path when they run).
@@ -15,7 +15,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 _COLLECTED = re.compile(r"Collected\s*:\s*([0-9]+)")
 
@@ -76,3 +77,14 @@ def callgrind(
         where = f" on {label}" if label else ""
         raise SystemExit(f"callgrind failed{where}:\n{done.stderr[-2000:]}")
     return int(found.group(1)), done.stdout
+
+
+def figures_table(title: str, columns: Iterable[str], **options: Any) -> Any:
+    """A rich ``Table`` titled ``title`` whose ``columns`` are all right-justified, as
+    figures read best; ``options`` go to the ``Table`` (a caption, the title's justification)."""
+    from rich.table import Table
+
+    table = Table(title=title, **options)
+    for column in columns:
+        table.add_column(column, justify="right")
+    return table

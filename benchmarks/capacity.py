@@ -96,6 +96,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))  # support.*: the helpers tests and benchmarks share
 
+import benchkit  # noqa: E402
 import numpy as np  # noqa: E402
 import overhead  # noqa: E402  (benchmarks/overhead.py: frames, pinning, CPU, bare relay)
 import record  # noqa: E402
@@ -326,7 +327,6 @@ def main() -> None:
         print("warning: fewer than 2 CPUs; relay and load share a core", file=sys.stderr)
 
     from rich.console import Console
-    from rich.table import Table
 
     relays = [r for r in args.relays.split(",") if r]
     foreign = args.max_foreign
@@ -455,15 +455,14 @@ def main() -> None:
 
     console = Console(width=150, stderr=False)
     build = native.build()
-    table = Table(
-        title="capacity: real-time Twilio calls per relay (voxproxy-2w: 2 workers, "
+    table = benchkit.figures_table(
+        "capacity: real-time Twilio calls per relay (voxproxy-2w: 2 workers, "
         + ("2 cores" if SHARE is None else f"each on {SHARE:g} of a core, as every relay")
-        + f"); voxproxy's measurement core: {build} (VOXPROXY_PURE_PYTHON=1: the sources)"
-    )
-    for col in ("path", "calls", "p50 one-way", "p99 one-way", "p99 added", "relay CPU",
-                "CPU/call-s", "load CPU", "load lag p99", "others' CPU", "runs", "errors",
-                "shed", "ok"):  # fmt: skip
-        table.add_column(col, justify="right")
+        + f"); voxproxy's measurement core: {build} (VOXPROXY_PURE_PYTHON=1: the sources)",
+        ("path", "calls", "p50 one-way", "p99 one-way", "p99 added", "relay CPU",
+         "CPU/call-s", "load CPU", "load lag p99", "others' CPU", "runs", "errors",
+         "shed", "ok"),
+    )  # fmt: skip
     for r in sorted(runs, key=lambda r: (r.path, r.calls)):
         ok = r.ok(args.max_p99_ms)
         table.add_row(
@@ -484,12 +483,11 @@ def main() -> None:
         )
     console.print(table)
     if overload_runs:
-        over = Table(
-            title=f"overload: {overload['calls']} calls on one worker "
-            f"({args.overload:.0%} of its capacity, {capacity})"
+        over = benchkit.figures_table(
+            f"overload: {overload['calls']} calls on one worker "
+            f"({args.overload:.0%} of its capacity, {capacity})",
+            ("admission", "admitted", "refused (503)", "errors", "p99 added", "relay CPU"),
         )
-        for col in ("admission", "admitted", "refused (503)", "errors", "p99 added", "relay CPU"):
-            over.add_column(col, justify="right")
         for label, r in overload_runs:
             over.add_row(
                 label,

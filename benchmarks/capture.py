@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import benchkit  # noqa: E402
 import record  # noqa: E402
 from measurement import Call, scripted_calls  # noqa: E402
 
@@ -119,15 +120,13 @@ def main() -> None:
     thread_us = min(thread_cpu) / messages * 1e6
     call_s = sum(c.end_ns - c.start_ns for c in calls) / 1e9
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(
-        title=f"capture cost per message ({native.build()} core; {messages} messages, "
+    table = benchkit.figures_table(
+        f"capture cost per message ({native.build()} core; {messages} messages, "
         f"{args.calls} scripted calls, {call_s:.0f} s, best of {args.repeat})",
+        ("stage", "µs/message (loop thread)"),
         title_justify="left",
     )
-    for col in ("stage", "µs/message (loop thread)"):
-        table.add_column(col, justify="right")
     table.add_row("tap alone", f"{us['tap']:.2f}")
     table.add_row("session", f"{us['session']:.2f}")
     table.add_row("session+capture", f"{us['session+capture']:.2f}")

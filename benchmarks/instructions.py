@@ -96,7 +96,6 @@ def main() -> None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
 
     from rich.console import Console
-    from rich.table import Table
 
     from voxproxy import native
 
@@ -116,9 +115,10 @@ def main() -> None:
             }
         )
     build = native.build()
-    table = Table(title=f"voxproxy measurement: instructions per message (callgrind), {build}")
-    for col in ("workload", "messages", *STAGES, "ratio"):
-        table.add_column(col, justify="right")
+    table = benchkit.figures_table(
+        f"voxproxy measurement: instructions per message (callgrind), {build}",
+        ("workload", "messages", *STAGES, "ratio"),
+    )
     for r in rows:
         table.add_row(
             str(r["workload"]),

@@ -51,6 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchkit
 import numpy as np
 import record
 
@@ -310,11 +311,11 @@ def _most(per_core: int | None, rows: list[dict[str, Any]]) -> str:
 
 def workers_section(levels: list[int], workers: list[int], seconds: float) -> dict[str, Any]:
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="voxproxy load --workers: pacing lag over all callers")
-    for col in ("callers", *(f"{w} worker{'s' if w > 1 else ''} p50 / p99" for w in workers)):
-        table.add_column(col, justify="right")
+    table = benchkit.figures_table(
+        "voxproxy load --workers: pacing lag over all callers",
+        ("callers", *(f"{w} worker{'s' if w > 1 else ''} p50 / p99" for w in workers)),
+    )
     runs: dict[int, list[dict[str, Any]]] = {w: [] for w in workers}
     for calls in levels:
         cells = []
@@ -381,12 +382,11 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(result))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="load generator on one core: pacing jitter and CPU per call-second")
-    cols = ("calls", "caller", "pacing lag p50", "p99", "CPU/call-s", "core busy", "others")
-    for col in (*cols, "errors"):
-        table.add_column(col, justify="right")
+    table = benchkit.figures_table(
+        "load generator on one core: pacing jitter and CPU per call-second",
+        ("calls", "caller", "pacing lag p50", "p99", "CPU/call-s", "core busy", "others", "errors"),
+    )
     rows = []
     for calls in [int(x) for x in args.levels.split(",") if x]:
         bare = run_level(calls, args.seconds, bare=True)

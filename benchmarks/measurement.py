@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
+import benchkit  # noqa: E402
 import record  # noqa: E402
 from support.queued import QueuedSession  # noqa: E402
 from support.scripted import render, turn_taking_plans  # noqa: E402
@@ -357,16 +358,14 @@ def main() -> None:
         )
 
     from rich.console import Console
-    from rich.table import Table
 
     build = native.build()
-    table = Table(
-        title="voxproxy measurement CPU per message, offline (process_time, best run); "
-        f"measurement core: {build}"
-    )
     cols = ("workload", "messages", "parse", "decode", "session", "queued", "grouped")
-    for col in (*cols, "session-parse", "ratio"):
-        table.add_column(col, justify="right")
+    table = benchkit.figures_table(
+        "voxproxy measurement CPU per message, offline (process_time, best run); "
+        f"measurement core: {build}",
+        (*cols, "session-parse", "ratio"),
+    )
     for r in rows:
         table.add_row(
             str(r["workload"]),

@@ -370,31 +370,29 @@ def main() -> None:
         return
 
     from rich.console import Console
-    from rich.table import Table
 
     console = Console(width=150)
     levels = [int(x) for x in args.levels.split(",")]
     rows = []
     build = native.build()
-    table = Table(
-        title="voxproxy overhead: Twilio-format real-time calls, relay pinned to one core; "
-        f"voxproxy's measurement core: {build}"
+    table = benchkit.figures_table(
+        "voxproxy overhead: Twilio-format real-time calls, relay pinned to one core; "
+        f"voxproxy's measurement core: {build}",
+        (
+            "calls",
+            "path",
+            "p50 one-way",
+            "p99 one-way",
+            "p50 added",
+            "p99 added",
+            "CPU/msg",
+            "CPU/msg range",
+            "CPU/call-s",
+            "calls/core",
+            "errors",
+            "shed",
+        ),
     )
-    for col in (
-        "calls",
-        "path",
-        "p50 one-way",
-        "p99 one-way",
-        "p50 added",
-        "p99 added",
-        "CPU/msg",
-        "CPU/msg range",
-        "CPU/call-s",
-        "calls/core",
-        "errors",
-        "shed",
-    ):
-        table.add_column(col, justify="right")
     for calls in levels:
         paths = [p for p in PATHS if p in args.paths.split(",")]
         # Rounds interleave the paths (direct, bare, ..., then again), so that a drift of

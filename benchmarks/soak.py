@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # support.*: the helpers tests and benchmarks share
 
+import benchkit  # noqa: E402
 import record  # noqa: E402
 from support.scripted import BargePlan, CallPlan, ScriptedCall, TurnPlan, render  # noqa: E402
 
@@ -361,11 +362,11 @@ def main() -> None:
     short = core_short(args.short_calls)
 
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="soak: memory and leaks")
-    for col in ("phase", "length", "RSS start", "RSS end", "RSS slope", "fd leak", "task leak"):
-        table.add_column(col, justify="right")
+    table = benchkit.figures_table(
+        "soak: memory and leaks",
+        ("phase", "length", "RSS start", "RSS end", "RSS slope", "fd leak", "task leak"),
+    )
     table.add_row(
         "core, one long call",
         f"{long_['audio_minutes']} min audio, {long_['turns']} turns",
