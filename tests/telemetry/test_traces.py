@@ -46,11 +46,9 @@ from voxproxy.proxy.websocket import Proxy, ProxyConfig
 from voxproxy.receipts.policy import load_policy
 from voxproxy.receipts.verdict import judged
 from voxproxy.telemetry import (
-    NULL_TELEMETRY,
     CallTimes,
     TelemetryConfig,
     make_telemetry,
-    otlp_requested,
 )
 from voxproxy.telemetry import attributes as A
 from voxproxy.telemetry.otel import OtelTelemetry
@@ -465,22 +463,6 @@ async def test_spans_go_over_otlp_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # -- configuration --------------------------------------------------------------------------
-
-
-def test_telemetry_is_off_by_default_and_when_the_sdk_is_disabled(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", raising=False)
-    assert make_telemetry(TelemetryConfig()) is NULL_TELEMETRY
-    assert not otlp_requested()
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
-    assert otlp_requested()
-    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
-    assert make_telemetry(TelemetryConfig(otlp=True, metrics_listen=("127.0.0.1", 0))) is (
-        NULL_TELEMETRY
-    )
 
 
 def test_unstable_gen_ai_names_follow_otel_semconv_stability_opt_in(
