@@ -43,21 +43,25 @@ _RECEIPTS = textwrap.dedent(
 )
 
 
+def _python(
+    args: list[str], cwd: Path, env: dict[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """A child of this interpreter on ``args``, its output captured as text (its exit
+    status left to the caller)."""
+    cmd = [sys.executable, *args]
+    return subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+
+
 def _run(pure: bool) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
     if pure:
         env[native.PURE_ENV] = "1"
     # support.scripted: the tests' helpers (the package ships without them)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests"), env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, "-c", _RECEIPTS],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
+    proc = _python(["-c", _RECEIPTS], ROOT, env, timeout_s=300)
+    proc.check_returncode()
     result: dict[str, object] = json.loads(proc.stdout)
     return result
 
@@ -182,15 +186,7 @@ def test_a_build_from_another_checkout_leaves_this_ones_compiled_modules_alone(
     script.write_text((ROOT / "tools" / "build_native.py").read_text())
     here = native.compiled_files()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # voxproxy imports from this checkout
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _python([str(script)], tmp_path, env, timeout_s=120)
     assert done.returncode == 1, done.stderr
     assert f"imported from {ROOT / 'voxproxy'}" in done.stderr
     assert str(other / "voxproxy") in done.stderr
