@@ -17,16 +17,7 @@ from websockets.protocol import Protocol, Side, State
 from websockets.streams import StreamReader
 from websockets.utils import apply_mask
 
-from voxproxy.transports.websocket import RelayConfig
-from voxproxy.transports.websocket.frames import (
-    Cut,
-    Failure,
-    FrameCutter,
-    Handover,
-    MaskKeys,
-    Splice,
-    masked_anew,
-)
+from voxproxy.transports.websocket import RelayConfig, frames
 
 CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 SIZES = (0, 1, 2, 125, 126, 127, 128, 65535, 65536, 70000)  # every length encoding's edges
@@ -167,24 +158,24 @@ def code(protocol: Protocol) -> int | None:
     return None if protocol.close_sent is None else int(protocol.close_sent.code)
 
 
-def cut_all(cutter: FrameCutter, reads: list[bytes]) -> list[Cut]:
+def cut_all(cutter: frames.FrameCutter, reads: list[bytes]) -> list[frames.Cut]:
     """The cuts of ``reads`` fed in turn, up to a failure (the relay feeds no more)."""
-    cuts: list[Cut] = []
+    cuts: list[frames.Cut] = []
     for piece in reads:
         cuts += cutter.feed(piece)
-        if cuts and isinstance(cuts[-1], Failure):
+        if cuts and isinstance(cuts[-1], frames.Failure):
             break
     return cuts
 
 
-def replay(cuts: list[Cut], masked: bool, max_size: int | None) -> Protocol:
+def replay(cuts: list[frames.Cut], masked: bool, max_size: int | None) -> Protocol:
     """A protocol that sees what the relay gives it: every frame until it stops
     reading frames (the spliced ones too: for them it keeps no state), and a failure."""
     protocol = oracle(masked, max_size)
     for cut in cuts:
         if protocol.state is not State.OPEN:
             break
-        if isinstance(cut, Failure):
+        if isinstance(cut, frames.Failure):
             protocol.fail(cut.code, cut.reason)
         else:
             protocol.receive_data(cut.data)
@@ -203,21 +194,21 @@ def test_every_frame_is_cut_as_websockets_parses_it(
     specs_ = stream.draw(valid_streams(masked))
     laid = [s.lay()[0] for s in specs_]
     wire = b"".join(laid)
-    cutter = FrameCutter(masked=masked, max_size=None)
+    cutter = frames.FrameCutter(masked=masked, max_size=None)
     cuts = cut_all(cutter, read_cuts(wire, sizes))
     assert cutter.pending == b""
     assert [c.data for c in cuts] == laid  # one cut a frame, each the bytes that came
     expected = oracle(masked, None)
     expected.receive_data(wire)
-    frames = received(expected)
-    assert len(frames) == len(cuts)
+    parsed = received(expected)
+    assert len(parsed) == len(cuts)
     in_message = False
-    for cut, (opcode, payload, fin), spec in zip(cuts, frames, specs_, strict=True):
+    for cut, (opcode, payload, fin), spec in zip(cuts, parsed, specs_, strict=True):
         parsed = parse_one(cut.data, masked)
         assert (parsed.opcode, bytes(parsed.data), parsed.fin) == (opcode, payload, fin)
         spliceable = opcode in (Opcode.TEXT, Opcode.BINARY) and fin and not in_message
         if spliceable:
-            assert isinstance(cut, Splice)
+            assert isinstance(cut, frames.Splice)
             assert cut.text == (opcode is Opcode.TEXT)
             body = cut.data[cut.head :]
             if masked:
@@ -225,7 +216,7 @@ def test_every_frame_is_cut_as_websockets_parses_it(
             assert body == payload
             assert cut.head == spec.lay()[1]
         else:
-            assert isinstance(cut, Handover)
+            assert isinstance(cut, frames.Handover)
         if opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
             in_message = not fin
     assert cutter.in_message == in_message
@@ -240,7 +231,7 @@ def test_every_byte_comes_out_once_whatever_the_reads(
     pending are the bytes fed, in order."""
     wire = b"".join(s.lay()[0] for s in stream.draw(valid_streams(masked)))
     upto = stream.draw(st.integers(0, len(wire)))
-    cutter = FrameCutter(masked=masked, max_size=None)
+    cutter = frames.FrameCutter(masked=masked, max_size=None)
     cuts = cut_all(cutter, read_cuts(wire[:upto], sizes))
     assert b"".join(c.data for c in cuts) + cutter.pending == wire[:upto]
 
@@ -262,12 +253,12 @@ def test_the_size_limit_as_websockets_applies_it(
     wire = b"".join(s.lay()[0] for s in specs_)
     expected = oracle(masked, limit)
     expected.receive_data(wire)
-    cutter = FrameCutter(masked=masked, max_size=limit)
+    cutter = frames.FrameCutter(masked=masked, max_size=limit)
     cuts = cut_all(cutter, read_cuts(wire, sizes))
     got = replay(cuts, masked, limit)
     assert received(got) == received(expected)
     assert code(got) == code(expected)
-    failures = [c for c in cuts if isinstance(c, Failure)]
+    failures = [c for c in cuts if isinstance(c, frames.Failure)]
     if expected.close_sent is None:
         assert not failures
         return
@@ -276,8 +267,8 @@ def test_the_size_limit_as_websockets_applies_it(
     at = len(b"".join(c.data for c in cuts[:-1]))
     spec = next(s for s, pos in _offsets(specs_) if pos == at)
     header = wire[: at + spec.lay()[1]]
-    again = cut_all(FrameCutter(masked=masked, max_size=limit), read_cuts(header, sizes))
-    assert isinstance(again[-1], Failure) and again[-1].code == 1009
+    again = cut_all(frames.FrameCutter(masked=masked, max_size=limit), read_cuts(header, sizes))
+    assert isinstance(again[-1], frames.Failure) and again[-1].code == 1009
 
 
 @st.composite
@@ -318,22 +309,22 @@ def test_a_broken_stream_fails_as_websockets_fails_it_at_the_header(
     wire = b"".join(s.lay()[0] for s in specs_)
     expected = oracle(masked, limit)
     expected.receive_data(wire)
-    cuts = cut_all(FrameCutter(masked=masked, max_size=limit), read_cuts(wire, sizes))
+    cuts = cut_all(frames.FrameCutter(masked=masked, max_size=limit), read_cuts(wire, sizes))
     got = replay(cuts, masked, limit)
-    frames = received(expected)
-    assert received(got) == frames
+    parsed = received(expected)
+    assert received(got) == parsed
     assert code(got) == code(expected)
     if expected.parser_exc is None:
         return  # no fault, or a close frame received (and echoed)
-    failing, at = _offsets(specs_)[len(frames)]
+    failing, at = _offsets(specs_)[len(parsed)]
     if failing.opcode == CLOSE:
         return  # a close frame's payload is the protocol's to judge
     # Any other fault is in the header: the cutter failed there, and needs no more.
-    assert isinstance(cuts[-1], Failure)
+    assert isinstance(cuts[-1], frames.Failure)
     assert len(b"".join(c.data for c in cuts[:-1])) == at
     header = wire[: at + failing.lay()[1]]
-    again = cut_all(FrameCutter(masked=masked, max_size=limit), read_cuts(header, sizes))
-    assert isinstance(again[-1], Failure) and again[-1].code == code(expected)
+    again = cut_all(frames.FrameCutter(masked=masked, max_size=limit), read_cuts(header, sizes))
+    assert isinstance(again[-1], frames.Failure) and again[-1].code == code(expected)
 
 
 def _offsets(specs_: list[Spec]) -> list[tuple[Spec, int]]:
@@ -346,26 +337,26 @@ def _offsets(specs_: list[Spec]) -> list[tuple[Spec, int]]:
 
 def test_a_read_that_is_one_frame_is_cut_without_a_copy() -> None:
     wire, _ = Spec(BINARY, 300, seed=1).lay()
-    (cut,) = FrameCutter(masked=True, max_size=None).feed(wire)
-    assert isinstance(cut, Splice) and cut.data is wire
+    (cut,) = frames.FrameCutter(masked=True, max_size=None).feed(wire)
+    assert isinstance(cut, frames.Splice) and cut.data is wire
 
 
 def test_the_cutters_limits_are_the_relays_config() -> None:
     config = RelayConfig("ws://127.0.0.1:9/", max_message_bytes=100)
     caller, _ = Spec(TEXT, 101).lay()
     agent, _ = Spec(TEXT, 100, masked=False).lay()
-    (failed,) = FrameCutter.for_leg(config, from_client=True).feed(caller)
-    assert isinstance(failed, Failure) and failed.code == 1009
-    (whole,) = FrameCutter.for_leg(config, from_client=False).feed(agent)
-    assert isinstance(whole, Splice)
+    (failed,) = frames.FrameCutter.for_leg(config, from_client=True).feed(caller)
+    assert isinstance(failed, frames.Failure) and failed.code == 1009
+    (whole,) = frames.FrameCutter.for_leg(config, from_client=False).feed(agent)
+    assert isinstance(whole, frames.Splice)
 
 
 def test_after_a_failure_every_feed_fails() -> None:
-    cutter = FrameCutter(masked=True, max_size=10)
+    cutter = frames.FrameCutter(masked=True, max_size=10)
     head = Spec(BINARY, 11).lay()[0][:6]
-    assert [type(c) for c in cutter.feed(head)] == [Failure]
+    assert [type(c) for c in cutter.feed(head)] == [frames.Failure]
     (again,) = cutter.feed(b"more")
-    assert isinstance(again, Failure) and again.data == b"more" and again.code == 1009
+    assert isinstance(again, frames.Failure) and again.data == b"more" and again.code == 1009
 
 
 @given(
@@ -377,9 +368,9 @@ def test_a_client_frame_masked_anew_is_the_same_frame_under_the_new_key(
     spec: Spec, key: bytes
 ) -> None:
     wire, head = spec.lay()
-    (cut,) = FrameCutter(masked=True, max_size=None).feed(wire)
-    assert isinstance(cut, Splice)
-    out, payload = masked_anew(cut, key)
+    (cut,) = frames.FrameCutter(masked=True, max_size=None).feed(wire)
+    assert isinstance(cut, frames.Splice)
+    out, payload = frames.masked_anew(cut, key)
     assert len(out) == len(wire)
     assert out[: head - 4] == wire[: head - 4]  # the header as it came
     assert out[head - 4 : head] == key
@@ -395,11 +386,11 @@ def test_mask_keys_are_drawn_a_block_at_a_time_and_forgotten_on_demand() -> None
         draws.append(n)
         return random.Random(len(draws)).randbytes(n)
 
-    keys = MaskKeys(source)
-    taken = [keys.take() for _ in range(MaskKeys.BLOCK // 4 + 1)]
-    assert draws == [MaskKeys.BLOCK, MaskKeys.BLOCK]
+    keys = frames.MaskKeys(source)
+    taken = [keys.take() for _ in range(frames.MaskKeys.BLOCK // 4 + 1)]
+    assert draws == [frames.MaskKeys.BLOCK, frames.MaskKeys.BLOCK]
     assert all(len(k) == 4 for k in taken)
-    assert b"".join(taken[:-1]) == random.Random(1).randbytes(MaskKeys.BLOCK)
+    assert b"".join(taken[:-1]) == random.Random(1).randbytes(frames.MaskKeys.BLOCK)
     keys.forget()
     keys.take()
     assert len(draws) == 3
