@@ -14,6 +14,7 @@ from typing import Any
 
 from voxproxy.commands._inputs import DEFAULT_RECEIPTS
 from voxproxy.commands.parsing import (
+    EnvGroup,
     EnvParser,
     add_transport_arguments,
     byte_size,
@@ -145,11 +146,10 @@ def add_parser(sub: Any) -> None:
         "one /metrics and one event API; --max-calls is each worker's. Default: one per CPU "
         "this process may run on (websocket), 1 (webrtc); 1 serves in this process",
     )
-    g.limits.add_env_argument(
+    _ms(
+        g.limits,
         "--max-loop-lag-ms",
-        metavar="MS",
-        type=non_negative_float,
-        default=100.0,
+        100.0,
         help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop runs "
         "this many ms late (the median of its readings over the last second, of three at "
         "least) while its own thread does the work (half a core or more: a loop kept waiting "
@@ -157,70 +157,65 @@ def add_parser(sub: Any) -> None:
         "or more than 300 ms behind: the calls it has stay transparent (0: no such refusal; "
         "both transports; default 100)",
     )
-    g.limits.add_env_argument(
+    _seconds(
+        g.limits,
         "--idle-timeout",
-        metavar="S",
-        type=non_negative_float,
-        default=DEFAULT_IDLE_TIMEOUT_S,
+        DEFAULT_IDLE_TIMEOUT_S,
         help="close a call (1001, receipt idle_timeout) after this many seconds without media "
         "either way; pings, pongs and unfinished frames do not count (0: never)",
     )
-    g.limits.add_env_argument(
+    _seconds(
+        g.limits,
         "--stall-timeout",
-        metavar="S",
-        type=non_negative_float,
-        default=30.0,
+        30.0,
         help="drop a peer that reads nothing for this many seconds while the proxy has data "
         "for it, as if it had vanished (0: never)",
     )
-    g.limits.add_env_argument(
+    _seconds(
+        g.limits,
         "--handshake-timeout",
-        metavar="S",
-        type=non_negative_float,
-        default=10.0,
+        10.0,
         help="seconds to wait for the agent's handshake before answering the caller 504; also "
         "how long a caller's handshake request, and the headers of any request to the HTTP "
         "listeners (WHIP, event API, /metrics), may take to arrive",
     )
-    g.limits.add_env_argument(
+    _seconds(
+        g.limits,
         "--drain-timeout",
-        metavar="S",
-        type=non_negative_float,
-        default=10.0,
+        10.0,
         help="on SIGTERM, seconds to let calls finish before closing them with 1001",
     )
-    g.measure.add_env_argument(
+    _ms(
+        g.measure,
         "--downstream-offset-ms",
-        metavar="MS",
-        type=float,
-        default=0.0,
+        0.0,
         help="constant added to agent playout times for what the proxy cannot see "
         "(jitter buffer, handset; webrtc: the caller's playout floor, docs/measurement.md)",
+        signed=True,
     )
-    g.measure.add_env_argument(
+    _ms(
+        g.measure,
         "--max-uncertainty-ms",
-        metavar="MS",
-        type=non_negative_float,
-        default=50.0,
+        50.0,
         help="withhold a figure (null, reason clock_lag, caller_noise, agent_noise, "
         "caller_edge_ambiguous, agent_edge_ambiguous or downstream_jitter) whose "
         "uncertainty exceeds this: the detector's own 10 ms plus how late the proxy's clock "
         "readings ran near its edges (a busy CPU) plus what noise may hide of them (webrtc: "
         "plus what the caller's jitter buffer may add past --downstream-offset-ms); default 50",
     )
-    g.measure.add_env_argument(
+    _ms(
+        g.measure,
         "--response-timeout-ms",
-        metavar="MS",
-        type=float,
-        default=8000.0,
+        8000.0,
         help="no agent onset by then: no response",
+        signed=True,
     )
-    g.measure.add_env_argument(
+    _ms(
+        g.measure,
         "--barge-in-window-ms",
-        metavar="MS",
-        type=float,
-        default=2000.0,
+        2000.0,
         help="agent audio that ends within this window after a barge-in counts as stopped",
+        signed=True,
     )
     g.measure.add_env_argument(
         "--vad-mode", type=int, choices=[0, 1, 2, 3], default=3, help="webrtcvad mode"
@@ -244,6 +239,17 @@ def add_parser(sub: Any) -> None:
     _add_observability(g)
     _add_captures(g)
     p.set_defaults(func=_cmd_proxy)
+
+
+def _seconds(group: EnvGroup, flag: str, default: float, help: str) -> None:
+    """A duration in seconds, 0 or more."""
+    group.add_env_argument(flag, metavar="S", type=non_negative_float, default=default, help=help)
+
+
+def _ms(group: EnvGroup, flag: str, default: float, help: str, *, signed: bool = False) -> None:
+    """A time in milliseconds: 0 or more, or any (``signed``: an offset either way)."""
+    kind = float if signed else non_negative_float
+    group.add_env_argument(flag, metavar="MS", type=kind, default=default, help=help)
 
 
 class _Groups:
@@ -309,11 +315,10 @@ def _add_webrtc(g: _Groups) -> None:
         default=None,
         help="webrtc: comma-separated STUN/TURN URLs (default: none; nothing is contacted)",
     )
-    g.webrtc.add_env_argument(
+    _seconds(
+        g.webrtc,
         "--ice-timeout",
-        metavar="S",
-        type=non_negative_float,
-        default=15.0,
+        15.0,
         help="webrtc: seconds for both legs' media to connect after the answer",
     )
     g.webrtc.add_env_argument(
