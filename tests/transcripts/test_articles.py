@@ -27,11 +27,6 @@ from voxproxy.transcripts import Scoring, Tally
 from voxproxy.transcripts.scorecard import scorecard
 
 
-@pytest.fixture(scope="module")
-def scoring() -> Scoring:
-    return Scoring.load()
-
-
 def test_same_wer_opposite_decision(scoring: Scoring) -> None:
     a = scoring.score(SAID, A)
     b = scoring.score(SAID, B)

@@ -35,11 +35,6 @@ def write(path: Path, data: Any) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def scoring() -> Scoring:
-    return Scoring.load()
-
-
 def test_right_words_right_speakers(tmp_path: Path, scoring: Scoring) -> None:
     ref = read_transcript(write(tmp_path / "ref.json", REF))
     hyp_segments = [

@@ -21,11 +21,6 @@ def norm() -> Normalizer:
     return Normalizer(load_normalization())
 
 
-@pytest.fixture(scope="module")
-def scoring() -> Scoring:
-    return Scoring.load()
-
-
 @pytest.mark.parametrize(
     ("text", "language", "tokens"),
     [
