@@ -195,7 +195,8 @@ def compare_call(
         elif turn is not None and turn.ttfs_ms is not None:
             out.unmatched.append(turn.ttfs_ms)  # a response the agent never gave
         if truth.barge_in and truth.stop_latency_ns is not None:
-            f = _stop_figure(truth, turn, deaf)
+            over_turn = _answer_under(receipt, rel(truth.caller_onset_ns))
+            f = _stop_figure(truth, turn, deaf, over_turn)
             what = f"{where} over {talked_over}"
             out.figures.append(replace(f, moved_ms=moved_on, what=what))
     for t in receipt.turns:
@@ -230,7 +231,20 @@ def _ttfs_figure(
     return Figure("ttfs", status, None, unc, reason, first)
 
 
-def _stop_figure(truth: TurnTruth, turn: TurnRecord | None, deaf: str | None) -> Figure:
+def _answer_under(receipt: Receipt, onset_ms: float) -> TurnRecord | None:
+    """The receipt's turn whose agent audio was playing at ``onset_ms`` (a barge-in's
+    onset), if any."""
+    for t in receipt.turns:
+        start, end = t.agent_onset_ms, t.agent_offset_ms
+        if start is not None and start <= onset_ms <= (end if end is not None else start):
+            return t
+    return None
+
+
+def _stop_figure(
+    truth: TurnTruth, turn: TurnRecord | None, deaf: str | None, over: TurnRecord | None = None
+) -> Figure:
+    """``over``: the receipt's turn whose answer the caller talked over, if found."""
     assert truth.stop_latency_ns is not None
     b = turn.barge_in if turn is not None else None
     if b is not None and b.stop_latency_ms is not None:
@@ -242,6 +256,10 @@ def _stop_figure(truth: TurnTruth, turn: TurnRecord | None, deaf: str | None) ->
         # The receipt says a bed near the caller's level could have hidden their speech
         # around that turn: a barge-in it did not hear is withheld with that reason.
         return Figure("stop", "unknown", reason="caller_noise (no barge-in heard)")
+    if b is None and over is not None and over.barge_in_unheard is not None:
+        # The answer talked over says a bed near the caller's level stood under it: a
+        # barge-in there could go unheard (withheld with that reason, not missed).
+        return Figure("stop", "unknown", reason=f"{over.barge_in_unheard} (barge-in unheard)")
     if b is None:
         return Figure("stop", "missed", reason="no barge-in")
     withheld = b.outcome == "unknown" or b.reason in WITHHELD

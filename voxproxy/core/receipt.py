@@ -137,6 +137,13 @@ class TurnRecord(_Model):
     talk_over_ms: float | None = None
     reprompt_ms: float | None = None
     barge_in: BargeInRecord | None = None
+    barge_in_unheard: Literal["caller_noise"] | None = Field(
+        default=None,
+        description="Why a barge-in on this turn's answer could have gone unheard, when "
+        "none was heard: caller_noise (a bed within 8 dB of the caller's level stood under "
+        "part of the answer; a caller could have talked over it unheard). Null: any "
+        "barge-in would have been heard.",
+    )
     flushes: int = 0
     yielded_without_caller_speech: int = 0
     stages: TurnStages | None = None

@@ -249,6 +249,11 @@ def check_interruption(receipt: Receipt, policy: Policy) -> GateResult:
     failed: list[str] = []
     lacking: list[str] = []
     for t in receipt.turns:
+        if t.barge_in_unheard is not None:
+            lacking.append(
+                f"turn {t.index}: a bed near the caller's level stood under the agent's "
+                f"answer ({t.barge_in_unheard}): an interruption would not have been heard"
+            )
         b = t.barge_in
         if b is None:
             continue

@@ -4,6 +4,7 @@ publishing confident wrong numbers."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import random
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.groundtruth import measure
-from support.scripted import CallPlan, TurnPlan, render
+from support.scripted import BargePlan, CallPlan, TurnPlan, render
 
 from voxproxy.clips import load_clips, load_corpus
 from voxproxy.core.analysis.vad import MASKING_TABLE, masked_ms
@@ -219,6 +220,51 @@ def test_at_0_db_snr_every_turn_says_why_it_has_no_figure(kind: str) -> None:
         call = render(_plan(seed, caller_bed=bed, caller_bed_dbfs=-41.0))
         receipt = measure(call, "raw")
         assert [t.kind for t in receipt.turns] == ["response"] * 3, receipt.turns
+
+
+def _barged_plan(seed: int, **kw: object) -> CallPlan:
+    """Three turns, the caller barging in on the first two answers (the agent flushes)."""
+    plan = _plan(seed, **kw)
+    barges = (BargePlan(600.0, 150.0, "flush"), BargePlan(500.0, 150.0, "flush"), None)
+    turns = tuple(dataclasses.replace(t, barge=b) for t, b in zip(plan.turns, barges, strict=True))
+    return dataclasses.replace(plan, turns=turns)
+
+
+@pytest.mark.parametrize("kind", ["white", "pink"])
+def test_at_0_db_snr_a_barge_in_not_heard_is_said_to_be_unknown(kind: str) -> None:
+    # Issue 36: at 0 dB a caller talking over an answer is as unheard as their question.
+    # Before, an answer with no barge-in heard said nothing, so the interruption gate
+    # passed ("no barge-in to judge") and the accuracy benchmark counted 8-10 stops of 45
+    # as missed without a reason. Now such an answer says a barge-in could have gone
+    # unheard (caller_noise), and the gate lacks evidence instead of passing.
+    from support.noise import noise_bed
+
+    unheard = 0
+    for seed in range(3):
+        bed = np.round(noise_bed(kind, 16000 * 10, 16000, seed=seed) * 3000).astype(np.int16)
+        call = render(_barged_plan(seed, caller_bed=bed, caller_bed_dbfs=-21.0))
+        receipt = measure(call, "raw")
+        turns = receipt.turns
+        assert any(t.agent_onset_ms is not None for t in turns), turns
+        for k, t in enumerate(turns):
+            if t.agent_onset_ms is None:
+                continue
+            # A barge-in on this answer is the next turn's.
+            heard = k + 1 < len(turns) and turns[k + 1].barge_in is not None
+            assert heard or t.barge_in_unheard == "caller_noise", (seed, t)
+            assert not (heard and t.barge_in_unheard), (seed, t)
+        unheard += sum(t.barge_in_unheard is not None for t in turns)
+        gate = check("interruption", receipt, load_policy(None))
+        assert gate.verdict == "insufficient_evidence", (seed, gate)
+    assert unheard >= 3
+    # 20 dB under the caller, the same beds hide no barge-in: each is heard and none said
+    # unknown.
+    for seed in range(2):
+        bed = np.round(noise_bed(kind, 16000 * 10, 16000, seed=seed) * 3000).astype(np.int16)
+        call = render(_barged_plan(seed, caller_bed=bed, caller_bed_dbfs=-41.0))
+        receipt = measure(call, "raw")
+        assert [t.barge_in_unheard for t in receipt.turns] == [None] * 3, receipt.turns
+        assert [t.barge_in is not None for t in receipt.turns] == [False, True, True]
 
 
 @pytest.mark.slow

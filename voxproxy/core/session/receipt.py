@@ -15,6 +15,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from voxproxy.core.effects import EffectSummary, ToolCall, derive
 from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, StageMark, ToolEvent
@@ -108,7 +109,12 @@ def build_receipt(
         return found
 
     tool_turns = [turn_of(c.started_ns) for c in effects.calls]
-    records = [_turn_record(s, t, rel, sum(1 for i in tool_turns if i == t.index)) for t in turns]
+    # A barge-in is the next turn's: its caller talked over this turn's answer.
+    barged = [k + 1 < len(turns) and turns[k + 1].barge_in is not None for k in range(len(turns))]
+    records = [
+        _turn_record(s, t, rel, sum(1 for i in tool_turns if i == t.index), talked_over)
+        for t, talked_over in zip(turns, barged, strict=True)
+    ]
     looks_like = s.wire_looks_like
     anomalies = (
         s.anomalies if looks_like is None else s.anomalies + Counter({"dialect_mismatch": 1})
@@ -237,7 +243,11 @@ def _tool_record(
 
 
 def _turn_record(
-    s: ReceiptInputs, t: Turn, rel: Callable[[int | None], float | None], tool_calls: int
+    s: ReceiptInputs,
+    t: Turn,
+    rel: Callable[[int | None], float | None],
+    tool_calls: int,
+    talked_over: bool,
 ) -> TurnRecord:
     """One turn's record: its edges, time to first sound, talk-over and reprompt, each
     withheld with its reason where the evidence does not carry it."""
@@ -265,6 +275,12 @@ def _turn_record(
         after_ns=int(cfg.turns.response_timeout_ms * NS_PER_MS),
     ):
         reason = "measurement_shed"  # the answer may have come in what was shed
+    # No barge-in heard over an answer (``talked_over``: the next turn's caller barged in
+    # on it) that a bed near the caller's level covered in part: the caller could have
+    # talked over it unheard (SNR near 0 dB), so none heard is no evidence that none came.
+    unheard: Literal["caller_noise"] | None = None
+    if not talked_over and ev.masked_over(CALLER_TO_AGENT, t.agent_onset_ns, t.agent_offset_ns):
+        unheard = "caller_noise"
     reprompt_ns = t.reprompt_ns
     if t.kind is TurnKind.AGENT_INITIATED and not ev.quiet_at(CALLER_TO_AGENT, t.agent_onset_ns):
         # "No caller speech since" cannot be told when the caller never went quiet.
@@ -292,6 +308,7 @@ def _turn_record(
         talk_over_ms=_ms(talk_over_ns),
         reprompt_ms=_ms(reprompt_ns),
         barge_in=barge,
+        barge_in_unheard=unheard,
         flushes=len(t.flushes),
         yielded_without_caller_speech=t.yielded_without_caller_speech,
         stages=turn_stages(s.stages, t, rel),
