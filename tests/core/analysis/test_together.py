@@ -5,9 +5,10 @@ windows or frames differ are advanced alone. On a committed clip, at fixed times
 from __future__ import annotations
 
 import numpy as np
+from support.vadpair import advance_pair, finished_spurts
 
 from voxproxy.clips import clip
-from voxproxy.core.analysis.together import advance_together, prepare_together
+from voxproxy.core.analysis.together import prepare_together
 from voxproxy.core.analysis.vad import SpeechDetector
 
 NS_PER_S = 1_000_000_000
@@ -30,14 +31,8 @@ def _run(rates: tuple[int, int], together: bool) -> list[list[object]]:
             if a < b:
                 det.push(x[a:b], a * NS_PER_S // r)
         now = (t_ms + 100) * 1_000_000
-        if together:
-            advance_together(dets[0], now, dets[1], now + 3_000_000)
-        else:
-            dets[0].advance(now)
-            dets[1].advance(now + 3_000_000)
-    for det in dets:
-        det.finish((longest_ms + 1000) * 1_000_000)
-    return [list(det.spurts) for det in dets]
+        advance_pair(dets, now, now + 3_000_000, together)
+    return finished_spurts(dets, (longest_ms + 1000) * 1_000_000)
 
 
 def test_two_directions_advanced_together_find_what_each_finds_alone() -> None:

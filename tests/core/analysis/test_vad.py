@@ -15,9 +15,9 @@ import random
 
 import numpy as np
 import pytest
+from support.vadpair import advance_pair, finished_spurts
 
 from voxproxy.clips import Clip, load_clips, load_corpus
-from voxproxy.core.analysis.together import advance_together
 from voxproxy.core.analysis.truth import speech_edges, truth_threshold_dbfs
 from voxproxy.core.analysis.vad import SpeechDetector, Spurt, VadConfig
 from voxproxy.core.audio.levels import active_speech_level
@@ -368,14 +368,8 @@ def _drive(
         if paused:
             pos = [max(p, t_ms * r // 1000) for p, r in zip(pos, rates, strict=True)]
         now = t_ms * 1_000_000
-        if together:
-            advance_together(dets[0], now, dets[1], now + 7_000_000)
-        else:
-            dets[0].advance(now)
-            dets[1].advance(now + 7_000_000)
-    for det in dets:
-        det.finish(t_ms * 1_000_000 + 1_000_000_000)
-    return [list(det.spurts) for det in dets]
+        advance_pair(dets, now, now + 7_000_000, together)
+    return finished_spurts(dets, t_ms * 1_000_000 + 1_000_000_000)
 
 
 @pytest.mark.parametrize("seed", range(4))
