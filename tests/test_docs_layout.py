@@ -285,8 +285,6 @@ NOT_YET: tuple[str, ...] = (
     "core/dialects/channels.py",
     "core/dialects/twilio_decoder.py",
     "core/session/receipt.py",
-    "core/session/stages.py",
-    "fdwatch.py",
     "loadgen/record.py",
     "mockagent/base.py",
     "mockagent/realtime.py",
