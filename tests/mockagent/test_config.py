@@ -1,13 +1,17 @@
-"""The mock agent's configuration: its defaults and what it refuses."""
+"""The mock agent's configuration: its defaults, what it refuses, and the switch of each
+task fault."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 
 import pytest
 
 from voxproxy.core.errors import ConfigError
 from voxproxy.mockagent import MockAgent, MockAgentConfig, default_responses
+from voxproxy.mockagent.config import fault_switch
+from voxproxy.simcall.script import TASK_FAULTS
 
 
 def test_config_validation_and_defaults() -> None:
@@ -40,3 +44,19 @@ def test_config_validation_and_defaults() -> None:
     for make in bad:
         with pytest.raises(ConfigError):
             make()
+
+
+def test_each_task_fault_turns_on_its_own_switch_and_no_other() -> None:
+    plain = MockAgentConfig()
+    for fault in TASK_FAULTS:
+        faulty = plain.with_faults([fault])
+        changed = [
+            f.name for f in fields(plain) if getattr(plain, f.name) != getattr(faulty, f.name)
+        ]
+        assert changed == [fault_switch(fault)], fault
+    everything = plain.with_faults(TASK_FAULTS)
+    assert all(getattr(everything, fault_switch(f)) is True for f in TASK_FAULTS)
+    assert (fault_switch("noise_is_speech"), fault_switch("no_cancel")) == (
+        "noise_is_speech",
+        "fault_no_cancel",
+    )

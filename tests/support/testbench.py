@@ -24,6 +24,7 @@ from voxproxy.loadgen.scenario import Scenario, load_scenario
 from voxproxy.mockagent import MockAgentConfig
 from voxproxy.receipts.policy import Policy, load_policy
 from voxproxy.simcall.log import TaskLog
+from voxproxy.simcall.script import TASK_FAULTS
 
 AGENT = MockAgentConfig(
     dialect="raw",
@@ -37,15 +38,7 @@ AGENT = MockAgentConfig(
 """The correct agent: answers 600 ms after each turn (a 2.2 s utterance), stops 60 ms after
 its VAD hears a barge-in, gives a tool 6 s before it counts as timed out."""
 
-FAULTY = replace(
-    AGENT,
-    noise_is_speech=True,
-    fault_stale_args=True,
-    fault_no_cancel=True,
-    fault_unchecked_result=True,
-    fault_unsafe_retry=True,
-    fault_confirm_before_result=True,
-)
+FAULTY = AGENT.with_faults(TASK_FAULTS)
 """The same agent with every task fault switched on (each fires only when its case comes up)."""
 
 AGENTS: dict[str, MockAgentConfig] = {"correct": AGENT, "faulty": FAULTY}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from voxproxy.core.audio.resample import resample_linear
 from voxproxy.core.dialects.openai_realtime import parse_format
 from voxproxy.core.errors import ConfigError, FixtureError
 from voxproxy.core.events import Pcm
-from voxproxy.simcall.script import TaskScript
+from voxproxy.simcall.script import TaskFault, TaskScript
 
 Dialect = Literal["raw", "twilio", "openai-realtime"]
 SendMode = Literal["paced", "burst"]
@@ -162,6 +162,17 @@ class MockAgentConfig:
     def response_names(self) -> tuple[str, ...]:
         assert self.responses is not None  # set in __post_init__
         return tuple(self.responses)
+
+    def with_faults(self, faults: Iterable[TaskFault]) -> MockAgentConfig:
+        """This agent with each of ``faults`` switched on (:func:`fault_switch`)."""
+        switches: dict[str, Any] = {fault_switch(fault): True for fault in faults}
+        return replace(self, **switches)  # (a name that is no field: TypeError)
+
+
+def fault_switch(fault: TaskFault) -> str:
+    """The :class:`MockAgentConfig` field that turns a task fault on: ``fault_<name>``, and
+    ``noise_is_speech`` for the fault of that name (the switch is older than the others)."""
+    return fault if fault == "noise_is_speech" else f"fault_{fault}"
 
 
 @dataclass(frozen=True, slots=True)
