@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from support.child import clean_env, cli_command
+from support.envvars import export
 from support.flowkit import flow_receipts
 
 from voxproxy.cli import (
@@ -186,9 +187,12 @@ def test_the_exports_of_the_issue_leave_other_subcommands_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A container's proxy settings, exported: before, they broke these three.
-    monkeypatch.setenv("VOXPROXY_POLICY", "latency-only")
-    monkeypatch.setenv("VOXPROXY_DIALECT", "auto")
-    monkeypatch.setenv("VOXPROXY_LISTEN", "0.0.0.0:8765")
+    export(
+        monkeypatch,
+        VOXPROXY_POLICY="latency-only",
+        VOXPROXY_DIALECT="auto",
+        VOXPROXY_LISTEN="0.0.0.0:8765",
+    )
     parser = build_parser()
     assert parser.parse_args(["transcripts", "score", "r.json"]).policy is None
     assert parser.parse_args(["mock-agent"]).listen == ("127.0.0.1", 8766)

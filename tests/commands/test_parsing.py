@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from support.envvars import export
 
 from voxproxy.commands.parsing import (
     EnvParser,
@@ -134,9 +135,7 @@ def test_help_says_each_default_once_and_names_the_variables() -> None:
 def test_a_flag_reads_its_variable_and_the_command_line_wins(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("VOXPROXY_TOOL_COUNT", "9")
-    monkeypatch.setenv("VOXPROXY_TOOL_LOUD", "yes")
-    monkeypatch.setenv("VOXPROXY_TOOL_MODE", "b")
+    export(monkeypatch, VOXPROXY_TOOL_COUNT="9", VOXPROXY_TOOL_LOUD="yes", VOXPROXY_TOOL_MODE="b")
     top, _ = _parser()
     args = top.parse_args(["tool"])
     assert (args.count, args.loud, args.mode, args.out_dir) == (9, True, "b", "x")

@@ -17,6 +17,7 @@ from support.child import (
     read_port,
     stop,
 )
+from support.envvars import export
 
 
 def test_the_proxy_command_line_names_one_worker_and_the_listen_address() -> None:
@@ -29,9 +30,7 @@ def test_the_proxy_command_line_names_one_worker_and_the_listen_address() -> Non
 def test_the_clean_environment_drops_voxproxy_settings_and_the_named_prefixes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("VOXPROXY_SECRET", "x")
-    monkeypatch.setenv("OTEL_SERVICE_NAME", "y")
-    monkeypatch.setenv("KEEP_ME", "z")
+    export(monkeypatch, VOXPROXY_SECRET="x", OTEL_SERVICE_NAME="y", KEEP_ME="z")
     assert "VOXPROXY_SECRET" not in clean_env() and clean_env()["OTEL_SERVICE_NAME"] == "y"
     env = clean_env("OTEL_")
     assert "OTEL_SERVICE_NAME" not in env and env["KEEP_ME"] == "z"
