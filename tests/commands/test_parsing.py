@@ -185,3 +185,20 @@ def test_every_subcommand_parser_once_nested_ones_included() -> None:
     inner = sub.add_parser("inner", aliases=["in"])
     assert subcommand_parsers(top) == [tool, inner]
     assert inner.command == "tool inner"
+
+
+def test_a_groups_durations_take_no_negative_time_but_an_offset_may_be_signed() -> None:
+    top = EnvParser(prog="voxproxy")
+    tool = top.add_subparsers(dest="command", parser_class=EnvParser).add_parser("tool")
+    group = tool.add_group("timing", "how long things take")
+    group.add_seconds("--idle", 2.5, "idle for this long")
+    group.add_ms("--wait-ms", 10.0, "wait this long")
+    group.add_ms("--offset-ms", 0.0, "moved this far", signed=True)
+    args = top.parse_args(["tool", "--offset-ms", "-5"])
+    assert (args.idle, args.wait_ms, args.offset_ms) == (2.5, 10.0, -5.0)
+    with pytest.raises(SystemExit):
+        top.parse_args(["tool", "--wait-ms", "-1"])
+    with pytest.raises(SystemExit):
+        top.parse_args(["tool", "--idle", "-1"])
+    shown = tool.format_help()
+    assert "--idle S" in shown and "--wait-ms MS" in shown

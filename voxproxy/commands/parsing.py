@@ -189,6 +189,15 @@ class EnvGroup:
 
     add_env_argument = add_argument
 
+    def add_seconds(self, flag: str, default: float, help: str) -> None:
+        """A duration in seconds, 0 or more."""
+        self.add_argument(flag, metavar="S", type=non_negative_float, default=default, help=help)
+
+    def add_ms(self, flag: str, default: float, help: str, *, signed: bool = False) -> None:
+        """A time in milliseconds: 0 or more, or any (``signed``: an offset either way)."""
+        kind = float if signed else non_negative_float
+        self.add_argument(flag, metavar="MS", type=kind, default=default, help=help)
+
 
 def _with_default(text: str, default: Any) -> str:
     """``text`` and the default as it is typed (``HOST:PORT``, ``100`` not ``100.0``),

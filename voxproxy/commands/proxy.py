@@ -14,7 +14,6 @@ from typing import Any
 
 from voxproxy.commands._inputs import DEFAULT_RECEIPTS
 from voxproxy.commands.parsing import (
-    EnvGroup,
     EnvParser,
     add_transport_arguments,
     byte_size,
@@ -146,8 +145,7 @@ def add_parser(sub: Any) -> None:
         "one /metrics and one event API; --max-calls is each worker's. Default: one per CPU "
         "this process may run on (websocket), 1 (webrtc); 1 serves in this process",
     )
-    _ms(
-        g.limits,
+    g.limits.add_ms(
         "--max-loop-lag-ms",
         100.0,
         help="refuse a new caller (HTTP 503, Retry-After) while the proxy's event loop runs "
@@ -157,44 +155,38 @@ def add_parser(sub: Any) -> None:
         "or more than 300 ms behind: the calls it has stay transparent (0: no such refusal; "
         "both transports; default 100)",
     )
-    _seconds(
-        g.limits,
+    g.limits.add_seconds(
         "--idle-timeout",
         DEFAULT_IDLE_TIMEOUT_S,
         help="close a call (1001, receipt idle_timeout) after this many seconds without media "
         "either way; pings, pongs and unfinished frames do not count (0: never)",
     )
-    _seconds(
-        g.limits,
+    g.limits.add_seconds(
         "--stall-timeout",
         30.0,
         help="drop a peer that reads nothing for this many seconds while the proxy has data "
         "for it, as if it had vanished (0: never)",
     )
-    _seconds(
-        g.limits,
+    g.limits.add_seconds(
         "--handshake-timeout",
         10.0,
         help="seconds to wait for the agent's handshake before answering the caller 504; also "
         "how long a caller's handshake request, and the headers of any request to the HTTP "
         "listeners (WHIP, event API, /metrics), may take to arrive",
     )
-    _seconds(
-        g.limits,
+    g.limits.add_seconds(
         "--drain-timeout",
         10.0,
         help="on SIGTERM, seconds to let calls finish before closing them with 1001",
     )
-    _ms(
-        g.measure,
+    g.measure.add_ms(
         "--downstream-offset-ms",
         0.0,
         help="constant added to agent playout times for what the proxy cannot see "
         "(jitter buffer, handset; webrtc: the caller's playout floor, docs/measurement.md)",
         signed=True,
     )
-    _ms(
-        g.measure,
+    g.measure.add_ms(
         "--max-uncertainty-ms",
         50.0,
         help="withhold a figure (null, reason clock_lag, caller_noise, agent_noise, "
@@ -203,15 +195,13 @@ def add_parser(sub: Any) -> None:
         "readings ran near its edges (a busy CPU) plus what noise may hide of them (webrtc: "
         "plus what the caller's jitter buffer may add past --downstream-offset-ms); default 50",
     )
-    _ms(
-        g.measure,
+    g.measure.add_ms(
         "--response-timeout-ms",
         8000.0,
         help="no agent onset by then: no response",
         signed=True,
     )
-    _ms(
-        g.measure,
+    g.measure.add_ms(
         "--barge-in-window-ms",
         2000.0,
         help="agent audio that ends within this window after a barge-in counts as stopped",
@@ -239,17 +229,6 @@ def add_parser(sub: Any) -> None:
     _add_observability(g)
     _add_captures(g)
     p.set_defaults(func=_cmd_proxy)
-
-
-def _seconds(group: EnvGroup, flag: str, default: float, help: str) -> None:
-    """A duration in seconds, 0 or more."""
-    group.add_env_argument(flag, metavar="S", type=non_negative_float, default=default, help=help)
-
-
-def _ms(group: EnvGroup, flag: str, default: float, help: str, *, signed: bool = False) -> None:
-    """A time in milliseconds: 0 or more, or any (``signed``: an offset either way)."""
-    kind = float if signed else non_negative_float
-    group.add_env_argument(flag, metavar="MS", type=kind, default=default, help=help)
 
 
 class _Groups:
@@ -315,8 +294,7 @@ def _add_webrtc(g: _Groups) -> None:
         default=None,
         help="webrtc: comma-separated STUN/TURN URLs (default: none; nothing is contacted)",
     )
-    _seconds(
-        g.webrtc,
+    g.webrtc.add_seconds(
         "--ice-timeout",
         15.0,
         help="webrtc: seconds for both legs' media to connect after the answer",
