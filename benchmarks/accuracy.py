@@ -43,9 +43,9 @@ Classes:
   10 ms (``contended_duty50``): ``--hog-duty``.
 - ``busy``: the clean class while the whole machine is busy (``--busy-calls``, 96):
   ``--busy-hogs`` (2) busy loops, pinned to no CPU, beside the proxy process, the callers
-  and the agents (started with the class, killed after it). Goals (issue 36): 95% of figures published, ttfs and
-  stop p95 within 10 ms, 99% inside the stated uncertainty, which is 10 ms or less at
-  the 95th percentile.
+  and the agents (started with the class, killed after it). Goals (issue 36): 95% of
+  figures published, ttfs and stop p95 within 10 ms, 99% inside the stated uncertainty,
+  which is 10 ms or less at the 95th percentile.
 
 The last line printed is one JSON object: per class ``turns``, ``barge_ins``,
 ``ttfs_err_ms_p95``, ``ttfs_err_ms_max``, ``stop_err_ms_p95``, ``stop_err_ms_max``,
