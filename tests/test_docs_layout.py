@@ -280,7 +280,6 @@ NOT_YET: tuple[str, ...] = (
     "commands/_inputs.py",
     "commands/_receipts_table.py",
     "commands/demo.py",
-    "commands/load_merge.py",
     "commands/mock_agent.py",
     "core/dialects/channels.py",
     "core/dialects/twilio_decoder.py",

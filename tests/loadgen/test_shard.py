@@ -144,24 +144,6 @@ def test_merging_needs_every_shard_of_one_run_once() -> None:
         merge_shards([s0, cut, s2])
 
 
-def test_the_load_command_refuses_bad_shard_flags(capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["load", "normal_question", "--target", "ws://127.0.0.1:9"]
-    assert main([*base, "--shard", "0/2"]) == 2
-    assert "--start-at or --run-id" in capsys.readouterr().err
-    assert main([*base, "--shard", "2/2", "--run-id", "ab"]) == 2
-    assert main([*base, "--shard", "0/2", "--run-id", "ab", "--workers", "2"]) == 2
-    assert "do not go together" in capsys.readouterr().err
-    assert main([*base, "--run-id", "xyz"]) == 2
-    assert "hex digits" in capsys.readouterr().err
-
-
-def test_merge_names_a_directory_without_a_shard(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["load", "merge", str(tmp_path), "--out", str(tmp_path / "m")]) == 2
-    assert SHARD_FILE in capsys.readouterr().err
-
-
 # --- end to end: one process, two shard processes, --workers 2 ----------------------
 
 RUN_ID = "5ad0000000000000e2e0"
