@@ -281,7 +281,6 @@ NOT_YET: tuple[str, ...] = (
     "core/dialects/channels.py",
     "core/dialects/twilio_decoder.py",
     "core/session/receipt.py",
-    "loadgen/record.py",
     "mockagent/base.py",
     "mockagent/realtime.py",
     "mockagent/tool.py",
