@@ -286,8 +286,6 @@ NOT_YET: tuple[str, ...] = (
     "mockagent/tool.py",
     "mockagent/webrtc.py",
     "recordings/run.py",
-    "simcall/log.py",
-    "simcall/script.py",
     "simcall/webrtc.py",
     "telemetry/logs.py",
     "transcripts/html.py",

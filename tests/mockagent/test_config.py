@@ -38,6 +38,7 @@ def test_config_validation_and_defaults() -> None:
         lambda: MockAgentConfig(refuse_status=101),
         lambda: MockAgentConfig(close_code=1006),
         lambda: MockAgentConfig(drop_after_ms=-5),
+        lambda: MockAgentConfig(tool_timeout_ms=0),
         lambda: MockAgent(MockAgentConfig(responses=["agent_nope"])),
         lambda: MockAgent(MockAgentConfig(greeting="nope")),
     ]

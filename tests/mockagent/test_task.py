@@ -6,20 +6,15 @@ import asyncio
 import dataclasses
 from typing import Any
 
-import pytest
 from support.waiting import wait_until
 
-from voxproxy.core.errors import ConfigError
 from voxproxy.mockagent.config import MockAgentConfig
 from voxproxy.mockagent.task import SimBackend, Task
 from voxproxy.simcall.log import TaskLog
 from voxproxy.simcall.script import (
-    ATTEMPT_KINDS,
-    TASK_FAULTS,
     Attempt,
     TaskScript,
     Turn,
-    script_for,
 )
 
 GOOD = MockAgentConfig(responses=("agent_confirm",), tool_timeout_ms=150.0)
@@ -270,33 +265,3 @@ def test_backend_idempotency_and_records() -> None:
     b.apply("r", script, {"order_number": "1"}, None)
     assert b.read("r") == {"sent": [{"order_number": "1"}] * 2}
     assert b.records["r"].version == 2 and b.writes == 2
-
-
-def test_scripts_by_path_and_validation() -> None:
-    scripts = {"c01_x": order()}
-    assert script_for("/c01_x/CA123", scripts) == ("c01_x", scripts["c01_x"])
-    assert script_for("/CA123?x=c01_x", scripts) is None
-    assert script_for("/c01_x/CA1", None) is None
-    with pytest.raises(ConfigError, match="append effect"):
-        TaskScript(tool="t", args=("a",), turns=(), effect="append", record="r", backend={})
-    with pytest.raises(ConfigError, match="attempt kind"):
-        Attempt("nope")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="tool_timeout_ms"):
-        MockAgentConfig(tool_timeout_ms=0)
-    assert order(Attempt("ok"), Attempt("error")).attempt(5).kind == "error"
-    assert {k: Attempt(k).commits for k in ATTEMPT_KINDS} == {
-        "ok": True,
-        "timeout": True,
-        "late": True,
-        "error": True,
-        "empty": False,
-        "wrong_record": False,
-        "malformed": False,
-        "async": True,
-    }
-    assert Attempt("timeout").answer_after_ms is None
-    assert Attempt("late", latency_ms=100).answer_after_ms == 4100
-    faults = (
-        "stale_args no_cancel unchecked_result noise_is_speech unsafe_retry confirm_before_result"
-    )
-    assert set(TASK_FAULTS) == set(faults.split())
