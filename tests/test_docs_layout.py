@@ -287,7 +287,6 @@ NOT_YET: tuple[str, ...] = (
     "mockagent/webrtc.py",
     "recordings/run.py",
     "simcall/webrtc.py",
-    "telemetry/logs.py",
     "transcripts/html.py",
     "transcripts/policy.py",
     "transports/webrtc/ice.py",
