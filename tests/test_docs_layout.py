@@ -288,7 +288,6 @@ NOT_YET: tuple[str, ...] = (
     "recordings/run.py",
     "simcall/webrtc.py",
     "transcripts/html.py",
-    "transcripts/policy.py",
     "transports/webrtc/ice.py",
     "transports/webrtc/opus.py",
     "transports/webrtc/peer.py",
