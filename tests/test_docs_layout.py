@@ -287,7 +287,6 @@ NOT_YET: tuple[str, ...] = (
     "mockagent/webrtc.py",
     "recordings/run.py",
     "simcall/webrtc.py",
-    "transcripts/html.py",
     "transports/webrtc/ice.py",
     "transports/webrtc/opus.py",
     "transports/webrtc/peer.py",
