@@ -282,7 +282,6 @@ NOT_YET: tuple[str, ...] = (
     "core/dialects/twilio_decoder.py",
     "mockagent/base.py",
     "mockagent/realtime.py",
-    "mockagent/tool.py",
     "mockagent/webrtc.py",
     "recordings/run.py",
     "simcall/webrtc.py",
