@@ -280,7 +280,6 @@ NOT_YET: tuple[str, ...] = (
     "commands/demo.py",
     "core/dialects/channels.py",
     "core/dialects/twilio_decoder.py",
-    "mockagent/base.py",
     "mockagent/realtime.py",
     "mockagent/webrtc.py",
     "recordings/run.py",
