@@ -282,7 +282,6 @@ NOT_YET: tuple[str, ...] = (
     "core/dialects/twilio_decoder.py",
     "mockagent/realtime.py",
     "mockagent/webrtc.py",
-    "recordings/run.py",
     "simcall/webrtc.py",
     "transports/webrtc/ice.py",
     "transports/webrtc/opus.py",
