@@ -1,0 +1,160 @@
+"""How the caller's figures fare under steady noise, bed by bed and SNR by SNR, offline.
+
+Scripted calls (``tests/support/scripted``: no clock, no sockets) of three turns each,
+the project's caller and agent clips drawn by seed, a noise bed under the whole caller
+track from its first sample (``tests/support/noise.py``: white, pink, brown and a drifting
+street bed) at each SNR (the bed's RMS that many dB under the callers' -21 dBFS). The
+truth of each edge is what a listener hears over the bed (MEASUREMENT.md 2). Each
+turn's time-to-first-sound in the receipt is compared with it: published (its stated
+uncertainty within ``--max-uncertainty-ms``) or withheld; for the published, the error
+and whether it lies inside the stated uncertainty (the contract: it must).
+
+The live counterpart is ``benchmarks/accuracy.py --classes snr10,snr0`` (callers over
+loopback, the bed at 10 and 0 dB); this sweep reaches the SNRs between and above, in
+seconds.
+
+The last line printed is one JSON object: per ``bed/snr/dialect``, ``figures``,
+``published``, ``err_ms_p50``, ``err_ms_p95`` (published, absolute), ``median_err_ms``
+(signed, all figures), ``inside`` (share of the published inside their uncertainty).
+
+Run:  .venv/bin/python benchmarks/noise_sweep.py [--beds white,pink] [--snr 10,20]
+      [--dialects raw,twilio] [--calls 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))  # the scripted calls and the noise beds
+
+from benchkit import figures_table  # noqa: E402
+from support.noise import noise_bed  # noqa: E402
+from support.scripted import CallPlan, TurnPlan, render  # noqa: E402
+
+from voxproxy.clips import load_clips  # noqa: E402
+from voxproxy.core.dialects import make_decoder  # noqa: E402
+from voxproxy.core.dialects.base import DialectOptions  # noqa: E402
+from voxproxy.core.receipt import CloseInfo, Receipt  # noqa: E402
+from voxproxy.core.session import CallSession, SessionConfig  # noqa: E402
+
+CALLER_DBFS = -21.0  # the scripted callers' level the SNR is taken against
+RATE = 16000
+SECRET = b"noise-sweep"
+
+
+def measure(call: object, dialect: str) -> Receipt:
+    """The call's messages through a session with no bound on uncertainty (every figure
+    comes with its own; publication is judged here against the sweep's bound)."""
+    session = CallSession(
+        make_decoder(dialect, DialectOptions(secret=SECRET)),
+        0,
+        secret=SECRET,
+        link_id="sweep",
+        config=SessionConfig(max_uncertainty_ms=1e9),
+    )
+    for t, d, p in call.messages:  # type: ignore[attr-defined]
+        session.on_message(d, p, t)
+    return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))  # type: ignore[attr-defined]
+
+
+def figures(bed: str, snr_db: float, dialect: str, calls: int) -> list[tuple[float, float]]:
+    """(error ms, stated uncertainty ms) of each ttfs figure of ``calls`` scripted calls."""
+    clips = load_clips()
+    callers = [c for c in clips.values() if c.role == "caller" and c.kind == "speech"]
+    agents = [c for c in clips.values() if c.role == "agent" and c.kind == "speech"]
+    out: list[tuple[float, float]] = []
+    for seed in range(calls):
+        rng = random.Random(seed)
+        turns = tuple(
+            TurnPlan(rng.choice(callers), rng.choice(agents), rng.uniform(300, 2000))
+            for _ in range(3)
+        )
+        pcm = np.round(noise_bed(bed, RATE * 12, RATE, seed=seed) * 3000).astype(np.int16)
+        plan = CallPlan(
+            dialect=dialect,  # type: ignore[arg-type]
+            send_mode="paced",
+            turns=turns,
+            seed=seed,
+            caller_bed=pcm,
+            caller_bed_dbfs=CALLER_DBFS - snr_db,
+        )
+        call = render(plan)
+        responses = [t for t in measure(call, dialect).turns if t.kind == "response"]
+        if len(responses) != len(call.truth):
+            continue  # turns that no longer line up are the live benchmark's to count
+        for truth, turn in zip(call.truth, responses, strict=True):
+            if turn.ttfs_ms is not None and turn.ttfs_uncertainty_ms is not None:
+                out.append((turn.ttfs_ms - truth.ttfs_ns / 1e6, turn.ttfs_uncertainty_ms))
+    return out
+
+
+def summary(rows: list[tuple[float, float]], bound_ms: float) -> dict[str, float | int | None]:
+    errors = np.array([r[0] for r in rows])
+    unc = np.array([r[1] for r in rows])
+    published = unc <= bound_ms
+    absolute = np.abs(errors[published])
+
+    def pct(q: float) -> float | None:
+        return round(float(np.percentile(absolute, q)), 1) if absolute.size else None
+
+    inside = absolute <= unc[published]
+    return {
+        "figures": len(rows),
+        "published": int(published.sum()),
+        "err_ms_p50": pct(50),
+        "err_ms_p95": pct(95),
+        "median_err_ms": round(float(np.median(errors)), 1) if errors.size else None,
+        "inside": round(float(inside.mean()), 3) if inside.size else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--beds", default="white,pink,brown,street")
+    parser.add_argument("--snr", default="10,15,20,25", help="dB, comma-separated")
+    parser.add_argument("--dialects", default="raw,twilio")
+    parser.add_argument("--calls", type=int, default=16, help="calls of three turns a cell")
+    parser.add_argument("--max-uncertainty-ms", type=float, default=50.0)
+    args = parser.parse_args()
+    results: dict[str, dict[str, float | int | None]] = {}
+    for bed in args.beds.split(","):
+        for snr in (float(s) for s in args.snr.split(",")):
+            for dialect in args.dialects.split(","):
+                rows = figures(bed, snr, dialect, args.calls)
+                results[f"{bed}/{snr:g}/{dialect}"] = summary(rows, args.max_uncertainty_ms)
+    table = figures_table(
+        f"ttfs under a steady bed, scripted calls ({args.calls} calls of three turns a row; "
+        f"published: uncertainty <= {args.max_uncertainty_ms:g} ms)",
+        ["bed / SNR dB / wire", "figures", "published", "|err| p50", "p95", "median err",
+         "inside unc."],
+    )  # fmt: skip
+    for name, r in results.items():
+        n, got = int(r["figures"] or 0), int(r["published"] or 0)
+        share = f"{got} ({100 * got / max(n, 1):.0f}%)"
+        inside = "—" if r["inside"] is None else f"{100 * float(r['inside']):.0f}%"
+        table.add_row(
+            name,
+            str(r["figures"]),
+            share,
+            "—" if r["err_ms_p50"] is None else f"{r['err_ms_p50']} ms",
+            "—" if r["err_ms_p95"] is None else f"{r['err_ms_p95']} ms",
+            "—" if r["median_err_ms"] is None else f"{r['median_err_ms']:+} ms",
+            inside,
+        )
+    from rich.console import Console
+
+    Console(width=140).print(table)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
