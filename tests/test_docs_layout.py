@@ -284,7 +284,6 @@ NOT_YET: tuple[str, ...] = (
     "transports/webrtc/opus.py",
     "transports/webrtc/peer.py",
     "transports/webrtc/signaling_client.py",
-    "transports/websocket/server.py",
 )
 
 
