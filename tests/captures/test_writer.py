@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import struct
+import time
 from pathlib import Path
 
 import orjson
@@ -160,3 +161,55 @@ def test_two_writers_on_one_directory_keep_their_calls_apart(tmp_path: Path) -> 
         writer.close()
     assert [w.failed for w in writers] == [0, 0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c_0.vxcap", "c_1.vxcap"]
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Make ``path`` look ``seconds`` old."""
+    t = path.stat().st_mtime - seconds
+    os.utime(path, (t, t))
+
+
+def test_captures_past_max_age_are_removed_at_start_and_while_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A capture holds a call's audio: with --capture-max-age none outlives it, also on a
+    # proxy that takes no more calls (before, captures went only when a newer one was
+    # finished past --capture-max-calls or --capture-max-bytes).
+    import voxproxy.captures.writer as writer_module
+
+    directory = tmp_path / "caps"
+    first = writer_in(directory)
+    for seed in range(2):
+        capture_call(first, scripted_twilio(seed), events=False)
+        first.close()
+    old, fresh = sorted(directory.iterdir())
+    _age(old, 3 * 3600)
+    monkeypatch.setattr(writer_module, "sweep_interval_s", lambda _age_s: 0.02)
+    writer = writer_in(directory, max_age_s=3600.0)
+    try:
+        assert not old.exists() and fresh.exists() and writer.removed == 1  # at start
+        _age(fresh, 2 * 3600)  # ... and later, with no call finishing meanwhile
+        for _ in range(500):
+            if not fresh.exists():
+                break
+            time.sleep(0.01)
+        assert not fresh.exists() and writer.removed == 2
+    finally:
+        writer.close()
+    # No age bound: nothing goes for its age.
+    capture_call(first, scripted_twilio(3), events=False)
+    first.close()
+    (kept,) = directory.iterdir()
+    _age(kept, 365 * 86400)
+    writer_in(directory).close()
+    assert kept.exists()
+
+
+def test_an_age_bound_is_positive_and_swept_often_enough() -> None:
+    with pytest.raises(ConfigError, match="--capture-max-age"):
+        CaptureSettings(Path("x"), max_age_s=0.0)
+    from voxproxy.captures.writer import sweep_interval_s
+
+    assert sweep_interval_s(7 * 86400) == 60.0  # at least every minute
+    assert sweep_interval_s(600) == 30.0  # a twentieth: at most 5% past the age
+    assert sweep_interval_s(2) == 1.0

@@ -15,6 +15,7 @@ from voxproxy.commands.parsing import (
     _flags,
     _with_default,
     byte_size,
+    duration_s,
     env_name,
     host_port,
     legacy_env_name,
@@ -202,3 +203,18 @@ def test_a_groups_durations_take_no_negative_time_but_an_offset_may_be_signed() 
         top.parse_args(["tool", "--idle", "-1"])
     shown = tool.format_help()
     assert "--idle S" in shown and "--wait-ms MS" in shown
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90", 90.0), ("90s", 90.0), ("30m", 1800.0), ("12h", 43200.0), ("7d", 604800.0),
+     ("1.5h", 5400.0), (" 2D ", 172800.0)],
+)  # fmt: skip
+def test_a_duration_takes_seconds_minutes_hours_and_days(text: str, seconds: float) -> None:
+    assert duration_s(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "-5m", "soon", "", "inf", "nan", "7w"])
+def test_a_duration_refuses_what_is_no_positive_time(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration_s(text)

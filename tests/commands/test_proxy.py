@@ -105,6 +105,9 @@ def test_captures_are_off_unless_asked_and_bounded_when_on(
     bounded = [*base, "--capture", str(directory), "--capture-max-calls", "7"]
     settings = serve_config(parser.parse_args([*bounded, "--capture-max-bytes", "1.5M"])).capture
     assert settings is not None and (settings.max_calls, settings.max_bytes) == (7, 1572864)
+    assert settings.max_age_s is None and on.capture.max_age_s is None  # no age bound unless asked
+    aged = serve_config(parser.parse_args([*bounded, "--capture-max-age", "7d"])).capture
+    assert aged is not None and aged.max_age_s == 7 * 86400.0
 
 
 def test_a_capture_directory_others_may_read_is_one_line_and_exit_2(
@@ -121,3 +124,5 @@ def test_a_capture_directory_others_may_read_is_one_line_and_exit_2(
     assert len(err) == 1 and "others may read it (mode 0755)" in err[0], err
     with pytest.raises(SystemExit):
         build_parser().parse_args([*argv, "--capture-max-bytes", "lots"])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*argv, "--capture-max-age", "0"])

@@ -9,7 +9,10 @@ compresses it (zlib releases the GIL while it deflates) and appends it to the ca
 file, created ``0600`` in a directory that is ``0700``. A finished capture is renamed to
 its call id (the receipt's ``call``, a keyed hash: nothing else links a receipt to its
 capture), then the oldest captures are removed while there are more than
-``max_calls`` of them or they take more than ``max_bytes``.
+``max_calls`` of them or they take more than ``max_bytes``; with ``max_age_s``, also every
+capture older than that (when the writer starts, as each capture finishes, and every
+:func:`sweep_interval_s` while the proxy runs, calls or none: a capture holds a call's
+audio, and an idle proxy must not keep it past its age).
 
 Nothing here ever raises into the proxy or waits for the disk: a capture that cannot be
 written (the disk full, the directory gone, more than ``max_pending_bytes`` waiting for
@@ -27,6 +30,7 @@ import queue
 import stat
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,11 +73,13 @@ LEVEL = 1
 @dataclass(frozen=True, slots=True)
 class CaptureSettings:
     """``voxproxy proxy --capture DIR``: where, and how much disk the captures may take
-    (the newest ``max_calls`` and at most ``max_bytes`` of finished ones are kept)."""
+    (the newest ``max_calls`` and at most ``max_bytes`` of finished ones are kept, none
+    older than ``max_age_s`` when it is set)."""
 
     directory: Path
     max_calls: int = DEFAULT_MAX_CALLS
     max_bytes: int = DEFAULT_MAX_BYTES
+    max_age_s: float | None = None
     # Compressed buffers waiting for the writer's thread, all calls: past it a call's
     # capture is abandoned (a disk that cannot keep up never holds the loop or memory).
     max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES
@@ -82,6 +88,14 @@ class CaptureSettings:
     def __post_init__(self) -> None:
         if self.max_calls < 1 or self.max_bytes < 1:
             raise ConfigError("--capture-max-calls and --capture-max-bytes must be positive")
+        if self.max_age_s is not None and self.max_age_s <= 0:
+            raise ConfigError("--capture-max-age must be positive")
+
+
+def sweep_interval_s(max_age_s: float) -> float:
+    """How often the writer looks for captures past ``max_age_s``: a twentieth of it (a
+    capture outlives its age by at most 5%), at least every minute, at most every second."""
+    return min(max(max_age_s / 20.0, 1.0), 60.0)
 
 
 def prepare_directory(directory: Path) -> None:
@@ -285,6 +299,11 @@ class CaptureWriter:
         # Names of the files being written: unique to this writer (another in this process,
         # a --workers sibling) whatever the calls' ids.
         self._prefix = f".{os.getpid()}-{os.urandom(4).hex()}"
+        if settings.max_age_s is not None:
+            # Captures of an earlier run past their age go now; the thread then looks
+            # again every sweep_interval_s, calls or none.
+            self._keep_bound()
+            self._start()
         left = sum(1 for p in settings.directory.glob(f".*{SUFFIX}{PART}"))
         if left:
             log.warning(
@@ -306,11 +325,14 @@ class CaptureWriter:
             if self._pending + len(chunk) > self.settings.max_pending_bytes:
                 return False
             self._pending += len(chunk)
+        self._start()
+        self._queue.put((capture, chunk, final))
+        return True
+
+    def _start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="voxproxy-captures", daemon=True)
             self._thread.start()
-        self._queue.put((capture, chunk, final))
-        return True
 
     def abandoned(self, capture: CallCapture, why: str) -> None:
         self.count_failure()
@@ -332,8 +354,17 @@ class CaptureWriter:
     # -- the thread -----------------------------------------------------------------------
 
     def _run(self) -> None:
+        max_age = self.settings.max_age_s
+        every = None if max_age is None else sweep_interval_s(max_age)
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=every)
+            except queue.Empty:  # (only with an age bound) a look for captures past it
+                try:
+                    self._keep_bound()
+                except OSError as exc:
+                    log.warning("old captures could not be removed: %s", exc)
+                continue
             if item is None:
                 return
             capture, chunk, final = item
@@ -387,7 +418,9 @@ class CaptureWriter:
 
     def _keep_bound(self) -> None:
         """Remove the oldest finished captures while there are more than ``max_calls``
-        or they take more than ``max_bytes``."""
+        or they take more than ``max_bytes``, and any older than ``max_age_s``."""
+        max_age = self.settings.max_age_s
+        oldest = None if max_age is None else time.time_ns() - round(max_age * 1e9)
         found: list[tuple[int, int, str]] = []
         with os.scandir(self.settings.directory) as entries:
             for e in entries:
@@ -400,8 +433,9 @@ class CaptureWriter:
         found.sort()
         total = sum(size for _t, size, _p in found)
         count = len(found)
-        for _t, size, path in found:
-            if count <= self.settings.max_calls and total <= self.settings.max_bytes:
+        for t, size, path in found:
+            over = count > self.settings.max_calls or total > self.settings.max_bytes
+            if not over and (oldest is None or t >= oldest):
                 break
             try:
                 os.unlink(path)

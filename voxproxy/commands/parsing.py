@@ -262,6 +262,21 @@ def byte_size(value: str) -> int:
     return n
 
 
+def duration_s(value: str) -> float:
+    """A duration in seconds: a positive number, or one with s, m, h or d."""
+    text = value.strip().lower()
+    scale = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}.get(text[-1:], 0.0)
+    try:
+        n = float(text[:-1] if scale else text) * (scale or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a duration in seconds (or 90s, 30m, 12h, 7d), got {value}"
+        ) from None
+    if not n > 0 or n == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return n
+
+
 def non_negative_int(value: str) -> int:
     n = int(value)
     if n < 0:

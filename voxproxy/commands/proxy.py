@@ -17,6 +17,7 @@ from voxproxy.commands.parsing import (
     EnvParser,
     add_transport_arguments,
     byte_size,
+    duration_s,
     host_port,
     non_negative_float,
     non_negative_int,
@@ -271,6 +272,14 @@ def _add_captures(g: _Groups) -> None:
         default=f"{DEFAULT_MAX_BYTES >> 30}G",
         help="keep at most SIZE of captures in DIR (bytes, or 500M, 2G; the oldest are "
         "removed; a call larger is not kept)",
+    )
+    g.capture.add_env_argument(
+        "--capture-max-age",
+        metavar="AGE",
+        type=duration_s,
+        default=None,
+        help="remove captures older than AGE (seconds, or 30m, 12h, 7d), also while no "
+        "call comes; none by default",
     )
 
 
@@ -557,7 +566,9 @@ def _capture(args: argparse.Namespace) -> Any:
 
     from voxproxy.captures.writer import CaptureSettings, prepare_directory
 
-    settings = CaptureSettings(Path(args.capture), args.capture_max_calls, args.capture_max_bytes)
+    settings = CaptureSettings(
+        Path(args.capture), args.capture_max_calls, args.capture_max_bytes, args.capture_max_age
+    )
     prepare_directory(settings.directory)
     return settings
 
