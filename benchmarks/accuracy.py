@@ -400,13 +400,8 @@ def main() -> None:
     parser.add_argument(
         "--busy-hogs", type=int, default=2, help="busy: CPU-bound processes beside the calls"
     )
-    parser.add_argument(
-        "--busy-calls",
-        type=int,
-        default=96,
-        help="calls of the busy class (a quarter of the clean scenarios barge in: 96 calls "
-        "give about 26 barge-ins, enough for a stop p95 that is not simply the largest)",
-    )
+    # 96 busy calls give about 26 barge-ins: a stop p95 that is not simply the largest.
+    parser.add_argument("--busy-calls", type=int, default=96, help="calls of the busy class")
     parser.add_argument(
         "--classes",
         type=lambda s: [c.strip() for c in s.split(",") if c.strip()],
