@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
@@ -17,6 +17,7 @@ import pytest
 from support.observers import EndsKept
 from support.rawpeers import BINARY, CLOSE, CONT, PING, TEXT, frame, upgrade_request
 from support.rawws import accept_handshake
+from support.waiting import wait_until
 from websockets.utils import apply_mask
 
 from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction
@@ -152,14 +153,6 @@ async def hang_up(writer: asyncio.StreamWriter) -> None:
         await writer.wait_closed()
 
 
-async def until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def read_at_least(reader: asyncio.StreamReader, n: int) -> bytes:
     got = b""
     while len(got) < n:
@@ -203,14 +196,16 @@ async def test_the_callers_frames_reach_the_agent_whole_under_keys_of_the_relays
             if rng.random() < 0.2:
                 await writer.drain()
                 await asyncio.sleep(0)
-        await until(lambda: len(agent.read) >= len(wire), "the agent to read every frame")
+        await wait_until(lambda: len(agent.read) >= len(wire), what="the agent to read every frame")
         got = keyed_frames(agent.read)
         came = keyed_frames(wire)
         assert [(head, body) for head, _, body in got] == [(head, body) for head, _, body in came]
         keys = [key for _, key, _ in got]
         assert len(set(keys)) == len(keys)  # a fresh key every frame
         assert all(ours != theirs for ours, (_, theirs, _) in zip(keys, came, strict=True))
-        await until(lambda: len(observers[0].messages) == len(sent), "every message measured")
+        await wait_until(
+            lambda: len(observers[0].messages) == len(sent), what="every message measured"
+        )
         assert observers[0].messages == [(CALLER_TO_AGENT, as_received(op, p)) for op, p, _ in sent]
         await hang_up(writer)
 
@@ -232,7 +227,9 @@ async def test_the_agents_frames_reach_the_caller_as_the_bytes_that_came() -> No
                 await asyncio.sleep(0)
         got = await read_at_least(reader, len(first) + len(rest))
         assert got == first + rest
-        await until(lambda: len(observers[0].messages) == len(sent), "every message measured")
+        await wait_until(
+            lambda: len(observers[0].messages) == len(sent), what="every message measured"
+        )
         assert observers[0].messages == [(AGENT_TO_CALLER, as_received(op, p)) for op, p, _ in sent]
         await hang_up(writer)
 
@@ -250,7 +247,7 @@ async def test_a_caller_with_a_zero_key_does_not_choose_the_bytes_on_the_agents_
         await asyncio.wait_for(agent.connected.wait(), 5)
         for one in sent:
             writer.write(one)
-        await until(lambda: len(keyed_frames(agent.read)) == len(sent), "every frame")
+        await wait_until(lambda: len(keyed_frames(agent.read)) == len(sent), what="every frame")
         got = keyed_frames(agent.read)
         assert [(head, body) for head, _, body in got] == [
             (head, body) for head, _, body in keyed_frames(b"".join(sent))
@@ -259,7 +256,9 @@ async def test_a_caller_with_a_zero_key_does_not_choose_the_bytes_on_the_agents_
         assert b"\0\0\0\0" not in keys
         assert len(set(keys)) == len(keys)
         assert poison not in bytes(agent.read)
-        await until(lambda: len(observers[0].messages) == len(sent), "every message measured")
+        await wait_until(
+            lambda: len(observers[0].messages) == len(sent), what="every message measured"
+        )
         assert observers[0].messages[0] == (CALLER_TO_AGENT, poison.decode())
         await hang_up(writer)
 
@@ -298,7 +297,9 @@ async def test_pings_and_fragments_go_through_the_protocol_and_the_splice_resume
         for piece in chunks(wire, random.Random(3), most=7):
             writer.write(piece)
         await writer.drain()
-        await until(lambda: len(unmasked_frames(agent.read)) == 4, "the last frame at the agent")
+        await wait_until(
+            lambda: len(unmasked_frames(agent.read)) == 4, what="the last frame at the agent"
+        )
         # Whole frames pass as they came; the fragments, re-masked by the relay's own
         # client side, keep their payloads, their opcodes and their FIN bits.
         assert unmasked_frames(agent.read) == [
@@ -310,7 +311,7 @@ async def test_pings_and_fragments_go_through_the_protocol_and_the_splice_resume
         # Both pings were answered by the relay, per hop.
         pongs = unmasked_frames(await read_at_least(reader, 2 * 2 + 13 + 11))
         assert pongs == [(0x8A, b"are you there"), (0x8A, b"mid-message")]
-        await until(lambda: len(observers[0].messages) == 3, "three messages measured")
+        await wait_until(lambda: len(observers[0].messages) == 3, what="three messages measured")
         assert [p for _, p in observers[0].messages] == [
             '{"event":"media"}',
             "first half, second half",
@@ -335,7 +336,7 @@ async def _closed_with(
             if b0 == 0x88:
                 code = int.from_bytes(body[:2], "big")
         await hang_up(writer)
-        await until(lambda: bool(observers[0].ends), "the call's end")
+        await wait_until(lambda: bool(observers[0].ends), what="the call's end")
         return code, bytes(agent.read), observers[0].messages
 
 
@@ -415,7 +416,7 @@ async def test_an_agent_frame_with_a_broken_header_is_answered_at_its_header(
             got = agent.read
             return len(got) >= 2 and len(got) >= 6 + (got[1] & 0x7F)
 
-        await until(close_read, "the relay's close at the agent")
+        await wait_until(close_read, what="the relay's close at the agent")
         ((b0, body),) = unmasked_frames(bytes(agent.read[: 6 + (agent.read[1] & 0x7F)]))
         assert b0 == 0x88
         assert int.from_bytes(body[:2], "big") == 1002
@@ -439,9 +440,9 @@ async def test_a_stream_that_ends_inside_a_frame_ends_the_call_as_a_vanished_cal
         await asyncio.wait_for(agent.connected.wait(), 5)
         writer.write(good + cut)
         await writer.drain()
-        await until(lambda: len(observers[0].messages) == 1, "the whole frame measured")
+        await wait_until(lambda: len(observers[0].messages) == 1, what="the whole frame measured")
         writer.write_eof()
-        await until(lambda: bool(observers[0].ends), "the call's end")
+        await wait_until(lambda: bool(observers[0].ends), what="the call's end")
         assert observers[0].ends[0].cause is EndCause.CALLER_VANISHED
         assert b"never" not in bytes(agent.read)
         await hang_up(writer)
@@ -465,7 +466,9 @@ async def test_the_callers_handshake_and_first_frames_in_one_write() -> None:
         assert head.startswith(b"HTTP/1.1 101 ")
         await asyncio.wait_for(agent.connected.wait(), 5)
         writer.write(later)
-        await until(lambda: bool(unmasked_frames(agent.read)), "the later frame at the agent")
+        await wait_until(
+            lambda: bool(unmasked_frames(agent.read)), what="the later frame at the agent"
+        )
         assert unmasked_frames(agent.read) == [(0x81, b"in time")]
         assert observers[0].messages == [(CALLER_TO_AGENT, "in time")]
         await hang_up(writer)
@@ -489,9 +492,11 @@ async def test_a_message_begun_before_the_agent_answered_is_dropped_whole() -> N
         writer.write(ended + later + frame(PING, b"still there?", mask=mask))
         pong = unmasked_frames(await read_at_least(reader, 2 + 12))
         assert pong == [(0x8A, b"still there?")]
-        await until(lambda: bool(unmasked_frames(agent.read)), "the later frame at the agent")
+        await wait_until(
+            lambda: bool(unmasked_frames(agent.read)), what="the later frame at the agent"
+        )
         assert unmasked_frames(agent.read) == [(0x81, b"in time")]
         assert observers[0].messages == [(CALLER_TO_AGENT, "in time")]
         await hang_up(writer)
-        await until(lambda: bool(observers[0].ends), "the call's end")
+        await wait_until(lambda: bool(observers[0].ends), what="the call's end")
         assert observers[0].ends[0].undelivered == 1

@@ -6,12 +6,13 @@ caller that never answers the close is cut off."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import pytest
 from support.observers import EndsKept
+from support.waiting import wait_until
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -57,14 +58,6 @@ async def _relay(
             await server.stop()
 
 
-async def _until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(1000):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_each_caller_gets_a_relay_on_the_port_the_server_bound() -> None:
     async with _relay() as (server, port, observers):
         assert port > 0 and server.server is not None
@@ -77,7 +70,7 @@ async def test_each_caller_gets_a_relay_on_the_port_the_server_bound() -> None:
             assert await asyncio.wait_for(one.recv(), 5) == "hello"
             assert await asyncio.wait_for(two.recv(), 5) == b"\x01\x02"
             assert len(server.relays) == 2 and len(observers) == 2
-        await _until(lambda: not server.relays, "both relays gone")
+        await wait_until(lambda: not server.relays, what="both relays gone")
     assert sorted(len(o.ends) for o in observers) == [1, 1]
 
 
@@ -128,7 +121,7 @@ async def test_a_caller_that_never_answers_the_close_is_cut_off() -> None:
         )
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
         assert head.startswith(b"HTTP/1.1 101 ")
-        await _until(lambda: len(server.relays) == 1, "the call relayed")
+        await wait_until(lambda: len(server.relays) == 1, what="the call relayed")
         await asyncio.wait_for(server.stop(drain_s=0.0), 10)  # the caller never closes
         assert not server.relays
         rest = await asyncio.wait_for(reader.read(), 5)  # the close frame, then EOF
