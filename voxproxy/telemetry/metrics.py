@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import get_args
 
-from opentelemetry.metrics import Meter
+from opentelemetry.metrics import Counter, Histogram, Meter
 from opentelemetry.util.types import AttributeValue
 
 from voxproxy.core.events import AnomalyKind
@@ -136,63 +136,68 @@ class Instruments:
         self.kind_label = LabelValues(ANOMALY_KINDS, MAX_EXTRA_LABELS)
         self.outcome_label = LabelValues(BARGE_IN_OUTCOMES, MAX_EXTRA_LABELS)
         self.reason_label = LabelValues(DROP_REASONS, MAX_EXTRA_LABELS)
-        latency = list(A.LATENCY_BUCKETS_S)
-        self.ttfs = meter.create_histogram(
+
+        def seconds(name: str, description: str, buckets: Iterable[float]) -> Histogram:
+            return meter.create_histogram(
+                name,
+                unit="s",
+                description=description,
+                explicit_bucket_boundaries_advisory=list(buckets),
+            )
+
+        def counter(name: str, unit: str, description: str) -> Counter:
+            return meter.create_counter(name, unit=unit, description=description)
+
+        self.ttfs = seconds(
             A.METRIC_TTFS,
-            unit="s",
-            description="Time to first sound: caller speech end -> agent audio audible "
-            "(talk-over turns are counted in voxproxy.turn.talk_over instead).",
-            explicit_bucket_boundaries_advisory=latency,
+            "Time to first sound: caller speech end -> agent audio audible (talk-over turns "
+            "are counted in voxproxy.turn.talk_over instead).",
+            A.LATENCY_BUCKETS_S,
         )
-        self.talk_over = meter.create_counter(
+        self.talk_over = counter(
             A.METRIC_TALK_OVER,
-            unit="{turn}",
-            description="Turns the agent started before the caller stopped (negative time "
-            "to first sound): not in the voxproxy.turn.ttfs histogram.",
+            "{turn}",
+            "Turns the agent started before the caller stopped (negative time to first "
+            "sound): not in the voxproxy.turn.ttfs histogram.",
         )
-        self.stop_latency = meter.create_histogram(
+        self.stop_latency = seconds(
             A.METRIC_STOP_LATENCY,
-            unit="s",
-            description="Barge-in stop latency: caller talks over the agent -> agent audio ends.",
-            explicit_bucket_boundaries_advisory=latency,
+            "Barge-in stop latency: caller talks over the agent -> agent audio ends.",
+            A.LATENCY_BUCKETS_S,
         )
-        self.tool_duration = meter.create_histogram(
+        self.tool_duration = seconds(
             A.METRIC_TOOL_DURATION,
-            unit="s",
-            description="Tool call duration: tool.started -> tool.finished (GenAI semantic "
-            "conventions; the same as the execute_tool span's duration).",
-            explicit_bucket_boundaries_advisory=list(A.TOOL_BUCKETS_S),
+            "Tool call duration: tool.started -> tool.finished (GenAI semantic conventions; "
+            "the same as the execute_tool span's duration).",
+            A.TOOL_BUCKETS_S,
         )
-        self.call_duration = meter.create_histogram(
+        self.call_duration = seconds(
             A.METRIC_CALL_DURATION,
-            unit="s",
-            description="Call duration: caller connected -> call ended.",
-            explicit_bucket_boundaries_advisory=list(A.CALL_BUCKETS_S),
+            "Call duration: caller connected -> call ended.",
+            A.CALL_BUCKETS_S,
         )
-        self.calls = meter.create_counter(
-            A.METRIC_CALLS, unit="{call}", description="Calls ended, by verdict and terminal state."
+        self.calls = counter(
+            A.METRIC_CALLS, "{call}", "Calls ended, by verdict and terminal state."
         )
         self.active = meter.create_up_down_counter(
             A.METRIC_ACTIVE_CALLS, unit="{call}", description="Calls in progress."
         )
-        self.anomalies = meter.create_counter(
+        self.anomalies = counter(
             A.METRIC_ANOMALIES,
-            unit="{message}",
-            description="Messages that could not be measured, and measurement errors, by kind.",
+            "{message}",
+            "Messages that could not be measured, and measurement errors, by kind.",
         )
-        self.barge_ins = meter.create_counter(
-            A.METRIC_BARGE_INS, unit="{barge_in}", description="Barge-ins, by outcome."
-        )
-        self.spans_dropped = meter.create_counter(
+        self.barge_ins = counter(A.METRIC_BARGE_INS, "{barge_in}", "Barge-ins, by outcome.")
+        self.spans_dropped = counter(
             A.METRIC_SPANS_DROPPED,
-            unit="{span}",
-            description="Spans that could not be exported (collector down, queue full, shutdown).",
+            "{span}",
+            "Spans that could not be exported (collector down, queue full, shutdown).",
         )
-        self.logs_dropped = meter.create_counter(
+        self.logs_dropped = counter(
             A.METRIC_LOGS_DROPPED,
-            unit="{log_record}",
-            description="Receipt log records that could not be exported (the receipt is "
-            "written to the proxy's own sinks all the same).",
+            "{log_record}",
+            "Receipt log records that could not be exported (the receipt is written to the "
+            "proxy's own sinks all the same).",
         )
 
     def call_opened(self) -> None:
