@@ -280,7 +280,6 @@ NOT_YET: tuple[str, ...] = (
     "mockagent/realtime.py",
     "mockagent/webrtc.py",
     "transports/webrtc/peer.py",
-    "transports/webrtc/signaling_client.py",
 )
 
 
