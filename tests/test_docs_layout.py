@@ -279,7 +279,6 @@ NOT_YET: tuple[str, ...] = (
     # shrinks: a module that gets its file must leave it (the test says so).
     "mockagent/realtime.py",
     "mockagent/webrtc.py",
-    "transports/webrtc/peer.py",
 )
 
 
