@@ -277,7 +277,6 @@ NOT_YET: tuple[str, ...] = (
     # Modules with logic whose mirrored test file is not written yet (issue 39). They are
     # exercised through other tests (commands, proxies, scripted calls); the list only
     # shrinks: a module that gets its file must leave it (the test says so).
-    "mockagent/webrtc.py",
 )
 
 
