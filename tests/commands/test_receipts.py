@@ -19,7 +19,7 @@ from voxproxy.receipts.verdict import judged
 
 @pytest.fixture(autouse=True)
 def _wide_and_clean(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("COLUMNS", "260")  # the full layout of these receipts fits
     for name in ("VOXPROXY_RECEIPTS_STORE", "VOXPROXY_RECEIPTS_RECEIPTS"):
         monkeypatch.delenv(name, raising=False)
 

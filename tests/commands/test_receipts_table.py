@@ -98,3 +98,14 @@ def test_every_receipt_is_one_line_no_wider_than_the_terminal() -> None:
         lines = _render(receipts, width)
         assert max(len(line) for line in lines) <= width, width
         assert all(_row(lines, r) for r in receipts)
+
+
+def test_a_terminal_too_narrow_for_the_full_values_gets_the_compact_table() -> None:
+    # The full layout of these receipts needs about 197 columns (long verdicts and
+    # terminals): at 150-196, before, each receipt folded over three lines.
+    receipts = _receipts(dialects=("twilio", "raw"))
+    for width in (WIDE, 170, 196):
+        lines = _render(receipts, width)
+        for r in receipts:  # each receipt on one line, its call id whole (not folded)
+            assert sum(1 for line in lines if r.call in line) == 1, (width, lines)
+            assert sum(1 for line in lines if r.call[:8] in line) == 1, (width, lines)

@@ -1,13 +1,13 @@
 """``voxproxy receipts``' table, one line per receipt at any terminal width.
 
-Thirteen columns of full values need about 150 columns; narrower, every cell wrapped
+Thirteen columns of full values need 150 columns or more; narrower, every cell wrapped
 over several lines. So the table is laid out for the width it gets: full values from
-:data:`WIDE` columns on; below that a compact layout (times without the year, figures
-without units, ttfs p50 and max in one column, verdict and cause in one, the dialect in
-the title when every receipt has the same one) and, below :data:`NARROW` columns, call
-ids cut to 8 characters, times to the minute and the dialects in the title only. Cells
-that still do not fit end in an ellipsis instead of wrapping. ``--json`` has every
-value in full.
+:data:`WIDE` columns on, where they fit without folding; else a compact layout (times
+without the year, figures without units, ttfs p50 and max in one column, verdict and
+cause in one, the dialect in the title when every receipt has the same one) and, below
+:data:`NARROW` columns, call ids cut to 8 characters, times to the minute and the
+dialects in the title only. Cells that still do not fit end in an ellipsis instead of
+wrapping. ``--json`` has every value in full.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from voxproxy.core.receipt import Receipt
 
 WIDE = 150
-"""From this many columns on, the full layout."""
+"""From this many columns on, the full layout, where its values fit unfolded."""
 
 NARROW = 110
 """Below this many columns, call ids and times are shortened too."""
@@ -51,7 +51,9 @@ def receipts_table(receipts: Sequence[Receipt], source: str, width: int) -> Tabl
     """The table of ``receipts`` (read from ``source``) for a terminal ``width`` wide."""
     title = f"{len(receipts)} receipt(s) in {source}"
     if width >= WIDE:
-        return _wide(receipts, title)
+        wide = _wide(receipts, title)
+        if _natural_width(wide) <= width:
+            return wide  # (long verdicts, causes and terminals may want more than WIDE)
     narrow = width < NARROW
     dialects = sorted({r.dialect for r in receipts})
     days = sorted({r.started_at[:10] for r in receipts})
@@ -113,6 +115,13 @@ def receipts_table(receipts: Sequence[Receipt], source: str, width: int) -> Tabl
     for k, verdict in enumerate(verdicts):
         table.add_row(*(cells[k] for cells in columns.values()), verdict)
     return table
+
+
+def _natural_width(table: Table) -> int:
+    """The columns ``table`` takes with none of its cells folded."""
+    from rich.console import Console
+
+    return Console(width=10_000).measure(table).maximum
 
 
 def _wide(receipts: Sequence[Receipt], title: str) -> Table:

@@ -64,7 +64,7 @@ class NumberWords(_Frozen):
     @field_validator("connector", mode="before")
     @classmethod
     def _connector_text(cls, value: object) -> object:
-        if isinstance(value, bool):  # YAML 1.1 reads a bare y/yes as a boolean
+        if isinstance(value, bool):  # PyYAML (YAML 1.1) reads a bare yes/no/on/off as one
             raise ValueError("quote the connector word")
         return value
 
