@@ -164,9 +164,28 @@ class AudioPeer:
         except Exception as exc:
             raise BadSdp(f"unusable SDP answer: {exc or type(exc).__name__}") from None
 
+    def _common_codec_check(self, parsed: SessionDescription) -> None:
+        """Refuse an offer none of whose audio codecs this peer takes, naming both sides'
+        (aiortc's own refusal of it says only that the description failed)."""
+        ours = {c.mimeType.lower(): c.mimeType for c in get_capabilities("audio").codecs}
+        if self.codec_prefs:
+            wanted = {f"audio/{name}" for name in self.codec_prefs}
+            ours = {k: v for k, v in ours.items() if k in wanted}
+        offered = [
+            c for m in parsed.media if m.kind == "audio" and m.port != 0 for c in m.rtp.codecs
+        ]
+        if offered and not any(c.mimeType.lower() in ours for c in offered):
+            names = sorted({f"{c.mimeType.split('/')[-1]}/{c.clockRate}" for c in offered})
+            takes = sorted(name.split("/")[-1] for name in ours.values())
+            raise BadSdp(
+                f"the offer has no audio codec in common with this peer (offered: "
+                f"{', '.join(names)}; this peer takes: {', '.join(takes)})"
+            )
+
     async def apply_offer(self, offer_sdp: str) -> None:
         """First half of answering: check and apply the offer (raises :class:`BadSdp`)."""
         parsed = check_offer(offer_sdp)
+        self._common_codec_check(parsed)
         self.offered_data = any(m.kind == "application" for m in parsed.media)
         # Our transceiver exists first, with its codec preferences: aiortc's
         # setRemoteDescription takes an unassociated transceiver of the same kind for the
