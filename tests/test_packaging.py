@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from voxproxy import native
+from voxproxy.harness.demo import AGENTS
+from voxproxy.loadgen.scenario import builtin_names
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -144,11 +146,16 @@ def test_the_pure_wheel_runs_the_demo_from_an_empty_directory(sdist: Path, tmp_p
     code = "import voxproxy.clips as f; print(f.fixtures_dir())"
     fixtures = _run([str(python), "-c", code], empty, run_env, 60).strip()
     assert Path(fixtures).resolve().is_relative_to(venv.resolve())
-    out = _run([str(venv / "bin" / "voxproxy"), "demo", "--out", "demo"], empty, run_env, 600)
+    # Every call at once: one round of real-time calls instead of four (the figures are not
+    # checked here, only that the installed demo runs and writes what it says; its
+    # default size is tests/harness/test_demo.py's).
+    calls = len(builtin_names()) * len(AGENTS)
+    demo = [str(venv / "bin" / "voxproxy"), "demo", "--out", "demo", "--concurrency", str(calls)]
+    out = _run(demo, empty, run_env, 600)
     assert "event API on" not in out
     lines = (empty / "demo" / "receipts.jsonl").read_text().splitlines()
     receipts = [json.loads(line) for line in lines]
     results = json.loads((empty / "demo" / "results.json").read_text())
-    assert receipts and len(receipts) == len(results["calls"])
+    assert len(receipts) == len(results["calls"]) == calls
     assert {c["scenario"] for c in results["calls"]} >= {"normal_question", "interruption"}
     assert (empty / "demo" / "report.html").stat().st_size > 0
