@@ -33,7 +33,7 @@ async def _call(calls: int) -> tuple[list[CallRecord], dict[str, list[str | byte
                     call_id=f"CA{n:032d}",
                     tail_ms=100.0,
                 ),
-                [Say(clip("caller_iban")), Silence(200.0)],
+                [Say(clip("caller_hello")), Silence(200.0)],
             )
             for n in range(calls)
         ]
@@ -49,7 +49,7 @@ def test_every_frame_arrives_once_in_order(
     # -1: the write buffer always counts as full, so every frame takes the queued path
     monkeypatch.setattr(caller_mod, "WRITE_LIMIT", write_limit)
     records, got = asyncio.run(_call(3))
-    c = clip("caller_iban")
+    c = clip("caller_hello")
     clip_frames = -(-round(c.pcm.size * 8000 / c.sample_rate_hz) // 160)
     for n, rec in enumerate(records):
         assert rec.error is None
