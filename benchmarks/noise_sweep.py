@@ -24,7 +24,6 @@ Run:  .venv/bin/python benchmarks/noise_sweep.py [--beds white,pink] [--snr 10,2
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
@@ -36,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))  # the scripted calls and the noise beds
 
+import record  # noqa: E402
 from benchkit import figures_table  # noqa: E402
 from support.noise import noise_bed  # noqa: E402
 from support.scripted import CallPlan, TurnPlan, render  # noqa: E402
@@ -124,6 +124,7 @@ def main() -> None:
     parser.add_argument("--dialects", default="raw,twilio")
     parser.add_argument("--calls", type=int, default=16, help="calls of three turns a cell")
     parser.add_argument("--max-uncertainty-ms", type=float, default=50.0)
+    record.add_flag(parser)
     args = parser.parse_args()
     results: dict[str, dict[str, float | int | None]] = {}
     for bed in args.beds.split(","):
@@ -153,7 +154,7 @@ def main() -> None:
     from rich.console import Console
 
     Console(width=140).print(table)
-    print(json.dumps(results))
+    record.finish("noise_sweep", results, args)
 
 
 if __name__ == "__main__":
