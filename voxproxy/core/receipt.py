@@ -141,7 +141,7 @@ class TurnRecord(_Model):
         default=None,
         description="Why a barge-in on this turn's answer could have gone unheard, when "
         "none was heard: caller_noise (a bed within 8 dB of the caller's level stood under "
-        "part of the answer; a caller could have talked over it unheard). Null: any "
+        "at least half of the answer; a caller could have talked over it unheard). Null: any "
         "barge-in would have been heard.",
     )
     flushes: int = 0

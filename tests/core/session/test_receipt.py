@@ -226,9 +226,15 @@ def test_an_answer_under_a_bed_near_the_caller_s_level_could_have_been_talked_ov
     assert talked_over.barge_in_unheard is None  # a barge-in was heard on it
     assert barging.barge_in_unheard is None  # its answer (3800-4500 ms) was clear
     ev = evidence()
-    ev.note_masked(CALLER_TO_AGENT, [(at(4000), at(4100))])
+    ev.note_masked(CALLER_TO_AGENT, [(at(3800), at(4300))])  # 500 of its 700 ms
     (t,) = receipt(inputs(ev), [answer(0, (500, 1500), (3800, 4500))]).turns
     assert t.barge_in_unheard == "caller_noise" and t.ttfs_ms == 2300.0
+    # A bed that came near the caller's level for a moment of the answer (a 10 dB bed
+    # whose level estimate wandered): a barge-in there would have been heard.
+    ev = evidence()
+    ev.note_masked(CALLER_TO_AGENT, [(at(4000), at(4100))])  # 100 of its 700 ms
+    (t,) = receipt(inputs(ev), [answer(0, (500, 1500), (3800, 4500))]).turns
+    assert t.barge_in_unheard is None
 
 
 def test_a_reprompt_is_withheld_when_the_caller_could_have_spoken_unheard() -> None:

@@ -113,6 +113,18 @@ class Evidence:
         have spoken under unheard: no speech there is no evidence of silence."""
         return self.masked_over(direction, t_ns, t_ns)
 
+    def masked_share(self, direction: Direction, start_ns: int | None, end_ns: int | None) -> float:
+        """The share of ``[start_ns, end_ns]`` that ``direction`` carried a bed a talker
+        could have spoken under unheard (0 for no span or none given)."""
+        if start_ns is None or end_ns is None or end_ns <= start_ns:
+            return 0.0
+        covered = 0
+        for a, b in self._masked_spans[direction]:
+            lo, hi = max(a, start_ns), min(b, end_ns)
+            if hi > lo:
+                covered += hi - lo
+        return min(covered / (end_ns - start_ns), 1.0)
+
     def masked_over(self, direction: Direction, start_ns: int | None, end_ns: int | None) -> bool:
         """Somewhere in ``[start_ns, end_ns]`` (give or take a merge gap) ``direction``
         carried a bed a talker could have spoken under unheard; ``end_ns`` None: the

@@ -43,6 +43,10 @@ from voxproxy.core.session.stages import turn_stages
 from voxproxy.core.timebase import NS_PER_MS, EpochAnchor
 from voxproxy.core.turns import BargeIn, Turn, TurnKind, barge_outcome
 
+# An answer a bed near the caller's level stood under for at least this share of it says
+# a barge-in on it could have gone unheard (``TurnRecord.barge_in_unheard``).
+UNHEARD_SHARE = 0.5
+
 
 @dataclass(frozen=True, slots=True)
 class ReceiptInputs:
@@ -276,10 +280,13 @@ def _turn_record(
     ):
         reason = "measurement_shed"  # the answer may have come in what was shed
     # No barge-in heard over an answer (``talked_over``: the next turn's caller barged in
-    # on it) that a bed near the caller's level covered in part: the caller could have
-    # talked over it unheard (SNR near 0 dB), so none heard is no evidence that none came.
+    # on it) that a bed near the caller's level stood under for most of its length: the
+    # caller could have talked over it unheard (SNR near 0 dB), so none heard is no
+    # evidence that none came. (A bed at 10 dB comes within the masking margin only in
+    # moments, as its level estimate wanders: a barge-in there is heard.)
     unheard: Literal["caller_noise"] | None = None
-    if not talked_over and ev.masked_over(CALLER_TO_AGENT, t.agent_onset_ns, t.agent_offset_ns):
+    share = ev.masked_share(CALLER_TO_AGENT, t.agent_onset_ns, t.agent_offset_ns)
+    if not talked_over and share >= UNHEARD_SHARE:
         unheard = "caller_noise"
     reprompt_ns = t.reprompt_ns
     if t.kind is TurnKind.AGENT_INITIATED and not ev.quiet_at(CALLER_TO_AGENT, t.agent_onset_ns):
