@@ -35,8 +35,14 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"voxproxy measurement core: {native.build()} (voxproxy/native.py)"
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     del config
+    # The real-time tests first (in their collected order, the quick ones after them in
+    # theirs): under pytest-xdist the workers wait on those seconds-long tests side by
+    # side and finish on the quick ones, instead of one worker still playing a long call
+    # while the others have run out of work.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if native.build() == "pure-python":
         return
     skip = pytest.mark.skip(reason="patches a compiled method: runs in the pure-Python pass")
