@@ -57,7 +57,17 @@ demo: $(RUN_STAMP)
 	@echo "== running the demo"
 	$(BIN)/voxproxy demo
 
-test: $(STAMP) system-deps lint typecheck pytest pytest-pure pytest-lowest
+# In four steps, each running its parts at once (their output printed part by part):
+# the dev install beside the system packages; ruff, mypy, the native build and the
+# lowest versions' install (mypy and mypyc keep a core each; uv mostly waits on the
+# network, and builds meeteval, which PyPI has no wheel of); the whole suite on the
+# compiled build; the two quick passes (each keeps about one core busy).
+MAKE_PARTS := $(MAKE) --no-print-directory --output-sync=target
+test:
+	$(MAKE_PARTS) -j2 $(STAMP) system-deps
+	$(MAKE_PARTS) -j4 lint typecheck $(NATIVE_STAMP) $(LOWEST)/.installed
+	$(MAKE_PARTS) pytest
+	$(MAKE_PARTS) -j2 pytest-pure pytest-lowest
 
 $(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES) voxproxy/native.py tools/build_native.py
 	$(BIN)/python tools/build_native.py
@@ -84,23 +94,27 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict voxproxy
 
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist; 0 runs it in this one). Most
-# real-time tests wait on the wall clock, so two processes overlap their waits on two
-# cores; every test binds port 0 and writes under its own tmp_path, and a test that must
-# share a process with another says so with @pytest.mark.xdist_group (--dist loadgroup).
-PYTEST_WORKERS ?= 2
+# real-time tests wait on the wall clock, so four processes overlap their waits on two
+# cores (tests/conftest.py hands them out first); the quick passes keep the cores busy
+# with QUICK_WORKERS. Every test binds port 0 and writes under its own tmp_path, and a
+# test that must share a process with another says so with @pytest.mark.xdist_group
+# (--dist loadgroup).
+PYTEST_WORKERS ?= 4
+QUICK_WORKERS  ?= $(if $(filter 0 1,$(PYTEST_WORKERS)),$(PYTEST_WORKERS),2)
 PYTEST_XDIST   := -n $(PYTEST_WORKERS) --dist loadgroup
+QUICK_XDIST    := -n $(QUICK_WORKERS) --dist loadgroup
 
 pytest: $(STAMP) system-deps $(NATIVE_STAMP)
 	$(BIN)/pytest -q $(PYTEST_XDIST)
 
 # A deeper, random search by the property-based tests (make test draws fixed examples).
 fuzz: $(STAMP) $(NATIVE_STAMP)
-	VOXPROXY_FUZZ_EXPLORE=1 VOXPROXY_FUZZ_SCALE=20 $(BIN)/pytest -q $(PYTEST_XDIST) \
+	VOXPROXY_FUZZ_EXPLORE=1 VOXPROXY_FUZZ_SCALE=20 $(BIN)/pytest -q $(QUICK_XDIST) \
 		$$(grep -rl "from hypothesis" tests --include="test_*.py")
 
 # The pure-Python fallback passes the same quick tests (the compiled build ran them all).
 pytest-pure: $(STAMP)
-	VOXPROXY_PURE_PYTHON=1 $(BIN)/pytest -q $(PYTEST_XDIST) -m "not slow"
+	VOXPROXY_PURE_PYTHON=1 $(BIN)/pytest -q $(QUICK_XDIST) -m "not slow"
 
 $(LOWEST)/.installed: $(INSTALL_DEPS) | $(UV)
 	@echo "== installing the lowest versions pyproject.toml allows into $(LOWEST)"
@@ -114,7 +128,7 @@ $(LOWEST)/.installed: $(INSTALL_DEPS) | $(UV)
 
 # The quick tests on the lowest versions, in parallel processes as the others.
 pytest-lowest: $(LOWEST)/.installed
-	$(LOWEST)/bin/pytest -q $(PYTEST_XDIST) -m "not slow"
+	$(LOWEST)/bin/pytest -q $(QUICK_XDIST) -m "not slow"
 
 $(RELEASE)/.installed:
 	$(PYTHON) -m venv $(RELEASE)

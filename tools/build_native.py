@@ -41,10 +41,13 @@ def build() -> None:
     from setuptools import setup
 
     paths = [str(native.source_path(m).relative_to(ROOT)) for m in native.NATIVE_MODULES]
+    # mypyc type-checks afresh each time and needs no cache: writing none leaves
+    # .mypy_cache to `mypy --strict`, which make test runs beside this build.
+    args = ["--cache-dir=/dev/null", *paths]
     setup(
         name="voxproxy-native",
         ext_modules=mypycify(
-            paths, group_name=native.GROUP_NAME, opt_level="3", target_dir="build/native/c"
+            args, group_name=native.GROUP_NAME, opt_level="3", target_dir="build/native/c"
         ),
         script_args=[
             *("--quiet", "build_ext", "--inplace", "--force"),
