@@ -73,7 +73,10 @@ def _recordings(root: Path) -> None:
     (root / "agent.wav").write_bytes(wav_bytes([agent[4000:]], 8000, "ulaw"))
 
 
-STATE = """(() => [...document.querySelectorAll('section.call')].map(sec => ({
+# (null until the page has loaded: a busy machine's Chromium is read while it still parses
+# the report, a section there but not yet its timeline.)
+STATE = """(() => document.readyState !== 'complete' ? null :
+  [...document.querySelectorAll('section.call')].map(sec => ({
   duration_ms: parseFloat(sec.dataset.durationMs),
   audio: [...sec.querySelectorAll('audio')].map(a => ({
     src: a.getAttribute('src'), readyState: a.readyState, duration: a.duration,
@@ -91,7 +94,9 @@ STATE = """(() => [...document.querySelectorAll('section.call')].map(sec => ({
 
 async def _open(cdp: Cdp) -> list[dict[str, Any]]:
     async def loaded() -> list[dict[str, Any]] | None:
-        state: list[dict[str, Any]] = await cdp.evaluate(STATE)
+        state: list[dict[str, Any]] | None = await cdp.evaluate(STATE)
+        if state is None:
+            return None
         every = [a for call in state for a in call["audio"]]
         if every and all(a["readyState"] >= 1 or a["error"] for a in every):
             return state
