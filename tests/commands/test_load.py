@@ -22,6 +22,21 @@ from support.ports import refusing_port
 
 from voxproxy.cli import main
 
+# One short question and its answer (seconds of real time, not the 18 s of
+# normal_question): where what is checked is the command's, not the conversation's.
+HELLO = """name: hello
+description: One short question and its answer.
+steps:
+  - say: caller_hello
+  - wait: agent_end
+"""
+
+
+def _hello(tmp_path: Path) -> str:
+    path = tmp_path / "hello.yaml"
+    path.write_text(HELLO)
+    return str(path)
+
 
 def test_a_dead_target_is_named_with_its_cause(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -86,7 +101,7 @@ def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, worke
         load = subprocess.Popen(
             cli_command(
                 "load",
-                "normal_question",
+                _hello(tmp_path),
                 "--target",
                 f"ws://127.0.0.1:{found.group(1)}",
                 "--dialect",
@@ -151,6 +166,7 @@ def test_an_arrival_rate_starts_calls_on_schedule_and_counts_the_dropped(
             "1",
             "--concurrency",
             "2",
+            scenario=_hello(tmp_path),
         )
     out = capsys.readouterr().out
     assert status == 1
