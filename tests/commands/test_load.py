@@ -17,25 +17,10 @@ from support.child import (
     proxy_command,
     read_port,
 )
-from support.loadcli import run_load
+from support.loadcli import hello_scenario, run_load
 from support.ports import refusing_port
 
 from voxproxy.cli import main
-
-# One short question and its answer (seconds of real time, not the 18 s of
-# normal_question): where what is checked is the command's, not the conversation's.
-HELLO = """name: hello
-description: One short question and its answer.
-steps:
-  - say: caller_hello
-  - wait: agent_end
-"""
-
-
-def _hello(tmp_path: Path) -> str:
-    path = tmp_path / "hello.yaml"
-    path.write_text(HELLO)
-    return str(path)
 
 
 def test_a_dead_target_is_named_with_its_cause(
@@ -101,7 +86,7 @@ def test_ctrl_c_writes_what_finished_says_so_and_exits_130(tmp_path: Path, worke
         load = subprocess.Popen(
             cli_command(
                 "load",
-                _hello(tmp_path),
+                hello_scenario(tmp_path),
                 "--target",
                 f"ws://127.0.0.1:{found.group(1)}",
                 "--dialect",
@@ -166,7 +151,7 @@ def test_an_arrival_rate_starts_calls_on_schedule_and_counts_the_dropped(
             "1",
             "--concurrency",
             "2",
-            scenario=_hello(tmp_path),
+            scenario=hello_scenario(tmp_path),
         )
     out = capsys.readouterr().out
     assert status == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.child import mock_agent_process
-from support.loadcli import run_load
+from support.loadcli import hello_scenario, run_load
 
 import voxproxy.mockagent
 import voxproxy.proxy.server
@@ -106,7 +106,12 @@ def test_a_webrtc_mock_agent_answers_a_load_call(
     offers = r"WebRTC offers on (http://127\.0\.0\.1:\d+/whip) \(WHIP\)"
     with mock_agent_process("--transport", "webrtc", pattern=offers) as found:
         assert "/api/offer (Pipecat)" in found.string
-        status = run_load(found.group(1), tmp_path / "run", "--transport", "webrtc", "--calls", "1")
+        status = run_load(
+            found.group(1),
+            tmp_path / "run",
+            *("--transport", "webrtc", "--calls", "1"),
+            scenario=hello_scenario(tmp_path),
+        )
     capsys.readouterr()
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     (call,) = results["calls"]
