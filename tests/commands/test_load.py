@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import signal
 import subprocess
 from pathlib import Path
@@ -143,14 +144,7 @@ def test_an_arrival_rate_starts_calls_on_schedule_and_counts_the_dropped(
         status = run_load(
             f"ws://127.0.0.1:{found.group(1)}",
             tmp_path / "run",
-            "--dialect",
-            "raw",
-            "--arrival-rate",
-            "4",
-            "--duration",
-            "1",
-            "--concurrency",
-            "2",
+            *shlex.split("--dialect raw --arrival-rate 4 --duration 1 --concurrency 2"),
             scenario=hello_scenario(tmp_path),
         )
     out = capsys.readouterr().out
