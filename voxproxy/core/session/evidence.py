@@ -111,7 +111,10 @@ class Evidence:
     def masked_at(self, direction: Direction, t_ns: int | None) -> bool:
         """At ``t_ns`` (give or take a merge gap) ``direction`` carried a bed a talker could
         have spoken under unheard: no speech there is no evidence of silence."""
-        return self.masked_over(direction, t_ns, t_ns)
+        if t_ns is None:
+            return False
+        margin = int(self._vad.merge_gap_ms * NS_PER_MS)
+        return any(a - margin <= t_ns <= b + margin for a, b in self._masked_spans[direction])
 
     def masked_share(self, direction: Direction, start_ns: int | None, end_ns: int | None) -> float:
         """The share of ``[start_ns, end_ns]`` that ``direction`` carried a bed a talker
@@ -124,17 +127,6 @@ class Evidence:
             if hi > lo:
                 covered += hi - lo
         return min(covered / (end_ns - start_ns), 1.0)
-
-    def masked_over(self, direction: Direction, start_ns: int | None, end_ns: int | None) -> bool:
-        """Somewhere in ``[start_ns, end_ns]`` (give or take a merge gap) ``direction``
-        carried a bed a talker could have spoken under unheard; ``end_ns`` None: the
-        instant ``start_ns``."""
-        if start_ns is None:
-            return False
-        end = start_ns if end_ns is None else end_ns
-        margin = int(self._vad.merge_gap_ms * NS_PER_MS)
-        spans = self._masked_spans[direction]
-        return any(a - margin <= end and start_ns <= b + margin for a, b in spans)
 
     def judge_busy(self) -> None:
         """A direction that stays active through most of the other side's speech is not
