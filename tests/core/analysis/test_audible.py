@@ -14,10 +14,13 @@ from voxproxy.clips import load_clips
 from voxproxy.core.analysis.audible import (
     AUDIBLE_SEEN_DB,
     HIGHPASS_HZ,
+    TAIL_HIDDEN_MS,
+    NoiseStats,
     audible_edge_band,
     hidden_ms,
     highpass,
     noise_stats,
+    tail_hidden_ms,
     window_power,
 )
 from voxproxy.core.analysis.truth import audible_speech_edges
@@ -79,9 +82,12 @@ def test_an_edge_is_found_where_it_rises_out_of_any_steady_bed(
         truth,
     )
     # (Plus what the bed's dips may hide of real speech: none for white noise, up to 90 ms
-    # for brown; test_how_far_a_bed_dips_is_how_much_of_an_edge_it_may_hide.)
+    # for brown; test_how_far_a_bed_dips_is_how_much_of_an_edge_it_may_hide. And past an
+    # offset, a release the truth may count over the bed's dips once the talker stands
+    # high enough over it: test_no_offset_over_a_bed_..._is_published_outside_its_band.)
     hidden = hidden_ms(stats)
-    assert band_on <= 10 + hidden and band_off <= 10 + hidden, (band_on, band_off, hidden)
+    tail = max(hidden, tail_hidden_ms(stats, threshold))
+    assert band_on <= 10 + hidden and band_off <= 10 + tail, (band_on, band_off, hidden, tail)
 
 
 def test_too_little_noise_to_read_gives_no_estimate() -> None:
@@ -180,3 +186,47 @@ def test_no_edge_over_brown_noise_is_published_outside_its_band(rate: int) -> No
         if 10.0 + last.masked_offset_ms <= 50.0 and abs(err) > 10.0 + last.masked_offset_ms:
             wrong.append((name, round(err), last.masked_offset_ms))
     assert not wrong, wrong
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rate", [16000, 8000])
+@pytest.mark.parametrize("kind", ["white", "pink", "street"])
+@pytest.mark.parametrize("snr_db", [15.0, 20.0, 25.0])
+def test_no_offset_over_a_bed_15_to_25_db_down_is_published_outside_its_band(
+    kind: str, snr_db: float, rate: int
+) -> None:
+    # The project's callers end on a voiced release: 100-130 ms of pulses 15-24 dB under
+    # their level. Over a bed 15-25 dB down, the truth counts those pulses wherever the
+    # bed dips under them, and the detector, which sees the mixture only, ends the
+    # utterance at the last syllable: before tail_hidden_ms, the last offsets of
+    # caller_hello, caller_order_number and others lay 40-110 ms before the heard truth
+    # while stating 1-40 ms (the noise sweep: 72-93% of pink's published figures inside
+    # their band at 15-25 dB, 73-86% of the street bed's, 91-92% of white's at 20 dB).
+    # No last offset narrow enough to publish may lie outside its band.
+    wrong = []
+    for name in CALLERS:
+        spurts, truth = _spurts(name, kind, snr_db, rate)
+        assert spurts and truth, name
+        last = spurts[-1]
+        err = last.offset_ns / MS - LEAD_MS - truth[-1][1]
+        if 10.0 + last.masked_offset_ms <= 50.0 and abs(err) > 10.0 + last.masked_offset_ms:
+            wrong.append((name, round(err), last.masked_offset_ms))
+    assert not wrong, wrong
+
+
+def test_a_release_is_stated_once_the_talker_stands_high_enough_over_the_bed() -> None:
+    # The rule on its own: a talker 10 dB over white noise (dips 3 dB) states nothing for
+    # a hidden release, 20 dB over it does; a bed that dips 7 dB brings the rule down to
+    # 11 dB; none under it.
+    bed = 10 ** (-41.0 / 10)
+
+    def stats(dip: float) -> NoiseStats:
+        return NoiseStats(mean_hp=bed, top_hp=2 * bed, low=bed / 2, mean=bed, dip=dip)
+
+    def threshold(talker_dbfs: float) -> float:
+        return float(10 ** ((talker_dbfs - 35.5) / 10))
+
+    assert tail_hidden_ms(stats(3.0), threshold(-31.0)) == 0
+    assert tail_hidden_ms(stats(3.0), threshold(-21.0)) == TAIL_HIDDEN_MS
+    assert tail_hidden_ms(stats(7.0), threshold(-30.0)) == TAIL_HIDDEN_MS
+    assert tail_hidden_ms(stats(7.0), threshold(-31.0)) == 0

@@ -167,11 +167,15 @@ def test_noise_under_the_caller_is_measured_against_what_is_heard() -> None:
     as caller_noise (the old truth's edges lay 100-200 ms under the noise): now most are
     published against the heard truth, a figure whose edge hovers on the noise states it
     and is withheld as caller_noise past the bound, and with the bound lifted the errors
-    lie inside their stated uncertainty. Measured: 16 of 24 published, |error| at most 49
-    ms; lifted, 21 of 24 inside."""
+    lie inside their stated uncertainty. At 20 dB a release fading under the bed is
+    counted by the truth where the bed dips and shows in no reading of the mixture
+    (audible.tail_hidden_ms): those offsets state it and are withheld. Measured: 8 of 12
+    published at 10 dB (|error| at most 22 ms), none at 20 dB (16 of 24 published, 8 of
+    them outside their band, before the rule); lifted, 24 of 24 inside (21 before)."""
     rng = np.random.default_rng(7)
     bed = (rng.standard_normal(16000 * 4) * 8000).astype(np.int16)  # -12.3 dBFS, scaled below
-    inside = total = published = 0
+    inside = total = 0
+    published = {10.0: 0, 20.0: 0}
     worst = 0.0
     for snr in (10.0, 20.0):
         for seed in range(4):
@@ -184,17 +188,18 @@ def test_noise_under_the_caller_is_measured_against_what_is_heard() -> None:
                     assert t.reason == "caller_noise", (snr, seed, t)
                     assert t.ttfs_uncertainty_ms is not None and t.ttfs_uncertainty_ms > 50.0
                     continue
-                published += 1
+                published[snr] += 1
                 worst = max(worst, abs(t.ttfs_ms - truth.ttfs_ns / 1e6))
             for (value, unc), truth in zip(_measure_lifted(call, "raw"), call.truth, strict=True):
                 assert value is not None and unc is not None
                 total += 1
                 inside += abs(value - truth.ttfs_ns / 1e6) <= unc
     print(
-        f"noisy callers: {published}/{total} published (worst |error| {worst:.1f} ms); "
+        f"noisy callers: {published} published of 12 a level (worst |error| {worst:.1f} ms); "
         f"lifted, {inside}/{total} inside their stated uncertainty"
     )
-    assert total == 24 and published >= 12 and worst <= 60.0 and inside >= 20
+    assert total == 24 and published[10.0] >= 6 and published[20.0] == 0
+    assert worst <= 30.0 and inside == total
 
 
 @pytest.mark.parametrize("kind", ["white", "pink", "brown", "street"])

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from voxproxy.core.analysis.vadconfig import masked_ms
+from voxproxy.core.analysis.truth import TRUTH_RANGE_DB
+from voxproxy.core.analysis.vadconfig import LEVEL_SLACK_DB, masked_ms
 from voxproxy.core.events import Pcm
 
 F64 = npt.NDArray[np.float64]
@@ -59,6 +60,15 @@ OFFSET_REFERENCE = (200, 320)  # ... and from/to this far after the anchor of an
 HIDDEN_FREE_DB = 4.0
 HIDDEN_MS_PER_DB = 10.0
 HIDDEN_MAX_MS = 90.0
+# A voiced release fades for 100-130 ms after the last loud syllable, its 1 ms pulses
+# 15-24 dB under the talker's level and its mean 8-12 dB under those. Once the talker
+# stands over the bed by TAIL_RISK_DB less the bed's dips, the truth counts such pulses
+# where the bed dips under them, while the mixture cannot show a tail that far under
+# the bed: an offset then states TAIL_HIDDEN_MS (see tail_hidden_ms). From TAIL_SEEN_DB
+# over the bed plus its dips the pulses stand out of its swells and the walk reads them.
+TAIL_RISK_DB = 18.0
+TAIL_HIDDEN_MS = 120
+TAIL_SEEN_DB = 24.0
 CENSORED_MS = 2  # an edge this close to the end of what a walk reads was not found
 MIN_REFERENCE_MS = 60  # fewer noise windows than this: no estimate
 # Applies when the talker stands less than this far above the floor (the noise is a bed
@@ -189,6 +199,22 @@ def hidden_ms(noise: NoiseStats) -> int:
     return int(min(max(hidden, 0.0), HIDDEN_MAX_MS))
 
 
+def tail_hidden_ms(noise: NoiseStats, threshold: float) -> int:
+    """How far past an offset the heard truth may reach on a release the mixture cannot
+    show: :data:`TAIL_HIDDEN_MS` when the talker (``threshold`` is the truth's level
+    threshold, its level less 35 dB) stands over the bed's mean by :data:`TAIL_RISK_DB` or
+    more less the bed's dips (a release's pulses then reach above the bed's dips) but
+    less than :data:`TAIL_SEEN_DB` plus them (a bed that dips deep swells high too: above
+    that the pulses stand out of its swells), else 0. Under
+    it, the pulses lie under the bed's deepest windows and the truth ends where the
+    mixture does."""
+    if threshold <= 0.0 or noise.mean <= 0.0:
+        return 0
+    over_db = 10.0 * float(np.log10(threshold / noise.mean)) + TRUTH_RANGE_DB + LEVEL_SLACK_DB
+    risk = over_db + noise.dip >= TAIL_RISK_DB
+    return TAIL_HIDDEN_MS if risk and over_db - noise.dip < TAIL_SEEN_DB else 0
+
+
 def audible_edge_band(
     power: F64, power_hp: F64, anchor: int, noise: NoiseStats, threshold: float, direction: int
 ) -> tuple[int, int]:
@@ -201,6 +227,8 @@ def audible_edge_band(
     if edge <= CENSORED_MS if direction < 0 else edge >= power.size - CENSORED_MS:
         return edge, int(UNRESOLVED_BAND_MS[0 if direction < 0 else 1])
     band = hidden_ms(noise)
+    if direction > 0:
+        band = max(band, tail_hidden_ms(noise, threshold))
     for db in (-BAND_DB, BAND_DB):
         other = audible_edge(
             power,

@@ -36,6 +36,24 @@ from voxproxy.core.audio.levels import frame_active_level
 from voxproxy.core.events import Pcm
 from voxproxy.core.timebase import NS_PER_MS
 
+# A bed reaches the truth's threshold when this share of its 1 ms windows stand above it
+# (white noise 40 dB under the talker: about 0.01%; brown noise 40 dB under: 10-20%), read
+# over up to a second of it before the spurt, at least BED_REACH_MIN_MS of it, clear of
+# the spurts on either side by BED_REACH_GAP_MS.
+BED_REACH_SHARE = 0.001
+BED_OVER_SHARE = 0.02  # ... and stands over it, read as a bed, in this share
+BED_REACH_MIN_MS = 100
+BED_REACH_GAP_MS = 300
+BED_REACH_AFTER_MS = 300  # ... and after a spurt's offset (a release may hover that long)
+BED_REACH_SPEECH_DB = 15.0
+BED_REACH_MEDIAN_DB = 15.0  # ... and a bed at all: its median window this close under it
+BED_SWELL_DB = 6.0  # a faint bed's 1 ms windows reach this far over its mean
+# ... whose windows' quartiles stand this far apart: noise moves (white noise's 1 ms windows
+# 2-3 dB, pink 3.5-5, a street 5-8, brown 8-10), a codec's idle does not, and sound that
+# comes and goes (a leak of the other side, a cough) moves by more.
+BED_REACH_SPREAD_DB = (1.0, 14.0)
+BED_REACH_ONSET_MS = 300  # ... and this far before it (its soft start, a breath)
+
 
 class FrameLevels:
     """The last ``size`` frame levels (dB), oldest first, read as one float64 array
@@ -93,6 +111,9 @@ class EdgeWalker(AudibleEdges):
     _band: npt.NDArray[np.bool_]
     _taper: npt.NDArray[np.float64]
     _noise_psd: npt.NDArray[np.float64] | None
+    _bed_top_db: float  # how high a bed read between spurts reached (-200: none read)
+    _bed_over_db: float  # ... the level BED_OVER_SHARE of its windows stood over
+    _bed_median_db: float  # ... and its median
     _noise_pow: float  # mean power of the noise frames learned with _noise_psd
     _bed_start_db: float  # the start threshold of pitched frames over a bed (100: none)
     _framed: int
@@ -255,14 +276,70 @@ class EdgeWalker(AudibleEdges):
     def _spectral_ok(self) -> bool:
         return self._noise_psd is not None and self._floor_db > self._clamp + 1.0
 
-    def _audible_ok(self) -> bool:
+    def _audible_ok(self, offset: bool = False) -> bool:
         """A bed of noise lies under the talker (less than AUDIBLE_SEEN_DB under its
-        level): edges are where the speech rises out of it (``analysis/audible.py``)."""
+        level): edges are where the speech rises out of it (``analysis/audible.py``). For
+        an ``offset`` also when a bed whose quietest frames read as quiet stands over the
+        truth's threshold (:meth:`_bed_reaches_threshold`). (Not for an onset: the noise
+        it is read against lies before it, where the other side's leak may stand, and a
+        barge-in's onset walked back late is one missed.)"""
+        level = self.level_dbfs
+        if level is None:
+            return False
+        if offset and self._bed_reaches_threshold():
+            return True
         if self._floor_db <= self._clamp + 1.0:
             return False  # quiet (digital silence, a codec's idle, a faint hiss)
-        noise_db = self._noise_level_db()
-        level = self.level_dbfs
-        return level is not None and level - noise_db < AUDIBLE_SEEN_DB
+        return level - self._noise_level_db() < AUDIBLE_SEEN_DB
+
+    def _bed_reaches_threshold(self) -> bool:
+        """A bed stands above the truth's threshold in BED_OVER_SHARE of its 1 ms windows or
+        more (read between spurts, the noise before this one included): a bed that swells
+        (a rumble, a street) whose quietest frames lie under the floor's clamp, so that the
+        floor reads as quiet, while a walk down to the threshold would walk on through it:
+        its edges are read as over a bed (``audible.py``)."""
+        hi = self._onset_win - BED_REACH_GAP_MS
+        lo = max(self._prev_offset_win + BED_REACH_AFTER_MS, self._first_kept_win(), hi - 1000)
+        self._read_bed(lo, hi)
+        return self._bed_reached(self._bed_over_db)
+
+    def bed_reached_after(self, end_win: int) -> bool:
+        """Whether a bed read between spurts (the noise after ``end_win`` included: one that
+        swelled after a lull) reaches the truth's threshold in BED_REACH_SHARE of its
+        windows: a walk in quiet down to that threshold may have walked on through its
+        swells."""
+        lo = end_win + BED_REACH_AFTER_MS
+        self._read_bed(lo, min(lo + 1000, self._written_win))
+        return self._bed_reached(self._bed_top_db)
+
+    def _bed_reached(self, level_db: float) -> bool:
+        thr = self._truth_threshold()
+        return level_db > thr and self._bed_median_db >= thr - BED_REACH_MEDIAN_DB
+
+    def _read_bed(self, lo: int, hi: int) -> None:
+        """Remember how high a bed in windows ``[lo, hi)`` reaches (the levels over which
+        BED_REACH_SHARE and BED_OVER_SHARE of its windows stand) and its median, if they
+        hold one: at least
+        BED_REACH_MIN_MS windows, cut BED_REACH_ONSET_MS before the first that stands
+        BED_REACH_SPEECH_DB over the truth's threshold (speech, its soft start), whose
+        quartiles lie as far apart as a bed's (BED_REACH_SPREAD_DB: a level that does not
+        move is a codec's idle, one that moves by more comes and goes)."""
+        if hi - lo < BED_REACH_MIN_MS:
+            return
+        db = self._hist[np.arange(lo, hi) & self._hist_mask]
+        loud = np.flatnonzero(db > self._truth_threshold() + BED_REACH_SPEECH_DB)
+        if loud.size:
+            db = db[: max(int(loud[0]) - BED_REACH_ONSET_MS, 0)]
+        if db.size < BED_REACH_MIN_MS:
+            return
+        q1, median, q3, over, top = np.percentile(
+            db, (25.0, 50.0, 75.0, 100.0 * (1 - BED_OVER_SHARE), 100.0 * (1 - BED_REACH_SHARE))
+        )
+        if not BED_REACH_SPREAD_DB[0] <= q3 - q1 <= BED_REACH_SPREAD_DB[1]:
+            return
+        self._bed_top_db = max(self._bed_top_db, float(top))
+        self._bed_over_db = max(self._bed_over_db, float(over))
+        self._bed_median_db = max(self._bed_median_db, float(median))
 
     def _noise_level_db(self) -> float:
         """The noise's mean power (dBFS) as learned from quiet frames, and no less than
@@ -375,7 +452,7 @@ class EdgeWalker(AudibleEdges):
             upper = min(upper, gap // self._win)
         if upper <= win + 1:
             return win + 1
-        if self._audible_ok():
+        if self._audible_ok(offset=True):
             found = self._audible_forward(win, upper, self._truth_threshold())
             if found is not None:
                 return max(found, win + 1)
@@ -442,6 +519,10 @@ class EdgeWalker(AudibleEdges):
             codec_down, codec_up = quantization_band_db(self.codec, thr)
             down = max(down, codec_down)
             up = max(up, codec_up)
+        # A faint bed under it adds its power to every window near the threshold: at its
+        # swells (BED_SWELL_DB over its mean) a window under the truth's threshold reads above.
+        swell = self._noise_level_db() + BED_SWELL_DB - thr
+        up += 10.0 * float(np.log10(1.0 + 10.0 ** (swell / 10.0)))
         early = self._walk_back(first, thr - down, lookback=lookback)
         late = self._walk_back(first, thr + up, lookback=lookback)
         amb_on = max(onset - early, late - onset, 0)
