@@ -120,7 +120,7 @@ def summary(rows: list[tuple[float, float]], bound_ms: float) -> dict[str, float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--beds", default="white,pink,brown,street")
-    parser.add_argument("--snr", default="10,15,20,25", help="dB, comma-separated")
+    parser.add_argument("--snr", default="10,15,20,25,30,35,40,45,50", help="dB, comma-separated")
     parser.add_argument("--dialects", default="raw,twilio")
     parser.add_argument("--calls", type=int, default=16, help="calls of three turns a cell")
     parser.add_argument("--max-uncertainty-ms", type=float, default=50.0)
