@@ -243,8 +243,8 @@ def test_a_rumble_whose_quiet_frames_read_as_quiet_does_not_carry_an_offset_on(
     # the rumble's swells reach (brown noise 35 dB down: a third of its 1 ms windows):
     # before, last offsets came 200-300 ms late while stating 0-10 ms (the noise sweep:
     # 0-8% of brown's published figures at 35-40 dB inside their band). Now such a bed
-    # is read between the spurts and the offset is walked over it, or states that it
-    # could not be: none narrow enough to publish lies outside its band.
+    # is read between the spurts, and an offset walked in quiet down to a threshold it
+    # reaches states that it was not found: none narrow enough to publish lies outside.
     wrong = []
     for name in CALLERS:
         spurts, truth = _spurts(name, kind, snr_db, rate)

@@ -41,7 +41,6 @@ from voxproxy.core.timebase import NS_PER_MS
 # over up to a second of it before the spurt, at least BED_REACH_MIN_MS of it, clear of
 # the spurts on either side by BED_REACH_GAP_MS.
 BED_REACH_SHARE = 0.001
-BED_OVER_SHARE = 0.02  # ... and stands over it, read as a bed, in this share
 BED_REACH_MIN_MS = 100
 BED_REACH_GAP_MS = 300
 BED_REACH_AFTER_MS = 300  # ... and after a spurt's offset (a release may hover that long)
@@ -112,7 +111,6 @@ class EdgeWalker(AudibleEdges):
     _taper: npt.NDArray[np.float64]
     _noise_psd: npt.NDArray[np.float64] | None
     _bed_top_db: float  # how high a bed read between spurts reached (-200: none read)
-    _bed_over_db: float  # ... the level BED_OVER_SHARE of its windows stood over
     _bed_median_db: float  # ... and its median
     _noise_pow: float  # mean power of the noise frames learned with _noise_psd
     _bed_start_db: float  # the start threshold of pitched frames over a bed (100: none)
@@ -276,50 +274,36 @@ class EdgeWalker(AudibleEdges):
     def _spectral_ok(self) -> bool:
         return self._noise_psd is not None and self._floor_db > self._clamp + 1.0
 
-    def _audible_ok(self, offset: bool = False) -> bool:
+    def _audible_ok(self) -> bool:
         """A bed of noise lies under the talker (less than AUDIBLE_SEEN_DB under its
-        level): edges are where the speech rises out of it (``analysis/audible.py``). For
-        an ``offset`` also when a bed whose quietest frames read as quiet stands over the
-        truth's threshold (:meth:`_bed_reaches_threshold`). (Not for an onset: the noise
-        it is read against lies before it, where the other side's leak may stand, and a
-        barge-in's onset walked back late is one missed.)"""
-        level = self.level_dbfs
-        if level is None:
-            return False
-        if offset and self._bed_reaches_threshold():
-            return True
+        level): edges are where the speech rises out of it (``analysis/audible.py``)."""
         if self._floor_db <= self._clamp + 1.0:
             return False  # quiet (digital silence, a codec's idle, a faint hiss)
-        return level - self._noise_level_db() < AUDIBLE_SEEN_DB
+        noise_db = self._noise_level_db()
+        level = self.level_dbfs
+        return level is not None and level - noise_db < AUDIBLE_SEEN_DB
 
-    def _bed_reaches_threshold(self) -> bool:
-        """A bed stands above the truth's threshold in BED_OVER_SHARE of its 1 ms windows or
-        more (read between spurts, the noise before this one included): a bed that swells
-        (a rumble, a street) whose quietest frames lie under the floor's clamp, so that the
-        floor reads as quiet, while a walk down to the threshold would walk on through it:
-        its edges are read as over a bed (``audible.py``)."""
+    def read_bed_before(self) -> None:
+        """Read the noise before the open spurt's onset (past the last one's offset) for
+        :meth:`bed_reached_after`."""
         hi = self._onset_win - BED_REACH_GAP_MS
-        lo = max(self._prev_offset_win + BED_REACH_AFTER_MS, self._first_kept_win(), hi - 1000)
-        self._read_bed(lo, hi)
-        return self._bed_reached(self._bed_over_db)
+        floor = max(self._prev_offset_win + BED_REACH_AFTER_MS, self._first_kept_win())
+        self._read_bed(max(floor, hi - 1000), hi)
 
     def bed_reached_after(self, end_win: int) -> bool:
-        """Whether a bed read between spurts (the noise after ``end_win`` included: one that
-        swelled after a lull) reaches the truth's threshold in BED_REACH_SHARE of its
-        windows: a walk in quiet down to that threshold may have walked on through its
-        swells."""
+        """Whether a bed read between spurts (before them and after the offset ``end_win``:
+        one that swelled after a lull) reaches the truth's threshold in BED_REACH_SHARE of
+        its 1 ms windows: a bed whose quietest frames lie under the floor's clamp, so that
+        the floor read as quiet, while its swells stand where a walk in quiet down to the
+        threshold would walk on through them."""
         lo = end_win + BED_REACH_AFTER_MS
         self._read_bed(lo, min(lo + 1000, self._written_win))
-        return self._bed_reached(self._bed_top_db)
-
-    def _bed_reached(self, level_db: float) -> bool:
         thr = self._truth_threshold()
-        return level_db > thr and self._bed_median_db >= thr - BED_REACH_MEDIAN_DB
+        return self._bed_top_db > thr and self._bed_median_db >= thr - BED_REACH_MEDIAN_DB
 
     def _read_bed(self, lo: int, hi: int) -> None:
-        """Remember how high a bed in windows ``[lo, hi)`` reaches (the levels over which
-        BED_REACH_SHARE and BED_OVER_SHARE of its windows stand) and its median, if they
-        hold one: at least
+        """Remember how high a bed in windows ``[lo, hi)`` reaches (the level over which
+        BED_REACH_SHARE of its windows stand) and its median, if they hold one: at least
         BED_REACH_MIN_MS windows, cut BED_REACH_ONSET_MS before the first that stands
         BED_REACH_SPEECH_DB over the truth's threshold (speech, its soft start), whose
         quartiles lie as far apart as a bed's (BED_REACH_SPREAD_DB: a level that does not
@@ -332,13 +316,10 @@ class EdgeWalker(AudibleEdges):
             db = db[: max(int(loud[0]) - BED_REACH_ONSET_MS, 0)]
         if db.size < BED_REACH_MIN_MS:
             return
-        q1, median, q3, over, top = np.percentile(
-            db, (25.0, 50.0, 75.0, 100.0 * (1 - BED_OVER_SHARE), 100.0 * (1 - BED_REACH_SHARE))
-        )
+        q1, median, q3, top = np.percentile(db, (25.0, 50.0, 75.0, 100.0 * (1 - BED_REACH_SHARE)))
         if not BED_REACH_SPREAD_DB[0] <= q3 - q1 <= BED_REACH_SPREAD_DB[1]:
             return
         self._bed_top_db = max(self._bed_top_db, float(top))
-        self._bed_over_db = max(self._bed_over_db, float(over))
         self._bed_median_db = max(self._bed_median_db, float(median))
 
     def _noise_level_db(self) -> float:
@@ -452,7 +433,7 @@ class EdgeWalker(AudibleEdges):
             upper = min(upper, gap // self._win)
         if upper <= win + 1:
             return win + 1
-        if self._audible_ok(offset=True):
+        if self._audible_ok():
             found = self._audible_forward(win, upper, self._truth_threshold())
             if found is not None:
                 return max(found, win + 1)

@@ -138,7 +138,7 @@ class SpeechDetector(NoiseFloor):
         self._frame_scale = frame_scale(cfg.frame_ms)
         self._noise_psd: npt.NDArray[np.float64] | None = None
         self._noise_pow = 0.0
-        self._bed_top_db = self._bed_over_db = self._bed_median_db = -200.0
+        self._bed_top_db = self._bed_median_db = -200.0
         self._bed_start_db = 100.0  # start threshold of pitched frames over a bed (none)
         self._opened_quiet = True  # the open spurt began before a bed was known
         self._onset_noise: NoiseStats | None = None  # the noise an onset was heard over
@@ -564,8 +564,8 @@ class SpeechDetector(NoiseFloor):
         self._final_onset()
         self._forget_noise_after(self._onset_win)
         amb_on, amb_off = self._edge_ambiguity(end_win)
-        # (Before the noise they read moves past this spurt.)
-        audible, audible_off = self._audible_ok(), self._audible_ok(offset=True)
+        audible = self._audible_ok()  # (before the noise it reads moves past this spurt)
+        self.read_bed_before()
         self._in_spurt = False
         self._prev_offset_win = end_win
         self._prev_offset_t = self._t_of_end(end_win)
@@ -587,16 +587,10 @@ class SpeechDetector(NoiseFloor):
             and self._utt_frames >= MIN_LEVEL_FRAMES
             and level - self._bed_level_db() >= UNRESOLVED_SNR_DB
         )
-        if resolved and audible_off:
-            # (A spurt opened before the bed was known may have opened on it; one read in
-            # quiet all along opened on the quiet rules' start threshold, over the bed.)
-            learned = self._opened_quiet and self._bed_start_db < 100.0
-            bands = UNRESOLVED_BAND_MS if learned else None
+        if resolved and audible:
+            bands = UNRESOLVED_BAND_MS if self._opened_quiet else None
             masked_on, masked_off = bands or (self._onset_band, self._offset_band)
-            if not audible:
-                # Its onset was walked in quiet, down to a threshold the bed reaches.
-                masked_on = max(masked_on, UNRESOLVED_BAND_MS[0])
-        if not audible_off and self.bed_reached_after(end_win):
+        if not audible and self.bed_reached_after(end_win):
             # Read in quiet, but the bed after it reaches the threshold the walk went down
             # to: the walk may have gone on through its swells.
             masked_off = max(masked_off, UNRESOLVED_BAND_MS[1])
