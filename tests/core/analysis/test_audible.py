@@ -102,6 +102,23 @@ def _spurts(name: str, kind: str, snr_db: float, rate: int) -> tuple[tuple[Spurt
     return tuple(heard.spurts), tuple(tuple(e) for e in heard.truth)
 
 
+def _published_last_offsets_outside(
+    kind: str, snr_db: float, rate: int
+) -> list[tuple[str, int, float]]:
+    """The callers whose last offset under ``kind`` at ``snr_db`` states a band narrow
+    enough to publish (10 ms plus it within the 50 ms bound) and lies outside it: (name,
+    error ms, band)."""
+    wrong = []
+    for name in CALLERS:
+        spurts, truth = _spurts(name, kind, snr_db, rate)
+        assert spurts and truth, name
+        last = spurts[-1]
+        err = last.offset_ns / MS - LEAD_MS - truth[-1][1]
+        if 10.0 + last.masked_offset_ms <= 50.0 and abs(err) > 10.0 + last.masked_offset_ms:
+            wrong.append((name, round(err), last.masked_offset_ms))
+    return wrong
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("rate", [16000, 8000])
 @pytest.mark.parametrize(("kind", "snr_db"), [("white", 10.0), ("pink", 10.0), ("white", 20.0)])
@@ -177,14 +194,7 @@ def test_no_edge_over_brown_noise_is_published_outside_its_band(rate: int) -> No
     # a breath 12-22 dB under the bed's mean where the bed dipped) while stating 0-1 ms:
     # published (10 ms + band under the 50 ms bound), and wrong. Now every edge over the
     # bed states what its dips may hide: none is narrow enough to publish and wrong.
-    wrong = []
-    for name in CALLERS:
-        spurts, truth = _spurts(name, "brown", 10.0, rate)
-        assert spurts and truth, name
-        last = spurts[-1]
-        err = last.offset_ns / MS - LEAD_MS - truth[-1][1]
-        if 10.0 + last.masked_offset_ms <= 50.0 and abs(err) > 10.0 + last.masked_offset_ms:
-            wrong.append((name, round(err), last.masked_offset_ms))
+    wrong = _published_last_offsets_outside("brown", 10.0, rate)
     assert not wrong, wrong
 
 
@@ -203,14 +213,7 @@ def test_no_offset_over_a_bed_15_to_25_db_down_is_published_outside_its_band(
     # while stating 1-40 ms (the noise sweep: 72-93% of pink's published figures inside
     # their band at 15-25 dB, 73-86% of the street bed's, 91-92% of white's at 20 dB).
     # No last offset narrow enough to publish may lie outside its band.
-    wrong = []
-    for name in CALLERS:
-        spurts, truth = _spurts(name, kind, snr_db, rate)
-        assert spurts and truth, name
-        last = spurts[-1]
-        err = last.offset_ns / MS - LEAD_MS - truth[-1][1]
-        if 10.0 + last.masked_offset_ms <= 50.0 and abs(err) > 10.0 + last.masked_offset_ms:
-            wrong.append((name, round(err), last.masked_offset_ms))
+    wrong = _published_last_offsets_outside(kind, snr_db, rate)
     assert not wrong, wrong
 
 
@@ -245,12 +248,5 @@ def test_a_rumble_whose_quiet_frames_read_as_quiet_does_not_carry_an_offset_on(
     # 0-8% of brown's published figures at 35-40 dB inside their band). Now such a bed
     # is read between the spurts, and an offset walked in quiet down to a threshold it
     # reaches states that it was not found: none narrow enough to publish lies outside.
-    wrong = []
-    for name in CALLERS:
-        spurts, truth = _spurts(name, kind, snr_db, rate)
-        assert spurts and truth, name
-        last = spurts[-1]
-        err = last.offset_ns / MS - LEAD_MS - truth[-1][1]
-        if 10.0 + last.masked_offset_ms <= 50.0 and abs(err) > 10.0 + last.masked_offset_ms:
-            wrong.append((name, round(err), last.masked_offset_ms))
+    wrong = _published_last_offsets_outside(kind, snr_db, rate)
     assert not wrong, wrong

@@ -13,7 +13,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from voxproxy.core.analysis.audible import AUDIBLE_SEEN_DB, BED_START_DB, AudibleEdges
+from voxproxy.core.analysis.audible import (
+    AUDIBLE_SEEN_DB,
+    BED_START_DB,
+    CENSORED_MS,
+    AudibleEdges,
+)
 from voxproxy.core.analysis.timeline import Timeline
 from voxproxy.core.analysis.vadconfig import (
     CUT_JITTER_MS,
@@ -289,6 +294,16 @@ class EdgeWalker(AudibleEdges):
         hi = self._onset_win - BED_REACH_GAP_MS
         floor = max(self._prev_offset_win + BED_REACH_AFTER_MS, self._first_kept_win())
         self._read_bed(max(floor, hi - 1000), hi)
+
+    def offset_unfound(self, end_win: int, quiet: bool) -> bool:
+        """The offset ``end_win`` was not found: its walk ran on to the end of its
+        look-ahead (what it walked on was a bed standing at the edge threshold, a rumble's
+        swells, and the speech's end lies somewhere before), or it was walked in quiet
+        (``quiet``) down to a threshold that the bed read between the spurts reaches."""
+        ran_on = end_win - self._last_active_win - 1
+        if ran_on >= self.config.offset_lookahead_ms - CENSORED_MS:
+            return True
+        return quiet and self.bed_reached_after(end_win)
 
     def bed_reached_after(self, end_win: int) -> bool:
         """Whether a bed read between spurts (before them and after the offset ``end_win``:

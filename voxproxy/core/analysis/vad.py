@@ -32,12 +32,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from voxproxy.core.analysis.audible import (
-    CENSORED_MS,
-    UNRESOLVED_BAND_MS,
-    UNRESOLVED_SNR_DB,
-    NoiseStats,
-)
+from voxproxy.core.analysis.audible import UNRESOLVED_BAND_MS, UNRESOLVED_SNR_DB, NoiseStats
 from voxproxy.core.analysis.edges import FrameLevels
 from voxproxy.core.analysis.energies import F32, batch_energies, frame_scale, window_scale
 from voxproxy.core.analysis.floor import NoiseFloor
@@ -590,14 +585,7 @@ class SpeechDetector(NoiseFloor):
         if resolved and audible:
             bands = UNRESOLVED_BAND_MS if self._opened_quiet else None
             masked_on, masked_off = bands or (self._onset_band, self._offset_band)
-        if not audible and self.bed_reached_after(end_win):
-            # Read in quiet, but the bed after it reaches the threshold the walk went down
-            # to: the walk may have gone on through its swells.
-            masked_off = max(masked_off, UNRESOLVED_BAND_MS[1])
-        if end_win - self._last_active_win - 1 >= cfg.offset_lookahead_ms - CENSORED_MS:
-            # The walk ran on to the end of its look-ahead: what it walked on was a bed
-            # standing at the edge threshold (a rumble's swells), not the speech's end,
-            # which lies somewhere before: not found, so unresolved.
+        if self.offset_unfound(end_win, quiet=not audible):
             masked_off = max(masked_off, UNRESOLVED_BAND_MS[1])
         voiced = min(self._voiced_ms, VOICED_ENOUGH_MS)
         self.spurts.append(
