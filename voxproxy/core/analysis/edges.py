@@ -42,21 +42,24 @@ from voxproxy.core.events import Pcm
 from voxproxy.core.timebase import NS_PER_MS
 
 # A bed reaches the truth's threshold when this share of its 1 ms windows stand above it
-# (white noise 40 dB under the talker: about 0.01%; brown noise 40 dB under: 10-20%), read
-# over up to a second of it before the spurt, at least BED_REACH_MIN_MS of it, clear of
-# the spurts on either side by BED_REACH_GAP_MS.
+# (white noise 40 dB under the talker: about 0.015%; brown noise 40 dB under: about 9%,
+# 45 dB under: 0.2%). It is read between spurts: up to a second before an onset, ending
+# BED_REACH_GAP_MS before it, and after an offset from BED_REACH_AFTER_MS on (a release
+# may hover that long), at least BED_REACH_MIN_MS of it, cut BED_REACH_ONSET_MS before
+# the first window BED_REACH_SPEECH_DB over the threshold (speech, its soft start, a
+# breath). A bed at all: its median window BED_REACH_MEDIAN_DB or less under the
+# threshold, its windows' quartiles BED_REACH_SPREAD_DB apart: noise moves (white noise's
+# 1 ms windows 2-3 dB, pink 3.5-5, a street 5-8, brown 8-10), a codec's idle does not,
+# and sound that comes and goes (a leak of the other side, a cough) moves by more.
 BED_REACH_SHARE = 0.001
-BED_REACH_MIN_MS = 100
 BED_REACH_GAP_MS = 300
-BED_REACH_AFTER_MS = 300  # ... and after a spurt's offset (a release may hover that long)
+BED_REACH_AFTER_MS = 300
+BED_REACH_MIN_MS = 100
+BED_REACH_ONSET_MS = 300
 BED_REACH_SPEECH_DB = 15.0
-BED_REACH_MEDIAN_DB = 15.0  # ... and a bed at all: its median window this close under it
-BED_SWELL_DB = 6.0  # a faint bed's 1 ms windows reach this far over its mean
-# ... whose windows' quartiles stand this far apart: noise moves (white noise's 1 ms windows
-# 2-3 dB, pink 3.5-5, a street 5-8, brown 8-10), a codec's idle does not, and sound that
-# comes and goes (a leak of the other side, a cough) moves by more.
+BED_REACH_MEDIAN_DB = 15.0
 BED_REACH_SPREAD_DB = (1.0, 14.0)
-BED_REACH_ONSET_MS = 300  # ... and this far before it (its soft start, a breath)
+BED_SWELL_DB = 6.0  # a faint bed's 1 ms windows reach this far over its mean
 
 
 class FrameLevels:

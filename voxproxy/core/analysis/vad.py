@@ -559,8 +559,8 @@ class SpeechDetector(NoiseFloor):
         self._final_onset()
         self._forget_noise_after(self._onset_win)
         amb_on, amb_off = self._edge_ambiguity(end_win)
-        audible = self._audible_ok()  # (before the noise it reads moves past this spurt)
-        self.read_bed_before()
+        audible = self._audible_ok()
+        self.read_bed_before()  # (before the last offset moves past this spurt)
         self._in_spurt = False
         self._prev_offset_win = end_win
         self._prev_offset_t = self._t_of_end(end_win)
