@@ -205,9 +205,9 @@ def tail_hidden_ms(noise: NoiseStats, threshold: float) -> int:
     threshold, its level less 35 dB) stands over the bed's mean by :data:`TAIL_RISK_DB` or
     more less the bed's dips (a release's pulses then reach above the bed's dips) but
     less than :data:`TAIL_SEEN_DB` plus them (a bed that dips deep swells high too: above
-    that the pulses stand out of its swells), else 0. Under
-    it, the pulses lie under the bed's deepest windows and the truth ends where the
-    mixture does."""
+    that the pulses stand out of its swells), else 0. Under the first bound the pulses
+    lie under the bed's deepest windows and the truth ends where the mixture does. (The
+    talker's level is read back from ``threshold`` with the default 35 dB range.)"""
     if threshold <= 0.0 or noise.mean <= 0.0:
         return 0
     over_db = 10.0 * float(np.log10(threshold / noise.mean)) + TRUTH_RANGE_DB + LEVEL_SLACK_DB
