@@ -189,13 +189,21 @@ def audible_edge(
     return anchor - last if direction < 0 else anchor + last + 1
 
 
-def hidden_ms(noise: NoiseStats) -> int:
+def hidden_ms(noise: NoiseStats, threshold: float = 0.0) -> int:
     """How far past what the mixture shows the heard truth may reach over this noise: it
     counts a 1 ms window of speech wherever the noise dips under it, and a bed whose windows
     dip far under its mean (brown noise, a street's rumble) lets it count a tail far under
     the bed's level that no reading of the mixture sees. HIDDEN_MS_PER_DB for each dB the
-    bed dips (one window in twenty) past HIDDEN_FREE_DB: a slow release's decay."""
-    hidden = (noise.dip - HIDDEN_FREE_DB) * HIDDEN_MS_PER_DB
+    bed dips (one window in twenty) past HIDDEN_FREE_DB: a slow release's decay. But the
+    truth counts no speech under its level threshold (``threshold``, power; 0: not
+    given), whatever the bed does there: a bed whose mean stands less than its dips over
+    that threshold hides only the tail between the two (a rumble 30-40 dB under the
+    talker, whose mean lies near the threshold, hides next to nothing)."""
+    depth = noise.dip
+    if threshold > 0.0 and noise.mean > 0.0:
+        over_threshold = 10.0 * float(np.log10(noise.mean / threshold))
+        depth = min(depth, over_threshold + HIDDEN_FREE_DB)
+    hidden = (depth - HIDDEN_FREE_DB) * HIDDEN_MS_PER_DB
     return int(min(max(hidden, 0.0), HIDDEN_MAX_MS))
 
 
@@ -226,7 +234,7 @@ def audible_edge_band(
     edge = audible_edge(power, power_hp, anchor, noise, threshold, direction)
     if edge <= CENSORED_MS if direction < 0 else edge >= power.size - CENSORED_MS:
         return edge, int(UNRESOLVED_BAND_MS[0 if direction < 0 else 1])
-    band = hidden_ms(noise)
+    band = hidden_ms(noise, threshold)
     if direction > 0:
         band = max(band, tail_hidden_ms(noise, threshold))
     for db in (-BAND_DB, BAND_DB):

@@ -60,6 +60,10 @@ BED_REACH_SPEECH_DB = 15.0
 BED_REACH_MEDIAN_DB = 15.0
 BED_REACH_SPREAD_DB = (1.0, 14.0)
 BED_SWELL_DB = 6.0  # a faint bed's 1 ms windows reach this far over its mean
+# A noise whose mean (learned from quiet frames) stands less than this under the truth's
+# threshold is a bed an offset walked in quiet walks on through (a rumble 30-35 dB under
+# the talker whose quietest frames read as quiet): such an offset is read over the bed.
+BED_AT_THRESHOLD_DB = 3.0
 
 
 class FrameLevels:
@@ -308,6 +312,29 @@ class EdgeWalker(AudibleEdges):
             return True
         return quiet and self.bed_reached_after(end_win)
 
+    def offset_over_bed(self, end_win: int) -> tuple[int, float] | None:
+        """An offset ``end_win`` walked in quiet over a bed that reaches the truth's
+        threshold (its mean stands within BED_AT_THRESHOLD_DB of it, or a bed read
+        between the spurts reaches it: :meth:`bed_reached_after`): the walk went on
+        through the bed's swells, 200-300 ms past the speech. Read again where the
+        speech falls into the bed (the audible walk, ``analysis/audible.py``), with its
+        band: ``(end_win, band_ms)``, or None when the walk in quiet stands (no such bed)
+        or the bed could not be read beside the speech."""
+        level = self.level_dbfs
+        if level is None:
+            return None
+        at_threshold = self._noise_level_db() > self._truth_threshold() - BED_AT_THRESHOLD_DB
+        if not (at_threshold or self.bed_reached_after(end_win)):
+            return None
+        last = self._last_active_win
+        upper = self._forward_upper(last)
+        if upper <= last + 1:
+            return None
+        found = self._audible_forward(last, upper, self._truth_threshold())
+        if found is None:
+            return None
+        return max(found, last + 1), self._offset_band
+
     def bed_reached_after(self, end_win: int) -> bool:
         """Whether a bed read between spurts (before them and after the offset ``end_win``:
         one that swelled after a lull) reaches the truth's threshold in BED_REACH_SHARE of
@@ -439,16 +466,17 @@ class EdgeWalker(AudibleEdges):
             onset = self._spectral_back(onset, lower)
         return onset
 
+    def _forward_upper(self, win: int) -> int:
+        """How far an offset walk from ``win`` may read: its look-ahead, what is analysed,
+        and never across a gap in time (a pause in playout; the jitter of a continuous
+        stream's chunk anchors is not a gap)."""
+        upper = min(win + 1 + self.config.offset_lookahead_ms, self._written_win)
+        gap = self._timeline.first_break_after(win * self._win)
+        return upper if gap is None else min(upper, gap // self._win)
+
     def _walk_forward(self, win: int, threshold: float) -> int:
         """End (exclusive) of the run above ``threshold`` that starts at ``win``."""
-        cfg = self.config
-        analysed = self._written_win
-        upper = min(win + 1 + cfg.offset_lookahead_ms, analysed)
-        # Do not walk across a gap in time (a pause in playout); the jitter of a
-        # continuous stream's chunk anchors is not a gap.
-        gap = self._timeline.first_break_after(win * self._win)
-        if gap is not None:
-            upper = min(upper, gap // self._win)
+        upper = self._forward_upper(win)
         if upper <= win + 1:
             return win + 1
         if self._audible_ok():

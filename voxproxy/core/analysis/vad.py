@@ -561,6 +561,9 @@ class SpeechDetector(NoiseFloor):
         amb_on, amb_off = self._edge_ambiguity(end_win)
         audible = self._audible_ok()
         self.read_bed_before()  # (before the last offset moves past this spurt)
+        over_bed = None if audible else self.offset_over_bed(end_win)
+        if over_bed is not None:  # (its band replaces the quiet walk's ambiguity)
+            end_win, amb_off = over_bed[0], 0.0
         self._in_spurt = False
         self._prev_offset_win = end_win
         self._prev_offset_t = self._t_of_end(end_win)
@@ -585,7 +588,9 @@ class SpeechDetector(NoiseFloor):
         if resolved and audible:
             bands = UNRESOLVED_BAND_MS if self._opened_quiet else None
             masked_on, masked_off = bands or (self._onset_band, self._offset_band)
-        if self.offset_unfound(end_win, quiet=not audible):
+        if over_bed is not None:
+            masked_off = max(masked_off, over_bed[1])
+        elif self.offset_unfound(end_win, quiet=not audible):
             masked_off = max(masked_off, UNRESOLVED_BAND_MS[1])
         voiced = min(self._voiced_ms, VOICED_ENOUGH_MS)
         self.spurts.append(
