@@ -37,7 +37,7 @@ from voxproxy.core.analysis.vadconfig import (
     level_spread_db,
 )
 from voxproxy.core.audio.g711 import quantization_band_db
-from voxproxy.core.audio.levels import frame_active_level
+from voxproxy.core.audio.levels import FrameLevels, frame_active_level
 from voxproxy.core.events import Pcm
 from voxproxy.core.timebase import NS_PER_MS
 
@@ -64,44 +64,6 @@ BED_SWELL_DB = 6.0  # a faint bed's 1 ms windows reach this far over its mean
 # threshold is a bed an offset walked in quiet walks on through (a rumble 30-35 dB under
 # the talker whose quietest frames read as quiet): such an offset is read over the bed.
 BED_AT_THRESHOLD_DB = 3.0
-
-
-class FrameLevels:
-    """The last ``size`` frame levels (dB), oldest first, read as one float64 array
-    without a copy (a buffer twice as long, slid back when full): what a
-    ``deque(maxlen=size)`` of floats holds, for a fraction of the cost of converting
-    one to an array at every reading of the talker's level."""
-
-    __slots__ = ("_buf", "_end", "_size", "total")
-
-    def __init__(self, size: int) -> None:
-        self._buf = np.zeros(2 * size)
-        self._end = 0
-        self._size = size
-        self.total = 0  # appended since the last clear
-
-    def append(self, db: float) -> None:
-        if self._end == self._buf.size:
-            keep = self._size - 1
-            self._buf[:keep] = self._buf[self._end - keep : self._end]
-            self._end = keep
-        self._buf[self._end] = db
-        self._end += 1
-        self.total += 1
-
-    def clear(self) -> None:
-        self._end = 0
-        self.total = 0
-
-    def last(self, n: int) -> npt.NDArray[np.float64]:
-        """The last ``n`` levels (fewer when fewer are kept)."""
-        return self._buf[max(0, self._end - min(n, self._size)) : self._end]
-
-    def __len__(self) -> int:
-        return min(self._end, self._size)
-
-    def array(self) -> npt.NDArray[np.float64]:
-        return self._buf[max(0, self._end - self._size) : self._end]
 
 
 class EdgeWalker(AudibleEdges):

@@ -33,7 +33,6 @@ import numpy as np
 import numpy.typing as npt
 
 from voxproxy.core.analysis.audible import UNRESOLVED_BAND_MS, UNRESOLVED_SNR_DB, NoiseStats
-from voxproxy.core.analysis.edges import FrameLevels
 from voxproxy.core.analysis.energies import F32, batch_energies, frame_scale, window_scale
 from voxproxy.core.analysis.floor import NoiseFloor
 from voxproxy.core.analysis.framevad import frame_classifier
@@ -62,6 +61,7 @@ from voxproxy.core.analysis.vadconfig import (
     masked_ms,
 )
 from voxproxy.core.analysis.voicing import VOICING_BAND_HZ, VOICING_THRESHOLD, voicing
+from voxproxy.core.audio.levels import FrameLevels
 from voxproxy.core.events import Pcm
 from voxproxy.core.timebase import NS_PER_MS
 

@@ -126,3 +126,41 @@ def frame_active_level(frame_db: npt.NDArray[np.float64], frame_ms: int) -> floa
     if ok.size == 0:
         return float(levels[valid][-1]) if valid.any() else None
     return float(levels[ok[0]])
+
+
+class FrameLevels:
+    """The last ``size`` frame levels (dB), oldest first, read as one float64 array
+    without a copy (a buffer twice as long, slid back when full): what a
+    ``deque(maxlen=size)`` of floats holds, for a fraction of the cost of converting
+    one to an array at every reading of the talker's level."""
+
+    __slots__ = ("_buf", "_end", "_size", "total")
+
+    def __init__(self, size: int) -> None:
+        self._buf = np.zeros(2 * size)
+        self._end = 0
+        self._size = size
+        self.total = 0  # appended since the last clear
+
+    def append(self, db: float) -> None:
+        if self._end == self._buf.size:
+            keep = self._size - 1
+            self._buf[:keep] = self._buf[self._end - keep : self._end]
+            self._end = keep
+        self._buf[self._end] = db
+        self._end += 1
+        self.total += 1
+
+    def clear(self) -> None:
+        self._end = 0
+        self.total = 0
+
+    def last(self, n: int) -> npt.NDArray[np.float64]:
+        """The last ``n`` levels (fewer when fewer are kept)."""
+        return self._buf[max(0, self._end - min(n, self._size)) : self._end]
+
+    def __len__(self) -> int:
+        return min(self._end, self._size)
+
+    def array(self) -> npt.NDArray[np.float64]:
+        return self._buf[max(0, self._end - self._size) : self._end]
