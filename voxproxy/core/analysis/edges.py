@@ -17,6 +17,7 @@ from voxproxy.core.analysis.audible import (
     AUDIBLE_SEEN_DB,
     BED_START_DB,
     CENSORED_MS,
+    UNRESOLVED_BAND_MS,
     AudibleEdges,
 )
 from voxproxy.core.analysis.timeline import Timeline
@@ -285,8 +286,7 @@ class EdgeWalker(AudibleEdges):
         level = self.level_dbfs
         if level is None:
             return None
-        at_threshold = self._noise_level_db() > self._truth_threshold() - BED_AT_THRESHOLD_DB
-        if not (at_threshold or self.bed_reached_after(end_win)):
+        if not (self._bed_at_threshold() or self.bed_reached_after(end_win)):
             return None
         last = self._last_active_win
         upper = self._forward_upper(last)
@@ -305,8 +305,38 @@ class EdgeWalker(AudibleEdges):
         threshold would walk on through them."""
         lo = end_win + BED_REACH_AFTER_MS
         self._read_bed(lo, min(lo + 1000, self._written_win))
+        return self._bed_reaches()
+
+    def _bed_reaches(self) -> bool:
+        """A bed read so far (:meth:`_read_bed`) reaches the truth's threshold."""
         thr = self._truth_threshold()
         return self._bed_top_db > thr and self._bed_median_db >= thr - BED_REACH_MEDIAN_DB
+
+    def _bed_at_threshold(self) -> bool:
+        """The noise's mean stands within BED_AT_THRESHOLD_DB of the truth's threshold."""
+        return self._noise_level_db() > self._truth_threshold() - BED_AT_THRESHOLD_DB
+
+    def onset_over_bed(self) -> float | None:
+        """The open spurt's onset, walked in quiet over a bed that reaches the truth's
+        threshold (read before the onset: :meth:`read_bed_before`, or its mean near the
+        threshold): the walk went back through the bed's swells, up to its whole
+        look-back (400-640 ms early over a rumble 30-45 dB under the talker), and a
+        barge-in's onset is a figure's edge. Read again where the speech rises out of the
+        bed (moving ``_onset_win``) and return its band; unresolved when the audio has
+        left the ring; None when the walk in quiet stands (no such bed)."""
+        if self.level_dbfs is None or not (self._bed_at_threshold() or self._bed_reaches()):
+            return None
+        first = self._first_above_win
+        lower = max(first - 2 * self.config.onset_lookback_ms, self._prev_offset_win)
+        gap = self._timeline.last_break_at_or_before(first * self._win)
+        if gap is not None:
+            lower = max(lower, -(-gap // self._win))
+        found = self._audible_back(first, lower, self._truth_threshold())
+        if found is None:
+            return float(UNRESOLVED_BAND_MS[0])
+        self._onset_win = min(found, first)
+        self._onset_t = self._t_of_win(self._onset_win)
+        return self._onset_band
 
     def _read_bed(self, lo: int, hi: int) -> None:
         """Remember how high a bed in windows ``[lo, hi)`` reaches (the level over which

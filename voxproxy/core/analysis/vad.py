@@ -533,15 +533,10 @@ class SpeechDetector(NoiseFloor):
     def _finish_spurt(self) -> None:
         self._close(self._refined_end())
 
-    def _final_onset(self) -> None:
-        """Walk the onset again with the level of the whole utterance so far: the level
-        read from its first half second can stand several dB off (a quiet talker's
-        first syllable), and the truth takes the level of all of it."""
-        self._walk_onset_again()
-
     def _walk_onset_again(self) -> None:
-        """Walk from the first loud window again, at the level known now, by up to two
-        look-backs (a quiet talker's soft start lies under a nominal level's threshold)."""
+        """Walk from the first loud window again, at the level known now (at the close:
+        the whole utterance's, which the truth takes; its first half second's can stand
+        several dB off), by up to two look-backs (a quiet talker's soft start)."""
         lookback = 2 * self.config.onset_lookback_ms
         first = self._first_above_win
         if not self._timeline.covers(max(first - lookback, 0) * self._win):
@@ -556,14 +551,16 @@ class SpeechDetector(NoiseFloor):
 
     def _close(self, end_win: int) -> None:
         cfg = self.config
-        self._final_onset()
+        self._walk_onset_again()
         self._forget_noise_after(self._onset_win)
         amb_on, amb_off = self._edge_ambiguity(end_win)
         audible = self._audible_ok()
         self.read_bed_before()  # (before the last offset moves past this spurt)
+        # Walked in quiet over a bed reaching the threshold: read over it, with its bands.
+        onset_bed = None if audible else self.onset_over_bed()
         over_bed = None if audible else self.offset_over_bed(end_win)
-        if over_bed is not None:  # (its band replaces the quiet walk's ambiguity)
-            end_win, amb_off = over_bed[0], 0.0
+        amb_on = amb_on if onset_bed is None else 0.0
+        end_win, amb_off = (end_win, amb_off) if over_bed is None else (over_bed[0], 0.0)
         self._in_spurt = False
         self._prev_offset_win = end_win
         self._prev_offset_t = self._t_of_end(end_win)
@@ -588,6 +585,7 @@ class SpeechDetector(NoiseFloor):
         if resolved and audible:
             bands = UNRESOLVED_BAND_MS if self._opened_quiet else None
             masked_on, masked_off = bands or (self._onset_band, self._offset_band)
+        masked_on = masked_on if onset_bed is None else max(masked_on, onset_bed)
         if over_bed is not None:
             masked_off = max(masked_off, over_bed[1])
         elif self.offset_unfound(end_win, quiet=not audible):
