@@ -9,7 +9,7 @@ import pytest
 from support.noise import noise_bed
 
 from voxproxy.clips import clip
-from voxproxy.core.analysis.truth import audible_speech_edges, truth_threshold_dbfs
+from voxproxy.core.analysis.truth import audible_speech_edges, speech_edges, truth_threshold_dbfs
 from voxproxy.core.audio.resample import resample_linear
 from voxproxy.loadgen.steps import (
     BargeIn,
@@ -105,3 +105,19 @@ def test_a_call_lasts_its_clips_and_silences_at_least_and_its_waits_at_most() ->
     assert caller_audio_s(steps) == pytest.approx((clips_ms + 1500) / 1000)
     waits_ms = 40_000 + 10_900 + 5_500 + 8_000
     assert longest_call_s(steps, 800) == pytest.approx((clips_ms + 1500 + waits_ms + 800) / 1000)
+
+
+def test_a_said_clips_truth_is_read_at_its_wires_rate() -> None:
+    # An 8 kHz wire carries the clip averaged down to 8 kHz: caller_topic_change's last
+    # sound (an affricate, mostly above 4 kHz) ends tens of ms earlier there than on its
+    # 16 kHz recording, and the live caller's truth is what it sent (read here
+    # independently: the truth rule on the 8 kHz audio at the recording's level).
+    c = clip("caller_topic_change")
+    pcm = clip_at_rate(c, 8000)
+    threshold = truth_threshold_dbfs(c.pcm, c.sample_rate_hz)
+    assert threshold is not None
+    at_8k = speech_edges(pcm, 8000, threshold_dbfs=threshold)
+    assert c.offset_ms - at_8k[-1][1] > 20.0
+    expected = (at_8k[0][0], at_8k[-1][1])
+    assert audible_clip_edges(c, pcm, None, 0, 8000, 0.0) == expected
+    assert audible_clip_edges(c, c.pcm, None, 0, 16000, 0.0) == (c.onset_ms, c.offset_ms)

@@ -50,7 +50,7 @@ from voxproxy.loadgen.steps import Step as Step
 from voxproxy.loadgen.steps import WaitAgentEnd as WaitAgentEnd
 from voxproxy.loadgen.steps import WaitAgentStart as WaitAgentStart
 from voxproxy.loadgen.steps import active_rms as active_rms
-from voxproxy.loadgen.steps import audible_clip_edges, clip_at_rate
+from voxproxy.loadgen.steps import audible_clip_edges, clip_at_rate, edges_at_rate
 from voxproxy.loadgen.wires import CallerWire, caller_wire
 
 TICK_NS = 10 * NS_PER_MS  # the caller's own playout and detector run at most this often
@@ -451,7 +451,9 @@ class ScriptedCaller:
             pcm = np.clip(pcm * 10 ** (step.gain_db / 20), -32768, 32767).astype(np.int16)
         pos = self._enqueue(pcm)
         t0 = self.record.t0_ns
-        onset_ms, offset_ms = c.onset_ms, c.offset_ms
+        # The truth is read from the audio the wire carries, at its rate (an 8 kHz wire
+        # averages away what lies above 4 kHz: a fricative release ends earlier on it).
+        onset_ms, offset_ms = edges_at_rate(c, self.rate)
         if not noise:
             onset_ms, offset_ms = audible_clip_edges(
                 c, pcm, self._bed, pos, self.rate, step.gain_db

@@ -85,12 +85,11 @@ Records = list[tuple[int, str, CallRecord]]
 
 def prepare_scenarios(scenarios: tuple[tuple[Scenario, Path | None], ...]) -> None:
     """What the scenarios' callers would otherwise compute on their clocks, now: the level
-    of every clip said over a noise bed (``steps.prepare_heard_truth``; the first reading
-    imports scipy, over a second). Call it before anything in this process keeps time
-    (a proxy in the same loop counts the wait as its own lag)."""
+    of every clip said, and its edges at the wires' rates (``steps.prepare_heard_truth``;
+    the first reading imports scipy, over a second). Call it before anything in this
+    process keeps time (a proxy in the same loop counts the wait as its own lag)."""
     for scenario, base in scenarios:
-        if scenario.noise is not None:
-            prepare_heard_truth(scenario.caller_steps(base))
+        prepare_heard_truth(scenario.caller_steps(base))
 
 
 async def run_calls(

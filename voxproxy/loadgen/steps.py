@@ -11,7 +11,13 @@ import numpy as np
 import numpy.typing as npt
 
 from voxproxy.clips import Clip
-from voxproxy.core.analysis.truth import audible_speech_edges, named_truth_threshold
+from voxproxy.core.analysis.truth import (
+    audible_speech_edges,
+    carried_speech_edges,
+    carried_speech_windows,
+    named_speech_windows,
+    named_truth_threshold,
+)
 from voxproxy.core.audio.resample import resample_linear
 from voxproxy.core.events import Pcm
 
@@ -49,6 +55,31 @@ def clip_at_rate(c: Clip, rate: int) -> Pcm:
     return out
 
 
+def segments_at_rate(c: Clip, rate: int) -> tuple[tuple[float, float], ...]:
+    """``c``'s true speech runs (ms) in its audio as a wire at ``rate`` carries it
+    (:func:`clip_at_rate`, before the codec): the truth rule read from that audio, against
+    the recording's level (``analysis.truth.carried_speech_windows``). At the recording's
+    own rate, its stored segments; a clip the rule finds no speech in keeps them too."""
+    if c.sample_rate_hz == rate or not c.segments_ms:
+        return c.segments_ms
+    edges = carried_speech_edges(c.name, c.pcm, c.sample_rate_hz, clip_at_rate(c, rate), rate)
+    return tuple((a, b) for a, b in edges) if edges else c.segments_ms
+
+
+def speech_windows_at_rate(c: Clip, rate: int) -> npt.NDArray[np.bool_]:
+    """Which 1 ms windows of ``c`` are speech as a wire at ``rate`` carries it (see
+    :func:`segments_at_rate`): for where a cut run's speech ends."""
+    if c.sample_rate_hz == rate:
+        return named_speech_windows(c.name, c.pcm, rate)
+    return carried_speech_windows(c.name, c.pcm, c.sample_rate_hz, clip_at_rate(c, rate), rate)
+
+
+def edges_at_rate(c: Clip, rate: int) -> tuple[float, float]:
+    """``c``'s true onset and offset (ms into it) as a wire at ``rate`` carries it."""
+    segments = segments_at_rate(c, rate)
+    return segments[0][0], segments[-1][1]
+
+
 def active_rms(pcm: Pcm, c: Clip, rate: int) -> float:
     """RMS of a clip over its true speech segments (its active speech level)."""
     parts = [pcm[round(a * rate / 1000) : round(b * rate / 1000)] for a, b in c.segments_ms]
@@ -64,26 +95,36 @@ def audible_clip_edges(
     and above the bed's own in the same window): ``pcm`` is the clip as said (at ``rate``,
     ``gain_db`` applied) from stream position ``pos``, and the bed under position ``p`` is
     ``bed[p % len(bed)]`` (the caller loops it from the stream's first sample). The clip's
-    own edges with no bed, or when nothing of it stands above the bed."""
+    own edges at ``rate`` (:func:`edges_at_rate`) with no bed, or when nothing of it stands
+    above the bed."""
+    quiet = edges_at_rate(c, rate)
     if bed is None:
-        return c.onset_ms, c.offset_ms
+        return quiet
     threshold = named_truth_threshold(c.name, c.pcm, c.sample_rate_hz)
     if threshold is None:
-        return c.onset_ms, c.offset_ms
+        return quiet
     under = bed[(np.arange(pos, pos + pcm.size)) % bed.size]
     edges = audible_speech_edges(pcm, under, rate, threshold_dbfs=threshold + gain_db)
     if not edges:
-        return c.onset_ms, c.offset_ms
+        return quiet
     return edges[0][0], edges[-1][1]
 
 
-def prepare_heard_truth(script: list[Step]) -> None:
+# The rates a caller's wire may carry besides a clip's own (G.711 and the 8 kHz dialects,
+# OpenAI Realtime's pcm16): the truth of each clip said at them is read before the call.
+WIRE_RATES_HZ = (8000, 24000)
+
+
+def prepare_heard_truth(script: list[Step], rates: tuple[int, ...] = WIRE_RATES_HZ) -> None:
     """Read the level of every clip the script says (:func:`audible_clip_edges` needs it
-    under a bed) now, once per clip for the process, rather than on a caller's clock:
-    the first reading imports scipy (over a second) and each takes tens of ms."""
+    under a bed, and :func:`edges_at_rate` at a wire's rate) and its edges at ``rates``
+    now, once per clip for the process, rather than on a caller's clock: the first
+    reading imports scipy (over a second) and each takes tens of ms."""
     for step in script:
-        if isinstance(step, (Say, BargeIn)):
+        if isinstance(step, (Say, BargeIn, Interject)):
             named_truth_threshold(step.clip.name, step.clip.pcm, step.clip.sample_rate_hz)
+            for rate in rates:
+                segments_at_rate(step.clip, rate)
 
 
 @dataclass(frozen=True, slots=True)

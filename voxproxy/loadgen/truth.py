@@ -15,9 +15,10 @@ from typing import Protocol, TypeVar
 
 from voxproxy.clips import Clip
 from voxproxy.clips import clip as load_clip
-from voxproxy.core.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
+from voxproxy.core.analysis.truth import heard_runs, last_speech_end_ms
 from voxproxy.core.timebase import NS_PER_S
 from voxproxy.loadgen.caller import CallRecord, SpeechTruth
+from voxproxy.loadgen.steps import segments_at_rate, speech_windows_at_rate
 from voxproxy.simcall.log import CallLog, ResponseLog
 
 
@@ -66,13 +67,15 @@ def response_speech(
     """A response's first speech sample and the end of its last audible run: the parts of
     its clip's speech that played, as the truth rule takes them (``heard_runs``). A run
     cut by a flush ends at its last speech window before the cut: a cut inside one of the
-    run's own pauses leaves that pause silent."""
+    run's own pauses leaves that pause silent. The clip's speech is read from its audio at
+    the agent's ``rate``, as the wire carried it (``steps.segments_at_rate``)."""
+    segments = segments_at_rate(c, rate)
     base = r.stream_pos - r.skipped_samples  # stream position of the clip's sample 0
 
     def pos(ms: float) -> int:
         return base + round(ms * rate / 1000)
 
-    onset_pos = pos(c.onset_ms)
+    onset_pos = pos(segments[0][0])
     sent_end = r.stream_pos + r.samples_sent  # later positions belong to the next response
     if onset_pos >= sent_end:
         # Stopped before its first speech sample was sent (a flush in its leading
@@ -82,7 +85,7 @@ def response_speech(
     if onset is None:
         return None
     runs: list[tuple[int, int]] = []  # [start, end) of audible speech, on the caller's timeline
-    for a_ms, b_ms in c.segments_ms:
+    for a_ms, b_ms in segments:
         a, b = pos(a_ms), min(pos(b_ms), sent_end)
         if a >= b:
             continue
@@ -96,9 +99,7 @@ def response_speech(
             continue
         if last_played < pos(b_ms):  # cut inside the run: it ends on its last speech heard
             cut_ms = (last_played - base) * 1000 / rate
-            end_ms = last_speech_end_ms(
-                named_speech_windows(c.name, c.pcm, c.sample_rate_hz), a_ms, cut_ms
-            )
+            end_ms = last_speech_end_ms(speech_windows_at_rate(c, rate), a_ms, cut_ms)
             last_played = max(a + 1, min(last_played, pos(end_ms)))
         t0 = record.play_time(a)
         t = record.play_time(last_played - 1)

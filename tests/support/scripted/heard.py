@@ -1,8 +1,9 @@
 """The caller's truth over a noise bed: what a listener hears of each caller turn once
 the plan's noise is mixed in (MEASUREMENT.md 2). The renderer takes each turn's truth from
-the clip's own edges; under a :class:`CallPlan`'s white noise or noise bed, each caller
-onset and offset moves to the first and last 1 ms window where the clean speech is within
-35 dB of its recording's level and above the noise's own level in the same window."""
+the clip's own edges in the audio the wire carries (at its rate); under a
+:class:`CallPlan`'s white noise or noise bed, each caller onset and offset moves to the
+first and last 1 ms window where the clean speech is within 35 dB of its recording's level
+and above the noise's own level in the same window."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from voxproxy.clips import Clip
 from voxproxy.core.analysis.truth import audible_speech_edges, named_truth_threshold
 from voxproxy.core.events import Pcm
 from voxproxy.core.timebase import NS_PER_MS
+from voxproxy.loadgen.steps import edges_at_rate
 
 Noise = npt.NDArray[np.float64]
 
@@ -52,14 +54,14 @@ def heard_edges_ms(
 ) -> tuple[float, float]:
     """A caller clip's onset and offset (ms into the clip) over ``noise``: ``pcm`` is the clip
     at ``rate``, placed at sample ``start`` of the caller's track. The clip's own edges
-    when nothing of it stands above the noise."""
+    at ``rate`` when nothing of it stands above the noise."""
     threshold = named_truth_threshold(clip.name, clip.pcm, clip.sample_rate_hz)
     n = min(pcm.size, noise.size - start)
     if threshold is None or n <= 0:
-        return clip.onset_ms, clip.offset_ms
+        return edges_at_rate(clip, rate)
     edges = audible_speech_edges(pcm[:n], noise[start : start + n], rate, threshold_dbfs=threshold)
     if not edges:
-        return clip.onset_ms, clip.offset_ms
+        return edges_at_rate(clip, rate)
     return edges[0][0], edges[-1][1]
 
 

@@ -29,6 +29,7 @@ from voxproxy.core.analysis.truth import speech_edges, truth_threshold_dbfs
 from voxproxy.core.events import Pcm
 from voxproxy.core.receipt import Receipt
 from voxproxy.core.timebase import NS_PER_MS
+from voxproxy.loadgen.steps import edges_at_rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,7 @@ def render_recording(
     sample_rate_hz: int = 16000,
 ) -> ScriptedRecording:
     """Lay ``turns`` out on two tracks at ``sample_rate_hz`` (clips at another rate are
-    converted first; their truth is the clip's own, in ms)."""
+    converted first; their truth is read from the converted audio, in ms)."""
     rate = sample_rate_hz
     spm = rate / 1000.0
     caller_pieces: list[tuple[float, Pcm]] = []
@@ -83,9 +84,11 @@ def render_recording(
             to_rate(a.pcm, a.sample_rate_hz, rate),
         )
         caller_pieces.append((caller_start, c_pcm))
-        c_on, c_off = caller_start + c.onset_ms, caller_start + c.offset_ms
+        # The truth in the audio as recorded, at its rate (MEASUREMENT.md 2).
+        c_edges, a_edges = edges_at_rate(c, rate), edges_at_rate(a, rate)
+        c_on, c_off = caller_start + c_edges[0], caller_start + c_edges[1]
         a_on = c_off + turn.delay_ms
-        a_start = a_on - a.onset_ms
+        a_start = a_on - a_edges[0]
         barge = turn.barge if i + 1 < len(turns) else None
         played = a_pcm
         barge_on = stop_ms = None
@@ -110,9 +113,9 @@ def render_recording(
         a_end = a_start + played.size / spm
         end_ms = max(end_ms, a_end, caller_start + c_pcm.size / spm)
         if barge_on is not None:
-            caller_start = barge_on - turns[i + 1].caller.onset_ms
+            caller_start = barge_on - edges_at_rate(turns[i + 1].caller, rate)[0]
         else:
-            caller_start = a_start + a.offset_ms + caller_gap_ms
+            caller_start = a_start + a_edges[1] + caller_gap_ms
     total = round((end_ms + tail_ms) * spm)
     return ScriptedRecording(
         _mix(caller_pieces, total, spm), _mix(agent_pieces, total, spm), rate, truth

@@ -22,10 +22,11 @@ from support.scripted.plan import (
     WirePlan,
 )
 from voxproxy.clips import Clip
-from voxproxy.core.analysis.truth import heard_runs, last_speech_end_ms, named_speech_windows
+from voxproxy.core.analysis.truth import heard_runs, last_speech_end_ms
 from voxproxy.core.audio.resample import resample_linear
 from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, Direction, Pcm
 from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
+from voxproxy.loadgen.steps import edges_at_rate, segments_at_rate, speech_windows_at_rate
 
 
 def to_rate(pcm: Pcm, rate: int, target: int) -> Pcm:
@@ -100,7 +101,7 @@ def _last_speech_before(
     cut."""
     runs: list[tuple[int, int]] = []
     spm = rate // 1000
-    for a_ms, b_ms in clip.segments_ms:
+    for a_ms, b_ms in segments_at_rate(clip, rate):
         a_t = _play_time(starts, round(a_ms * spm), rate)
         b_t = _play_time(starts, round(b_ms * spm), rate)
         if a_t >= end_ns:
@@ -113,9 +114,7 @@ def _last_speech_before(
                     lo = mid
                 else:
                     hi = mid
-            end_ms = last_speech_end_ms(
-                named_speech_windows(clip.name, clip.pcm, clip.sample_rate_hz), a_ms, lo
-            )
+            end_ms = last_speech_end_ms(speech_windows_at_rate(clip, rate), a_ms, lo)
             b_t = (
                 end_ns
                 if end_ms >= lo
@@ -289,18 +288,15 @@ class _CallRender:
         """Turn ``i``: the caller's speech, the agent's answer and how it ends, its truth,
         and when the caller speaks next."""
         c_on, c_off = self._place_caller(turn.caller)
-        audio_start_ms = max(
-            c_off + turn.delay_ms - turn.agent.onset_ms, self.cursor / NS_PER_MS + 50.0
-        )
+        agent_onset_ms = edges_at_rate(turn.agent, self.arate)[0]
+        audio_start_ms = max(c_off + turn.delay_ms - agent_onset_ms, self.cursor / NS_PER_MS + 50.0)
         stage: dict[str, int] = {}
         if self.realtime is not None:
             audio_start_ms = self.realtime.answer_opens(i, c_on, c_off, audio_start_ms, stage)
         sends = self._chunk_sends(turn.agent, audio_start_ms)
         barge_onset_ms, stop_send_ms = self._schedule_barge(turn, sends)
         answer = self._send_answer(i, turn.agent, sends, stop_send_ms, audio_start_ms)
-        agent_onset_ns = _play_time(
-            answer.played, round(turn.agent.onset_ms * self.aspm), self.arate
-        )
+        agent_onset_ns = _play_time(answer.played, round(agent_onset_ms * self.aspm), self.arate)
         if answer.played:
             stage["first_audio_delta"] = answer.played[0][0]
         echo = self._place_mark(answer)
@@ -323,12 +319,14 @@ class _CallRender:
 
     def _place_caller(self, clip: Clip) -> tuple[float, float]:
         """The caller's clip on its track at ``caller_start_ms``; returns its speech onset
-        and offset (ms)."""
+        and offset (ms), read from the audio the wire carries, at its rate (an 8 kHz wire
+        averages away what lies above 4 kHz: MEASUREMENT.md 2, ``edges_at_rate``)."""
         start = round(self.caller_start_ms * self.cspm)
         pcm = to_rate(clip.pcm, clip.sample_rate_hz, self.crate)
         self.caller_track.append((start, pcm))
         self.placed.append((self.caller_start_ms, start, pcm, clip))
-        return self.caller_start_ms + clip.onset_ms, self.caller_start_ms + clip.offset_ms
+        onset_ms, offset_ms = edges_at_rate(clip, self.crate)
+        return self.caller_start_ms + onset_ms, self.caller_start_ms + offset_ms
 
     def _chunk_sends(self, clip: Clip, audio_start_ms: float) -> list[tuple[float, Pcm]]:
         """The agent's clip in chunks of ``chunk_ms``, each at its send time (ms): paced,
@@ -360,7 +358,8 @@ class _CallRender:
         as it would play, and when the agent reacts to it (send ms); None for no barge-in,
         or an agent that never reacts."""
         planned = self._planned_playout(sends)
-        planned_onset_ns = _play_time(planned, round(turn.agent.onset_ms * self.aspm), self.arate)
+        onset_ms = edges_at_rate(turn.agent, self.arate)[0]
+        planned_onset_ns = _play_time(planned, round(onset_ms * self.aspm), self.arate)
         barge = turn.barge
         if barge is None:
             return None, None
@@ -482,7 +481,8 @@ class _CallRender:
         """The next caller turn: its speech onset at the barge-in, else ``caller_gap_ms``
         after the agent's playout; and the call's end so far."""
         if barge_onset_ms is not None and i + 1 < len(self.plan.turns):
-            self.caller_start_ms = barge_onset_ms - self.plan.turns[i + 1].caller.onset_ms
+            onset_ms = edges_at_rate(self.plan.turns[i + 1].caller, self.crate)[0]
+            self.caller_start_ms = barge_onset_ms - onset_ms
         else:
             self.caller_start_ms = self.cursor / NS_PER_MS + self.plan.caller_gap_ms
         self.end_ms = max(self.end_ms, self.cursor / NS_PER_MS, c_off)
