@@ -22,8 +22,10 @@ from voxproxy.core.analysis.audible import (
 )
 from voxproxy.core.analysis.timeline import Timeline
 from voxproxy.core.analysis.vadconfig import (
+    BAND_LOSS_DB,
     CUT_JITTER_MS,
     EDGE_LEVEL_DB,
+    FULL_BAND_RATE_HZ,
     LEVEL_BIAS_DB,
     LEVEL_SLACK_DB,
     MIN_LEVEL_FRAMES,
@@ -501,7 +503,10 @@ class EdgeWalker(AudibleEdges):
         flush (read from its part heard), a spurt at another level than its utterance,
         and on a G.711 wire, as far as the codec may move a window's level at the
         threshold (``audio.g711.quantization_band_db``: a -40 dBFS talker's soft edges).
-        ``docs/measurement.md``, Uncertainty."""
+        On a band-limited wire (G.711, or a rate other than FULL_BAND_RATE_HZ) the offset's
+        upper side reaches past the detector's slack and BAND_LOSS_DB over it: a release
+        hovering just under the truth's threshold there is kept by the detector and not
+        by the truth. ``docs/measurement.md``, Uncertainty."""
         cfg = self.config
         level = self.level_dbfs
         thr = self._edge_threshold()
@@ -534,14 +539,21 @@ class EdgeWalker(AudibleEdges):
                 up = max(up, own - level)
             elif own is not None and level - own > SPURT_APART_DB:
                 down = max(down, level - own)
-        if self.codec is not None:
-            codec_down, codec_up = quantization_band_db(self.codec, thr)
-            down = max(down, codec_down)
-            up = max(up, codec_up)
+        codec_down, codec_up = quantization_band_db(self.codec, thr)
+        down = max(down, codec_down)
+        up = max(up, codec_up)
+        # A release on a band-limited wire (BAND_LOSS_DB): the walk comes back up from its
+        # slack, through the level's error and what the band took from the level, and over
+        # how far the codec lifts a single window at the threshold.
+        up_off = up
+        if self.codec is not None or self.sample_rate_hz != FULL_BAND_RATE_HZ:
+            up_off = max(up, LEVEL_SLACK_DB + EDGE_LEVEL_DB + BAND_LOSS_DB + codec_up)
         # A faint bed under it adds its power to every window near the threshold: at its
         # swells (BED_SWELL_DB over its mean) a window under the truth's threshold reads above.
         swell = self._noise_level_db() + BED_SWELL_DB - thr
-        up += 10.0 * float(np.log10(1.0 + 10.0 ** (swell / 10.0)))
+        bed = 10.0 * float(np.log10(1.0 + 10.0 ** (swell / 10.0)))
+        up += bed
+        up_off += bed
         early = self._walk_back(first, thr - down, lookback=lookback)
         late = self._walk_back(first, thr + up, lookback=lookback)
         amb_on = max(onset - early, late - onset, 0)
@@ -551,7 +563,7 @@ class EdgeWalker(AudibleEdges):
         # breathy tail hovering on the threshold, above the start threshold): it is the
         # end of the last window above it.
         shorter = min(
-            self._walk_forward(last, thr + up), self._end_of_last_above(end_win, thr + up)
+            self._walk_forward(last, thr + up_off), self._end_of_last_above(end_win, thr + up_off)
         )
         amb_off = max(longer - end_win, end_win - shorter, 0)
         if cut:
