@@ -1,5 +1,5 @@
 """The edge walks (``voxproxy.core.analysis.edges``) over an utterance longer than the
-detector's ring."""
+detector's ring, and the band of an edge on a band-limited wire."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from support.noise import noise_bed
 from voxproxy.clips import load_clips, load_corpus
 from voxproxy.core.analysis.truth import audible_speech_edges, truth_threshold_dbfs
 from voxproxy.core.analysis.vad import SpeechDetector
+from voxproxy.core.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
+from voxproxy.core.audio.resample import Converter
+from voxproxy.loadgen.steps import clip_at_rate, edges_at_rate
 
 
 @pytest.mark.parametrize("kind", ["white", "pink", "brown", "street"])
@@ -73,10 +76,6 @@ def test_an_edge_hovering_on_the_threshold_of_a_band_limited_wire_states_its_mov
     # caller_topic_change's release (an affricate, 0.26-0.45 dB under the threshold for
     # 47 ms) read 47 ms late stating 6-8 ms (mu-law, 24 kHz); flite_rms_m_caller's 16 ms
     # late stating 3-5 ms (8 kHz, mu-law). Now each edge lies within the move it states.
-    from voxproxy.core.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
-    from voxproxy.core.audio.resample import Converter
-    from voxproxy.loadgen.steps import clip_at_rate, edges_at_rate
-
     clips = {**load_clips(), **load_corpus()}
     outside = []
     for name in ("caller_topic_change", "flite_rms_m_caller", "flite_rms_m_agent"):
