@@ -504,9 +504,9 @@ class EdgeWalker(AudibleEdges):
         and on a G.711 wire, as far as the codec may move a window's level at the
         threshold (``audio.g711.quantization_band_db``: a -40 dBFS talker's soft edges).
         On a band-limited wire (G.711, or a rate other than FULL_BAND_RATE_HZ) the offset's
-        upper side reaches past the detector's slack and BAND_LOSS_DB over it: a release
-        hovering just under the truth's threshold there is kept by the detector and not
-        by the truth. ``docs/measurement.md``, Uncertainty."""
+        upper side reaches past the detector's slack by the level's error, BAND_LOSS_DB and
+        the codec's lift: a release hovering just under the truth's threshold there is
+        kept by the detector and not by the truth. ``docs/measurement.md``, Uncertainty."""
         cfg = self.config
         level = self.level_dbfs
         thr = self._edge_threshold()
