@@ -37,8 +37,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scripted calls and the noise beds
 
 import record  # noqa: E402
 from benchkit import figures_table  # noqa: E402
+from support.groundtruth import barge_point_ms  # noqa: E402
 from support.noise import noise_bed  # noqa: E402
-from support.scripted import CallPlan, TurnPlan, render  # noqa: E402
+from support.scripted import BargePlan, CallPlan, TurnPlan, render  # noqa: E402
 
 from voxproxy.clips import load_clips  # noqa: E402
 from voxproxy.core.dialects import make_decoder  # noqa: E402
@@ -66,18 +67,33 @@ def measure(call: object, dialect: str) -> Receipt:
     return session.close(call.end_ns, "completed", CloseInfo(initiator="caller"))  # type: ignore[attr-defined]
 
 
-def figures(bed: str, snr_db: float, dialect: str, calls: int) -> list[tuple[float, float]]:
-    """(error ms, stated uncertainty ms) of each ttfs figure of ``calls`` scripted calls."""
+Rows = list[tuple[float, float]]
+
+
+def figures(
+    bed: str, snr_db: float, dialect: str, calls: int, barge: bool = False
+) -> tuple[Rows, Rows]:
+    """(error ms, stated uncertainty ms) of each ttfs figure of ``calls`` scripted calls,
+    and of each barge-in's stop latency (with ``barge``: the second caller turn talks
+    over the first answer, which is flushed 60-400 ms later; its onset is read over the
+    bed as the ttfs offsets are)."""
     clips = load_clips()
     callers = [c for c in clips.values() if c.role == "caller" and c.kind == "speech"]
     agents = [c for c in clips.values() if c.role == "agent" and c.kind == "speech"]
-    out: list[tuple[float, float]] = []
+    out: Rows = []
+    stops: Rows = []
     for seed in range(calls):
         rng = random.Random(seed)
-        turns = tuple(
-            TurnPlan(rng.choice(callers), rng.choice(agents), rng.uniform(300, 2000))
-            for _ in range(3)
-        )
+        plans = []
+        for i in range(3):
+            caller, agent = rng.choice(callers), rng.choice(agents)
+            delay = rng.uniform(300, 2000)
+            talk_over = None
+            if barge and i == 0:  # (drawn only then: the ttfs-only calls stay as they were)
+                point = barge_point_ms(agent, rng)
+                talk_over = BargePlan(point, rng.uniform(60, 400), "flush")
+            plans.append(TurnPlan(caller, agent, delay, talk_over))
+        turns = tuple(plans)
         pcm = np.round(noise_bed(bed, RATE * 12, RATE, seed=seed) * 3000).astype(np.int16)
         plan = CallPlan(
             dialect=dialect,  # type: ignore[arg-type]
@@ -91,10 +107,16 @@ def figures(bed: str, snr_db: float, dialect: str, calls: int) -> list[tuple[flo
         responses = [t for t in measure(call, dialect).turns if t.kind == "response"]
         if len(responses) != len(call.truth):
             continue  # turns that no longer line up are the live benchmark's to count
-        for truth, turn in zip(call.truth, responses, strict=True):
+        for i, (truth, turn) in enumerate(zip(call.truth, responses, strict=True)):
             if turn.ttfs_ms is not None and turn.ttfs_uncertainty_ms is not None:
                 out.append((turn.ttfs_ms - truth.ttfs_ns / 1e6, turn.ttfs_uncertainty_ms))
-    return out
+            b = responses[i + 1].barge_in if i + 1 < len(responses) else None
+            if truth.barge_onset_ns is None or truth.stop_ns is None or b is None:
+                continue
+            if b.stop_latency_ms is not None and b.stop_uncertainty_ms is not None:
+                true_ms = (truth.stop_ns - truth.barge_onset_ns) / 1e6
+                stops.append((b.stop_latency_ms - true_ms, b.stop_uncertainty_ms))
+    return out, stops
 
 
 def summary(rows: list[tuple[float, float]], bound_ms: float) -> dict[str, float | int | None]:
@@ -124,14 +146,23 @@ def main() -> None:
     parser.add_argument("--dialects", default="raw,twilio")
     parser.add_argument("--calls", type=int, default=16, help="calls of three turns a cell")
     parser.add_argument("--max-uncertainty-ms", type=float, default=50.0)
+    parser.add_argument(
+        "--barge",
+        action="store_true",
+        help="the second caller turn talks over the first answer: its stop latency is "
+        "judged too (rows ending /stop; the calls then differ from the ttfs-only ones)",
+    )
     record.add_flag(parser)
     args = parser.parse_args()
     results: dict[str, dict[str, float | int | None]] = {}
     for bed in args.beds.split(","):
         for snr in (float(s) for s in args.snr.split(",")):
             for dialect in args.dialects.split(","):
-                rows = figures(bed, snr, dialect, args.calls)
+                rows, stops = figures(bed, snr, dialect, args.calls, args.barge)
                 results[f"{bed}/{snr:g}/{dialect}"] = summary(rows, args.max_uncertainty_ms)
+                if args.barge:
+                    key = f"{bed}/{snr:g}/{dialect}/stop"
+                    results[key] = summary(stops, args.max_uncertainty_ms)
     table = figures_table(
         f"ttfs under a steady bed, scripted calls ({args.calls} calls of three turns a row; "
         f"published: uncertainty <= {args.max_uncertainty_ms:g} ms)",
