@@ -106,18 +106,20 @@ def _published_last_offsets(
     kind: str, snr_db: float, rate: int
 ) -> tuple[int, list[tuple[str, int, float]]]:
     """How many callers' last offsets under ``kind`` at ``snr_db`` state a band narrow
-    enough to publish (10 ms plus it within the 50 ms bound), and those of them that lie
-    outside it: (name, error ms, band)."""
+    enough to publish (10 ms plus it within the 50 ms bound: what noise may hide of the
+    edge and how far it moves with the level read off, as the session adds them), and
+    those of them that lie outside it: (name, error ms, band)."""
     published, wrong = 0, []
     for name in CALLERS:
         spurts, truth = _spurts(name, kind, snr_db, rate)
         assert spurts and truth, name
         last = spurts[-1]
         err = last.offset_ns / MS - LEAD_MS - truth[-1][1]
-        if 10.0 + last.masked_offset_ms <= 50.0:
+        band = last.masked_offset_ms + last.ambiguous_offset_ms
+        if 10.0 + band <= 50.0:
             published += 1
-            if abs(err) > 10.0 + last.masked_offset_ms:
-                wrong.append((name, round(err), last.masked_offset_ms))
+            if abs(err) > 10.0 + band:
+                wrong.append((name, round(err), band))
     return published, wrong
 
 
@@ -306,4 +308,23 @@ def test_an_onset_over_a_rumble_that_reads_as_quiet_is_not_walked_back_through_i
         band = first.masked_onset_ms + first.ambiguous_onset_ms
         if 10.0 + band <= 50.0 and abs(err) > 10.0 + band:
             wrong.append((name, round(err), band))
+    assert not wrong, wrong
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("kind", "snr_db", "rate"),
+    [("pink", 45.0, 8000), ("brown", 45.0, 8000), ("street", 40.0, 16000)],
+)
+def test_a_faint_bed_s_swells_are_in_a_quiet_offset_s_band(
+    kind: str, snr_db: float, rate: int
+) -> None:
+    # A bed 40-50 dB under the talker reads as quiet, and the offset is walked down to the
+    # truth's threshold. A 1 ms window of the bed swells far over its mean (8 kHz pink noise
+    # 45 dB down: 12 dB, where the band allowed BED_SWELL_DB, 6) and lifts a release under
+    # the threshold over it: before, caller_where_is_order and caller_topic_change ended
+    # 33-58 ms late, outside the band they stated (street 40 dB at 16 kHz:
+    # caller_where_is_order 262 ms late). Now the band takes the swell from the bed read
+    # before the onset (EdgeWalker.read_bed_before, now read before the band).
+    wrong = _published_last_offsets_outside(kind, snr_db, rate)
     assert not wrong, wrong

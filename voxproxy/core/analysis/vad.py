@@ -553,9 +553,9 @@ class SpeechDetector(NoiseFloor):
         cfg = self.config
         self._walk_onset_again()
         self._forget_noise_after(self._onset_win)
+        self.read_bed_before()  # (before the last offset moves past this spurt)
         amb_on, amb_off = self._edge_ambiguity(end_win)
         audible = self._audible_ok()
-        self.read_bed_before()  # (before the last offset moves past this spurt)
         # Walked in quiet over a bed reaching the threshold: read over it, with its bands.
         onset_bed = None if audible else self.onset_over_bed()
         over_bed = None if audible else self.offset_over_bed(end_win)
