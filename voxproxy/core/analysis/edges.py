@@ -514,8 +514,9 @@ class EdgeWalker(AudibleEdges):
             return 0.0, 0.0
         first, onset = self._first_above_win, self._onset_win
         lookback = 2 * cfg.onset_lookback_ms
-        if not self._timeline.covers(max(first - lookback, 0) * self._win):
-            return 0.0, 0.0
+        # (An utterance longer than the timeline keeps: its onset stands as walked, but its
+        # offset's band is read all the same; before, a 10 s one stated none.)
+        onset_seen = self._timeline.covers(max(first - lookback, 0) * self._win)
         down = up = EDGE_LEVEL_DB
         cut = (
             self._onset_t
@@ -556,9 +557,11 @@ class EdgeWalker(AudibleEdges):
         bed = 10.0 * float(np.log10(1.0 + 10.0 ** (swell / 10.0)))
         up += bed
         up_off += bed
-        early = self._walk_back(first, thr - down, lookback=lookback)
-        late = self._walk_back(first, thr + up, lookback=lookback)
-        amb_on = max(onset - early, late - onset, 0)
+        amb_on = 0
+        if onset_seen:
+            early = self._walk_back(first, thr - down, lookback=lookback)
+            late = self._walk_back(first, thr + up, lookback=lookback)
+            amb_on = max(onset - early, late - onset, 0)
         last = self._last_active_win
         longer = self._walk_forward(last, thr - down)
         # At a higher threshold the end may lie before the last active window itself (a
