@@ -79,9 +79,9 @@ REALTIME_VARIANTS: list[dict[str, object]] = [
 
 
 # Caller clips whose last release hovers within 0.5 dB of the truth's threshold for about
-# 50 ms on a band-limited or resampled wire (G.711, 8 or 24 kHz: docs/measurement.md, "An
-# offset on a band-limited wire"): the offset is ambiguous by that much, and its figure is
-# withheld as caller_edge_ambiguous, not published 50 ms off.
+# 50 ms on a band-limited or resampled wire (G.711, 8 or 24 kHz: docs/measurement.md,
+# "Uncertainty", an offset on a band-limited wire): the offset is ambiguous by that much,
+# and its figure is withheld as caller_edge_ambiguous, not published 50 ms off.
 HOVERING_RELEASES = frozenset({"caller_topic_change"})
 
 
