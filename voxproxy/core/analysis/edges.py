@@ -285,8 +285,7 @@ class EdgeWalker(AudibleEdges):
         speech falls into the bed (the audible walk, ``analysis/audible.py``), with its
         band: ``(end_win, band_ms)``, or None when the walk in quiet stands (no such bed)
         or the bed could not be read beside the speech."""
-        level = self.level_dbfs
-        if level is None:
+        if self.level_dbfs is None:
             return None
         if not (self._bed_at_threshold() or self.bed_reached_after(end_win)):
             return None
@@ -329,10 +328,7 @@ class EdgeWalker(AudibleEdges):
         if self.level_dbfs is None or not (self._bed_at_threshold() or self._bed_reaches()):
             return None
         first = self._first_above_win
-        lower = max(first - 2 * self.config.onset_lookback_ms, self._prev_offset_win)
-        gap = self._timeline.last_break_at_or_before(first * self._win)
-        if gap is not None:
-            lower = max(lower, -(-gap // self._win))
+        lower = self._back_lower(first, 2 * self.config.onset_lookback_ms)
         found = self._audible_back(first, lower, self._truth_threshold())
         if found is None:
             return float(UNRESOLVED_BAND_MS[0])
@@ -423,6 +419,14 @@ class EdgeWalker(AudibleEdges):
                     break
         return found
 
+    def _back_lower(self, win: int, reach: int) -> int:
+        """How far back an onset walk from ``win`` may read: ``reach`` windows, not past
+        the last offset or what the history keeps, and never across a gap in time (a
+        pause in playout)."""
+        lower = max(win - reach, self._prev_offset_win, 0, self._first_kept_win())
+        gap = self._timeline.last_break_at_or_before(win * self._win)
+        return lower if gap is None else max(lower, -(-gap // self._win))
+
     def _walk_back(self, win: int, threshold: float, *, lookback: int | None = None) -> int:
         """Earliest window of the run above ``threshold`` that reaches ``win``, at most
         ``lookback`` windows (default: the configured look-back) before it.
@@ -430,13 +434,7 @@ class EdgeWalker(AudibleEdges):
         Pauses shorter than the tolerance inside the run are bridged.
         """
         cfg = self.config
-        reach = cfg.onset_lookback_ms if lookback is None else lookback
-        lower = max(win - reach, self._prev_offset_win, 0)
-        lower = max(lower, self._first_kept_win())
-        # Do not walk back across a gap in time (a pause in playout).
-        gap = self._timeline.last_break_at_or_before(win * self._win)
-        if gap is not None:
-            lower = max(lower, -(-gap // self._win))
+        lower = self._back_lower(win, cfg.onset_lookback_ms if lookback is None else lookback)
         if lower >= win:
             return win
         if self._audible_ok():
