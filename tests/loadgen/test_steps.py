@@ -121,3 +121,19 @@ def test_a_said_clips_truth_is_read_at_its_wires_rate() -> None:
     expected = (at_8k[0][0], at_8k[-1][1])
     assert audible_clip_edges(c, pcm, None, 0, 8000, 0.0) == expected
     assert audible_clip_edges(c, c.pcm, None, 0, 16000, 0.0) == (c.onset_ms, c.offset_ms)
+
+
+@pytest.mark.parametrize("rate", [24000, 48000])
+def test_a_wire_above_the_recordings_rate_keeps_its_edges(rate: int) -> None:
+    # A wire at 24 or 48 kHz carries all of a 16 kHz recording's band. The tests bring a
+    # clip there by linear interpolation, which dims what lies near 8 kHz: read from that
+    # audio, caller_topic_change's truth ended about 40 ms early, and the live WebRTC
+    # calls (Opus at 48 kHz) measured their ttfs 28-43 ms outside their stated uncertainty
+    # against it (tests/proxy/test_webrtc.py). The truth is the recording's edges there.
+    c = clip("caller_topic_change")
+    pcm = clip_at_rate(c, rate)
+    threshold = truth_threshold_dbfs(c.pcm, c.sample_rate_hz)
+    assert threshold is not None
+    dimmed = speech_edges(pcm, rate, threshold_dbfs=threshold)
+    assert c.offset_ms - dimmed[-1][1] > 20.0  # (what reading the interpolated audio gives)
+    assert audible_clip_edges(c, pcm, None, 0, rate, 0.0) == (c.onset_ms, c.offset_ms)

@@ -59,8 +59,13 @@ def segments_at_rate(c: Clip, rate: int) -> tuple[tuple[float, float], ...]:
     """``c``'s true speech runs (ms) in its audio as a wire at ``rate`` carries it
     (:func:`clip_at_rate`, before the codec): the truth rule read from that audio, against
     the recording's level (``analysis.truth.carried_speech_windows``). At the recording's
-    own rate, its stored segments; a clip the rule finds no speech in keeps them too."""
-    if c.sample_rate_hz == rate or not c.segments_ms:
+    own rate or above it, its stored segments: a wire that carries more than the recording's
+    band carries all of the talker (the tests' linear interpolation to 24 or 48 kHz dims
+    what lies near 8 kHz, a resampler's doing, not the wire's: a WebRTC caller's Opus
+    audio kept it, and its truth read from the interpolated audio ended
+    ``caller_topic_change`` 40 ms early). A clip the rule finds no speech in keeps them
+    too."""
+    if c.sample_rate_hz <= rate or not c.segments_ms:
         return c.segments_ms
     edges = carried_speech_edges(c.name, c.pcm, c.sample_rate_hz, clip_at_rate(c, rate), rate)
     return tuple((a, b) for a, b in edges) if edges else c.segments_ms
@@ -69,8 +74,8 @@ def segments_at_rate(c: Clip, rate: int) -> tuple[tuple[float, float], ...]:
 def speech_windows_at_rate(c: Clip, rate: int) -> npt.NDArray[np.bool_]:
     """Which 1 ms windows of ``c`` are speech as a wire at ``rate`` carries it (see
     :func:`segments_at_rate`): for where a cut run's speech ends."""
-    if c.sample_rate_hz == rate:
-        return named_speech_windows(c.name, c.pcm, rate)
+    if c.sample_rate_hz <= rate:
+        return named_speech_windows(c.name, c.pcm, c.sample_rate_hz)
     return carried_speech_windows(c.name, c.pcm, c.sample_rate_hz, clip_at_rate(c, rate), rate)
 
 
