@@ -1,7 +1,9 @@
 """The edge walks (``voxproxy.core.analysis.edges``) over an utterance longer than the
-detector's ring, and the band of an edge on a band-limited wire."""
+detector's ring, and the band of an edge on a band-limited wire and on a full-band one."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -9,9 +11,10 @@ from support.noise import noise_bed
 
 from voxproxy.clips import load_clips, load_corpus
 from voxproxy.core.analysis.truth import audible_speech_edges, truth_threshold_dbfs
-from voxproxy.core.analysis.vad import SpeechDetector
+from voxproxy.core.analysis.vad import SpeechDetector, Spurt
 from voxproxy.core.audio.g711 import alaw_to_pcm, pcm_to_alaw, pcm_to_ulaw, ulaw_to_pcm
-from voxproxy.core.audio.resample import Converter
+from voxproxy.core.audio.resample import Converter, resample_clip, resample_linear
+from voxproxy.core.events import Pcm
 from voxproxy.loadgen.steps import clip_at_rate, edges_at_rate
 
 
@@ -55,7 +58,7 @@ def test_an_onset_over_a_bed_stands_once_its_audio_has_left_the_ring(kind: str) 
 
 # (wire, the rate the clip is carried at, its codec): the detector runs at 8 kHz for a
 # 24 kHz wire (audio.resample: averaged down), at the wire's rate for the others.
-BAND_LIMITED_WIRES = [
+WIRES = [
     ("linear 8 kHz", 8000, None),
     ("mu-law", 8000, "ulaw"),
     ("A-law", 8000, "alaw"),
@@ -64,18 +67,37 @@ BAND_LIMITED_WIRES = [
 ]
 
 
-@pytest.mark.parametrize(("wire", "rate", "codec"), BAND_LIMITED_WIRES)
-def test_an_edge_hovering_on_the_threshold_of_a_band_limited_wire_states_its_move(
+def _heard(pcm: Pcm, rate: int, codec: str | None = None) -> list[Spurt]:
+    """The voiced spurts a session's detector finds in ``pcm`` carried at ``rate`` (with a
+    second of silence either side): averaged down to 8 kHz from 24 kHz, told the wire's
+    rate and codec as ``session.call`` tells it."""
+    vad_rate = rate
+    if rate == 24000:
+        converter = Converter(rate)
+        pcm, vad_rate = converter.convert(pcm), converter.out_rate_hz
+    silence = np.zeros(vad_rate, dtype=np.int16)
+    y = np.concatenate([silence, pcm, silence])
+    det = SpeechDetector(vad_rate, codec=codec, wire_rate_hz=rate)
+    step = vad_rate // 50
+    for k in range(0, y.size, step):
+        det.push(y[k : k + step], k * 1_000_000_000 // vad_rate)
+    det.finish(y.size * 1_000_000_000 // vad_rate)
+    return [s for s in det.spurts if s.voiced]
+
+
+@pytest.mark.parametrize(("wire", "rate", "codec"), WIRES)
+def test_an_edge_hovering_on_the_threshold_of_a_wire_states_its_move(
     wire: str, rate: int, codec: str | None
 ) -> None:
-    # The truth is read from the audio the wire carries against the recording's level.
-    # A band limit (or a resampler) takes out what lay above it, so the detector reads the
-    # talker's level up to ~0.5 dB low, a codec moves single windows by its quantisation,
-    # and the detector walks LEVEL_SLACK_DB under its threshold by design: a release that
-    # hovers just under the truth's threshold is kept by the detector and not by the truth.
-    # caller_topic_change's release (an affricate, 0.26-0.45 dB under the threshold for
-    # 47 ms) read 47 ms late stating 6-8 ms (mu-law, 24 kHz); flite_rms_m_caller's 16 ms
-    # late stating 3-5 ms (8 kHz, mu-law). Now each edge lies within the move it states.
+    # Under the recording's rate the truth is read from the audio the wire carries against
+    # the recording's level; at or above it, the truth keeps the recording's edges
+    # (loadgen.steps.segments_at_rate). A band limit takes out what lay above it, so the
+    # detector reads the talker's level up to ~0.5 dB low, a codec moves single windows by
+    # its quantisation, and the detector walks LEVEL_SLACK_DB under its threshold by design:
+    # a release that hovers just under the truth's threshold is kept by the detector and
+    # not by the truth. caller_topic_change's release (an affricate, 0.26-0.45 dB under the
+    # threshold for 47 ms) read 47 ms late stating 6-8 ms (mu-law); flite_rms_m_caller's
+    # 16 ms late stating 3-5 ms (8 kHz, mu-law). Now each edge lies within the move it states.
     clips = {**load_clips(), **load_corpus()}
     outside = []
     for name in ("caller_topic_change", "flite_rms_m_caller", "flite_rms_m_agent"):
@@ -86,18 +108,7 @@ def test_an_edge_hovering_on_the_threshold_of_a_band_limited_wire_states_its_mov
             pcm = ulaw_to_pcm(pcm_to_ulaw(pcm))
         elif codec == "alaw":
             pcm = alaw_to_pcm(pcm_to_alaw(pcm))
-        vad_rate = rate
-        if rate == 24000:
-            converter = Converter(rate)
-            pcm, vad_rate = converter.convert(pcm), converter.out_rate_hz
-        silence = np.zeros(vad_rate, dtype=np.int16)
-        y = np.concatenate([silence, pcm, silence])
-        det = SpeechDetector(vad_rate, codec=codec)
-        step = vad_rate // 50
-        for k in range(0, y.size, step):
-            det.push(y[k : k + step], k * 1_000_000_000 // vad_rate)
-        det.finish(y.size * 1_000_000_000 // vad_rate)
-        voiced = [s for s in det.spurts if s.voiced]
+        voiced = _heard(pcm, rate, codec)
         on_err = voiced[0].onset_ns / 1e6 - 1000 - onset_ms
         off_err = voiced[-1].offset_ns / 1e6 - 1000 - offset_ms
         # 2 ms: the edges fall on 1 ms windows of a stream the truth reads clip-aligned.
@@ -108,17 +119,30 @@ def test_an_edge_hovering_on_the_threshold_of_a_band_limited_wire_states_its_mov
     assert not outside, (wire, outside)
 
 
-def test_a_16_khz_wire_keeps_its_narrow_band() -> None:
-    # The wider upper side is the band-limited wires' only: on the recording's own rate the
-    # detector reads the level the truth takes, and caller_topic_change's release, kept by
-    # both, states no move.
+# (wire, its rate, how the 16 kHz recording is brought to it): the rate a session's
+# scripted OpenAI Realtime caller sends (linearly interpolated, then averaged down to 8 kHz
+# for the detector), and 32 and 48 kHz carrying the recording's whole band (a polyphase
+# resampler, as a WebRTC caller's Opus audio keeps it).
+FULL_BAND_WIRES = [
+    ("linear 16 kHz", 16000, None),
+    ("OpenAI Realtime's 24 kHz", 24000, resample_linear),
+    ("linear 32 kHz", 32000, resample_clip),
+    ("linear 48 kHz", 48000, resample_clip),
+]
+
+
+@pytest.mark.parametrize(("wire", "rate", "resample"), FULL_BAND_WIRES)
+def test_a_wire_that_carries_the_recordings_band_keeps_its_narrow_band(
+    wire: str, rate: int, resample: Callable[[Pcm, int, int], Pcm] | None
+) -> None:
+    # The wider upper side is the band-limited wires' only (G.711, under 16 kHz): a wire at
+    # or above the recording's rate carries its whole band, the truth keeps the recording's
+    # edges there, and caller_topic_change's release, kept by both, states no move. Before,
+    # the band widened wherever the DETECTOR's rate was not 16 kHz: on 24 kHz (the detector
+    # at 8 kHz), 32 and 48 kHz it stated 47 ms, and the session withheld the figure.
     clip = load_clips()["caller_topic_change"]
-    silence = np.zeros(16000, dtype=np.int16)
-    y = np.concatenate([silence, clip.pcm, silence])
-    det = SpeechDetector(16000)
-    for k in range(0, y.size, 320):
-        det.push(y[k : k + 320], k * 1_000_000_000 // 16000)
-    det.finish(y.size * 1_000_000_000 // 16000)
-    last = [s for s in det.spurts if s.voiced][-1]
-    assert abs(last.offset_ns / 1e6 - 1000 - clip.offset_ms) <= 2.0
-    assert last.ambiguous_offset_ms <= 2.0
+    pcm = clip.pcm if resample is None else resample(clip.pcm, clip.sample_rate_hz, rate)
+    last = _heard(pcm, rate)[-1]
+    assert edges_at_rate(clip, rate)[1] == clip.offset_ms
+    assert abs(last.offset_ns / 1e6 - 1000 - clip.offset_ms) <= 2.0, wire
+    assert last.ambiguous_offset_ms <= 10.0, (wire, last.ambiguous_offset_ms)

@@ -140,6 +140,7 @@ def test_the_space_of_agents_and_wires() -> None:
     ambiguous = 0
     published = 0
     outside: list[str] = []
+    by_wire: dict[str, list[int]] = {}  # published, withheld as ambiguous, outside
     for _ in range(60):
         case = random_case(rng)
         call, dialect = render_case(case)
@@ -149,6 +150,10 @@ def test_the_space_of_agents_and_wires() -> None:
         got, wrong = outside_uncertainty(call, receipt)
         published += got
         outside += [f"{case.label()}: {w}" for w in wrong]
+        tally = by_wire.setdefault(f"{case.wire[0]}/{case.wire[1]}", [0, 0, 0])
+        tally[0] += got
+        tally[1] += len(errors.ambiguous)
+        tally[2] += len(wrong)
         problems = [p for p in errors.problems if not _withheld_quiet(case, p)]
         withheld += len(errors.problems) - len(problems)
         ambiguous += len(errors.ambiguous)
@@ -175,6 +180,8 @@ def test_the_space_of_agents_and_wires() -> None:
     )
     print(f"{len(outside)} of {published} published figures outside their uncertainty:")
     print("\n".join(outside))
+    for wire, (got, held, off) in sorted(by_wire.items()):
+        print(f"  {wire}: {got} published, {held} withheld as ambiguous, {off} outside")
     # The uncertainty's 10 ms is the detector's p95 on clean speech, so a few figures may
     # lie outside it. None does here now. Before a spurt's own level counted
     # (SPURT_APART_DB), a -41 ms ttfs did (a barge-in 0.7 s after the caller's last words,
@@ -187,9 +194,17 @@ def test_the_space_of_agents_and_wires() -> None:
     # them the -157 ms above). Since the truth is read from the audio the wire carries (at
     # its rate), 22 of 199 figures judged (11%, counting the withheld ones themselves): the
     # 6 more are caller_topic_change's release, which hovers 0.26-0.45 dB under the truth's
-    # threshold for 47 ms on 8 kHz, G.711, 24 and 48 kHz wires (BAND_LOSS_DB); each was
-    # published 47-50 ms off against 10-18 ms stated before.
-    assert ambiguous <= 0.12 * (len(loud) + len(quiet) + len(stops) + ambiguous)
+    # threshold for 47 ms on 8 kHz and G.711 wires (BAND_LOSS_DB); each was published
+    # 47-50 ms off against 10-18 ms stated before. The band widened on 24 and 48 kHz wires
+    # too (asked the detector's rate), where the truth keeps the recording's edges and the
+    # release: once it followed the wire's, 18 (9%), and on those wires 4 of 92 (8 before:
+    # what is left is two of caller_topic_change's releases at 48 kHz, which the tests'
+    # linear interpolation dims to within EDGE_LEVEL_DB of the threshold, a stop and an
+    # agent's offset).
+    assert ambiguous <= 0.10 * (len(loud) + len(quiet) + len(stops) + ambiguous)
+    full_band = [by_wire[w] for w in ("raw/24000", "raw/48000")]
+    held = sum(t[1] for t in full_band)
+    assert held <= 0.06 * sum(t[0] + t[1] for t in full_band), full_band
     assert len(loud) >= 90 and len(stops) >= 15
     assert loud_p95 <= 15.0
 

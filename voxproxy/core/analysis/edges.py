@@ -39,7 +39,7 @@ from voxproxy.core.analysis.vadconfig import (
     VadConfig,
     level_spread_db,
 )
-from voxproxy.core.audio.g711 import quantization_band_db
+from voxproxy.core.audio.g711 import G711_ENCODINGS, quantization_band_db
 from voxproxy.core.audio.levels import FrameLevels, frame_active_level
 from voxproxy.core.events import Pcm
 from voxproxy.core.timebase import NS_PER_MS
@@ -77,6 +77,7 @@ class EdgeWalker(AudibleEdges):
     # The encoding the audio crossed the wire in (voxproxy's names: ulaw, alaw, ...), or
     # None: a G.711 codec moves a quiet window's level, which widens an edge's ambiguity.
     codec: str | None
+    wire_rate_hz: int  # the rate it crossed the wire at (24 kHz: the detector runs at 8)
     _win: int  # samples per 1 ms window
     _timeline: Timeline
     _hist: npt.NDArray[np.float32]  # 1 ms window energies (dBFS), a ring
@@ -501,10 +502,12 @@ class EdgeWalker(AudibleEdges):
         flush (read from its part heard), a spurt at another level than its utterance,
         and on a G.711 wire, as far as the codec may move a window's level at the
         threshold (``audio.g711.quantization_band_db``: a -40 dBFS talker's soft edges).
-        On a band-limited wire (G.711, or a rate other than FULL_BAND_RATE_HZ) the offset's
-        upper side reaches past the detector's slack by the level's error, BAND_LOSS_DB and
-        the codec's lift: a release hovering just under the truth's threshold there is
-        kept by the detector and not by the truth. ``docs/measurement.md``, Uncertainty."""
+        On a band-limited wire (G.711, or a wire, not the detector, under FULL_BAND_RATE_HZ)
+        the offset's upper side reaches past the detector's slack by the level's error,
+        BAND_LOSS_DB and the codec's lift: a release hovering just under the truth's
+        threshold there is kept by the detector and not by the truth (at or above the
+        recording's rate the truth keeps the recording's edges, and the release: no
+        widening). ``docs/measurement.md``, Uncertainty."""
         cfg = self.config
         level = self.level_dbfs
         thr = self._edge_threshold()
@@ -545,7 +548,7 @@ class EdgeWalker(AudibleEdges):
         # slack, through the level's error and what the band took from the level, and over
         # how far the codec lifts a single window at the threshold.
         up_off = up
-        if self.codec is not None or self.sample_rate_hz != FULL_BAND_RATE_HZ:
+        if self.codec in G711_ENCODINGS or self.wire_rate_hz < FULL_BAND_RATE_HZ:
             up_off = max(up, LEVEL_SLACK_DB + EDGE_LEVEL_DB + BAND_LOSS_DB + codec_up)
         # A faint bed under it adds its power to every window near the threshold: at its
         # swells (BED_SWELL_DB over its mean, or as high as a bed read between the spurts

@@ -97,16 +97,19 @@ class SpeechDetector(NoiseFloor):
         *,
         batch_ms: float = 0.0,
         codec: str | None = None,
+        wire_rate_hz: int = 0,
     ) -> None:
         """``batch_ms`` > 0 defers analysis until that much audio is pending (or until
         :meth:`advance`), which spreads numpy's per-call cost over several chunks.
-        ``codec``: the encoding the audio crossed the wire in (``ulaw``, ``alaw``, ...),
-        when known: G.711 widens a quiet talker's edge ambiguity (``EdgeWalker``)."""
+        ``codec`` and ``wire_rate_hz``: the encoding (``ulaw``, ``alaw``, ...) and rate the
+        audio crossed the wire in, when known (the rate, before ``audio.resample`` converted
+        it; 0: the detector's): a band-limited wire widens an edge's band (``EdgeWalker``)."""
         if sample_rate_hz not in (8000, 16000, 32000, 48000):
             raise ValueError(f"webrtcvad needs 8, 16, 32 or 48 kHz, got {sample_rate_hz}")
         self.config = cfg = config or VadConfig()
         self.sample_rate_hz = sample_rate_hz
         self.codec = codec
+        self.wire_rate_hz = wire_rate_hz or sample_rate_hz
         self._win = sample_rate_hz // 1000  # samples per 1 ms window
         self._frame = self._win * cfg.frame_ms  # samples per VAD frame
         self._is_speech = frame_classifier(cfg.mode, sample_rate_hz)  # webrtcvad's, on a frame

@@ -34,14 +34,15 @@ LEVEL_SLACK_DB = 0.5
 # breathes 1-10 dB under the truth's threshold for 200 ms before it speaks; heard on
 # 8 kHz mu-law the proxy's onset landed up to 130 ms early there (113 ms stated).
 EDGE_LEVEL_DB = 0.5
-# A wire that carries the talker band-limited (8 kHz, G.711) or resampled carries less
-# of them than the recording the truth takes its level from (MEASUREMENT.md 2), mostly a
-# release's energy (fricatives, affricates, breath lie high): the level the detector reads
-# stands up to BAND_LOSS_DB under the recording's (over the clips and the corpus, p95 0.43
-# dB at 8 kHz, 0.64 dB at 24 kHz averaged down to 8 kHz, 0.26 dB at 48 kHz interpolated).
-# The level readings above were measured at FULL_BAND_RATE_HZ, the recordings' rate.
-# caller_topic_change's release, 0.26-0.45 dB under the truth's threshold for 47 ms on
-# those wires, is kept by the detector (LEVEL_SLACK_DB) and not by the truth.
+# A wire that carries the talker band-limited (under FULL_BAND_RATE_HZ, the recordings'
+# rate, or G.711) carries less of them than the recording the truth takes its level from
+# (MEASUREMENT.md 2), mostly a release's energy (fricatives, affricates, breath lie high):
+# the level the detector reads stands up to BAND_LOSS_DB under the recording's (over the
+# clips and the corpus, p95 0.43 dB at 8 kHz). caller_topic_change's release, 0.26-0.45 dB
+# under the truth's threshold for 47 ms on those wires, is kept by the detector
+# (LEVEL_SLACK_DB) and not by the truth. A wire at or above FULL_BAND_RATE_HZ carries all
+# of the recording's band, and the truth keeps its edges, whatever rate the detector reads
+# it at (24 kHz averaged down to 8).
 BAND_LOSS_DB = 0.5
 FULL_BAND_RATE_HZ = 16000
 # A spurt of an utterance (spurts < UTTERANCE_GAP apart) whose own level stands this far

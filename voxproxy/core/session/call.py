@@ -122,9 +122,8 @@ class CallSession:
         self._last_pump_ns = start_ns
         self._pump_interval_ns = PUMP_INTERVAL_MS * NS_PER_MS
         # Set by a shell that measures many calls in one turn (proxy/measuring.py): while
-        # the group is open, a pump's analysis waits for the group's one energies pass
-        # (session/pumps.py). A pump waiting (its energies made once the pass has run):
-        # the call's next input finishes it.
+        # the group is open, a pump's analysis waits for its one energies pass (pumps.py);
+        # a waiting pump (its energies made once the pass has run) ends at the next input.
         self.pumps: PumpGroup | None = None
         self._due: WaitingPump | None = None
         self.anomalies: Counter[str] = Counter()
@@ -314,6 +313,7 @@ class CallSession:
                 self.config.vad,
                 batch_ms=PUMP_INTERVAL_MS * 2,
                 codec=codec_of(self.decoder, direction),
+                wire_rate_hz=rate,
             )
             if direction is AGENT_TO_CALLER and not self._paced:
                 self._playout = Playout(
