@@ -8,7 +8,11 @@ edges under the truth rule, and when each sample was captured) and when each age
 sample played on its own playout timeline; the agent's log says which clip it sent
 where. The caller's edges are taken at the proxy's vantage point (MEASUREMENT.md 1): a
 frame this process sent late reaches the proxy late, like one delayed on the network, so
-the edge moves by that frame's send lag (the table notes how far). Each turn's
+the edge moves by that frame's send lag (the table notes how far). So are the agent's
+edges: the caller hears the agent after the proxy forwarded it, and on a busy machine that
+forwarding runs late, so the agent's audio is placed on the playout model from when each
+message reached the proxy's host, between the agent's clock readings around its write
+(``accuracy_compare.agent_vantage``; the table notes how far that moved them). Each turn's
 time-to-first-sound and each barge-in's stop latency in the receipt is compared with
 that truth. A figure the proxy withheld (null with a reason: caller_/agent_never_quiet,
 caller_/agent_unanalysed, clock_lag) is counted as ``unknown``; one it should have
@@ -63,6 +67,7 @@ from __future__ import annotations
 import argparse
 import copyreg
 import dataclasses
+import json
 import os
 import pickle
 import sys
@@ -380,6 +385,17 @@ async def run_all(args: argparse.Namespace, workdir: Path) -> list[ClassRun]:
     return runs
 
 
+def dump_figures(path: Path, runs: list[ClassRun]) -> None:
+    """Every figure of every class, one JSON object a line (``--dump``)."""
+    with path.open("w") as fh:
+        for run in runs:
+            for result in run.results:
+                for f in result.figures:
+                    row = {"class": run.name, "agent": result.label, "tag": result.tag}
+                    row |= dataclasses.asdict(f)
+                    fh.write(json.dumps(row) + "\n")
+
+
 def contended_name(i: int, duty: float) -> str:
     """``contended`` for the first hog duty, ``contended_duty50`` (and so on) after it."""
     return "contended" if i == 0 else f"contended_duty{round(100 * duty)}"
@@ -430,6 +446,13 @@ def main() -> None:
         "caller record, receipt, agent log and figures)",
     )
     parser.add_argument(
+        "--dump",
+        type=Path,
+        metavar="FILE",
+        help="write every figure (class, agent, kind, status, error, stated uncertainty, "
+        "reason, what) to FILE as JSON lines, to study the spread behind the table",
+    )
+    parser.add_argument(
         "--in-process",
         action="store_true",
         help="run the proxies in this process (as before); no contended class",
@@ -442,6 +465,8 @@ def main() -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="voxproxy-accuracy-") as tmp:
         runs = run_loop(run_all(args, Path(tmp)))  # on uvloop when it is installed
+    if args.dump is not None:
+        dump_figures(args.dump, runs)
     out = report(runs, time.monotonic() - started)
     record.finish("accuracy", out, args)
 

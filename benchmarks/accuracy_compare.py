@@ -18,8 +18,15 @@ from voxproxy.core.receipt import Receipt, TurnRecord
 from voxproxy.core.timebase import NS_PER_MS, NS_PER_S
 from voxproxy.harness.bench import BenchCall
 from voxproxy.loadgen.caller import CallRecord
+from voxproxy.loadgen.record import AgentChunk
 from voxproxy.loadgen.results import MATCH_TOLERANCE_MS, evaluate
-from voxproxy.loadgen.truth import TurnTruth, agent_speech, truths_with_speech
+from voxproxy.loadgen.truth import (
+    TurnTruth,
+    agent_speech,
+    played_until,
+    response_speech,
+    truths_with_speech,
+)
 from voxproxy.mockagent import CallLog, MockAgentConfig
 from voxproxy.mockagent.config import response_clip
 
@@ -80,6 +87,72 @@ def at_vantage(truth: TurnTruth, record: CallRecord) -> tuple[TurnTruth, float, 
     return moved, on / NS_PER_MS, off / NS_PER_MS
 
 
+def vantage_record(record: CallRecord, log: CallLog, stamp: int) -> CallRecord:
+    """``record`` with the agent's audio placed on the playout model (MEASUREMENT.md 3)
+    from when the proxy's host received each message and each flush, not when the
+    caller did. On loopback a message reached the proxy's host between the agent's clock
+    readings around its write (``ResponseLog.sends``): ``stamp`` 0 takes the reading
+    before, 1 the one after. A flush is taken when the agent logged it sent."""
+    rate = record.agent_rate_hz
+    events = [(t[stamp], 0, pos, n) for r in log.responses for pos, n, *t in r.sends]
+    events += [(r.flush_ns, 1, 0, 0) for r in log.responses if r.flush_ns is not None]
+    chunks: list[AgentChunk] = []
+    cursor = 0
+    for t, flush, pos, n in sorted(events):
+        if flush:  # what was queued past the flush never plays
+            for i, c in enumerate(chunks):
+                if c.play_ns + c.n * NS_PER_S // rate > t:
+                    kept = max(0, min(c.n, (t - c.play_ns) * rate // NS_PER_S))
+                    chunks[i] = replace(c, n=kept)
+            cursor = min(cursor, t)
+            continue
+        start = max(t, cursor)
+        cursor = start + n * NS_PER_S // rate
+        chunks.append(AgentChunk(pos, n, start, t))
+    flushes = sorted(r.flush_ns for r in log.responses if r.flush_ns is not None)
+    return replace(record, agent_chunks=sorted(chunks, key=lambda c: c.stream_pos), flushes=flushes)
+
+
+def agent_vantage(
+    record: CallRecord, log: CallLog, clip_of: Callable[[str], Clip]
+) -> Callable[[int], tuple[int, int]]:
+    """How much later an agent edge of the truth (an answer's onset, the end of what
+    played of it) came on the caller's playout timeline than at the proxy's vantage
+    (MEASUREMENT.md 1 and 2: the proxy's forwarding delay and the leg to the caller are
+    no part of a figure): for the edge's instant on the caller's timeline, the least and
+    the most (ns), from :func:`vantage_record` on the readings before and after each
+    write. (0, 0) for an instant that is no such edge, or an answer the agent logged no
+    message of."""
+    rate = record.agent_rate_hz
+    moves: dict[int, tuple[int, int]] = {}
+    if not rate or not any(r.sends for r in log.responses):
+        return lambda _t: (0, 0)
+    early, late = vantage_record(record, log, 0), vantage_record(record, log, 1)
+    heard = [played_until(rec) for rec in (record, early, late)]
+    for r in log.responses:
+        clip = clip_of(r.clip)
+        at = [
+            response_speech(rec, r, clip, rate, p)
+            for rec, p in zip((record, early, late), heard, strict=True)
+        ]
+        caller, first, last = at
+        if caller is None or first is None or last is None:
+            continue
+        # (A later write may end what played earlier: a flush then cut it in a pause.)
+        for edge in ("onset_ns", "end_ns"):
+            t, a, b = (getattr(x, edge) for x in (caller, first, last))
+            moves[t] = (t - max(a, b), t - min(a, b))
+    return lambda t: moves.get(t, (0, 0))
+
+
+def within(err_ms: float, least_ns: int, most_ns: int) -> float:
+    """A figure's error against a truth known between two moves of its agent edge
+    (:func:`agent_vantage`): 0 inside, else the distance to the nearer end. The truth of
+    a figure that ends on the agent's edge comes earlier by the move (its error grows)."""
+    lo, hi = err_ms + least_ns / NS_PER_MS, err_ms + most_ns / NS_PER_MS
+    return 0.0 if lo <= 0.0 <= hi else (lo if lo > 0.0 else hi)
+
+
 # -- comparing one call ---------------------------------------------------------------------
 
 Status = Literal["published", "unknown", "missed"]
@@ -94,6 +167,8 @@ class Figure:
     reason: str | None = None
     first: bool = False  # the first response of its call
     moved_ms: float = 0.0  # the caller edge's move to the proxy's vantage (at_vantage)
+    agent_moved_ms: float = 0.0  # the agent edge's (agent_vantage), the larger bound
+    truth_span_ms: float = 0.0  # how far apart the agent edge's two bounds lie
     what: str = ""  # scenario, agent, caller clip -> agent clip: for the worst figures
 
 
@@ -170,7 +245,11 @@ def compare_call(
     if rec.error or receipt is None or log is None:
         out.error = rec.error or ("no receipt" if receipt is None else "no agent log")
         return out
-    truths = turn_truths(rec, log, lambda name: response_clip(name, config.trim_silence))
+
+    def clip_of(name: str) -> Clip:
+        return response_clip(name, config.trim_silence)
+
+    truths = turn_truths(rec, log, clip_of)
     shift_ms = (rec.t0_ns + wall_minus_mono_ns - _started_wall_ns(receipt)) / NS_PER_MS
 
     def rel(ns: int) -> float:
@@ -181,6 +260,7 @@ def compare_call(
     reasons += [t.barge_in.reason for t in receipt.turns if t.barge_in is not None]
     deaf = next((r for r in reasons if r in NEVER_QUIET), None)
     moved = [at_vantage(captured, rec) for captured, _a, _o in truths]
+    forwarded = agent_vantage(rec, log, clip_of)
     matched = _match_all([m[0] for m in moved], receipt, rel)
     used = {t.index for t in matched if t is not None}
     first = True
@@ -190,6 +270,7 @@ def compare_call(
         where = f"{o.scenario.name}, {call.label}, call {o.index}: {truth.caller_clip}"
         if truth.ttfs_ns is not None:
             f = _ttfs_figure(truth, turn, first, deaf)
+            f = _at_agent_vantage(f, forwarded(truth.caller_offset_ns + truth.ttfs_ns))
             out.figures.append(replace(f, moved_ms=moved_off, what=f"{where} -> {answer}"))
             first = False
         elif turn is not None and turn.ttfs_ms is not None:
@@ -197,6 +278,7 @@ def compare_call(
         if truth.barge_in and truth.stop_latency_ns is not None:
             over_turn = _answer_under(receipt, rel(truth.caller_onset_ns))
             f = _stop_figure(truth, turn, deaf, over_turn)
+            f = _at_agent_vantage(f, forwarded(truth.caller_onset_ns + truth.stop_latency_ns))
             what = f"{where} over {talked_over}"
             out.figures.append(replace(f, moved_ms=moved_on, what=what))
     for t in receipt.turns:
@@ -213,6 +295,14 @@ def compare_call(
     out.noises = len(judged)
     out.noises_judged = sum(1 for n in judged if n["proxy_judged_correctly"])
     return out
+
+
+def _at_agent_vantage(f: Figure, moves: tuple[int, int]) -> Figure:
+    least, most = moves
+    err = None if f.err_ms is None else within(f.err_ms, least, most)
+    return replace(
+        f, err_ms=err, agent_moved_ms=most / NS_PER_MS, truth_span_ms=(most - least) / NS_PER_MS
+    )
 
 
 def _ttfs_figure(

@@ -81,6 +81,9 @@ def summarize(results: list[CallResult], figures: list[Figure] | None = None) ->
         "caller_pacing_lag_ms_p99": _max(lags),
         "moved_ms_p95": _pct([abs(f.moved_ms) for f in pub], 95),
         "moved_ms_max": _max([abs(f.moved_ms) for f in pub]),
+        "agent_moved_ms_p95": _pct([abs(f.agent_moved_ms) for f in pub], 95),
+        "agent_moved_ms_max": _max([abs(f.agent_moved_ms) for f in pub]),
+        "truth_span_ms_p95": _pct([f.truth_span_ms for f in pub], 95),
         "worst": sorted(
             (f for f in pub if f.err_ms is not None), key=lambda f: -abs(f.err_ms or 0.0)
         )[:3],
@@ -208,6 +211,13 @@ def report(runs: list[ClassRun], elapsed_s: float) -> dict[str, Any]:
             notes.append(
                 "truth moved to the proxy's vantage by the callers' late sends: "
                 f"p95 {total['moved_ms_p95']:.1f} ms, max {total['moved_ms_max']:.1f} ms"
+            )
+        if total["agent_moved_ms_max"]:
+            notes.append(
+                "truth's agent edges moved to the proxy's vantage (its forwarding and the leg "
+                f"to the caller): p95 {total['agent_moved_ms_p95']:.1f} ms, max "
+                f"{total['agent_moved_ms_max']:.1f} ms; known within p95 "
+                f"{total['truth_span_ms_p95']:.1f} ms (the agent's write)"
             )
         worst = [f for f in total["worst"] if abs(f.err_ms) > WORST_MS]
         if worst:

@@ -39,7 +39,7 @@ class TurnTruth:
     stop_latency_ns: int | None  # for a barge-in: onset -> end of the agent speech talked over
 
 
-def _played_until(record: CallRecord) -> list[tuple[int, int]]:
+def played_until(record: CallRecord) -> list[tuple[int, int]]:
     """(first, end) stream positions of each chunk that played (after flush cuts)."""
     return [(c.stream_pos, c.stream_pos + c.n) for c in record.agent_chunks if c.n > 0]
 
@@ -52,7 +52,7 @@ def agent_speech(
     rate = record.agent_rate_hz
     if not rate:
         return []
-    played = _played_until(record)
+    played = played_until(record)
     out: list[AgentSpeech] = []
     for r in log.responses:
         s = response_speech(record, r, clip_of(r.clip), rate, played)

@@ -500,10 +500,12 @@ class Call:
                     deadline = t0 + k * interval_ns
                     if now >= deadline:
                         n = min(chunk, end - pos)
+                        before_ns = _now()
                         if not await self._send_audio(clip, pos, pos + n):
                             r.stopped_ns = _now()
                             break
                         sent_ns = _now()
+                        r.sends.append((r.stream_pos + pos - skip, n, before_ns, sent_ns))
                         if r.first_send_ns is None:
                             r.first_send_ns = sent_ns
                         r.last_send_ns = sent_ns

@@ -37,6 +37,10 @@ class ResponseLog:
     samples_sent: int = 0
     total_samples: int = 0  # samples the response would send uninterrupted
     mark: str | None = None  # twilio mark sent after the last chunk
+    # Each audio message: its stream position, its samples, and this process's clock just
+    # before and just after its write. On loopback the proxy's host received it between the
+    # two: the accuracy benchmark places the agent's truth at the proxy's vantage with them.
+    sends: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
