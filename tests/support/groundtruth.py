@@ -10,10 +10,11 @@ import numpy as np
 
 from support.scripted import BargePlan, CallPlan, Reaction, ScriptedCall, TurnPlan, render
 from voxproxy.clips import Clip, load_clips
+from voxproxy.core.analysis.truth import speech_edges, truth_threshold_dbfs
 from voxproxy.core.dialects import make_decoder
 from voxproxy.core.dialects.base import DialectOptions
 from voxproxy.core.receipt import CloseInfo, Receipt, TurnRecord
-from voxproxy.core.session import DETECTOR_UNCERTAINTY_MS, CallSession
+from voxproxy.core.session import FIGURE_BASE_MS, CallSession
 
 
 def speech_clips(role: str) -> list[Clip]:
@@ -159,7 +160,7 @@ def beyond_lag(error_ms: float, uncertainty_ms: float | None) -> float:
     its uncertainty above the detector's own, which the event loops of this one test
     process (caller, proxy and agent together) put there when the machine is busy."""
     assert uncertainty_ms is not None
-    lag = uncertainty_ms - DETECTOR_UNCERTAINTY_MS
+    lag = uncertainty_ms - FIGURE_BASE_MS
     return float(np.sign(error_ms) * max(0.0, abs(error_ms) - lag))
 
 
@@ -204,3 +205,17 @@ def require_published(turns: Iterable[TurnRecord], what: object = None) -> int:
     published = sum(not withheld_for_load(t.ttfs_ms, t.reason, (what, t.index)) for t in turns)
     assert published >= 1, (what, turns)
     return published
+
+
+def truth_phase_spread_ms(clip: Clip, edge: int) -> float:
+    """How far the truth's first onset (``edge`` 0) or last offset (1) of ``clip`` moves
+    with where its 1 ms windows fall (the grid shifted by each eighth of a window): a
+    detector whose windows fall elsewhere on the stream cannot place it closer."""
+    rate = clip.sample_rate_hz
+    window = rate // 1000
+    threshold = truth_threshold_dbfs(clip.pcm, rate)
+    moved = []
+    for shift in range(0, window, window // 8):
+        runs = speech_edges(clip.pcm[shift:], rate, threshold_dbfs=threshold)
+        moved.append(runs[-edge][edge] + 1000 * shift / rate)
+    return max(moved) - min(moved)

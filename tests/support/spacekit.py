@@ -14,7 +14,7 @@ import functools
 import random
 from dataclasses import dataclass
 
-from support.groundtruth import Errors, barge_point_ms, measure, score
+from support.groundtruth import Errors, barge_point_ms, measure, score, truth_phase_spread_ms
 from support.scripted import (
     BargePlan,
     CallPlan,
@@ -26,6 +26,7 @@ from support.scripted import (
 )
 from voxproxy.clips import Clip, load_clips, load_corpus
 from voxproxy.core.receipt import Receipt
+from voxproxy.core.session import SessionConfig
 
 # (dialect, raw rate or Telnyx encoding)
 WIRES: tuple[tuple[str, int | str], ...] = (
@@ -143,3 +144,24 @@ def run_case(case: SpaceCase, errors: Errors) -> Receipt:
 
 
 __all__ = ["Reaction"]
+
+
+@functools.cache
+def onset_moves_with_grid(name: str) -> bool:
+    """Whether the truth's own first onset of agent clip ``name`` moves by more than half
+    the default bound (the figure's uncertainty cap) with where its 1 ms windows fall: the
+    kal voices breathe on the threshold before they speak (43 and 83 ms). Withheld as
+    ambiguous, such a figure is the truth's doing, not the detector's."""
+    spread = truth_phase_spread_ms(clip_named(name), 0)
+    return spread > SessionConfig().max_uncertainty_ms / 2
+
+
+def withheld_for_the_truth(case: SpaceCase, receipt: Receipt) -> int:
+    """How many of ``receipt``'s answers were withheld as ``agent_edge_ambiguous`` where
+    the truth's own onset moves with the grid (:func:`onset_moves_with_grid`)."""
+    responses = [t for t in receipt.turns if t.kind == "response"]
+    return sum(
+        1
+        for t, agent in zip(responses, case.agents, strict=False)
+        if t.reason == "agent_edge_ambiguous" and onset_moves_with_grid(agent)
+    )

@@ -192,7 +192,7 @@ def add_parser(sub: Any) -> None:
         50.0,
         help="withhold a figure (null, reason clock_lag, caller_noise, agent_noise, "
         "caller_edge_ambiguous, agent_edge_ambiguous or downstream_jitter) whose "
-        "uncertainty exceeds this: the detector's own 10 ms plus how late the proxy's clock "
+        "uncertainty exceeds this: the detector's own 4 ms plus how late the proxy's clock "
         "readings ran near its edges (a busy CPU) plus what noise may hide of them (webrtc: "
         "plus what the caller's jitter buffer may add past --downstream-offset-ms); default 50",
     )

@@ -52,7 +52,7 @@ class BargeInRecord(_Model):
     stop_latency_ms: float | None = Field(description="stop_ms - onset_ms.")
     stop_uncertainty_ms: float | None = Field(
         default=None,
-        description="How far stop_latency_ms may be off: the detector's own uncertainty plus "
+        description="How far stop_latency_ms may be off: the detector's base for two edges plus "
         "the proxy's clock lag near both edges plus what noise may hide of them "
         "(MEASUREMENT.md 2).",
     )
@@ -113,7 +113,7 @@ class TurnRecord(_Model):
     )
     ttfs_uncertainty_ms: float | None = Field(
         default=None,
-        description="How far ttfs_ms may be off: the detector's own uncertainty plus the "
+        description="How far ttfs_ms may be off: the detector's base for two edges plus the "
         "proxy's clock lag near both edges plus what noise may hide of them "
         "(MEASUREMENT.md 2), plus (WebRTC) how much later than the declared "
         "downstream_offset_ms the caller's jitter buffer may have played the agent's edge.",

@@ -10,9 +10,11 @@ import pytest
 from voxproxy.clips import load_corpus
 from voxproxy.core.audio.levels import (
     FLOOR_DB,
+    PHASE_SHARE,
     FrameLevels,
     active_speech_level,
     frame_active_level,
+    phase_extreme_db,
     rms_dbfs,
     running_max,
     window_energy_db,
@@ -174,3 +176,20 @@ def test_frame_levels_count_what_was_appended_and_give_the_last_ones() -> None:
     assert levels.last(0).size == 0
     levels.clear()
     assert levels.total == 0 and levels.last(3).size == 0
+
+
+def test_a_window_read_over_the_grids_phase() -> None:
+    # A burst shorter than a window, held whole by one window between silent ones: a grid
+    # laid PHASE_SHARE of a window off splits it, so its least reading loses that share of
+    # its power and each silent neighbour's most reading gains it; a steady level reads
+    # the same at any phase.
+    burst = np.array([-100.0, -100.0, -40.0, -100.0, -100.0], dtype=np.float32)
+    least = phase_extreme_db(burst, most=False)
+    most = phase_extreme_db(burst, most=True)
+    split = -40.0 + 10.0 * np.log10(1.0 - PHASE_SHARE)
+    assert least[1] == pytest.approx(split, abs=0.01)
+    assert most[0] == most[2] == pytest.approx(-40.0 + 10.0 * np.log10(PHASE_SHARE), abs=0.01)
+    assert most[1] == pytest.approx(-40.0, abs=0.01)
+    steady = np.full(6, -30.0, dtype=np.float32)
+    assert np.allclose(phase_extreme_db(steady, most=False), -30.0, atol=0.01)
+    assert np.allclose(phase_extreme_db(steady, most=True), -30.0, atol=0.01)

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.groundtruth import Errors, barge_point_ms, score
+from support.groundtruth import Errors, barge_point_ms, score, truth_phase_spread_ms
 from support.scripted import ScriptedCall
 from support.spacekit import (
     WIRES,
@@ -36,10 +36,12 @@ from support.spacekit import (
     measure_case,
     random_case,
     render_case,
+    withheld_for_the_truth,
 )
 
 from voxproxy.clips import Clip
 from voxproxy.core.receipt import Receipt
+from voxproxy.core.session import SessionConfig
 
 LOUD_DBFS = -30.0  # both talkers at least this loud: the bounds of the contract hold
 
@@ -121,7 +123,13 @@ def test_first_responses_of_agents_that_start_on_speech() -> None:
         call, dialect = render_case(case)
         receipt = measure_case(call, dialect)
         (turn,) = [t for t in receipt.turns if t.kind == "response"]
-        assert turn.ttfs_ms is not None, case.label()
+        if turn.ttfs_ms is None:
+            # Withheld only where the truth's own onset moves by the order of the bound with
+            # where its 1 ms windows fall (the kal voices breathe on the threshold first).
+            assert turn.reason == "agent_edge_ambiguous", case.label()
+            spread = truth_phase_spread_ms(clip_named(name), 0)
+            assert spread > SessionConfig().max_uncertainty_ms / 2, (case.label(), spread)
+            continue
         errors.append(turn.ttfs_ms - call.truth[0].ttfs_ns / 1e6)
     worst = float(np.max(np.abs(errors)))
     print(f"first responses of {len(errors)} speech-first agents: |err| max {worst:.1f} ms")
@@ -138,6 +146,7 @@ def test_the_space_of_agents_and_wires() -> None:
     stops: list[float] = []
     withheld = 0
     ambiguous = 0
+    truths_own = 0  # withheld as ambiguous where the truth's own onset moves with the grid
     published = 0
     outside: list[str] = []
     by_wire: dict[str, list[int]] = {}  # published, withheld as ambiguous, outside
@@ -150,13 +159,15 @@ def test_the_space_of_agents_and_wires() -> None:
         got, wrong = outside_uncertainty(call, receipt)
         published += got
         outside += [f"{case.label()}: {w}" for w in wrong]
+        own = withheld_for_the_truth(case, receipt)
+        truths_own += own
         tally = by_wire.setdefault(f"{case.wire[0]}/{case.wire[1]}", [0, 0, 0])
         tally[0] += got
-        tally[1] += len(errors.ambiguous)
+        tally[1] += len(errors.ambiguous) - own
         tally[2] += len(wrong)
         problems = [p for p in errors.problems if not _withheld_quiet(case, p)]
         withheld += len(errors.problems) - len(problems)
-        ambiguous += len(errors.ambiguous)
+        ambiguous += len(errors.ambiguous) - own
         assert not problems, problems
         if errors.problems:
             continue  # the figures of this call no longer line up with its turns
@@ -176,7 +187,8 @@ def test_the_space_of_agents_and_wires() -> None:
         f"{len(quiet)} quiet turns p95 {quiet_p95:.1f} max {quiet_max:.1f} ms; "
         f"{len(stops)} barge-ins stop p95 {stop_p95:.1f} max {stop_max:.1f} ms; "
         f"{withheld} quiet figures withheld for codec noise, {ambiguous} for an edge that "
-        "moves with the level (or the codec)"
+        f"moves with the level (or the codec), {truths_own} where the truth's own onset moves "
+        "with the grid"
     )
     print(f"{len(outside)} of {published} published figures outside their uncertainty:")
     print("\n".join(outside))
@@ -200,7 +212,10 @@ def test_the_space_of_agents_and_wires() -> None:
     # release: once it followed the wire's, 18 (9%), and on those wires 4 of 92 (8 before:
     # what is left is two of caller_topic_change's releases at 48 kHz, which the tests'
     # linear interpolation dims to within EDGE_LEVEL_DB of the threshold, a stop and an
-    # agent's offset).
+    # agent's offset). Since an onset's band reads the windows over the grid's phase
+    # (audio.levels.phase_extreme_db), the kal voices' answers, whose truth itself moves
+    # 43-83 ms with the grid, are withheld too: counted apart (withheld_for_the_truth), the
+    # test for them is that they are withheld.
     assert ambiguous <= 0.10 * (len(loud) + len(quiet) + len(stops) + ambiguous)
     full_band = [by_wire[w] for w in ("raw/24000", "raw/48000")]
     held = sum(t[1] for t in full_band)
@@ -271,7 +286,8 @@ def test_an_answer_cut_short_by_a_flush_reads_its_level_from_what_was_heard() ->
     speaks; its answer cut by a barge-in after 240 ms gave a level read from 0.5 s of it,
     the breath counted, and the ttfs read 157 ms short against a stated 10 ms. A cut
     answer's edges now carry the spread of a level read from so little (withheld here);
-    the same answer heard whole is published."""
+    the same answer heard whole states far less: how far its onset moves with where the
+    1 ms windows fall (the truth's own onset moves 83 ms with them: withheld too)."""
     case = SpaceCase(
         wire=("raw", 8000),
         send_mode="burst",
@@ -287,13 +303,14 @@ def test_an_answer_cut_short_by_a_flush_reads_its_level_from_what_was_heard() ->
     receipt = measure_case(call, dialect)
     _, outside = outside_uncertainty(call, receipt)
     assert not outside, outside
-    first = next(t for t in receipt.turns if t.kind == "response")
-    assert first.ttfs_ms is None and first.reason == "agent_edge_ambiguous"
+    cut = next(t for t in receipt.turns if t.kind == "response")
+    assert cut.ttfs_ms is None and cut.reason == "agent_edge_ambiguous"
     whole = dataclasses.replace(case, barge=None)
     call, dialect = render_case(whole)
     first = next(t for t in measure_case(call, dialect).turns if t.kind == "response")
-    assert first.ttfs_ms is not None and first.ttfs_uncertainty_ms is not None
-    assert abs(first.ttfs_ms - call.truth[0].ttfs_ns / 1e6) <= first.ttfs_uncertainty_ms
+    assert first.ttfs_uncertainty_ms is not None and cut.ttfs_uncertainty_ms is not None
+    spread = truth_phase_spread_ms(clip_named(case.agents[0]), 0)
+    assert spread <= first.ttfs_uncertainty_ms < cut.ttfs_uncertainty_ms / 2
 
 
 # Agents with soft edges that a G.711 codec moves, and a clean one, against every caller.
@@ -339,9 +356,11 @@ def test_published_figures_on_g711_wires_lie_within_their_uncertainty(
                 seed=n,
             )
             call, dialect = render_case(case)
-            got, wrong = outside_uncertainty(call, measure_case(call, dialect))
+            receipt = measure_case(call, dialect)
+            got, wrong = outside_uncertainty(call, receipt)
             published += got
-            figures += len(call.truth)
+            # The kal voices' answers whose truth moves with the grid, withheld: not counted.
+            figures += len(call.truth) - withheld_for_the_truth(case, receipt)
             outside += [f"{case.label()}: {w}" for w in wrong]
     print(f"{wire}: {published} of {figures} figures published, {len(outside)} outside")
     assert not outside, outside
@@ -448,10 +467,9 @@ def test_a_flush_at_any_point_of_any_answer() -> None:
     stop lies within its stated uncertainty (measured 2026-12-02: 399 barge-ins, 2
     withheld, 1 outside, below; the same before the cut's sensitivity)."""
     stops, withheld, outside = sweep_flushes(20, barge_point_ms)
-    # The 10 ms term of the stated uncertainty is a p95 (the space test allows 2%). Left:
-    # festival's ked voice ends on a tail hovering within 1 dB of the threshold for 300 ms,
-    # whose 1 ms windows pass or fail it by where they fall (the truth's on the clip, the
-    # proxy's on the stream: +41 ms against 10, its answer heard whole).
+    # Left: festival's ked voice ends on a tail hovering within 1 dB of the threshold for
+    # 300 ms, whose 1 ms windows pass or fail it by where they fall (the truth's on the
+    # clip, the proxy's on the stream: +41 ms against 5, its answer heard whole).
     assert len(outside) <= 0.01 * stops, outside
     assert withheld <= 0.03 * stops
 

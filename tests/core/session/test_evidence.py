@@ -6,7 +6,7 @@ from __future__ import annotations
 from voxproxy.core.analysis.vad import Spurt, VadConfig
 from voxproxy.core.analysis.vadconfig import NEVER_QUIET_NS
 from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT
-from voxproxy.core.session.evidence import DETECTOR_UNCERTAINTY_MS, Evidence
+from voxproxy.core.session.evidence import FIGURE_BASE_MS, Evidence
 
 MS = 1_000_000
 S = 1_000 * MS
@@ -23,7 +23,7 @@ def test_clean_edges_are_published_with_the_detector_s_own_uncertainty() -> None
     ev.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S))
     ev.judge_busy()
     assert ev.withheld(2 * S, 3 * S) is None
-    assert ev.uncertainty_ms(2 * S, 3 * S) == DETECTOR_UNCERTAINTY_MS
+    assert ev.uncertainty_ms(2 * S, 3 * S) == FIGURE_BASE_MS
 
 
 def test_an_edge_inside_a_never_quiet_spurt_is_withheld() -> None:
@@ -82,21 +82,21 @@ def test_a_caller_active_under_most_of_the_agent_s_speech_is_never_quiet() -> No
 def test_noise_and_level_ambiguity_add_to_the_uncertainty_and_name_the_reason() -> None:
     ev = _evidence()
     ev.note_spurt(CALLER_TO_AGENT, Spurt(1 * S, 2 * S, masked_offset_ms=30.0))
-    ev.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S, ambiguous_onset_ms=15.0))
+    ev.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S, ambiguous_onset_ms=25.0))
     ev.judge_busy()
-    assert ev.uncertainty_ms(2 * S, 3 * S) == DETECTOR_UNCERTAINTY_MS + 30.0 + 15.0
+    assert ev.uncertainty_ms(2 * S, 3 * S) == FIGURE_BASE_MS + 30.0 + 25.0
     assert ev.withheld(2 * S, 3 * S) == "caller_noise"  # over 50 ms; noise the largest share
     assert ev.withheld(2 * S, 4 * S) is None  # the agent's offset is steep and clean
-    loose = _evidence(max_uncertainty_ms=DETECTOR_UNCERTAINTY_MS + 45.0)
+    loose = _evidence(max_uncertainty_ms=FIGURE_BASE_MS + 55.0)
     loose.note_spurt(CALLER_TO_AGENT, Spurt(1 * S, 2 * S, masked_offset_ms=30.0))
-    loose.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S, ambiguous_onset_ms=15.0))
+    loose.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S, ambiguous_onset_ms=25.0))
     assert loose.withheld(2 * S, 3 * S) is None  # at the bound, not over it
 
 
 def test_late_clock_readings_near_the_edges_withhold_as_clock_lag() -> None:
     ev = _evidence(lag_ns=25 * MS)  # each edge's readings ran up to 25 ms late
     assert ev.lag_ms(2 * S, 3 * S) == 50.0
-    assert ev.uncertainty_ms(2 * S, 3 * S) == DETECTOR_UNCERTAINTY_MS + 50.0
+    assert ev.uncertainty_ms(2 * S, 3 * S) == FIGURE_BASE_MS + 50.0
     assert ev.withheld(2 * S, 3 * S) == "clock_lag"
     assert _evidence().withheld(2 * S, 3 * S) is None  # the same edges, no lag
 
@@ -111,8 +111,9 @@ def test_downstream_jitter_widens_the_agent_edge_only_and_names_its_reason() -> 
         return 30.0
 
     ev = Evidence(VAD, 50.0, None, downstream)
-    assert ev.uncertainty_ms(2 * S, 3 * S) == DETECTOR_UNCERTAINTY_MS + 30.0
+    assert ev.uncertainty_ms(2 * S, 3 * S) == FIGURE_BASE_MS + 30.0
     assert seen and set(seen) == {3 * S}
-    assert ev.uncertainty_ms(2 * S, None) == DETECTOR_UNCERTAINTY_MS
+    assert ev.uncertainty_ms(2 * S, None) == FIGURE_BASE_MS
     assert ev.withheld(2 * S, 3 * S) is None
-    assert Evidence(VAD, 35.0, None, downstream).withheld(2 * S, 3 * S) == "downstream_jitter"
+    tight = Evidence(VAD, FIGURE_BASE_MS + 29.0, None, downstream)
+    assert tight.withheld(2 * S, 3 * S) == "downstream_jitter"

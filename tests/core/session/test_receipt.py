@@ -14,7 +14,7 @@ from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, ToolEvent
 from voxproxy.core.ids import keyed_hash
 from voxproxy.core.receipt import CloseInfo, Receipt
 from voxproxy.core.session.config import SessionConfig
-from voxproxy.core.session.evidence import DETECTOR_UNCERTAINTY_MS, Evidence
+from voxproxy.core.session.evidence import FIGURE_BASE_MS, Evidence
 from voxproxy.core.session.receipt import ReceiptInputs, build_receipt
 from voxproxy.core.timebase import NS_PER_MS, NS_PER_S, EpochAnchor
 from voxproxy.core.turns import BargeIn, Turn, TurnKind
@@ -93,7 +93,7 @@ def test_figures_are_ms_from_the_call_s_start_and_the_summary_is_over_the_turns(
     first = r.turns[0]
     assert (first.caller_onset_ms, first.caller_offset_ms) == (500.0, 1500.0)
     assert (first.agent_onset_ms, first.agent_offset_ms, first.ttfs_ms) == (2100.0, 3000.0, 600.0)
-    assert first.ttfs_uncertainty_ms == DETECTOR_UNCERTAINTY_MS and first.reason is None
+    assert first.ttfs_uncertainty_ms == FIGURE_BASE_MS and first.reason is None
     assert r.turns[2].kind == "no_response" and r.turns[2].ttfs_ms is None
     s = r.summary
     assert (s.turns, s.responses, s.no_responses) == (3, 2, 1)
@@ -169,15 +169,15 @@ def test_a_caller_who_never_went_quiet_has_no_speech_edges() -> None:
 
 def test_noise_over_an_edge_beyond_the_limit_withholds_the_figure_naming_the_noise() -> None:
     ev = evidence()
-    over = CONFIG.max_uncertainty_ms - DETECTOR_UNCERTAINTY_MS + 1
+    over = CONFIG.max_uncertainty_ms - FIGURE_BASE_MS + 1
     ev.note_spurt(AGENT_TO_CALLER, Spurt(at(2100), at(3000), masked_onset_ms=over))
     (t,) = receipt(inputs(ev), [answer(0, (500, 1500), (2100, 3000))]).turns
     assert t.ttfs_ms is None and t.reason == "agent_noise"
-    assert t.ttfs_uncertainty_ms == DETECTOR_UNCERTAINTY_MS + over  # still said
+    assert t.ttfs_uncertainty_ms == FIGURE_BASE_MS + over  # still said
     ev = evidence()
     ev.note_spurt(AGENT_TO_CALLER, Spurt(at(2100), at(3000), masked_onset_ms=over - 2))
     (t,) = receipt(inputs(ev), [answer(0, (500, 1500), (2100, 3000))]).turns
-    assert t.ttfs_ms == 600.0 and t.ttfs_uncertainty_ms == DETECTOR_UNCERTAINTY_MS + over - 2
+    assert t.ttfs_ms == 600.0 and t.ttfs_uncertainty_ms == FIGURE_BASE_MS + over - 2
 
 
 def _barged() -> list[Turn]:

@@ -48,6 +48,11 @@ NOISE_QUANTILE = 0.1  # a window of speech counts above this share of the noise'
 SIGNIFICANCE = 1.5  # x the noise's own highest smoothed excursion above its mean
 GAP_MS = 60  # pauses bridged by the walk
 BAND_DB = 3.0  # the edge's uncertainty: how far it moves with the estimate this far off
+# ... and never less than half the SMOOTH_MS average the walk reads: the truth counts each
+# 1 ms window where the speech tops that window's own noise, which the average cannot
+# place closer (white noise 10 dB under the caller: offsets 6.7-8.9 ms early, the 3 dB
+# moves 2 ms).
+READ_BAND_MS = SMOOTH_MS // 2
 BAND_SIGNIFICANCE = 2.0  # ... and the significance asked this many times higher (lower)
 REFERENCE_MS = 300  # noise windows read beside an edge (before an onset)
 REFERENCE_GAP_MS = 200  # ... ending this far before the anchor of an onset
@@ -234,7 +239,7 @@ def audible_edge_band(
     edge = audible_edge(power, power_hp, anchor, noise, threshold, direction)
     if edge <= CENSORED_MS if direction < 0 else edge >= power.size - CENSORED_MS:
         return edge, int(UNRESOLVED_BAND_MS[0 if direction < 0 else 1])
-    band = hidden_ms(noise, threshold)
+    band = max(hidden_ms(noise, threshold), READ_BAND_MS)
     if direction > 0:
         band = max(band, tail_hidden_ms(noise, threshold))
     for db in (-BAND_DB, BAND_DB):

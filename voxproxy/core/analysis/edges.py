@@ -40,7 +40,7 @@ from voxproxy.core.analysis.vadconfig import (
     level_spread_db,
 )
 from voxproxy.core.audio.g711 import G711_ENCODINGS, quantization_band_db
-from voxproxy.core.audio.levels import FrameLevels, frame_active_level
+from voxproxy.core.audio.levels import FrameLevels, frame_active_level, phase_extreme_db
 from voxproxy.core.events import Pcm
 from voxproxy.core.timebase import NS_PER_MS
 
@@ -179,20 +179,22 @@ class EdgeWalker(AudibleEdges):
         else:
             ring[(np.arange(self._framed, self._framed + samples.size)) & ring_mask] = samples
 
-    def _above(self, lo: int, hi: int, threshold: float) -> npt.NDArray[np.bool_]:
+    def _above(self, lo: int, hi: int, threshold: float, phase: int = 0) -> npt.NDArray[np.bool_]:
         """Which 1 ms windows in ``[lo, hi)`` are above ``threshold``.
 
-        A window counts when both it and the mean power of the
-        ``edge_smooth_ms`` windows around it are above, so that neither a single
-        noisy window nor a single dip decides an edge.
-        """
+        A window counts when both it and the mean power of the ``edge_smooth_ms`` windows
+        around it are above (no single noisy window or dip decides an edge). ``phase`` 1
+        (-1): each at its most (least) over the grid's phase (``phase_extreme_db``)."""
         # Far above the floor (digital silence, a codec's idle) single windows decide, as
         # in the truth rule; nearer to noise, a window and its neighbours' mean must be.
         far = threshold - self._raw_floor_db >= SINGLE_WINDOW_MARGIN_DB
         n = 1 if far else self.config.edge_smooth_ms
         half = n // 2
-        idx = np.arange(lo - half, hi + (n - 1 - half)) & self._hist_mask
+        pad = 1 if phase else 0
+        idx = np.arange(lo - half - pad, hi + (n - 1 - half) + pad) & self._hist_mask
         db = self._hist[idx]
+        if phase:
+            db = phase_extreme_db(db, phase > 0)
         raw = db[half : half + (hi - lo)]
         ok: npt.NDArray[np.bool_] = raw > threshold
         if n <= 1:
@@ -428,7 +430,9 @@ class EdgeWalker(AudibleEdges):
         gap = self._timeline.last_break_at_or_before(win * self._win)
         return lower if gap is None else max(lower, -(-gap // self._win))
 
-    def _walk_back(self, win: int, threshold: float, *, lookback: int | None = None) -> int:
+    def _walk_back(
+        self, win: int, threshold: float, *, lookback: int | None = None, phase: int = 0
+    ) -> int:
         """Earliest window of the run above ``threshold`` that reaches ``win``, at most
         ``lookback`` windows (default: the configured look-back) before it.
 
@@ -444,7 +448,7 @@ class EdgeWalker(AudibleEdges):
             found = self._audible_back(win, lower, self._truth_threshold())
             if found is not None:
                 return min(found, win)
-        ok = self._above(lower, win, threshold)[::-1]  # ok[i] is window win-1-i
+        ok = self._above(lower, win, threshold, phase)[::-1]  # ok[i] is window win-1-i
         # Backwards, never more than the quiet bridge: the head of a response may carry a
         # few samples of the one before (a resampler's memory), a merge gap earlier.
         tolerance = min(self._tolerance(threshold), self.config.edge_tolerance_ms)
@@ -559,9 +563,9 @@ class EdgeWalker(AudibleEdges):
         up += bed
         up_off += bed
         amb_on = 0
-        if onset_seen:
-            early = self._walk_back(first, thr - down, lookback=lookback)
-            late = self._walk_back(first, thr + up, lookback=lookback)
+        if onset_seen:  # each walk also reads the windows over the grid's phase (levels.py)
+            early = self._walk_back(first, thr - down, lookback=lookback, phase=1)
+            late = self._walk_back(first, thr + up, lookback=lookback, phase=-1)
             amb_on = max(onset - early, late - onset, 0)
         last = self._last_active_win
         longer = self._walk_forward(last, thr - down)
@@ -577,13 +581,13 @@ class EdgeWalker(AudibleEdges):
         return float(amb_on), float(amb_off)
 
     def _cut_sensitivity(self, end_win: int, threshold: float) -> int:
-        """For speech that ran up to a cut: how much earlier than the cut's own move it
-        would have ended, had the cut come CUT_JITTER_MS earlier (0 for speech that went
-        on up to then; a pause's length for a cut just into the word after it)."""
+        """For speech that ran up to a cut: how much earlier it would have ended, had the
+        cut come CUT_JITTER_MS earlier (0 for speech that went on up to then; from the cut
+        back to the pause for a cut just into the word after it)."""
         if self._t_of_end(end_win) < self._cut_ns - self.config.frame_ms * NS_PER_MS:
             return 0  # it ended before the cut: the cut took silence
         back = end_win - CUT_JITTER_MS
-        return back - self._end_of_last_above(back, threshold)
+        return end_win - last if (last := self._end_of_last_above(back, threshold)) < back else 0
 
     def _end_of_last_above(self, end_win: int, threshold: float) -> int:
         """The end of the last window above ``threshold`` before ``end_win``, looking back

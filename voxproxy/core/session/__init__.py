@@ -33,12 +33,12 @@ from voxproxy.core.session.config import (
     MAX_TOOL_EVENTS,
     SessionConfig,
 )
-from voxproxy.core.session.evidence import DETECTOR_UNCERTAINTY_MS
+from voxproxy.core.session.evidence import FIGURE_BASE_MS
 from voxproxy.core.session.marks import MAX_MARK_NAME_CHARS, MAX_PENDING_MARKS
 
 __all__ = [
     "CALLER_AHEAD_TOLERANCE_MS",
-    "DETECTOR_UNCERTAINTY_MS",
+    "FIGURE_BASE_MS",
     "MAX_MARK_NAME_CHARS",
     "MAX_MEASUREMENT_ERRORS",
     "MAX_PENDING_MARKS",

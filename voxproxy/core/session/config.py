@@ -27,8 +27,8 @@ class SessionConfig:
     # "model": agent audio is placed on the playout timeline (MEASUREMENT.md 3); "arrival":
     # a paced transport (WebRTC) where audible time = arrival, the model's identity.
     agent_playout: str = "model"
-    # A figure whose uncertainty (the detector's own, plus how late the shell's clock
-    # readings near its edges ran) exceeds this is withheld: null, reason "clock_lag".
+    # A figure whose uncertainty (the detector's base and bands, plus how late the shell's
+    # clock readings near its edges ran) exceeds this is withheld: null, reason "clock_lag".
     max_uncertainty_ms: float = 50.0
     # Agent audio due to play later than this after its arrival keeps only its place on the
     # playout timeline, not its samples: it plays, unanalysed (anomaly agent_audio_ahead).

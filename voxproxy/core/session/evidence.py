@@ -19,9 +19,14 @@ _MAX_NEVER_QUIET = 256  # never-quiet spans kept per direction
 _MAX_SPANS = 4096  # spurt spans kept per direction
 _BUSY_SHARE = 0.5  # active through this share of the other side's speech: never quiet
 _BUSY_MIN_NS = 500 * NS_PER_MS  # ... judged once the other side spoke this long
-# The detector's own edge uncertainty for a figure (two edges) on clean speech: the p95
-# of its error over the space of agents and wires (tests/core/session/test_call_space.py).
-DETECTOR_UNCERTAINTY_MS = 10.0
+# What an edge leaves unknown once its band is stated (how far it moves with the level read
+# off, an onset also with the windows' grid: edges.py): the 1 ms windows, the smoothing,
+# the scripted 0-2 ms jitter of a chunk's arrival. A figure (two edges) states
+# FIGURE_BASE_MS. A figure's error less its bands over the offline test space
+# (test_call.py's calls, test_call_space.py's seeds 5 and 77, its G.711 and flush sweeps:
+# 2,308 figures; docs/performance.md): p99.5 2.9 ms, at most 3.8 ms but for one flush stop.
+EDGE_BASE_MS = 2.0
+FIGURE_BASE_MS = 2 * EDGE_BASE_MS
 # Clock readings around an edge that decide it: the frames before it, the look-ahead after.
 _LAG_BEFORE_NS = 100 * NS_PER_MS
 _LAG_AFTER_NS = 350 * NS_PER_MS
@@ -214,7 +219,7 @@ class Evidence:
         return 0.0 if t_ns is None else self._ambiguous[direction].get(t_ns, 0.0)
 
     def uncertainty_ms(self, caller_edge: int | None, agent_edge: int | None) -> float:
-        """The detector's own uncertainty, plus the clock lag near each edge, plus what
+        """The base of two edges (FIGURE_BASE_MS), plus the clock lag near each edge, plus what
         noise may hide of each, plus how far each moves with the level read off, plus
         how much later the caller may have heard the agent's edge (downstream jitter)."""
         masked = self.masked_ms(CALLER_TO_AGENT, caller_edge)
@@ -223,7 +228,7 @@ class Evidence:
         ambiguous += self.ambiguous_ms(AGENT_TO_CALLER, agent_edge)
         lag = self.lag_ms(caller_edge, agent_edge)
         downstream = self.downstream_ms(agent_edge)
-        return round(DETECTOR_UNCERTAINTY_MS + lag + masked + ambiguous + downstream, 1)
+        return round(FIGURE_BASE_MS + lag + masked + ambiguous + downstream, 1)
 
     def withheld(self, caller_edge: int | None, agent_edge: int | None) -> str | None:
         """Why a figure between these edges cannot be published, or None."""
