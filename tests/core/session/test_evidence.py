@@ -6,7 +6,11 @@ from __future__ import annotations
 from voxproxy.core.analysis.vad import Spurt, VadConfig
 from voxproxy.core.analysis.vadconfig import NEVER_QUIET_NS
 from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT
-from voxproxy.core.session.evidence import FIGURE_BASE_MS, Evidence
+from voxproxy.core.session.evidence import (
+    FIGURE_BASE_MS,
+    NOISY_FIGURE_BASE_MS,
+    Evidence,
+)
 
 MS = 1_000_000
 S = 1_000 * MS
@@ -84,10 +88,13 @@ def test_noise_and_level_ambiguity_add_to_the_uncertainty_and_name_the_reason() 
     ev.note_spurt(CALLER_TO_AGENT, Spurt(1 * S, 2 * S, masked_offset_ms=30.0))
     ev.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S, ambiguous_onset_ms=25.0))
     ev.judge_busy()
-    assert ev.uncertainty_ms(2 * S, 3 * S) == FIGURE_BASE_MS + 30.0 + 25.0
+    # A figure with an edge over a bed keeps NOISY_FIGURE_BASE_MS.
+    base = NOISY_FIGURE_BASE_MS
+    assert base > FIGURE_BASE_MS
+    assert ev.uncertainty_ms(2 * S, 3 * S) == base + 30.0 + 25.0
     assert ev.withheld(2 * S, 3 * S) == "caller_noise"  # over 50 ms; noise the largest share
     assert ev.withheld(2 * S, 4 * S) is None  # the agent's offset is steep and clean
-    loose = _evidence(max_uncertainty_ms=FIGURE_BASE_MS + 55.0)
+    loose = _evidence(max_uncertainty_ms=base + 55.0)
     loose.note_spurt(CALLER_TO_AGENT, Spurt(1 * S, 2 * S, masked_offset_ms=30.0))
     loose.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S, ambiguous_onset_ms=25.0))
     assert loose.withheld(2 * S, 3 * S) is None  # at the bound, not over it

@@ -14,7 +14,11 @@ from voxproxy.core.events import AGENT_TO_CALLER, CALLER_TO_AGENT, ToolEvent
 from voxproxy.core.ids import keyed_hash
 from voxproxy.core.receipt import CloseInfo, Receipt
 from voxproxy.core.session.config import SessionConfig
-from voxproxy.core.session.evidence import FIGURE_BASE_MS, Evidence
+from voxproxy.core.session.evidence import (
+    FIGURE_BASE_MS,
+    NOISY_FIGURE_BASE_MS,
+    Evidence,
+)
 from voxproxy.core.session.receipt import ReceiptInputs, build_receipt
 from voxproxy.core.timebase import NS_PER_MS, NS_PER_S, EpochAnchor
 from voxproxy.core.turns import BargeIn, Turn, TurnKind
@@ -169,15 +173,17 @@ def test_a_caller_who_never_went_quiet_has_no_speech_edges() -> None:
 
 def test_noise_over_an_edge_beyond_the_limit_withholds_the_figure_naming_the_noise() -> None:
     ev = evidence()
-    over = CONFIG.max_uncertainty_ms - FIGURE_BASE_MS + 1
+    # The agent's onset over a bed: the figure keeps NOISY_FIGURE_BASE_MS.
+    base = NOISY_FIGURE_BASE_MS
+    over = CONFIG.max_uncertainty_ms - base + 1
     ev.note_spurt(AGENT_TO_CALLER, Spurt(at(2100), at(3000), masked_onset_ms=over))
     (t,) = receipt(inputs(ev), [answer(0, (500, 1500), (2100, 3000))]).turns
     assert t.ttfs_ms is None and t.reason == "agent_noise"
-    assert t.ttfs_uncertainty_ms == FIGURE_BASE_MS + over  # still said
+    assert t.ttfs_uncertainty_ms == base + over  # still said
     ev = evidence()
     ev.note_spurt(AGENT_TO_CALLER, Spurt(at(2100), at(3000), masked_onset_ms=over - 2))
     (t,) = receipt(inputs(ev), [answer(0, (500, 1500), (2100, 3000))]).turns
-    assert t.ttfs_ms == 600.0 and t.ttfs_uncertainty_ms == FIGURE_BASE_MS + over - 2
+    assert t.ttfs_ms == 600.0 and t.ttfs_uncertainty_ms == base + over - 2
 
 
 def _barged() -> list[Turn]:
