@@ -208,6 +208,58 @@ def test_a_missing_caller_speech_end_is_insufficient_evidence() -> None:
     ]
 
 
+def _withheld(gap_ms: float, reason: str, uncertainty_ms: float = 52.0) -> Receipt:
+    """One turn whose ttfs (``gap_ms`` between its edges) was withheld for ``reason``."""
+    r = healthy(agent=[(1500 + gap_ms, 4000)], end_ms=5000)
+    return _with_turn(r, 0, ttfs_ms=None, reason=reason, ttfs_uncertainty_ms=uncertainty_ms)
+
+
+@pytest.mark.parametrize(
+    "reason", ["caller_edge_ambiguous", "agent_edge_ambiguous", "clock_lag", "downstream_jitter"]
+)
+def test_a_withheld_ttfs_whose_whole_span_is_within_the_limit_passes(reason: str) -> None:
+    # Over the bound that publishes it (52 ms > 50), but 600 +- 52 ms is under 1200.
+    v = judge(_withheld(600, reason), POLICY)
+    assert v.verdict == "pass", v.reason
+    assert v.evidence["turn_timing"]["turns"] == [  # type: ignore[index]
+        {"turn": 0, "ttfs_at_most_ms": 652.0, "withheld": reason}
+    ]
+
+
+def test_a_withheld_ttfs_whose_whole_span_is_over_the_limit_fails() -> None:
+    v = judge(_withheld(1300, "caller_edge_ambiguous"), POLICY)
+    assert (v.verdict, v.gate) == ("slow_first_response", "turn_timing")
+    assert v.reason == (
+        "turn 0: first response after at least 1248.0 ms (withheld as caller_edge_ambiguous); "
+        "limit 1200 ms"
+    )
+
+
+def test_a_withheld_ttfs_whose_span_holds_the_limit_is_insufficient_evidence() -> None:
+    v = judge(_withheld(1180, "caller_edge_ambiguous"), POLICY)
+    assert (v.verdict, v.gate) == ("insufficient_evidence", "turn_timing")
+    assert v.reason == ("turn 0: no ttfs (caller_edge_ambiguous, between 1128.0 and 1232.0 ms)")
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["caller_noise", "agent_noise", "caller_never_quiet", "measurement_shed", "caller_unanalysed"],
+)
+def test_a_ttfs_withheld_for_what_may_move_its_edges_past_any_band_is_never_judged(
+    reason: str,
+) -> None:
+    # Noise's band is no bound (at 10 dB SNR an edge read hundreds of ms off lies outside
+    # it); a never-quiet, shed or unheard stretch puts the edges themselves in doubt.
+    v = judge(_withheld(600, reason, uncertainty_ms=80.0), POLICY)
+    assert (v.verdict, v.gate) == ("insufficient_evidence", "turn_timing")
+    assert v.reason == f"turn 0: no ttfs ({reason})"
+
+
+def test_a_withheld_ttfs_without_both_edges_is_never_judged() -> None:
+    r = _with_turn(_withheld(600, "caller_edge_ambiguous"), 0, agent_onset_ms=None)
+    assert judge(r, POLICY).verdict == "insufficient_evidence"
+
+
 def test_a_proven_failure_beats_missing_evidence_in_the_same_gate() -> None:
     r = healthy(caller=[(500, 1500), (4000, 5000)], agent=[(2100, 3000), (6500, 7000)], end_ms=8000)
     r = _with_turn(r, 0, caller_offset_ms=None, ttfs_ms=None)

@@ -68,7 +68,9 @@ WITHHELD_NOTE = (
     "evidence did not hold, e.g. noise over the caller's edge (caller_noise), a direction "
     "that never went quiet, or the proxy's own clock running late on a busy machine "
     "(clock_lag, measurement_shed). It says so rather than publish a number it cannot "
-    "stand behind."
+    "stand behind. A time to first sound withheld only as too uncertain (an edge that "
+    "moves with the talker's level, clock lag) still bounds the answer: where that span "
+    "lies wholly on one side of the limit, the verdict is judged on it."
 )
 INSUFFICIENT_NOTE = (
     "insufficient_evidence: the verdict of a call whose figures the policy judges were "

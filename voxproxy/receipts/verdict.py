@@ -11,6 +11,10 @@ Within one gate:
 * otherwise, an element that lacks the evidence the gate needs makes the
   verdict ``insufficient_evidence`` naming the gate. No healthy value is ever
   made up from incomplete events;
+* a ttfs withheld only because its uncertainty passed the bound that publishes it
+  (:data:`SPANNED_REASONS`) is judged on its span: the gap between its edges, less and
+  plus that uncertainty. Wholly within the limit it passes, wholly over it fails; a span
+  that holds the limit lacks evidence;
 * a gate with nothing to judge (no response turns, no barge-in, no tool call)
   passes, and its evidence says it judged nothing.
 
@@ -26,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from voxproxy.core.receipt import BargeInRecord, Receipt, VerdictRecord
+from voxproxy.core.receipt import BargeInRecord, Receipt, TurnRecord, VerdictRecord
 from voxproxy.receipts.policy import GATE_ORDER, GateName, Policy
 
 Verdict = Literal[
@@ -201,13 +205,44 @@ def check_turn_timing(receipt: Receipt, policy: Policy) -> GateResult:
             judged.append({"turn": t.index, "unanswered_at_end_after_ms": waited})
             if waited > limit:
                 over.append(f"turn {t.index}: no response in the {waited:.1f} ms before the end")
+        elif (span := withheld_span(t)) is not None and span[1] <= limit:
+            judged.append({"turn": t.index, "ttfs_at_most_ms": span[1], "withheld": t.reason})
+        elif span is not None and span[0] > limit:
+            judged.append({"turn": t.index, "ttfs_at_least_ms": span[0], "withheld": t.reason})
+            over.append(
+                f"turn {t.index}: first response after at least {span[0]:.1f} ms (withheld "
+                f"as {t.reason})"
+            )
         else:
             judged.append({"turn": t.index, "missing": "ttfs_ms", "reason": t.reason})
-            lacking.append(f"turn {t.index}: no ttfs ({t.reason or 'no reason given'})")
+            within = "" if span is None else f", between {span[0]:.1f} and {span[1]:.1f} ms"
+            lacking.append(f"turn {t.index}: no ttfs ({t.reason or 'no reason given'}{within})")
     evidence["turns"] = judged
     passed = f"{len(judged)} turn(s) judged, none over {limit:.0f} ms"
     outcome = (over, lacking, limit, "no response turns to judge", passed)
     return _conclude("turn_timing", evidence, judged, *outcome)
+
+
+SPANNED_REASONS = frozenset(
+    {"caller_edge_ambiguous", "agent_edge_ambiguous", "clock_lag", "downstream_jitter"}
+)
+"""Why a ttfs may be withheld while its edges stand, within an uncertainty the detector
+computed but over the bound that publishes it: where the truth's level puts the edges,
+how late the clock or the listener's jitter buffer may have run. Not noise (its band is
+no bound at 10 dB SNR: an edge read hundreds of ms off), nor a never-quiet direction, a
+shed or an unheard stretch (the edges themselves are in doubt)."""
+
+
+def withheld_span(turn: TurnRecord) -> tuple[float, float] | None:
+    """The span (ms) a withheld ttfs lies in, for a :data:`SPANNED_REASONS` reason: the
+    edges' gap less and plus its stated uncertainty; None for any other turn."""
+    if turn.reason not in SPANNED_REASONS or turn.ttfs_uncertainty_ms is None:
+        return None
+    if turn.caller_offset_ms is None or turn.agent_onset_ms is None:
+        return None
+    seen = turn.agent_onset_ms - turn.caller_offset_ms
+    unc = turn.ttfs_uncertainty_ms
+    return round(seen - unc, 1), round(seen + unc, 1)
 
 
 # -- 3. interruption ----------------------------------------------------------------------

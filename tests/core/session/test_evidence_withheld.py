@@ -24,7 +24,7 @@ from voxproxy.core.dialects.base import DialectOptions
 from voxproxy.core.receipt import CloseInfo
 from voxproxy.core.session import FIGURE_BASE_MS, CallSession, SessionConfig
 from voxproxy.receipts.policy import load_policy
-from voxproxy.receipts.verdict import check, judged
+from voxproxy.receipts.verdict import check, judged, withheld_span
 
 MS = 1_000_000
 
@@ -377,3 +377,30 @@ def test_the_level_spread_table_bounds_a_level_read_from_the_start_of_an_answer(
         assert spread >= float(np.percentile(errors[heard], 95)) - 0.1, heard
     assert level_spread_db(0.0) == LEVEL_SPREAD_TABLE[0][1]
     assert level_spread_db(450.0) == 3.0 and level_spread_db(10_000.0) == 0.6
+
+
+def test_a_ttfs_withheld_for_its_edge_still_bounds_the_truth_and_decides_its_gate() -> None:
+    # The control calls' slow release (caller_edge_ambiguous): its edges and uncertainty
+    # stay in the receipt, the true ttfs lies within their span, and the turn-timing gate
+    # judges the turn on it rather than lacking evidence.
+    policy = load_policy().model_copy(update={"max_first_response_ms": 5000.0})
+    withheld = 0
+    for seed in range(3):
+        call = render(_plan(seed))
+        receipt = measure(call, "raw")
+        responses = [t for t in receipt.turns if t.kind == "response"]
+        for t, truth in zip(responses, call.truth, strict=True):
+            if t.ttfs_ms is not None:
+                continue
+            withheld += 1
+            span = withheld_span(t)
+            assert span is not None, t
+            assert span[0] <= truth.ttfs_ns / MS <= span[1], (span, truth.ttfs_ns / MS)
+        gate = check("turn_timing", receipt, policy)
+        assert gate.verdict == "pass", gate.reason
+        judged_turns = gate.evidence["turns"]
+        assert isinstance(judged_turns, list)
+        assert sum("ttfs_at_most_ms" in j for j in judged_turns) == sum(
+            t.ttfs_ms is None for t in responses
+        )
+    assert withheld >= 1
