@@ -108,6 +108,29 @@ def test_late_clock_readings_near_the_edges_withhold_as_clock_lag() -> None:
     assert _evidence().withheld(2 * S, 3 * S) is None  # the same edges, no lag
 
 
+def test_a_block_after_the_agents_edge_cannot_move_it_one_after_the_callers_can() -> None:
+    """The loop blocked 30 ms, 200 ms after an edge. A caller's chunk is heard up to its
+    arrival, so a stamp there may place a caller edge 200 ms before it; an agent's chunk
+    plays from its arrival or after the audio before it, so no later stamp moves the
+    agent's edge (a bursting agent's burst, read late in one go after its onset)."""
+    block = (200 * MS, 30 * MS)  # (after the edge, length)
+
+    def lag_after(edge_ns: int) -> Evidence:
+        end = edge_ns + block[0]
+
+        def clock_lag(start_ns: int, end_ns: int) -> int:
+            return block[1] if end - block[1] <= end_ns and end >= start_ns else 0
+
+        return Evidence(VAD, 50.0, clock_lag)
+
+    assert lag_after(2 * S).lag_ms(2 * S, None) == 30.0
+    assert lag_after(3 * S).lag_ms(None, 3 * S) == 0.0
+    assert lag_after(3 * S).uncertainty_ms(2 * S, 3 * S) == FIGURE_BASE_MS
+    # ... while a block just before the agent's edge (its anchor's read) still counts.
+    ev = Evidence(VAD, 50.0, lambda a, b: 30 * MS if a <= 3 * S - 20 * MS <= b else 0)
+    assert ev.lag_ms(None, 3 * S) == 30.0
+
+
 def test_downstream_jitter_widens_the_agent_edge_only_and_names_its_reason() -> None:
     """What the caller's jitter buffer may add beyond the declared offset counts at the
     agent's edge (the figure's second), never at the caller's."""

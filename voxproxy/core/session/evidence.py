@@ -35,9 +35,15 @@ FIGURE_BASE_MS = 2 * EDGE_BASE_MS
 # published figures lay 1-5 ms outside with 2 or 5 ms an edge, 1 with 10 ms a figure
 # (docs/performance.md, "A base of 2 ms an edge").
 NOISY_FIGURE_BASE_MS = 10.0
-# Clock readings around an edge that decide it: the frames before it, the look-ahead after.
+# Arrival stamps around an edge that may place it. A caller's chunk is heard up to its
+# arrival (session.intake): the stamp that places a caller edge comes after it, by up to
+# a chunk. An agent's chunk plays from its arrival or from the end of the audio before it
+# (MEASUREMENT.md 3): the stamps that place an agent edge come at or before it, and a
+# later one cannot move it, however late (a bursting agent's burst, read in one go while
+# the loop ran late, stated that lateness on the answer's onset ahead of it).
 _LAG_BEFORE_NS = 100 * NS_PER_MS
 _LAG_AFTER_NS = 350 * NS_PER_MS
+_AGENT_LAG_AFTER_NS = NS_PER_MS
 # Shed audio this close to an edge withholds its figure: the noise floor's window (2 s)
 # covers the utterance gap (1 s) and the onset walks' two look-backs (640 ms).
 _SHED_MARGIN_NS = 2_000 * NS_PER_MS
@@ -201,12 +207,16 @@ class Evidence:
             return False
         return not any(a <= t_ns <= b for a, b in self._never_quiet[direction])
 
-    def lag_ms(self, *edges: int | None) -> float:
+    def lag_ms(self, caller_edge: int | None, agent_edge: int | None) -> float:
+        """How late the arrival stamps that may place either edge may be (ms)."""
         lag_ns = 0
         if self._clock_lag is not None:
-            for t in edges:
-                if t is not None:
-                    lag_ns += self._clock_lag(t - _LAG_BEFORE_NS, t + _LAG_AFTER_NS)
+            if caller_edge is not None:
+                t = caller_edge
+                lag_ns += self._clock_lag(t - _LAG_BEFORE_NS, t + _LAG_AFTER_NS)
+            if agent_edge is not None:
+                t = agent_edge
+                lag_ns += self._clock_lag(t - _LAG_BEFORE_NS, t + _AGENT_LAG_AFTER_NS)
         return lag_ns / NS_PER_MS
 
     def downstream_ms(self, agent_edge: int | None) -> float:
