@@ -140,7 +140,8 @@ class StampError:
     """How late a call's message stamped in ``[start_ns, end_ns]`` may have been stamped
     (its session's ``clock_lag``): the loop's longest block near it (``monitor``),
     unless the transport said (``arrivals``, at the call's end) that the stamps there
-    came from the kernel: then only what queued messages' reads leave unknown
+    came from the kernel: then only what queued messages' reads leave unknown, each
+    no more than the loop's longest block while it waited
     (``transports.websocket.arrivals``). Not the call's own method: the session would
     hold the call, and the call its session (a cycle the collector alone frees)."""
 
@@ -151,9 +152,10 @@ class StampError:
         self.arrivals: ArrivalLog | None = None  # None: every stamp as late as the loop
 
     def __call__(self, start_ns: int, end_ns: int) -> int:
-        lag = self.monitor.max_between(start_ns, end_ns)
         arrivals = self.arrivals
-        return lag if arrivals is None else arrivals.error_between(start_ns, end_ns, lag)
+        if arrivals is None:
+            return self.monitor.max_between(start_ns, end_ns)
+        return arrivals.error_between(start_ns, end_ns, self.monitor.max_between)
 
 
 class MeasuredCall:

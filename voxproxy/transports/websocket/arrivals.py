@@ -16,7 +16,9 @@ receipt's ``forwarding``, MEASUREMENT.md 2: never part of a figure).
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
+from collections.abc import Callable
 
 MIN_ERROR_NS = 500_000  # a bound below this is not kept (the loop monitor's own floor)
 JOIN_NS = 100_000_000  # stamps this close share one span of the log
@@ -31,16 +33,18 @@ _EDGES_NS = tuple(round(ms * 1_000_000) for ms in DELAY_EDGES_MS)
 
 
 class _Spans:
-    """Spans of time (start, end) with the largest value noted in each, in time order."""
+    """Spans of time (start, end) with the largest value noted in each, and the latest
+    moment a stamp of each was noted (its read), in time order."""
 
-    __slots__ = ("ends", "starts", "values")
+    __slots__ = ("ends", "reads", "starts", "values")
 
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.values: list[int] = []
+        self.reads: list[int] = []
 
-    def note(self, t_ns: int, value: int) -> None:
+    def note(self, t_ns: int, value: int, read_ns: int) -> None:
         starts = self.starts
         if starts and (t_ns <= self.ends[-1] + JOIN_NS or len(starts) >= MAX_SPANS):
             if t_ns > self.ends[-1]:
@@ -49,17 +53,20 @@ class _Spans:
                 starts[-1] = t_ns
             if value > self.values[-1]:
                 self.values[-1] = value
+            if read_ns > self.reads[-1]:
+                self.reads[-1] = read_ns
             return
         starts.append(t_ns)
         self.ends.append(t_ns)
         self.values.append(value)
+        self.reads.append(read_ns)
 
-    def overlapping(self, start_ns: int, end_ns: int) -> list[int]:
-        """The values of the spans that overlap ``[start_ns, end_ns]`` (a walk: the two
-        legs' stamps interleave a little out of order, and it runs at the receipt)."""
+    def overlapping(self, start_ns: int, end_ns: int) -> list[tuple[int, int, int]]:
+        """(start, value, read) of the spans that overlap ``[start_ns, end_ns]`` (a walk:
+        the two legs' stamps interleave a little out of order, and it runs at the receipt)."""
         return [
-            v
-            for a, b, v in zip(self.starts, self.ends, self.values, strict=True)
+            (a, v, r)
+            for a, b, v, r in zip(self.starts, self.ends, self.values, self.reads, strict=True)
             if a <= end_ns and b >= start_ns
         ]
 
@@ -67,8 +74,8 @@ class _Spans:
 class ArrivalLog:
     """One call's stamps that are not exact: bounded ones (a message that queued behind
     others in its read: its stamp may be late by up to the bound, and by no more than
-    the loop's lag near it) and the read times of legs without kernel stamps (late by
-    the loop's lag then)."""
+    the loop's lag while it waited) and the read times of legs without kernel stamps
+    (late by the loop's lag then)."""
 
     __slots__ = ("_bounded", "_read_times", "kernel", "read_time")
 
@@ -78,25 +85,32 @@ class ArrivalLog:
         self.kernel = [0, 0]  # per direction: reads stamped by the kernel
         self.read_time = [0, 0]  # ... stamped when the loop ran them
 
-    def note_bounded(self, t_ns: int, bound_ns: int) -> None:
-        """A message stamped ``t_ns`` arrived no earlier than ``t_ns - bound_ns``."""
+    def note_bounded(self, t_ns: int, bound_ns: int, read_ns: int | None = None) -> None:
+        """A message stamped ``t_ns`` arrived no earlier than ``t_ns - bound_ns``; it was
+        read by ``read_ns`` (now, unless said)."""
         if bound_ns >= MIN_ERROR_NS:
-            self._bounded.note(t_ns, bound_ns)
+            read = time.monotonic_ns() if read_ns is None else read_ns
+            self._bounded.note(t_ns, bound_ns, max(read, t_ns))
 
     def note_read_time(self, t_ns: int) -> None:
         """A read stamped when the loop ran it (no kernel stamp)."""
-        self._read_times.note(t_ns, 1)
+        self._read_times.note(t_ns, 1, t_ns)
 
-    def error_between(self, start_ns: int, end_ns: int, loop_lag_ns: int) -> int:
-        """The most a stamp in ``[start_ns, end_ns]`` may be late: ``loop_lag_ns`` (the
-        loop's longest block near them) if a read there had no kernel stamp; for the
-        messages that queued behind others there, their bound, but no more than that
-        lag (a message waits in the socket only while the loop does not come round to
-        it: the bound from the previous read is loose after a quiet stretch, an agent's
-        first burst after seconds of silence)."""
-        worst = min(max(self._bounded.overlapping(start_ns, end_ns), default=0), loop_lag_ns)
-        if loop_lag_ns > worst and self._read_times.overlapping(start_ns, end_ns):
-            worst = loop_lag_ns
+    def error_between(self, start_ns: int, end_ns: int, lag: Callable[[int, int], int]) -> int:
+        """The most a stamp in ``[start_ns, end_ns]`` may be late, ``lag(a, b)`` being the
+        loop's longest block over ``[a, b]``: that block over the interval if a read there
+        had no kernel stamp; for the messages that queued behind others there, their
+        bound, but no more than the loop's longest block from their earliest arrival to
+        their read (a message waits in the socket only while the loop does not come round
+        to it: the bound from the previous read is loose after a quiet stretch, an agent's
+        first burst after seconds of silence; and the block that kept a read waiting is
+        seen when the loop comes back, after the read, maybe after the edge itself)."""
+        worst = 0
+        for a, bound, read in self._bounded.overlapping(start_ns, end_ns):
+            if bound > worst:
+                worst = max(worst, min(bound, lag(a - bound, read)))
+        if self._read_times.overlapping(start_ns, end_ns):
+            worst = max(worst, lag(start_ns, end_ns))
         return worst
 
     @property
