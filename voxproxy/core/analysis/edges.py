@@ -88,7 +88,7 @@ class EdgeWalker(AudibleEdges):
     _band: npt.NDArray[np.bool_]
     _taper: npt.NDArray[np.float64]
     _noise_psd: npt.NDArray[np.float64] | None
-    _bed_top_db: float  # how high a bed read between spurts reached (-200: none read)
+    _bed_top_db: float  # how high a bed read before or between spurts reached (-200: none)
     _bed_median_db: float  # ... and its median
     _noise_pow: float  # mean power of the noise frames learned with _noise_psd
     _bed_start_db: float  # the start threshold of pitched frames over a bed (100: none)
@@ -158,8 +158,8 @@ class EdgeWalker(AudibleEdges):
         return cfg.edge_tolerance_ms if self._quiet() else cfg.noisy_edge_tolerance_ms
 
     def _first_kept_win(self) -> int:
-        """The earliest 1 ms window whose energy the history still holds (with a margin)."""
-        return (self._framed // self._win) - (self._hist.size - 64)
+        """The earliest 1 ms window the history holds, with a margin (none before the stream's)."""
+        return max((self._framed // self._win) - (self._hist.size - 64), 0)
 
     def _store(self, first_win: int, window_db: npt.NDArray[np.float32], samples: Pcm) -> None:
         """Keep a batch's window energies from window ``first_win`` on, and its samples
@@ -264,8 +264,8 @@ class EdgeWalker(AudibleEdges):
         return level is not None and level - noise_db < AUDIBLE_SEEN_DB
 
     def read_bed_before(self) -> None:
-        """Read the noise before the open spurt's onset (past the last one's offset) for
-        :meth:`bed_reached_after`."""
+        """Read the noise before the open spurt's onset (past the last one's offset; before the
+        first, from the stream's start) for :meth:`bed_reached_after` and the band's swell."""
         hi = self._onset_win - BED_REACH_GAP_MS
         floor = max(self._prev_offset_win + BED_REACH_AFTER_MS, self._first_kept_win())
         self._read_bed(max(floor, hi - 1000), hi)
