@@ -45,15 +45,15 @@ from voxproxy.core.events import Pcm
 from voxproxy.core.timebase import NS_PER_MS
 
 # A bed reaches the truth's threshold when this share of its 1 ms windows stand above it
-# (white noise 40 dB under the talker: about 0.015%; brown noise 40 dB under: about 9%,
-# 45 dB under: 0.2%). It is read between spurts: up to a second before an onset, ending
-# BED_REACH_GAP_MS before it, and after an offset from BED_REACH_AFTER_MS on (a release
-# may hover that long), at least BED_REACH_MIN_MS of it, cut BED_REACH_ONSET_MS before
-# the first window BED_REACH_SPEECH_DB over the threshold (speech, its soft start, a
-# breath). A bed at all: its median window BED_REACH_MEDIAN_DB or less under the
-# threshold, its windows' quartiles BED_REACH_SPREAD_DB apart: noise moves (white noise's
-# 1 ms windows 2-3 dB, pink 3.5-5, a street 5-8, brown 8-10), a codec's idle does not,
-# and sound that comes and goes (a leak of the other side, a cough) moves by more.
+# (white noise 40 dB under the talker: about 0.015%; brown noise 40 dB under: about 9%, 45 dB
+# under: 0.2%). It is read between spurts (before the first, from the stream's start): up to a
+# second before a spurt's first loud window, ending BED_REACH_GAP_MS before it, and after an
+# offset from BED_REACH_AFTER_MS on (a release may hover that long), at least BED_REACH_MIN_MS
+# of it, cut BED_REACH_ONSET_MS before the first window BED_REACH_SPEECH_DB over the threshold
+# (speech, its soft start, a breath). A bed at all: its median window BED_REACH_MEDIAN_DB or
+# less under the threshold, its windows' quartiles BED_REACH_SPREAD_DB apart: noise moves
+# (white noise's 1 ms windows 2-3 dB, pink 3.5-5, a street 5-8, brown 8-10), a codec's idle
+# does not, and sound that comes and goes (a leak of the other side, a cough) moves by more.
 BED_REACH_SHARE = 0.001
 BED_REACH_GAP_MS = 300
 BED_REACH_AFTER_MS = 300
@@ -264,9 +264,9 @@ class EdgeWalker(AudibleEdges):
         return level is not None and level - noise_db < AUDIBLE_SEEN_DB
 
     def read_bed_before(self) -> None:
-        """Read the noise before the open spurt's onset (past the last one's offset; before the
-        first, from the stream's start) for :meth:`bed_reached_after` and the band's swell."""
-        hi = self._onset_win - BED_REACH_GAP_MS
+        """Read the noise before the open spurt's first loud window (its onset, walked in quiet,
+        may lie in a rumble), past the last offset or from the stream's start."""
+        hi = self._first_above_win - BED_REACH_GAP_MS
         floor = max(self._prev_offset_win + BED_REACH_AFTER_MS, self._first_kept_win())
         self._read_bed(max(floor, hi - 1000), hi)
 
