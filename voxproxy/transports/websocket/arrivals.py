@@ -16,7 +16,6 @@ receipt's ``forwarding``, MEASUREMENT.md 2: never part of a figure).
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left
 from collections.abc import Callable
 
@@ -85,12 +84,11 @@ class ArrivalLog:
         self.kernel = [0, 0]  # per direction: reads stamped by the kernel
         self.read_time = [0, 0]  # ... stamped when the loop ran them
 
-    def note_bounded(self, t_ns: int, bound_ns: int, read_ns: int | None = None) -> None:
-        """A message stamped ``t_ns`` arrived no earlier than ``t_ns - bound_ns``; it was
-        read by ``read_ns`` (now, unless said)."""
+    def note_bounded(self, t_ns: int, bound_ns: int, read_ns: int) -> None:
+        """A message stamped ``t_ns`` arrived no earlier than ``t_ns - bound_ns``; the loop
+        read it at ``read_ns``."""
         if bound_ns >= MIN_ERROR_NS:
-            read = time.monotonic_ns() if read_ns is None else read_ns
-            self._bounded.note(t_ns, bound_ns, max(read, t_ns))
+            self._bounded.note(t_ns, bound_ns, max(read_ns, t_ns))
 
     def note_read_time(self, t_ns: int) -> None:
         """A read stamped when the loop ran it (no kernel stamp)."""

@@ -109,6 +109,7 @@ class Leg(asyncio.Protocol):
         "rx_end",
         "rx_exact",
         "rx_ns",
+        "rx_read_ns",
         "tail",
         "transport",
         "turn_due",
@@ -128,6 +129,7 @@ class Leg(asyncio.Protocol):
         self.turn_due = False  # _next_turn is on the loop's next turn
         self.reader: StampedReader | None = None  # reads the socket, kernel-stamped
         self.rx_ns = 0  # the read in hand: when it reached the host (monotonic ns)
+        self.rx_read_ns = 0  # ... when the loop read it
         self.rx_bound_ns = 0  # ... how late its stamp may be for a message not ending it
         self.rx_exact = False  # ... its stamp is its last byte's (kernel-stamped, drained)
         self.rx_end = True  # the bytes handed to the relay now end the read
@@ -148,11 +150,12 @@ class Leg(asyncio.Protocol):
         reader = self.reader
         if reader is not None and reader.handing and reader.kernel:
             self.rx_ns = t = reader.rx_ns
+            self.rx_read_ns = reader.read_ns
             self.rx_exact = reader.drained
             self.rx_bound_ns = t - reader.lo_ns
             relay.arrivals.kernel[self.direction] += 1
         else:  # (stamped now: as late as the loop ran)
-            self.rx_ns = t = time.monotonic_ns()
+            self.rx_ns = self.rx_read_ns = t = time.monotonic_ns()
             self.rx_exact = False
             self.rx_bound_ns = 0
             relay.arrivals.note_read_time(t)

@@ -120,7 +120,7 @@ class Relay(CallLegs):
         protocol.receive_data(data)
         events = protocol.events_received()
         if leg.rx_bound_ns and (len(events) > 1 or not (leg.rx_exact and leg.rx_end)):
-            self.arrivals.note_bounded(t_ns, leg.rx_bound_ns)  # (see _frames)
+            self.arrivals.note_bounded(t_ns, leg.rx_bound_ns, leg.rx_read_ns)  # (see _frames)
         if leg is self.caller:
             self._caller_events(events, t_ns)
             self._flush_caller()
@@ -194,7 +194,7 @@ class Relay(CallLegs):
         bound = leg.rx_bound_ns
         for i, cut in enumerate(cuts):
             if i != last and bound:
-                self.arrivals.note_bounded(t_ns, bound)
+                self.arrivals.note_bounded(t_ns, bound, leg.rx_read_ns)
             if type(cut) is Splice:
                 self._splice(leg, cut, t_ns)
             elif type(cut) is Handover:
