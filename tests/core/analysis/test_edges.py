@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from support.noise import noise_bed
 
-from voxproxy.clips import load_clips, load_corpus
+from voxproxy.clips import Clip, load_clips, load_corpus
 from voxproxy.core.analysis.truth import (
     audible_speech_edges,
     speech_edges,
@@ -23,6 +23,29 @@ from voxproxy.core.events import Pcm
 from voxproxy.core.session import SessionConfig
 from voxproxy.core.session.evidence import EDGE_BASE_MS
 from voxproxy.loadgen.steps import clip_at_rate, edges_at_rate
+
+
+def _said_over_a_bed(
+    clip: Clip, lead: int, kind: str, snr_db: float, seed: int
+) -> tuple[list[Spurt], list[tuple[float, float]]]:
+    """``clip`` at its rate, ``lead`` samples into a stream (and a second after it) over a
+    ``kind`` bed ``snr_db`` under its active level from the stream's first sample, heard
+    by a detector in 20 ms chunks: its spurts, and the heard truth (ms into the clip)."""
+    rate = clip.sample_rate_hz
+    x = np.concatenate([np.zeros(lead), clip.pcm.astype(np.float64), np.zeros(rate)])
+    segs = [clip.pcm[round(a * 16) : round(b * 16)] for a, b in clip.segments_ms]
+    active = float(np.sqrt(np.mean(np.concatenate(segs).astype(np.float64) ** 2)))
+    bed = noise_bed(kind, x.size, rate, seed=seed) * active * 10 ** (-snr_db / 20)
+    threshold = truth_threshold_dbfs(clip.pcm, rate)
+    truth = audible_speech_edges(
+        clip.pcm, bed[lead : lead + clip.pcm.size], rate, threshold_dbfs=threshold
+    )
+    y = np.clip(np.round(x + bed), -32768, 32767).astype(np.int16)
+    det = SpeechDetector(rate)
+    for k in range(0, y.size, 320):
+        det.push(y[k : k + 320], k * 1_000_000_000 // rate)
+    det.finish(y.size * 1_000_000_000 // rate)
+    return list(det.spurts), truth
 
 
 @pytest.mark.parametrize("kind", ["white", "pink", "brown", "street"])
@@ -40,23 +63,9 @@ def test_an_onset_over_a_bed_stands_once_its_audio_has_left_the_ring(kind: str) 
     rate = 16000
     outside = []
     for name in ("caller_where_is_order", "caller_interrupt", "espeak_en_gb_m_caller"):
-        clip = clips[name]
-        lead = 2 * rate
-        x = np.concatenate([np.zeros(lead), clip.pcm.astype(np.float64), np.zeros(rate)])
-        segs = [clip.pcm[round(a * 16) : round(b * 16)] for a, b in clip.segments_ms]
-        active = float(np.sqrt(np.mean(np.concatenate(segs).astype(np.float64) ** 2)))
         for seed in range(3):
-            bed = noise_bed(kind, x.size, rate, seed=seed) * active * 10 ** (-10 / 20)
-            threshold = truth_threshold_dbfs(clip.pcm, rate)
-            truth = audible_speech_edges(
-                clip.pcm, bed[lead : lead + clip.pcm.size], rate, threshold_dbfs=threshold
-            )
-            y = np.clip(np.round(x + bed), -32768, 32767).astype(np.int16)
-            det = SpeechDetector(rate)
-            for k in range(0, y.size, 320):
-                det.push(y[k : k + 320], k * 1_000_000_000 // rate)
-            det.finish(y.size * 1_000_000_000 // rate)
-            first = next(s for s in det.spurts if s.voiced)
+            spurts, truth = _said_over_a_bed(clips[name], 2 * rate, kind, 10.0, seed)
+            first = next(s for s in spurts if s.voiced)
             err = first.onset_ns / 1e6 - 2000 - truth[0][0]
             if abs(err) > max(10.0 + first.masked_onset_ms, 100.0):
                 outside.append((name, seed, round(err), first.masked_onset_ms))
@@ -184,22 +193,8 @@ def _first_words(name: str, kind: str, snr_db: float, seed: int) -> tuple[Spurt,
     16 kHz stream whose ``kind`` bed, ``snr_db`` under the clip, starts with its first
     sample: the scripted calls' caller), and the heard truth's offset (ms into the clip)."""
     clip = load_clips()[name]
-    rate = clip.sample_rate_hz
-    lead = rate // 2
-    x = np.concatenate([np.zeros(lead), clip.pcm.astype(np.float64), np.zeros(rate)])
-    segs = [clip.pcm[round(a * 16) : round(b * 16)] for a, b in clip.segments_ms]
-    active = float(np.sqrt(np.mean(np.concatenate(segs).astype(np.float64) ** 2)))
-    bed = noise_bed(kind, x.size, rate, seed=seed) * active * 10 ** (-snr_db / 20)
-    threshold = truth_threshold_dbfs(clip.pcm, rate)
-    truth = audible_speech_edges(
-        clip.pcm, bed[lead : lead + clip.pcm.size], rate, threshold_dbfs=threshold
-    )
-    y = np.clip(np.round(x + bed), -32768, 32767).astype(np.int16)
-    det = SpeechDetector(rate)
-    for k in range(0, y.size, 320):
-        det.push(y[k : k + 320], k * 1_000_000_000 // rate)
-    det.finish(y.size * 1_000_000_000 // rate)
-    last = [s for s in det.spurts if s.voiced][-1]
+    spurts, truth = _said_over_a_bed(clip, clip.sample_rate_hz // 2, kind, snr_db, seed)
+    last = [s for s in spurts if s.voiced][-1]
     return last, truth[-1][1]
 
 
