@@ -33,16 +33,23 @@ class Heard:
     bed: Bed
 
 
-def heard_under_bed(clip: Clip, kind: str, snr_db: float, rate: int, lead_ms: int) -> Heard:
+def heard_under_bed(
+    clip: Clip, kind: str, snr_db: float, rate: int, lead_ms: int, seed: int | None = None
+) -> Heard:
     """``clip`` said ``lead_ms`` into a stream at ``rate`` Hz whose ``kind`` bed
-    (``snr_db`` under the clip's active level) starts with the stream's first sample, a
-    second of the bed alone after it; the detector is fed 20 ms at a time."""
+    (``snr_db`` under the clip's active level; realisation ``seed``, by default one per
+    clip) starts with the stream's first sample, a second of the bed alone after it; the
+    detector is fed 20 ms at a time."""
     pcm = at_rate(clip.pcm, clip.sample_rate_hz, rate)
     lead = lead_ms * rate // 1000
     x = np.concatenate([np.zeros(lead), pcm.astype(np.float64), np.zeros(rate)])
     segs = [pcm[round(a * rate / 1000) : round(b * rate / 1000)] for a, b in clip.segments_ms]
     active = float(np.sqrt(np.mean(np.concatenate(segs).astype(np.float64) ** 2)))
-    bed = noise_bed(kind, x.size, rate, seed=len(clip.name)) * active * 10 ** (-snr_db / 20)
+    bed = (
+        noise_bed(kind, x.size, rate, seed=len(clip.name) if seed is None else seed)
+        * active
+        * 10 ** (-snr_db / 20)
+    )
     threshold = truth_threshold_dbfs(clip.pcm, clip.sample_rate_hz)
     truth = audible_speech_edges(pcm, bed[lead : lead + pcm.size], rate, threshold_dbfs=threshold)
     y = np.clip(np.round(x + bed), -32768, 32767).astype(np.int16)

@@ -160,12 +160,16 @@ def test_every_caller_is_heard_within_its_stated_band(kind: str, snr_db: float, 
     # edge stated 150-213 ms.
     errors: list[float] = []
     bands: list[float] = []
+    onset_bands: list[float] = []
+    offset_bands: list[float] = []
     outside = []
     for name in CALLERS:
         spurts, truth = _spurts(name, kind, snr_db, rate)
         assert spurts and truth, name
         on = spurts[0].onset_ns / MS - LEAD_MS - truth[0][0]
         off = spurts[-1].offset_ns / MS - LEAD_MS - truth[-1][1]
+        onset_bands.append(spurts[0].masked_onset_ms)
+        offset_bands.append(spurts[-1].masked_offset_ms)
         for err, band in ((on, spurts[0].masked_onset_ms), (off, spurts[-1].masked_offset_ms)):
             errors.append(abs(err))
             bands.append(band)
@@ -178,7 +182,12 @@ def test_every_caller_is_heard_within_its_stated_band(kind: str, snr_db: float, 
     assert len(outside) <= 1, outside
     assert float(np.median(errors)) <= 8.0
     # Narrow enough to publish for a third at least (the masking table that stood for
-    # every edge under noise before: 150-213 ms, nothing published).
+    # every edge under noise before: 150-213 ms, nothing published); on an 8 kHz wire 10 dB
+    # over the bed, of the first onsets: every last offset there states what a word-final
+    # burst under the bed may add (test_no_8_khz_offset_10_db_over_a_bed_...).
+    if rate == 8000 and snr_db == 10.0:
+        assert all(b >= TAIL_HIDDEN_MS for b in offset_bands), offset_bands
+        bands = onset_bands
     assert sum(1 for b in bands if b <= 40.0) >= len(bands) / 3, bands
 
 
@@ -255,6 +264,34 @@ def test_no_offset_over_a_bed_15_to_25_db_down_is_published_outside_its_band(
     assert not wrong, wrong
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["white", "pink"])
+def test_no_8_khz_offset_10_db_over_a_bed_is_published_outside_its_band(kind: str) -> None:
+    # On an 8 kHz wire a 1 ms window holds 8 samples and the bed's windows dip 7-10 dB
+    # under its mean one time in 100 to 1,000: the final /t/ of caller_no_dont, under the
+    # bed, beats it in some window in some realisations and the truth's join carries the
+    # offset out to it. Before NARROW_TAIL_RISK_DB, 2 of 8 realisations of each bed put
+    # that last offset 40-100 ms before the truth stating 7-32 ms, published. (Twilio
+    # callers in the noise sweep at 10 dB: 19 of 137 published ttfs figures outside.)
+    clip = load_clips()["caller_no_dont"]
+    wrong = []
+    for seed in range(8):
+        heard = heard_under_bed(clip, kind, 10.0, 8000, LEAD_MS, seed=seed)
+        last = heard.spurts[-1]
+        err = last.offset_ns / MS - LEAD_MS - heard.truth[-1][1]
+        band = last.masked_offset_ms + last.ambiguous_offset_ms
+        if 10.0 + band <= 50.0 and abs(err) > EDGE_BASE_MS + band:
+            wrong.append((seed, round(err), band))
+    assert not wrong, wrong
+    # ... and the rule is the wire's: the same realisations on a 16 kHz wire keep the
+    # narrow band where the mixture shows the burst.
+    assert any(
+        heard_under_bed(clip, kind, 10.0, 16000, LEAD_MS, seed=seed).spurts[-1].masked_offset_ms
+        < TAIL_HIDDEN_MS
+        for seed in range(8)
+    )
+
+
 def test_a_release_is_stated_once_the_talker_stands_high_enough_over_the_bed() -> None:
     # The rule on its own: a talker 10 dB over white noise (dips 3 dB) states nothing for
     # a hidden release, 20 dB over it does; a bed that dips 7 dB brings the rule down to
@@ -271,6 +308,10 @@ def test_a_release_is_stated_once_the_talker_stands_high_enough_over_the_bed() -
     assert tail_hidden_ms(stats(3.0), threshold(-21.0)) == TAIL_HIDDEN_MS
     assert tail_hidden_ms(stats(7.0), threshold(-30.0)) == TAIL_HIDDEN_MS
     assert tail_hidden_ms(stats(7.0), threshold(-31.0)) == 0
+    # On an 8 kHz wire (8 samples a window) from a talker 8 dB over the bed up.
+    assert tail_hidden_ms(stats(3.0), threshold(-31.0), 8) == TAIL_HIDDEN_MS
+    assert tail_hidden_ms(stats(3.0), threshold(-33.0), 8) == TAIL_HIDDEN_MS
+    assert tail_hidden_ms(stats(3.0), threshold(-41.0), 8) == 0
 
 
 @pytest.mark.slow
