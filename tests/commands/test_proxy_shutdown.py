@@ -274,6 +274,9 @@ async def test_sigkill_under_load_leaves_only_complete_receipts(tmp_path: Path) 
     assert named <= tried_ids - own
     assert len(unnamed) <= len(tried_ids - own - named)
     assert not torn and more > 0 and total == first + more + len(crashed)
-    # Every call the workers finished has its receipt, from the first proxy or the journal.
+    # Every call the workers finished has its receipt, from the first proxy or the journal,
+    # under its own id: its start went through the proxy before its media came back, and a
+    # call's start is measured (and journalled by its wire id) as it is forwarded, however
+    # far behind the kill found measurement (tests/proxy/test_overload.py has the case).
     assert {call_hash(sid) for sid in finished_first} <= own | named
     assert first + len(crashed) >= made

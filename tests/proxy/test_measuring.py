@@ -86,14 +86,17 @@ class Call:
         assert self.backlog is not None
         self.backlog.clear()
 
-    def message(self, queue: MeasurementQueue, payload: str, t_ns: int) -> None:
-        """What CallContext.on_message does with the queue."""
-        if queue.may_measure_now(self):
+    def message(
+        self, queue: MeasurementQueue, payload: str, t_ns: int, urgent: bool = False
+    ) -> None:
+        """What CallContext.on_message does with the queue (``urgent``: one of the call's
+        first messages, before its wire has named it)."""
+        if queue.may_measure_now(self, urgent):
             start = queue.cpu_now()
             self.measure_item((0, payload, t_ns, t_ns), False)
             queue.charge(queue.cpu_now() - start)
         else:
-            queue.defer(self, (0, payload, t_ns))
+            queue.defer(self, (0, payload, t_ns), urgent)
 
 
 def make(
@@ -207,6 +210,26 @@ def test_a_call_with_a_backlog_queues_even_under_the_budget() -> None:
     a.message(queue, "third", 0)
     loop.turn()
     assert [p for p, _ in a.measured] == ["first", "second", "third"]
+
+
+@pytest.mark.parametrize("group_ms", [0.0, DEFAULT_GROUP_MS])
+def test_a_call_s_first_messages_are_measured_at_once_past_the_budget(group_ms: float) -> None:
+    """Until its wire has named it, a call's messages (urgent) do not wait for the budget
+    (nor for the group): its wire id is known as its start is forwarded. Behind items
+    of its own already queued, they still wait their turn (its order is kept)."""
+    queue, loop, cpu, _ = make(budget_ms=1.0, group_ms=group_ms)
+    a, b = Call("a", cpu, cost_ns=2 * MS), Call("b", cpu, cost_ns=2 * MS)
+    a.message(queue, "a0", 0)
+    a.message(queue, "a1", 0)  # past the budget (or grouped): queued
+    b.message(queue, "connected", 0, urgent=True)
+    b.message(queue, "start", 0, urgent=True)
+    a.message(queue, "a2", 0, urgent=True)  # behind a's queue
+    assert [p for p, _ in b.measured] == ["connected", "start"] and b.backlog is None
+    assert [p for p, _ in a.measured] == ([] if group_ms else ["a0"])
+    loop.elapse()
+    while queue.queued:
+        loop.turn()
+    assert [p for p, _ in a.measured] == ["a0", "a1", "a2"]
 
 
 def test_messages_that_waited_too_long_are_shed_and_counted() -> None:

@@ -12,23 +12,27 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
-from support.faultkit import healthy_call, router_agent
+from support.faultkit import SECRET, call_hash, call_sid, healthy_call, router_agent
 from support.groundtruth import beyond_lag
 from support.livecall import publishing_config
 from support.waiting import wait_until
 from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import InvalidStatus
 
 from voxproxy.cli import build_parser
 from voxproxy.clips import clip
 from voxproxy.clock import LagMonitor
 from voxproxy.commands.proxy import _proxy_config
+from voxproxy.core.dialects.twilio import TwilioCallerWire
 from voxproxy.core.events import CALLER_TO_AGENT
 from voxproxy.core.receipt import Receipt
 from voxproxy.core.timebase import NS_PER_MS
@@ -37,7 +41,8 @@ from voxproxy.loadgen.truth import turn_truths
 from voxproxy.mockagent import CallLog, MockAgent, MockAgentConfig
 from voxproxy.proxy.lifecycle import loop_lag_over
 from voxproxy.proxy.measuring import MeasurementQueue, Queued
-from voxproxy.proxy.websocket import CallContext, Proxy, ProxyConfig
+from voxproxy.proxy.websocket import FIRST_MESSAGES_AT_ONCE, CallContext, Proxy, ProxyConfig
+from voxproxy.receipts.journal import CallJournal
 from voxproxy.transports.websocket import RelayConfig
 
 STEPS = [
@@ -46,6 +51,10 @@ STEPS = [
     Say(clip("caller_yes")),
     WaitAgentEnd(quiet_ms=400),
 ]
+
+# A Twilio caller's first two messages (connected, start), measured as they come (the
+# wire names the call): no budget holds them (proxy/measuring.py, ``urgent``).
+NAMING_MESSAGES = 2
 
 # Two short answers (1.5 s and 2.8 s instead of the default 4.8 s and 5.5 s), where their
 # length plays no part in what is checked.
@@ -101,12 +110,14 @@ def texts(messages: list[tuple[bool, bytes | str]]) -> list[bytes | str]:
 
 @pytest.mark.slow
 async def test_queued_measurement_forwards_everything_and_gives_the_same_figures() -> None:
-    queue = MeasurementQueue(budget_ms=0.0, share=0.0)  # nothing measured at once: all queued
+    # Nothing measured at once but the call's two first messages (connected, start: until
+    # its wire names it, measured as they come, whatever the budget): the rest all queued.
+    queue = MeasurementQueue(budget_ms=0.0, share=0.0)
     receipt, record, log, _ = await call_through(queue, responses=SHORT_ANSWERS)
     assert texts(log.caller_messages) == record.messages_sent
     assert texts(log.sent_messages) == record.messages_received
     messages = receipt.traffic.caller_to_agent_messages + receipt.traffic.agent_to_caller_messages
-    assert queue.deferred == messages and queue.shed == 0
+    assert queue.deferred == messages - NAMING_MESSAGES and queue.shed == 0
     assert receipt.anomalies == {}
     truths = turn_truths(record, log)
     responses = [t for t in receipt.turns if t.kind == "response"]
@@ -157,7 +168,8 @@ async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
     pending_at_end: list[int] = []
 
     def measure_late(contexts: list[CallContext], receipts: list[Receipt]) -> None:
-        # The call is over, all of it forwarded, and nothing of it measured yet.
+        # The call is over, all of it forwarded, and nothing of it measured yet but the
+        # messages that named it.
         assert not receipts
         pending_at_end.append(queue.queued)
         (ctx,) = contexts
@@ -172,7 +184,8 @@ async def test_shed_measurement_never_holds_a_forwarded_message() -> None:
     assert texts(log.caller_messages) == record.messages_sent
     assert texts(log.sent_messages) == record.messages_received
     traffic = receipt.traffic
-    assert pending_at_end == [traffic.caller_to_agent_messages + traffic.agent_to_caller_messages]
+    messages = traffic.caller_to_agent_messages + traffic.agent_to_caller_messages
+    assert pending_at_end == [messages - NAMING_MESSAGES]
     media = [m for m in (*record.messages_sent, *record.messages_received) if '"media"' in str(m)]
     assert 0 < receipt.anomalies["measurement_shed"] < len(media)
     assert queue.shed > 0
@@ -205,6 +218,88 @@ async def test_calls_that_end_with_measurement_queued_get_their_receipts_at_stop
     assert receipts[0].traffic.caller_audio_ms == 20.0 * len(call.sent)  # all of it measured
     assert receipts[0].traffic.agent_to_caller_messages == len(call.echoed)
     assert receipts[0].terminal == "completed"
+
+
+async def test_a_call_that_ends_with_measurement_queued_is_journalled_by_its_wire_id(
+    tmp_path: Path,
+) -> None:
+    """Measurement far behind (no budget left, its turns never come): a call runs to its
+    end, its caller sees every echo and the close, and its receipt is still owed. A
+    proxy killed now leaves its journal as it is: the receipt written from it at the
+    next start must carry the call's id from the wire (the start message was forwarded
+    before the caller saw anything), not one of the proxy's, which nobody could match to
+    the call. (A flake of tests/commands/test_proxy_shutdown.py's SIGKILL under load.)"""
+    turns: list[Callable[[], None]] = []  # the loop's turns for measurement: never run
+    queue = MeasurementQueue(
+        budget_ms=0.0,
+        share=0.0,
+        call_soon=turns.append,
+        call_later=lambda _s, fn: turns.append(fn),
+    )
+    journal = CallJournal.beside(tmp_path / "receipts.jsonl")
+    journal.open()
+    async with router_agent() as agent:
+        proxy = Proxy(
+            ProxyConfig(
+                RelayConfig(agent.url), dialect="twilio", secret=SECRET, max_loop_lag_ms=None
+            ),
+            sinks=[],
+        )
+        proxy.measuring = queue
+        proxy.journal = journal
+        port = await proxy.start("127.0.0.1", 0)
+        try:
+            call = await healthy_call(port, "owed", frames=3)
+            await wait_until(lambda: proxy.active == 0, what="the call over at the proxy")
+            assert len(call.echoed) == 3 and call.close_code == 1000  # finished, for its caller
+            assert queue.queued > 0  # measurement is behind: the receipt is still owed
+            left_by_kill = tmp_path / "left.open-calls"
+            shutil.copyfile(journal.path, left_by_kill)
+        finally:
+            await proxy.stop()
+            journal.close()
+    [entry] = CallJournal(left_by_kill).open()
+    assert entry["call"] == call_hash(call.sid) and entry["call_id_source"] == "wire"
+
+
+async def test_only_a_call_s_first_few_messages_skip_the_measurement_budget() -> None:
+    """A wire that names no call in its first :data:`FIRST_MESSAGES_AT_ONCE` messages (a
+    hostile one) buys no more measurement past the budget: its later messages, and its
+    start, wait in the queue like any other."""
+    turns: list[Callable[[], None]] = []  # the loop's turns for measurement: never run
+    queue = MeasurementQueue(
+        budget_ms=0.0,
+        share=0.0,
+        call_soon=turns.append,
+        call_later=lambda _s, fn: turns.append(fn),
+    )
+    got: list[str | bytes] = []
+
+    async def keep(ws: ServerConnection) -> None:
+        async for m in ws:
+            got.append(m)
+
+    sid = call_sid("chatty")
+    wire = TwilioCallerWire("MZ" + sid[2:], sid)
+    async with router_agent(keep=keep) as agent:
+        proxy = Proxy(
+            ProxyConfig(
+                RelayConfig(agent.url), dialect="twilio", secret=SECRET, max_loop_lag_ms=None
+            ),
+            sinks=[],
+        )
+        proxy.measuring = queue
+        port = await proxy.start("127.0.0.1", 0)
+        try:
+            async with connect(f"ws://127.0.0.1:{port}/keep/x") as ws:
+                for _ in range(FIRST_MESSAGES_AT_ONCE + 2):
+                    await ws.send(wire.connected())
+                await ws.send(wire.start())
+                await wait_until(lambda: len(got) == FIRST_MESSAGES_AT_ONCE + 3, what="forwarded")
+                assert queue.queued == 3  # two of the chatter, and the start
+                assert proxy.live.find(sid) is None  # not named yet
+        finally:
+            await proxy.stop()
 
 
 # -- admission on event-loop lag --------------------------------------------------------------

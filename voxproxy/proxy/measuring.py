@@ -58,7 +58,10 @@ a bound on that, and keeps the two kinds of work apart:
 
 Forwarding never waits on more than one budget of measurement per turn of the
 loop (plus the one message being measured when the budget ran out): at most
-``max_budget_ms``, and no more than the forwarding of that turn took.
+``max_budget_ms``, and no more than the forwarding of that turn took. Apart from that
+budget: a call's first few messages, until its wire has named it, are measured as they
+come (:meth:`MeasurementQueue.may_measure_now`'s ``urgent``), so that the call is known
+by its wire's id from then on (event API, crash journal).
 """
 
 from __future__ import annotations
@@ -214,11 +217,22 @@ class MeasurementQueue:
 
     def may_measure_now(self, call: Measured, urgent: bool = False) -> bool:
         """Whether a message of ``call`` may be measured at once (then :meth:`charge`):
-        when grouped, only an ``urgent`` one (a call's first messages, until its wire has
-        named it: the event API finds a call by those names as soon as its agent could)."""
-        if self.group_s and not urgent:
+        never while the call has items queued (its order is kept); an ``urgent`` one (a
+        call's first messages, until its wire has named it) always else, whatever the
+        turn's budget; any other only within the budget, and never when grouped.
+
+        An urgent message is not left to wait for the budget: the wire's call id it
+        carries goes to the event API (which finds a call by it as soon as its agent
+        could) and to the crash journal as the message is forwarded. Left behind the
+        queue, a call could end, its caller seeing it finish, with its start still
+        unmeasured: a proxy killed then left it journalled under an id of its own, and
+        its receipt (``proxy_crashed``) could not be found by the call's id. The caller
+        bounds how many of a call's messages are urgent (``proxy.websocket``)."""
+        if call.backlog is not None:
             return False
-        return call.backlog is None and self._spent_ns < self._turn_budget_ns
+        if urgent:
+            return True
+        return not self.group_s and self._spent_ns < self._turn_budget_ns
 
     def charge(self, cpu_ns: int) -> None:
         """Measurement spent ``cpu_ns`` outside the queue's own turns."""

@@ -41,6 +41,14 @@ from voxproxy.transports.websocket import EndCause, EndInfo, RelayConfig, RelayS
 
 log = logging.getLogger("voxproxy.proxy")
 
+FIRST_MESSAGES_AT_ONCE = 8
+"""How many of a call's first messages, until its wire has named it or carried audio,
+are measured as they come, past the measurement queue's budget (``urgent`` in
+:meth:`~voxproxy.proxy.measuring.MeasurementQueue.may_measure_now`): the telephony wires
+name the call in their first or second message. After that many, a wire that named no
+call (one that never does, or a hostile one) is measured within the budget like the
+rest, so that no caller buys measurement time from the other calls' forwarding."""
+
 # The agent could not be reached, refused the call or did not answer its handshake.
 _AGENT_FAILURES = frozenset(
     (EndCause.UPSTREAM_REFUSED, EndCause.UPSTREAM_UNREACHABLE, EndCause.UPSTREAM_TIMEOUT)
@@ -59,7 +67,7 @@ class ProxyConfig(MeasuringSettings):
 class CallContext(MeasuredCall):
     """Observer of one relayed websocket call: feeds the session, emits the receipt."""
 
-    __slots__ = ("_end", "_media", "_wire_pending", "backlog", "last_media_s")
+    __slots__ = ("_end", "_first_left", "_media", "_wire_pending", "backlog", "last_media_s")
 
     _proxy: Proxy
 
@@ -70,6 +78,7 @@ class CallContext(MeasuredCall):
         super().__init__(proxy, t_ns, decoder, "websocket", cfg.dialect)
         self._wire_pending = True  # the wire's own call ids are not known yet
         self._media = False  # a message of this call has carried audio
+        self._first_left = FIRST_MESSAGES_AT_ONCE  # of its first messages, measured at once
         self.backlog: deque[Queued] | None = None  # messages queued for measurement
         self._end: tuple[int, EndInfo] | None = None  # the call ended with a backlog
         self.last_media_s = 0.0  # arrival (time.monotonic()) of the last media measured
@@ -100,8 +109,11 @@ class CallContext(MeasuredCall):
             return None
         queue = self._proxy.measuring
         # A call's first messages are measured at once, until its wire has named it or
-        # carried audio: the event API finds it by those names from then on.
-        urgent = self._wire_pending and not self._media
+        # carried audio: the event API, and the journal a killed proxy leaves, know it by
+        # those names from then on, however far behind measurement is.
+        urgent = self._wire_pending and not self._media and self._first_left > 0
+        if urgent:
+            self._first_left -= 1
         if not queue.may_measure_now(self, urgent):
             queue.defer(self, (direction, payload, t_ns), urgent)
             return self._no_audio()
