@@ -255,6 +255,25 @@ def test_a_ttfs_withheld_for_what_may_move_its_edges_past_any_band_is_never_judg
     assert v.reason == f"turn 0: no ttfs ({reason})"
 
 
+def test_the_receipt_says_which_withheld_ttfs_bounds_the_truth() -> None:
+    # ttfs_bounded, where the receipt has it, decides: caller noise over a steady bed is
+    # judged on its span (130 ms of band, 600 + 130 under 1200), the same reason over a
+    # bed that swells is not, and a receipt that says an ambiguous edge does not bound it
+    # is believed.
+    steady = _with_turn(_withheld(600, "caller_noise", 130.0), 0, ttfs_bounded=True)
+    v = judge(steady, POLICY)
+    assert v.verdict == "pass", v.reason
+    assert v.evidence["turn_timing"]["turns"] == [  # type: ignore[index]
+        {"turn": 0, "ttfs_at_most_ms": 730.0, "withheld": "caller_noise"}
+    ]
+    over = _with_turn(_withheld(1400, "caller_noise", 130.0), 0, ttfs_bounded=True)
+    assert judge(over, POLICY).verdict == "slow_first_response"
+    swelling = _with_turn(_withheld(600, "caller_noise", 130.0), 0, ttfs_bounded=False)
+    assert judge(swelling, POLICY).verdict == "insufficient_evidence"
+    unbound = _with_turn(_withheld(600, "caller_edge_ambiguous"), 0, ttfs_bounded=False)
+    assert judge(unbound, POLICY).verdict == "insufficient_evidence"
+
+
 def test_a_withheld_ttfs_without_both_edges_is_never_judged() -> None:
     r = _with_turn(_withheld(600, "caller_edge_ambiguous"), 0, agent_onset_ms=None)
     assert judge(r, POLICY).verdict == "insufficient_evidence"

@@ -134,6 +134,13 @@ class TurnRecord(_Model):
         "proxy's measurement fell behind under load and shed audio near the figure or where"
         " the answer may lie), ...",
     )
+    ttfs_bounded: bool | None = Field(
+        default=None,
+        description="For a withheld ttfs whose edges stand: true when it still lies "
+        "within caller_offset_ms to agent_onset_ms less and plus ttfs_uncertainty_ms (an "
+        "edge too uncertain to publish, or read over a steady bed), false when that span "
+        "is no bound (noise that swells). Null: published, or no edges.",
+    )
     talk_over_ms: float | None = None
     reprompt_ms: float | None = None
     barge_in: BargeInRecord | None = None

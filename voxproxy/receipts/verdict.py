@@ -11,10 +11,11 @@ Within one gate:
 * otherwise, an element that lacks the evidence the gate needs makes the
   verdict ``insufficient_evidence`` naming the gate. No healthy value is ever
   made up from incomplete events;
-* a ttfs withheld only because its uncertainty passed the bound that publishes it
-  (:data:`SPANNED_REASONS`) is judged on its span: the gap between its edges, less and
-  plus that uncertainty. Wholly within the limit it passes, wholly over it fails; a span
-  that holds the limit lacks evidence;
+* a withheld ttfs whose edges still bound it (``ttfs_bounded``: withheld only because
+  its uncertainty passed the bound that publishes it, or for noise over a steady bed) is
+  judged on its span: the gap between its edges, less and plus that uncertainty. Wholly
+  within the limit it passes, wholly over it fails; a span that holds the limit lacks
+  evidence;
 * a gate with nothing to judge (no response turns, no barge-in, no tool call)
   passes, and its evidence says it judged nothing.
 
@@ -228,15 +229,18 @@ SPANNED_REASONS = frozenset(
 )
 """Why a ttfs may be withheld while its edges stand, within an uncertainty the detector
 computed but over the bound that publishes it: where the truth's level puts the edges,
-how late the clock or the listener's jitter buffer may have run. Not noise (its band is
-no bound at 10 dB SNR: an edge read hundreds of ms off), nor a never-quiet direction, a
-shed or an unheard stretch (the edges themselves are in doubt)."""
+how late the clock or the listener's jitter buffer may have run; for receipts written
+before ``ttfs_bounded``, which says it per turn (and adds noise over a steady bed). Not
+other noise (a swelling bed's band is no bound: an edge read hundreds of ms off), nor a
+never-quiet direction, a shed or an unheard stretch (the edges themselves are in doubt)."""
 
 
 def withheld_span(turn: TurnRecord) -> tuple[float, float] | None:
-    """The span (ms) a withheld ttfs lies in, for a :data:`SPANNED_REASONS` reason: the
-    edges' gap less and plus its stated uncertainty; None for any other turn."""
-    if turn.reason not in SPANNED_REASONS or turn.ttfs_uncertainty_ms is None:
+    """The span (ms) a withheld ttfs lies in, where the receipt says it bounds the truth
+    (``ttfs_bounded``; in a receipt without it, for a :data:`SPANNED_REASONS` reason):
+    the edges' gap less and plus its stated uncertainty; None for any other turn."""
+    spanned = turn.reason in SPANNED_REASONS if turn.ttfs_bounded is None else turn.ttfs_bounded
+    if not spanned or turn.ttfs_uncertainty_ms is None:
         return None
     if turn.caller_offset_ms is None or turn.agent_onset_ms is None:
         return None

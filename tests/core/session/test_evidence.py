@@ -147,3 +147,39 @@ def test_downstream_jitter_widens_the_agent_edge_only_and_names_its_reason() -> 
     assert ev.withheld(2 * S, 3 * S) is None
     tight = Evidence(VAD, FIGURE_BASE_MS + 29.0, None, downstream)
     assert tight.withheld(2 * S, 3 * S) == "downstream_jitter"
+
+
+def test_a_figure_withheld_for_noise_bounds_the_truth_only_over_a_steady_bed() -> None:
+    # Noise over a steady bed (the detector read the edge against a bed that dips little:
+    # Spurt.steady_offset) leaves a span that holds the truth; noise that swells does not,
+    # nor a shed; an edge too uncertain to publish in quiet always does.
+    def evidence(steady: bool) -> Evidence:
+        ev = _evidence()
+        ev.note_spurt(
+            CALLER_TO_AGENT, Spurt(1 * S, 2 * S, masked_offset_ms=120.0, steady_offset=steady)
+        )
+        ev.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S))
+        ev.judge_busy()
+        return ev
+
+    steady, swelling = evidence(True), evidence(False)
+    assert steady.withheld(2 * S, 3 * S) == swelling.withheld(2 * S, 3 * S) == "caller_noise"
+    assert steady.bounds(2 * S, 3 * S) and not swelling.bounds(2 * S, 3 * S)
+    # An agent's edge noise may hide, not read over a steady bed, takes the bound away.
+    both = _evidence()
+    both.note_spurt(
+        CALLER_TO_AGENT, Spurt(1 * S, 2 * S, masked_offset_ms=120.0, steady_offset=True)
+    )
+    both.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S, masked_onset_ms=20.0))
+    both.judge_busy()
+    assert both.withheld(2 * S, 3 * S) == "caller_noise" and not both.bounds(2 * S, 3 * S)
+    shed = evidence(True)
+    shed.note_shed(CALLER_TO_AGENT, 2 * S - 10 * MS, 2 * S)
+    assert shed.withheld(2 * S, 3 * S) == "measurement_shed" and not shed.bounds(2 * S, 3 * S)
+    ambiguous = _evidence()
+    ambiguous.note_spurt(CALLER_TO_AGENT, Spurt(1 * S, 2 * S, ambiguous_offset_ms=60.0))
+    ambiguous.note_spurt(AGENT_TO_CALLER, Spurt(3 * S, 4 * S))
+    ambiguous.judge_busy()
+    assert ambiguous.withheld(2 * S, 3 * S) == "caller_edge_ambiguous"
+    assert ambiguous.bounds(2 * S, 3 * S)
+    assert _evidence().bounds(2 * S, 3 * S) is False  # published: nothing to bound

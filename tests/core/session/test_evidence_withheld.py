@@ -404,3 +404,46 @@ def test_a_ttfs_withheld_for_its_edge_still_bounds_the_truth_and_decides_its_gat
             t.ttfs_ms is None for t in responses
         )
     assert withheld >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["white", "pink", "brown", "street"])
+def test_a_ttfs_withheld_for_a_steady_bed_still_bounds_the_truth(kind: str) -> None:
+    # Callers 15 dB over a bed: most ttfs figures are withheld as caller_noise (a release
+    # the bed may hide, 120 ms of band). Over white and pink noise the receipt says they
+    # still bound the truth (ttfs_bounded) and the truth lies in their span; over a
+    # rumble and most of a street's swells, which carried offsets 130-650 ms past the
+    # truth in the noise sweep, it says they do not, and the gate does not judge them.
+    # Before ttfs_bounded the gate judged none of them.
+    from support.noise import noise_bed
+
+    policy = load_policy().model_copy(update={"max_first_response_ms": 5000.0})
+    bounded = unbounded = 0
+    for seed in range(4):
+        bed = np.round(noise_bed(kind, 16000 * 12, 16000, seed=seed) * 3000).astype(np.int16)
+        call = render(_plan(seed, caller_bed=bed, caller_bed_dbfs=-36.0))
+        receipt = measure(call, "raw")
+        responses = [t for t in receipt.turns if t.kind == "response"]
+        assert len(responses) == 3, receipt.turns
+        for t, truth in zip(responses, call.truth, strict=True):
+            if t.ttfs_ms is not None or t.reason != "caller_noise":
+                assert t.ttfs_bounded is None or t.ttfs_ms is None, t
+                continue
+            span = withheld_span(t)
+            if not t.ttfs_bounded:
+                assert span is None, t
+                unbounded += 1
+                continue
+            bounded += 1
+            assert span is not None and span[0] <= truth.ttfs_ns / MS <= span[1], (span, truth)
+        gate = check("turn_timing", receipt, policy)
+        if all(t.ttfs_ms is not None or t.ttfs_bounded for t in responses):
+            assert gate.verdict == "pass", gate.reason
+        else:
+            assert gate.verdict == "insufficient_evidence", gate.reason
+    if kind in ("white", "pink"):
+        assert bounded >= 6, (bounded, unbounded)
+    elif kind == "brown":
+        assert bounded == 0 and unbounded >= 6, (bounded, unbounded)
+    else:  # a street's calm stretches dip as little as pink noise: those are bounded
+        assert unbounded >= 6, (bounded, unbounded)

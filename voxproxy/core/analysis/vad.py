@@ -594,6 +594,7 @@ class SpeechDetector(NoiseFloor):
         elif self.offset_unfound(end_win, quiet=not audible):
             masked_off = max(masked_off, UNRESOLVED_BAND_MS[1])
         voiced = min(self._voiced_ms, VOICED_ENOUGH_MS)
+        on, off = self.steady_edges(masked_on, masked_off, walked=resolved and audible)
         self.spurts.append(
-            Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off, amb_on, amb_off)
+            Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off, amb_on, amb_off, on, off)
         )

@@ -200,6 +200,10 @@ class Spurt:
     # the truth's threshold follows the level of the whole recording).
     ambiguous_onset_ms: float = 0.0
     ambiguous_offset_ms: float = 0.0
+    # Each edge read over a steady bed (audible.STEADY_DIP_DB) against the noise beside
+    # it: its band bounds the heard truth even where it is too wide to publish.
+    steady_onset: bool = False
+    steady_offset: bool = False
 
     @property
     def never_quiet(self) -> bool:

@@ -82,6 +82,8 @@ class Evidence:
         self._masked: tuple[dict[int, float], dict[int, float]] = ({}, {})
         # ... and how far each moves with the talker's level read EDGE_LEVEL_DB off.
         self._ambiguous: tuple[dict[int, float], dict[int, float]] = ({}, {})
+        # ... and which of them were read over a steady bed (their band bounds the truth).
+        self._steady: tuple[set[int], set[int]] = (set(), set())
         self._busy: list[bool] = [False, False]  # a direction active under the other's speech
         # Spans of each direction the detector did not hear although audio was there (audio
         # too far ahead of real time): an edge near one is not a speech edge one can trust.
@@ -111,6 +113,11 @@ class Evidence:
                 ambiguous[spurt.onset_ns] = spurt.ambiguous_onset_ms
             if spurt.ambiguous_offset_ms:
                 ambiguous[spurt.offset_ns] = spurt.ambiguous_offset_ms
+            steady = self._steady[direction]
+            if spurt.steady_onset:
+                steady.add(spurt.onset_ns)
+            if spurt.steady_offset:
+                steady.add(spurt.offset_ns)
 
     def note_unheard(self, direction: Direction, start_ns: int, end_ns: int) -> None:
         """Audio of ``direction`` over ``[start_ns, end_ns]`` was not analysed."""
@@ -282,6 +289,26 @@ class Evidence:
                 return "clock_lag"
             return worst
         return None
+
+    def bounds(self, caller_edge: int | None, agent_edge: int | None) -> bool:
+        """Whether a figure between these edges, withheld, still lies within their gap
+        less and plus :meth:`uncertainty_ms`: withheld only as too uncertain (where the
+        truth's level puts an edge, the clock's lag, the listener's jitter buffer), or for
+        noise where each edge noise may hide was read over a steady bed. Not for a shed,
+        an unheard or a never-quiet stretch (the edges themselves are in doubt), nor for
+        noise that swells (its band is no bound: an offset walked hundreds of ms on)."""
+        why = self.withheld(caller_edge, agent_edge)
+        if why in _BOUNDING_REASONS:
+            return True
+        if why not in ("caller_noise", "agent_noise") or caller_edge is None or agent_edge is None:
+            return False
+        edges = ((CALLER_TO_AGENT, caller_edge), (AGENT_TO_CALLER, agent_edge))
+        return all(t in self._steady[d] for d, t in edges if self.masked_ms(d, t) > 0.0)
+
+
+_BOUNDING_REASONS = frozenset(
+    {"caller_edge_ambiguous", "agent_edge_ambiguous", "clock_lag", "downstream_jitter"}
+)
 
 
 def _note_span(spans: Spans, start_ns: int, end_ns: int) -> None:

@@ -266,6 +266,7 @@ def _turn_record(
     barge = None if t.barge_in is None else _barge_record(ev, t.barge_in, window, rel)
     ttfs_ns, talk_over_ns, reason = t.ttfs_ns, t.talk_over_ns, t.reason
     ttfs_unc = None
+    bounded: bool | None = None
     if ttfs_ns is not None:
         ttfs_unc = ev.uncertainty_ms(t.caller_offset_ns, t.agent_onset_ns)
         why = ev.withheld(t.caller_offset_ns, t.agent_onset_ns)
@@ -273,6 +274,7 @@ def _turn_record(
             why = "measurement_shed"  # the turn's caller spurts may be grouped anew
         if why is not None:
             ttfs_ns, talk_over_ns, reason = None, None, why
+            bounded = why != "measurement_shed" and ev.bounds(t.caller_offset_ns, t.agent_onset_ns)
     elif reason in ("no_response", "call_ended") and ev.shed_between(
         t.caller_onset_ns,
         t.caller_offset_ns,
@@ -301,17 +303,20 @@ def _turn_record(
         and ev.shed_between(t.agent_onset_ns - reprompt_ns, t.agent_onset_ns)
     ):
         reprompt_ns, reason = None, "measurement_shed"  # the caller may have spoken
+    c_off = quiet(CALLER_TO_AGENT, t.caller_offset_ns)
+    a_on = quiet(AGENT_TO_CALLER, t.agent_onset_ns)
     return TurnRecord(
         index=t.index,
         kind=t.kind.value,
         # An edge in a direction that never went quiet is no speech edge.
         caller_onset_ms=rel(quiet(CALLER_TO_AGENT, t.caller_onset_ns)),
-        caller_offset_ms=rel(quiet(CALLER_TO_AGENT, t.caller_offset_ns)),
-        agent_onset_ms=rel(quiet(AGENT_TO_CALLER, t.agent_onset_ns)),
+        caller_offset_ms=rel(c_off),
+        agent_onset_ms=rel(a_on),
         agent_offset_ms=rel(quiet(AGENT_TO_CALLER, t.agent_offset_ns)),
         ttfs_ms=_ms(ttfs_ns),
         ttfs_uncertainty_ms=ttfs_unc,
         reason=reason,
+        ttfs_bounded=None if None in (c_off, a_on) else bounded,
         talk_over_ms=_ms(talk_over_ns),
         reprompt_ms=_ms(reprompt_ns),
         barge_in=barge,
