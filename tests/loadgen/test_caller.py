@@ -101,3 +101,39 @@ def test_a_flush_cuts_a_merged_run_where_it_cut_the_messages() -> None:
     rec = _heard(msgs, flush_at=1050)  # 50 ms played, the rest never will be
     assert [(c.stream_pos, c.n) for c in rec.agent_chunks] == [(0, 400)]
     assert rec.play_time(399) is not None and rec.play_time(400) is None
+
+
+@pytest.mark.parametrize("bed", [None, "noise_babble"])
+def test_a_caller_reads_the_truth_of_its_clips_before_its_call_not_on_its_clock(
+    bed: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first level reading imports scipy and each takes tens of ms: read when the first
+    # Say ran, it stalled the loop 1.1-1.4 s after the call began (the proxy and the agent
+    # share it in the tests), and the caller's first words left in one burst, which the
+    # agent heard nothing in (tests/proxy/test_eventapi.py's live call, whose agent then
+    # answered one turn late). A caller made reads them all; its script then reads none.
+    from voxproxy.core.analysis import truth
+    from voxproxy.loadgen.caller import BargeIn, NoiseBed
+
+    for cache in ("_THRESHOLDS", "_CARRIED", "_NAMED"):  # nothing read before this test
+        monkeypatch.setattr(truth, cache, {})
+    said = [clip("caller_hello"), clip("caller_interrupt")]
+    config = CallerConfig(
+        url="ws://unused",
+        dialect="twilio",
+        noise_bed=None if bed is None else NoiseBed(clip(bed), 20.0),
+    )
+    c = ScriptedCaller(config, [Say(said[0]), BargeIn(after_ms=700, clip=said[1])])
+
+    def no_reading(*_a: object) -> None:
+        raise AssertionError("a level read on the caller's clock")
+
+    monkeypatch.setattr(truth, "truth_threshold_dbfs", no_reading)
+    c._sending_over = True  # no socket: each Say records its truth and returns
+
+    async def say_all() -> None:
+        for x in said:
+            await c._say(Say(x))
+
+    asyncio.run(say_all())
+    assert [s.clip for s in c.record.speech] == ["caller_hello", "caller_interrupt"]

@@ -82,6 +82,22 @@ def test_the_levels_a_noisy_script_needs_are_read_before_the_call(monkeypatch: A
         audible_clip_edges(st.clip, pcm, bed + 1.0, 0, 8000, 0.0)
 
 
+def test_the_load_generator_loads_the_filters_its_truth_reads_when_it_is_imported() -> None:
+    # The core imports scipy's filters when a level is first read (over a second): in a
+    # test whose caller was made beside a running proxy, the proxy's lag monitor counted
+    # the import and refused the caller (503, "overloaded"). Importing the load generator
+    # loads them, before anything keeps time. (A fresh interpreter: this one has them.)
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import voxproxy.loadgen.caller; "
+        "assert 'scipy.signal' in sys.modules, sorted(m for m in sys.modules if 'scipy' in m)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_a_call_lasts_its_clips_and_silences_at_least_and_its_waits_at_most() -> None:
     from voxproxy.loadgen.steps import (
         Interject,

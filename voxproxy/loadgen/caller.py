@@ -50,7 +50,12 @@ from voxproxy.loadgen.steps import Step as Step
 from voxproxy.loadgen.steps import WaitAgentEnd as WaitAgentEnd
 from voxproxy.loadgen.steps import WaitAgentStart as WaitAgentStart
 from voxproxy.loadgen.steps import active_rms as active_rms
-from voxproxy.loadgen.steps import audible_clip_edges, clip_at_rate, edges_at_rate
+from voxproxy.loadgen.steps import (
+    audible_clip_edges,
+    clip_at_rate,
+    edges_at_rate,
+    prepare_heard_truth,
+)
 from voxproxy.loadgen.wires import CallerWire, caller_wire
 
 TICK_NS = 10 * NS_PER_MS  # the caller's own playout and detector run at most this often
@@ -109,6 +114,10 @@ class ScriptedCaller:
         self._bed: npt.NDArray[np.float64] | None = None
         self._bed_pos = 0
         self._prepare_bed()
+        # The truth of every clip said, read now rather than on the call's clock: the
+        # first reading imports scipy (over a second), each takes tens of ms, and a loop
+        # stalled by it sends the caller's first words in one burst (once per process).
+        prepare_heard_truth(script, (self.rate,))
 
     # -- audio out -----------------------------------------------------------------------
 

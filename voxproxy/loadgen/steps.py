@@ -10,6 +10,12 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+# Loaded with the load generator, before any call keeps time: every level it reads of a
+# clip (``analysis.truth``) runs scipy's filters, which the core imports only when first
+# asked (its per-message paths never need them). Imported on that first reading, beside
+# a call or a proxy in the same loop, it stalled the loop for a second or more.
+import scipy.signal  # noqa: F401
+
 from voxproxy.clips import Clip
 from voxproxy.core.analysis.truth import (
     audible_speech_edges,
