@@ -82,12 +82,14 @@ TAIL_SEEN_DB = 24.0
 # Twilio callers: 19 of 137 published ttfs figures 44-82 ms outside a band of 18-48 ms).
 NARROW_WINDOW_SAMPLES = 8
 NARROW_TAIL_RISK_DB = 10.0
-# A bed whose 1 ms windows dip at most this far under its mean one time in twenty (white
-# and pink noise, 3-7 dB) is steady: an edge read against the noise beside it lies within
-# its band, however wide (the per-figure sweep: a few in a thousand outside at 10-20 dB),
-# so a figure withheld for it still bounds the truth. A street's swells and a rumble
-# (7-15 dB) carry an offset's walk on: 130-650 ms past the truth against 131-224 stated.
-STEADY_DIP_DB = 7.0
+# A bed is steady under a spurt when its high-passed level read before the spurt and
+# after it stand within STEADY_SHIFT_DB of each other and its 1 ms windows dip at most
+# STEADY_DIP_DB under its mean one time in twenty: an edge read against it lies within
+# its band, however wide, so a figure withheld for that band still bounds the truth.
+# A street's swells (its level drifting 5-11 dB across a spurt) and a rumble (dips of
+# 13-15 dB) carry an offset's walk on: 130-650 ms past the truth against 131-224 stated.
+STEADY_SHIFT_DB = 3.0
+STEADY_DIP_DB = 10.0
 CENSORED_MS = 2  # an edge this close to the end of what a walk reads was not found
 MIN_REFERENCE_MS = 60  # fewer noise windows than this: no estimate
 # Applies when the talker stands less than this far above the floor (the noise is a bed
@@ -283,10 +285,6 @@ def audible_edge_band(
     return edge, band
 
 
-def _steady(noise: NoiseStats | None, band: float, unresolved: float) -> bool:
-    return noise is not None and noise.dip <= STEADY_DIP_DB and band < unresolved
-
-
 class AudibleEdges:
     """The audible-edge walks of one direction's detector (a base of its edge rules),
     over the rings it keeps (declared here)."""
@@ -309,14 +307,20 @@ class AudibleEdges:
         self, onset_band: float, offset_band: float, walked: bool
     ) -> tuple[bool, bool]:
         """Whether the closing spurt's onset and offset, ``walked`` over a bed with these
-        bands, were each read against a steady bed (:data:`STEADY_DIP_DB`) beside it, not
-        left unresolved."""
-        if not walked or self._opened_quiet:
+        bands, were each read against a bed that stayed steady across the spurt
+        (:data:`STEADY_SHIFT_DB`, :data:`STEADY_DIP_DB`), not left unresolved."""
+        before, after = self._onset_noise, self._offset_noise
+        if not walked or self._opened_quiet or before is None or after is None:
             return False, False
-        return (
-            _steady(self._onset_noise, onset_band, UNRESOLVED_BAND_MS[0]),
-            _steady(self._offset_noise, offset_band, UNRESOLVED_BAND_MS[1]),
+        if after is before:  # no noise read after the spurt: its level there is unknown
+            return False, False
+        shift = abs(
+            10.0
+            * float(np.log10(max(after.mean_hp, _POWER_FLOOR) / max(before.mean_hp, _POWER_FLOOR)))
         )
+        if shift > STEADY_SHIFT_DB or max(before.dip, after.dip) > STEADY_DIP_DB:
+            return False, False
+        return onset_band < UNRESOLVED_BAND_MS[0], offset_band < UNRESOLVED_BAND_MS[1]
 
     def _ring_start_win(self) -> int:
         """The earliest window whose samples the ring still holds (with a margin), and
