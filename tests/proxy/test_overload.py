@@ -220,6 +220,18 @@ async def test_calls_that_end_with_measurement_queued_get_their_receipts_at_stop
     assert receipts[0].terminal == "completed"
 
 
+def _measurement_never_runs() -> MeasurementQueue:
+    """A queue with no budget whose turns on the loop never come: every message that
+    must wait for measurement stays queued."""
+    turns: list[Callable[[], None]] = []
+    return MeasurementQueue(
+        budget_ms=0.0,
+        share=0.0,
+        call_soon=turns.append,
+        call_later=lambda _s, fn: turns.append(fn),
+    )
+
+
 async def test_a_call_that_ends_with_measurement_queued_is_journalled_by_its_wire_id(
     tmp_path: Path,
 ) -> None:
@@ -229,13 +241,7 @@ async def test_a_call_that_ends_with_measurement_queued_is_journalled_by_its_wir
     next start must carry the call's id from the wire (the start message was forwarded
     before the caller saw anything), not one of the proxy's, which nobody could match to
     the call. (A flake of tests/commands/test_proxy_shutdown.py's SIGKILL under load.)"""
-    turns: list[Callable[[], None]] = []  # the loop's turns for measurement: never run
-    queue = MeasurementQueue(
-        budget_ms=0.0,
-        share=0.0,
-        call_soon=turns.append,
-        call_later=lambda _s, fn: turns.append(fn),
-    )
+    queue = _measurement_never_runs()
     journal = CallJournal.beside(tmp_path / "receipts.jsonl")
     journal.open()
     async with router_agent() as agent:
@@ -266,13 +272,7 @@ async def test_only_a_call_s_first_few_messages_skip_the_measurement_budget() ->
     """A wire that names no call in its first :data:`FIRST_MESSAGES_AT_ONCE` messages (a
     hostile one) buys no more measurement past the budget: its later messages, and its
     start, wait in the queue like any other."""
-    turns: list[Callable[[], None]] = []  # the loop's turns for measurement: never run
-    queue = MeasurementQueue(
-        budget_ms=0.0,
-        share=0.0,
-        call_soon=turns.append,
-        call_later=lambda _s, fn: turns.append(fn),
-    )
+    queue = _measurement_never_runs()
     got: list[str | bytes] = []
 
     async def keep(ws: ServerConnection) -> None:
