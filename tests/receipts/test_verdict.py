@@ -465,6 +465,36 @@ def test_an_interruption_without_stop_evidence_is_insufficient(
     assert reason in (v.reason or "")
 
 
+def test_a_withheld_stop_that_bounds_the_truth_is_judged_on_its_span() -> None:
+    # A stop withheld for caller noise over a steady bed keeps the stop the proxy read and
+    # says it bounds the truth (stop_bounded): read 200 ms after the onset with 60 ms of
+    # uncertainty it passes a 300 ms limit, read 400 ms after it fails, read 280 ms after
+    # it is unjudged (the limit lies in 220-340); one that does not bound it is not judged.
+    def withheld(stop_ms: float, bounded: bool) -> Receipt:
+        fields = {"stop_latency_ms": None, "outcome": "unknown", "reason": "caller_noise"}
+        fields |= {"stop_ms": stop_ms, "stop_uncertainty_ms": 60.0, "stop_bounded": bounded}
+        return _with_barge(barge(flush_ms=3200), **fields)
+
+    v = judge(withheld(3200.0, True), POLICY)
+    assert v.verdict == "pass", v.reason
+    judged_barge = v.evidence["interruption"]["barge_ins"][0]  # type: ignore[index]
+    assert judged_barge["stop_latency_span_ms"] == [140.0, 260.0]
+    assert judged_barge["withheld"] == "caller_noise"
+    v = judge(withheld(3400.0, True), POLICY)
+    assert (v.verdict, v.gate) == ("barge_in_failed", "interruption")
+    assert v.reason == (
+        "turn 1: agent audio stopped between 340.0 and 460.0 ms (withheld as caller_noise) "
+        "after the caller started; limit 300 ms"
+    )
+    v = judge(withheld(3280.0, True), POLICY)
+    assert (v.verdict, v.gate) == ("insufficient_evidence", "interruption")
+    assert "the limit of 300 ms lies within it" in (v.reason or "")
+    for stop_ms in (3200.0, 3400.0):
+        v = judge(withheld(stop_ms, False), POLICY)
+        assert (v.verdict, v.gate) == ("insufficient_evidence", "interruption"), stop_ms
+        assert "no evidence the agent stopped" in (v.reason or "")
+
+
 def test_a_ceased_stop_mid_call_counts_as_stopped() -> None:
     # The agent stopped without a flush (its audio ceased) 200 ms in, long before the end.
     r = healthy(caller=[(500, 1500), (3000, 3800)], agent=[(2100, 3200), (4400, 5000)], end_ms=8000)

@@ -48,7 +48,10 @@ class _Model(BaseModel):
 
 class BargeInRecord(_Model):
     onset_ms: float = Field(description="Caller speech onset that talked over agent audio.")
-    stop_ms: float | None = Field(description="End of audible agent audio after the onset.")
+    stop_ms: float | None = Field(
+        description="End of audible agent audio after the onset (also where a withheld "
+        "stop_latency_ms still bounds the truth: see stop_bounded)."
+    )
     stop_latency_ms: float | None = Field(description="stop_ms - onset_ms.")
     stop_uncertainty_ms: float | None = Field(
         default=None,
@@ -69,6 +72,13 @@ class BargeInRecord(_Model):
         "much with the talker's level read 0.5 dB off), or measurement_shed (the proxy's "
         "measurement fell behind under load and shed "
         "audio near the figure: see the measurement_shed anomaly).",
+    )
+    stop_bounded: bool | None = Field(
+        default=None,
+        description="For a withheld stop_latency_ms: whether the truth still lies within "
+        "stop_ms - onset_ms less and plus stop_uncertainty_ms (withheld only as too "
+        "uncertain, or for noise read over a bed that stayed steady; MEASUREMENT.md 6). "
+        "Null where the figure is published.",
     )
     evidence: Literal["flush", "ceased"]
     ambiguous: bool = Field(

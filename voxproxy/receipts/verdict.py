@@ -253,7 +253,7 @@ def withheld_span(turn: TurnRecord) -> tuple[float, float] | None:
 
 
 def _barge_evidence(index: int, b: BargeInRecord) -> dict[str, object]:
-    return {
+    found: dict[str, object] = {
         "turn": index,
         "onset_ms": b.onset_ms,
         "stop_ms": b.stop_ms,
@@ -261,6 +261,21 @@ def _barge_evidence(index: int, b: BargeInRecord) -> dict[str, object]:
         "outcome": b.outcome,
         "evidence": b.evidence,
     }
+    if (span := withheld_stop_span(b)) is not None:
+        found["stop_latency_span_ms"] = list(span)
+        found["withheld"] = b.reason
+    return found
+
+
+def withheld_stop_span(b: BargeInRecord) -> tuple[float, float] | None:
+    """The span (ms) a withheld stop latency lies in, where the receipt says it bounds the
+    truth (``stop_bounded``): the gap from the onset to the stop the proxy read, less and
+    plus its stated uncertainty; None for a published or an unbounded stop."""
+    if not b.stop_bounded or b.stop_ms is None or b.stop_uncertainty_ms is None:
+        return None
+    seen = b.stop_ms - b.onset_ms
+    unc = b.stop_uncertainty_ms
+    return round(seen - unc, 1), round(seen + unc, 1)
 
 
 def _resume_horizon_ms(receipt: Receipt, caller_offset_ms: float | None, stop_ms: float) -> float:
@@ -300,17 +315,26 @@ def check_interruption(receipt: Receipt, policy: Policy) -> GateResult:
         if b.outcome == "no_agent_audio":
             lacking.append(f"turn {t.index}: an interruption with no agent audio to stop")
             continue
-        if b.stop_ms is None or b.stop_latency_ms is None:
+        span = withheld_stop_span(b)
+        if b.stop_ms is not None and b.stop_latency_ms is not None:
+            lo = hi = b.stop_latency_ms
+            said = f"{hi:.1f} ms"
+        elif span is not None and b.stop_ms is not None:
+            lo, hi = span
+            said = f"between {lo:.1f} and {hi:.1f} ms (withheld as {b.reason})"
+        else:
             lacking.append(f"turn {t.index}: an interruption with no evidence the agent stopped")
             continue
         # Audio that merely ceased is a stop only once the agent could no longer have
         # resumed over the caller; when the call ended first, the latency is only a
-        # lower bound: a failure if it already exceeds the limit, else no evidence.
+        # lower bound: a failure if it already exceeds the limit, else no evidence. A
+        # withheld latency is judged on its span: failed if all of it exceeds the limit,
+        # unjudged if the limit falls inside it.
         at_end = b.evidence == "ceased" and b.stop_ms >= receipt.duration_ms - end_tolerance_ms
         unconfirmed = b.evidence == "ceased" and (
             receipt.duration_ms < _resume_horizon_ms(receipt, t.caller_offset_ms, b.stop_ms)
         )
-        if b.outcome == "not_stopped" or b.stop_latency_ms > limit:
+        if b.outcome == "not_stopped" or lo > limit:
             verb = (
                 "was still playing"
                 if at_end
@@ -318,17 +342,21 @@ def check_interruption(receipt: Receipt, policy: Policy) -> GateResult:
             )
             when = ", when the call ended" if at_end else ""
             failed.append(
-                f"turn {t.index}: agent audio {verb} {b.stop_latency_ms:.1f} ms after the "
-                f"caller started{when}"
+                f"turn {t.index}: agent audio {verb} {said} after the caller started{when}"
+            )
+        elif hi > limit:
+            lacking.append(
+                f"turn {t.index}: agent audio stopped {said} after the caller started: "
+                f"the limit of {limit:.0f} ms lies within it"
             )
         elif at_end:
             lacking.append(
                 f"turn {t.index}: agent audio was still audible when the call ended, "
-                f"{b.stop_latency_ms:.1f} ms after the caller started; nothing shows it stopped"
+                f"{said} after the caller started; nothing shows it stopped"
             )
         elif unconfirmed:
             lacking.append(
-                f"turn {t.index}: agent audio ceased {b.stop_latency_ms:.1f} ms after the caller "
+                f"turn {t.index}: agent audio ceased {said} after the caller "
                 f"started, but the call ended {receipt.duration_ms - b.stop_ms:.1f} ms later, "
                 "before a resumption over the caller could be ruled out"
             )

@@ -24,7 +24,7 @@ from voxproxy.core.dialects.base import DialectOptions
 from voxproxy.core.receipt import CloseInfo
 from voxproxy.core.session import FIGURE_BASE_MS, CallSession, SessionConfig
 from voxproxy.receipts.policy import load_policy
-from voxproxy.receipts.verdict import check, judged, withheld_span
+from voxproxy.receipts.verdict import check, judged, withheld_span, withheld_stop_span
 
 MS = 1_000_000
 
@@ -37,7 +37,8 @@ def _plan(seed: int, **kw: object) -> CallPlan:
     turns = tuple(
         TurnPlan(rng.choice(callers), rng.choice(agents), rng.uniform(300, 2000)) for _ in range(3)
     )
-    return CallPlan(dialect="raw", send_mode="paced", turns=turns, seed=seed, **kw)  # type: ignore[arg-type]
+    kw.setdefault("dialect", "raw")
+    return CallPlan(send_mode="paced", turns=turns, seed=seed, **kw)  # type: ignore[arg-type]
 
 
 def test_a_babble_bed_under_the_caller_publishes_no_figure() -> None:
@@ -423,21 +424,36 @@ def _bed(kind: str, seed: int) -> np.ndarray:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["white", "pink", "noise_pink", "brown", "street"])
-def test_a_ttfs_withheld_for_a_steady_bed_still_bounds_the_truth(kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "dialect"),
+    [
+        ("white", "raw"),
+        ("pink", "raw"),
+        ("noise_pink", "raw"),
+        ("brown", "raw"),
+        ("street", "raw"),
+        ("pink", "twilio"),
+        ("noise_pink", "twilio"),
+        ("brown", "twilio"),
+    ],
+)
+def test_a_ttfs_withheld_for_a_steady_bed_still_bounds_the_truth(kind: str, dialect: str) -> None:
     # Callers 15 dB over a bed: most ttfs figures are withheld as caller_noise (a release
     # the bed may hide, 120 ms of band). Over white and pink noise (the generated and the
     # demo's recorded one, which dips like a street's) the receipt says they still bound
     # the truth (ttfs_bounded) and the truth lies in their span; over a rumble and a
     # street whose level drifts across the spurt, which carried offsets 130-650 ms past
     # the truth in the noise sweep, it says they do not, and the gate does not judge
-    # them. Before ttfs_bounded the gate judged none of them.
+    # them. Before ttfs_bounded the gate judged none of them. On an 8 kHz wire the bed's
+    # dips are read on the quiet stretches between spurts (audible.BED_POOL_WINDOWS): the
+    # 120 windows read after an offset put the demo's recorded pink over 10 dB beside
+    # the figures here (bounded: 7 of 12 before, 10 now).
     policy = load_policy().model_copy(update={"max_first_response_ms": 5000.0})
     bounded = unbounded = 0
     for seed in range(4):
         bed = _bed(kind, seed)
-        call = render(_plan(seed, caller_bed=bed, caller_bed_dbfs=-36.0))
-        receipt = measure(call, "raw")
+        call = render(_plan(seed, caller_bed=bed, caller_bed_dbfs=-36.0, dialect=dialect))
+        receipt = measure(call, dialect)
         responses = [t for t in receipt.turns if t.kind == "response"]
         assert len(responses) == 3, receipt.turns
         for t, truth in zip(responses, call.truth, strict=True):
@@ -456,9 +472,133 @@ def test_a_ttfs_withheld_for_a_steady_bed_still_bounds_the_truth(kind: str) -> N
             assert gate.verdict == "pass", gate.reason
         else:
             assert gate.verdict == "insufficient_evidence", gate.reason
-    if kind in ("white", "pink", "noise_pink"):
+    if (kind, dialect) == ("noise_pink", "twilio"):
+        assert bounded >= 9, (bounded, unbounded)
+    elif kind in ("white", "pink", "noise_pink"):
         assert bounded >= 6, (bounded, unbounded)
     elif kind == "brown":
         assert bounded == 0 and unbounded >= 6, (bounded, unbounded)
     else:  # where a street's drift is flat across a spurt, it is bounded
         assert unbounded >= 6, (bounded, unbounded)
+
+
+def _stops(call: object, receipt: object) -> list[tuple[object, float]]:
+    """Each barge-in record of ``receipt`` with the true stop latency (ms) of ``call``'s
+    barge-in nearest it."""
+    truths = [
+        (tr.barge_onset_ns / MS, (tr.stop_ns - tr.barge_onset_ns) / MS)
+        for tr in call.truth  # type: ignore[attr-defined]
+        if tr.barge_onset_ns is not None and tr.stop_ns is not None
+    ]
+    out = []
+    for t in receipt.turns:  # type: ignore[attr-defined]
+        if t.barge_in is not None:
+            near = min(truths, key=lambda x: abs(x[0] - t.barge_in.onset_ms))
+            out.append((t.barge_in, near[1]))
+    return out
+
+
+@pytest.mark.slow
+def test_a_barge_in_s_first_word_is_read_against_the_bed_not_the_next_word() -> None:
+    # Callers 10 and 15 dB over white noise, barging in with a first word 200-300 ms
+    # before the next: the noise after that word's offset was read over the next word's
+    # start, the bed stood 4 dB high, the talker 7.5 dB over it and the word's edges
+    # unresolved, so 5 of the 20 stops heard here were withheld (163 ms of band). The
+    # noise read after an offset now ends before the next spurt's onset.
+    published = withheld = 0
+    for seed in range(6):
+        for dbfs in (-31.0, -36.0):
+            call = render(_barged_plan(seed, caller_bed=_bed("white", seed), caller_bed_dbfs=dbfs))
+            for b, truth_ms in _stops(call, measure(call, "raw")):
+                if b.stop_latency_ms is None:  # type: ignore[attr-defined]
+                    withheld += 1
+                    continue
+                published += 1
+                error = b.stop_latency_ms - truth_ms  # type: ignore[attr-defined]
+                assert abs(error) <= b.stop_uncertainty_ms, (seed, dbfs, b, truth_ms)  # type: ignore[attr-defined]
+    assert (published, withheld) == (20, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["white", "pink", "noise_pink", "brown", "street"])
+def test_a_stop_withheld_for_a_steady_bed_still_bounds_the_truth(kind: str) -> None:
+    # Barge-ins 10 and 15 dB over each bed: a stop withheld for caller noise whose onset
+    # was read over a steady bed says it bounds the truth (stop_bounded) and the truth
+    # lies in its span; the interruption gate judges it there. Over a rumble none does.
+    policy = load_policy().model_copy(update={"max_interrupt_stop_ms": 1000.0})
+    bounded = withheld = 0
+    for seed in range(4):
+        for dbfs in (-31.0, -36.0):
+            call = render(_barged_plan(seed, caller_bed=_bed(kind, seed), caller_bed_dbfs=dbfs))
+            receipt = measure(call, "raw")
+            stops = _stops(call, receipt)
+            assert len(stops) == 2, receipt.turns
+            for b, truth_ms in stops:
+                if b.stop_latency_ms is not None:  # type: ignore[attr-defined]
+                    assert b.stop_bounded is None, b  # type: ignore[attr-defined]
+                    continue
+                withheld += 1
+                if not b.stop_bounded:  # type: ignore[attr-defined]
+                    continue
+                bounded += 1
+                span = withheld_stop_span(b)  # type: ignore[arg-type]
+                assert span is not None and span[0] <= truth_ms <= span[1], (span, truth_ms)
+            gate = check("interruption", receipt, policy)
+            judged_all = all(b.stop_latency_ms is not None or b.stop_bounded for b, _ in stops)  # type: ignore[attr-defined]
+            unheard = any(t.barge_in_unheard for t in receipt.turns)
+            if judged_all and not unheard:
+                assert gate.verdict == "pass", gate.reason
+            else:
+                assert gate.verdict == "insufficient_evidence", gate.reason
+    if kind == "brown":
+        assert bounded == 0 and withheld >= 12, (bounded, withheld)
+    elif kind in ("pink", "noise_pink"):
+        assert bounded >= 2, (bounded, withheld)
+
+
+@pytest.mark.slow
+def test_a_short_quiet_answer_over_a_recorded_bed_is_judged_and_hides_no_barge_in() -> None:
+    # The demo's background-noise calls: "where is my order" then "yes, please" (3 dB
+    # quieter) over its recorded pink noise 10 dB under their mean level. The answer's
+    # SNR was judged against the 120 ms read after its offset whenever that stood higher
+    # than the learned bed (a swell of a steady bed: up to 3 dB), which left it unresolved;
+    # and a barge-in on the agent's reply was said to be possibly unheard because the
+    # short answer's level, not the caller's, was taken for the next utterance's. Before:
+    # the answer's ttfs judged in 6 of 16 calls and 4 replies flagged; now 11 and none.
+    clips = load_clips()
+    agents = [c for c in clips.values() if c.role == "agent" and c.kind == "speech"]
+    recorded = clips["noise_pink"].pcm.astype(np.float64)
+    recorded /= np.sqrt(np.mean(recorded**2))
+    judged = unheard = 0
+    for seed in range(16):
+        rng = random.Random(seed)
+        start = rng.randrange(recorded.size)
+        bed = np.round(recorded[(np.arange(16000 * 30) + start) % recorded.size] * 3000)
+        turns = (
+            TurnPlan(clips["caller_where_is_order"], rng.choice(agents), rng.uniform(400, 900)),
+            TurnPlan(clips["caller_yes"], rng.choice(agents), rng.uniform(400, 900)),
+        )
+        call = render(
+            CallPlan(
+                dialect="raw",
+                send_mode="paced",
+                turns=turns,
+                seed=seed,
+                caller_bed=bed.astype(np.int16),
+                caller_bed_dbfs=-31.0,
+            )
+        )
+        responses = [t for t in measure(call, "raw").turns if t.kind == "response"]
+        assert len(responses) == 2, responses
+        unheard += sum(t.barge_in_unheard is not None for t in responses)
+        answer, truth = responses[1], call.truth[1]
+        if answer.ttfs_ms is not None:
+            judged += 1
+            error = answer.ttfs_ms - truth.ttfs_ns / MS
+            assert abs(error) <= answer.ttfs_uncertainty_ms, (seed, answer)  # type: ignore[operator]
+        elif answer.ttfs_bounded:
+            judged += 1
+            span = withheld_span(answer)
+            assert span is not None and span[0] <= truth.ttfs_ns / MS <= span[1], (seed, span)
+    assert unheard == 0
+    assert judged >= 10, judged

@@ -10,11 +10,12 @@ from collections import deque
 
 import numpy as np
 
-from voxproxy.core.analysis.audible import UNRESOLVED_BAND_MS, UNRESOLVED_SNR_DB
+from voxproxy.core.analysis.audible import STEADY_SHIFT_DB, UNRESOLVED_BAND_MS, UNRESOLVED_SNR_DB
 from voxproxy.core.analysis.edges import EdgeWalker
 from voxproxy.core.analysis.vadconfig import (
     BED_SPLIT_FRAMES,
     EARLY_BED_SPREAD_DB,
+    LEVEL_BIAS_DB,
     MIN_LEVEL_FRAMES,
     NOISE_BED_SAMPLES,
     NOISE_LEARN_DELAY_MS,
@@ -53,7 +54,7 @@ class NoiseFloor(EdgeWalker):
     noise_beds: int
     masked_spans: list[tuple[int, int]]
     # Quiet frames waiting to be learned as noise: their first window, their samples.
-    _noise_queue: deque[tuple[int, Pcm]]
+    _noise_queue: deque[tuple[int, Pcm, bool]]
 
     def _close(self, end_win: int) -> None:
         raise NotImplementedError  # (SpeechDetector's: emit the spurt ending there)
@@ -221,6 +222,7 @@ class NoiseFloor(EdgeWalker):
         merge gap of it would merge into it: every first turn of a call over a bed from its
         first frame was withheld); its frames' mean power is the noise's, if none is known."""
         levels = self._utt_db.last(self._utt_db.total - self._spurt_from)
+        self._pool_bed_between(self._onset_win, self._last_active_win + 1)
         if self._noise_pow <= 0.0 and levels.size:
             self._noise_pow = float(np.mean(np.power(10.0, levels / 10.0)))
             self._noise_queue.clear()
@@ -233,17 +235,21 @@ class NoiseFloor(EdgeWalker):
 
     # -- the noise's mean power, learned from quiet frames -------------------------------
 
-    def _queue_noise(self, win: int, frame: Pcm) -> None:
-        """A quiet frame (its first window ``win``) heard outside any spurt: learned as
-        noise NOISE_LEARN_DELAY_MS later, unless a spurt's onset is walked back to within
-        a frame of it meanwhile (:meth:`_forget_noise_after`: the soft start of speech
+    def _queue_noise(self, win: int, frame: Pcm, learn: bool) -> None:
+        """A quiet frame (its first window ``win``) heard outside any spurt: kept as the
+        bed's (its windows pooled for the bed's dips) and, if ``learn``, learned as noise,
+        NOISE_LEARN_DELAY_MS later, unless a spurt's onset is walked back to within a
+        frame of it meanwhile (:meth:`_forget_noise_after`: the soft start of speech
         before its first loud frame). Before, one such frame at 8 dB over a bed, learned
         the moment it came, raised the learned mean 2 dB and the talker read as at 7.4 dB
-        SNR, not 10."""
+        SNR, not 10; pooled, such frames read a pink bed's dips 10 dB, not 7."""
         queue = self._noise_queue
-        queue.append((win, frame.copy()))
+        queue.append((win, frame.copy(), learn))
         while queue[0][0] + NOISE_LEARN_DELAY_MS <= win:
-            self._learn_noise(queue.popleft()[1])
+            _, quiet, learned = queue.popleft()
+            self._pool_bed(quiet)
+            if learned:
+                self._learn_noise(quiet)
 
     def _forget_noise_after(self, onset_win: int) -> None:
         """A spurt's onset was placed at ``onset_win`` (final, at its close): the quiet
@@ -255,15 +261,17 @@ class NoiseFloor(EdgeWalker):
 
     def _bed_level_db(self) -> float:
         """The bed's mean power (dBFS) a talker's SNR is judged against: as learned from
-        quiet frames, or as read after the spurt's offset if that stood higher (a bed whose
-        level drifts: the learned mean follows it a second or two late). (Not the noise
-        read before the onset: for a long utterance it is a stale reading between its
-        words.)"""
+        quiet frames, or as read after the spurt's offset if that stood more than
+        STEADY_SHIFT_DB higher (a bed whose level drifts: the learned mean follows it a
+        second or two late). Less is a swell of a steady bed: the 120 ms read there
+        stands up to 3 dB over the learned mean of the demo's recorded pink noise, and a
+        caller 8.6 dB over it was judged at 7.7 and left unresolved. (Not the noise read
+        before the onset: for a long utterance it is a stale reading between its words.)"""
         level = self._noise_level_db()
         after = self._offset_noise
         if after is not None and after.mean > 0.0:
             beside = 10.0 * float(np.log10(after.mean))
-            level = beside if beside > level else level
+            level = beside if beside > level + STEADY_SHIFT_DB else level
         return level
 
     def _note_masking(self, lo_win: int, hi_win: int) -> None:
@@ -272,7 +280,13 @@ class NoiseFloor(EdgeWalker):
         talker was heard), a talker could have spoken there unheard (SNR near 0 dB: the
         few frames that rise out of the bed make no turn), and ``masked_spans`` says when."""
         bed = self._noise_level_db()
-        if self._utt_frames >= MIN_LEVEL_FRAMES or self._level_frames >= MIN_LEVEL_FRAMES:
+        if self._level_frames >= MIN_LEVEL_FRAMES:
+            # The talker's level over their last ~10 s, not the last utterance's: a
+            # barge-in is a new utterance, and a short quiet answer ("yes, please", 3 dB
+            # under the caller's first sentence) said nothing of how loud the next would be.
+            running = 10.0 * float(np.log10(max(self._level_pow, 1e-10))) - LEVEL_BIAS_DB
+            masked = running - bed < UNRESOLVED_SNR_DB
+        elif self._utt_frames >= MIN_LEVEL_FRAMES:
             level = self.level_dbfs
             masked = level is None or level - bed < UNRESOLVED_SNR_DB
         else:

@@ -32,7 +32,15 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from voxproxy.core.analysis.audible import UNRESOLVED_BAND_MS, UNRESOLVED_SNR_DB, NoiseStats
+from voxproxy.core.analysis.audible import (
+    BED_POOL_WINDOWS,
+    NO_NEXT_ONSET,
+    OFFSET_REFERENCE,
+    REFERENCE_GAP_MS,
+    UNRESOLVED_BAND_MS,
+    UNRESOLVED_SNR_DB,
+    NoiseStats,
+)
 from voxproxy.core.analysis.energies import F32, batch_energies, frame_scale, window_scale
 from voxproxy.core.analysis.floor import NoiseFloor
 from voxproxy.core.analysis.framevad import frame_classifier
@@ -141,9 +149,13 @@ class SpeechDetector(NoiseFloor):
         self._opened_quiet = True  # the open spurt began before a bed was known
         self._onset_noise: NoiseStats | None = None  # the noise an onset was heard over
         self._offset_noise: NoiseStats | None = None  # ... and an offset
+        self._next_onset_win = NO_NEXT_ONSET  # the next spurt's onset, once it has come
+        self._bed_pool = np.zeros(BED_POOL_WINDOWS)
+        self._bed_pool_n = 0
+        self._bed_pool_ref = 0.0
         self._onset_band = self._offset_band = 0.0  # how far edges move (audible.py)
         self._psd_count = 0
-        self._noise_queue: deque[tuple[int, Pcm]] = deque()
+        self._noise_queue: deque[tuple[int, Pcm, bool]] = deque()
         # When a talker could have gone unheard under a bed ([start, end) ns, in order).
         self.masked_spans: list[tuple[int, int]] = []
         self._hist_mask = self._hist.size - 1
@@ -398,8 +410,9 @@ class SpeechDetector(NoiseFloor):
                     self._maybe_finish(self._t_of_win(win0), merge_ns)
                 elif fdb > self._clamp + 1.0:
                     self._psd_count += 1
-                    if self._psd_count % 4 == 1:  # a noise spectrum every 4th quiet frame
-                        self._queue_noise(win0, usable[f * frame : (f + 1) * frame])
+                    # (a noise spectrum learned from every 4th quiet frame)
+                    quiet = usable[f * frame : (f + 1) * frame]
+                    self._queue_noise(win0, quiet, self._psd_count % 4 == 1)
                 continue
             self.active_frames += 1
             if self._block_count + 1 < self._block_frames:
@@ -427,6 +440,7 @@ class SpeechDetector(NoiseFloor):
                 kept = self._onset_band, self._onset_noise
                 onset = self._walk_back(first_above, self._edge_threshold())
                 self._onset_band, self._onset_noise = kept
+                self._cap_reference(first_above)
                 end_win = self._refined_end()
                 if self._t_of_win(onset) - self._t_of_end(end_win) > merge_ns:
                     self._close(end_win)
@@ -438,6 +452,7 @@ class SpeechDetector(NoiseFloor):
                     self._onset_win = onset
                     self._onset_t = self._t_of_win(onset)
                     self._onset_final = False
+                self._next_onset_win = NO_NEXT_ONSET
             elif not self._in_spurt:
                 self._in_spurt = True  # (its edges unresolved until walked over a bed)
                 self._onset_band, self._offset_band = UNRESOLVED_BAND_MS
@@ -486,6 +501,18 @@ class SpeechDetector(NoiseFloor):
         # Anchors are kept as long as the energy history (an onset is walked again when
         # its spurt closes, up to the history's length later).
         self._timeline.prune_before(self._framed - self._hist.size * self._win)
+
+    def _cap_reference(self, first_above: int) -> None:
+        """The next spurt's first loud window came at ``first_above`` while the open spurt
+        waited to close: the noise its offset is read against (after it, OFFSET_REFERENCE)
+        must end before that speech as an onset's does (REFERENCE_GAP_MS before it), or the
+        bed reads several dB high and the talker too near it (a barge-in's first word 240
+        ms before the next: 7.5 dB over a bed 10 dB under it, its edges left unresolved).
+        An end walked over the uncapped noise is walked again."""
+        self._next_onset_win = first_above
+        cached = self._end_cache
+        if cached is not None and first_above - REFERENCE_GAP_MS < cached[0] + OFFSET_REFERENCE[1]:
+            self._end_cache = None
 
     def _rewalk_onset(self) -> None:
         """The onset was walked back before the talker's level was known (with a nominal

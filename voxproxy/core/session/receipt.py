@@ -342,9 +342,12 @@ def _barge_record(
     why = ev.withheld(b.onset_ns, edge)
     if why is None and ev.shed_between(b.onset_ns, edge, after_ns=int(window * NS_PER_MS)):
         why = "measurement_shed"  # the stop may lie in what was shed
+    # A withheld stop whose edges still bound the truth keeps the stop the proxy read.
+    bounded = None if why is None else why != "measurement_shed" and ev.bounds(b.onset_ns, edge)
     return BargeInRecord(
         onset_ms=rel(b.onset_ns) or 0.0,
-        stop_ms=None if why else rel(stop_ns),
+        stop_ms=rel(stop_ns) if why is None or bounded else None,
+        stop_bounded=bounded,
         stop_latency_ms=None if why else _ms(latency),
         stop_uncertainty_ms=ev.uncertainty_ms(b.onset_ns, edge),
         outcome="unknown" if why else outcome.value,
