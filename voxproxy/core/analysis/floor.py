@@ -10,7 +10,11 @@ from collections import deque
 
 import numpy as np
 
-from voxproxy.core.analysis.audible import STEADY_SHIFT_DB, UNRESOLVED_BAND_MS, UNRESOLVED_SNR_DB
+from voxproxy.core.analysis.audible import (
+    STEADY_SHIFT_DB,
+    UNHEARD_SNR_DB,
+    UNRESOLVED_BAND_MS,
+)
 from voxproxy.core.analysis.edges import EdgeWalker
 from voxproxy.core.analysis.vadconfig import (
     BED_SPLIT_FRAMES,
@@ -276,7 +280,7 @@ class NoiseFloor(EdgeWalker):
 
     def _note_masking(self, lo_win: int, hi_win: int) -> None:
         """Windows ``[lo_win, hi_win)`` were heard over a bed: if it stood within
-        UNRESOLVED_SNR_DB of the talker's level (or at a usual speech level, before the
+        UNHEARD_SNR_DB of the talker's level (or at a usual speech level, before the
         talker was heard), a talker could have spoken there unheard (SNR near 0 dB: the
         few frames that rise out of the bed make no turn), and ``masked_spans`` says when."""
         bed = self._noise_level_db()
@@ -285,10 +289,10 @@ class NoiseFloor(EdgeWalker):
             # barge-in is a new utterance, and a short quiet answer ("yes, please", 3 dB
             # under the caller's first sentence) said nothing of how loud the next would be.
             running = 10.0 * float(np.log10(max(self._level_pow, 1e-10))) - LEVEL_BIAS_DB
-            masked = running - bed < UNRESOLVED_SNR_DB
+            masked = running - bed < UNHEARD_SNR_DB
         elif self._utt_frames >= MIN_LEVEL_FRAMES:
             level = self.level_dbfs
-            masked = level is None or level - bed < UNRESOLVED_SNR_DB
+            masked = level is None or level - bed < UNHEARD_SNR_DB
         else:
             masked = bed >= NOMINAL_LEVEL_DBFS
         if not masked:
