@@ -525,3 +525,40 @@ def test_every_voice_is_found_in_a_bed_of_noise_at_10_db_snr(kind: str) -> None:
         f"bed hides what lies 10 dB under it); beds recognised: {beds}"
     )
     assert beds >= 1  # the loudest talkers' beds (-21 dBFS and up) start above the floor
+
+
+@pytest.mark.parametrize("burst_chunks", [20, 40, 57, 70])
+def test_an_utterance_that_arrives_in_one_burst_is_heard_at_its_arrival(
+    burst_chunks: int,
+) -> None:
+    # A sender that buffers: the first ``burst_chunks`` 20 ms chunks of "hello" (speech
+    # at 251-827 ms) arrive together at the end of the burst, the rest paced. Each chunk
+    # covers the 20 ms before its arrival (MEASUREMENT.md 1), so speech wholly inside the
+    # burst spans 20 ms of clock at most: it was dropped as shorter than min_speech_ms
+    # (from 40 chunks on, nothing heard). It is speech for as long as its audio lasts,
+    # its edges at the burst's arrival (the offset never before the onset).
+    from voxproxy.core.audio.resample import resample_clip
+
+    rate = 8000
+    pcm = resample_clip(load_clips()["caller_hello"].pcm, 16000, rate)
+    frame = rate // 50
+    chunks = [pcm[i : i + frame] for i in range(0, pcm.size - frame + 1, frame)]
+    chunks += [np.zeros(frame, np.int16)] * 150
+    det = SpeechDetector(rate)
+    spurts: list[Spurt] = []
+    burst_end_ms = burst_chunks * 20
+    for k, chunk in enumerate(chunks):
+        arrival_ms = burst_end_ms if k < burst_chunks else (k + 1) * 20
+        det.push(chunk, (arrival_ms - 20) * MS)
+        det.advance(arrival_ms * MS)
+        spurts += det.spurts
+        det.spurts.clear()
+    det.advance((len(chunks) * 20 + 2000) * MS)
+    spurts += det.spurts
+    assert len(spurts) == 1, spurts
+    (s,) = spurts
+    assert s.onset_ns <= s.offset_ns
+    if burst_chunks * 20 >= 827:  # the whole utterance came in the burst
+        assert burst_end_ms - 20 <= s.onset_ns / MS <= s.offset_ns / MS <= burst_end_ms
+    else:  # its end came paced: heard where it was said
+        assert abs(s.offset_ns / MS - 827) <= 10

@@ -391,3 +391,32 @@ def test_a_burst_after_a_stall_reaches_the_turn_machine_late_and_is_taken() -> N
     (turn,) = r.turns  # the caller's speech, from before the flush, is one open turn
     assert turn.caller_onset_ms is not None and turn.caller_onset_ms < 0
     assert turn.reason == "call_ended" and turn.flushes == 0
+
+
+def test_a_caller_who_sends_a_whole_utterance_in_one_burst_still_has_a_turn() -> None:
+    """A caller that buffers its capture: "hello" (speech 251-827 ms) and the silence after
+    it, 45 media messages of 20 ms, all arriving at 900 ms; then paced silence, and the
+    agent answers at 1400 ms. The speech maps to the 20 ms before the burst's arrival
+    (MEASUREMENT.md 1): it was dropped as shorter than min_speech_ms and the answer
+    stood as an agent turn no caller speech preceded. It is a turn, its caller offset at
+    the arrival and its ttfs measured from there."""
+    caller, agent = TwilioCallerWire(STREAM, CALL_SID), TwilioAgentWire(STREAM)
+    speech = load_clips()["caller_hello"].pcm[::2]  # 16 kHz to 8 kHz
+    silence = np.zeros(160, np.int16)
+    s = session()
+    s.on_message(CALLER, caller.connected(), 0)
+    s.on_message(CALLER, caller.start(), 0)
+    for k in range(45):
+        chunk = speech[k * 160 : (k + 1) * 160]
+        chunk = chunk if chunk.size == 160 else silence
+        s.on_message(CALLER, caller.media(pcm_to_ulaw(chunk)), 900 * MS)
+    for k in range(46, 200):
+        s.on_message(CALLER, caller.media(pcm_to_ulaw(silence)), k * 20 * MS)
+        if k * 20 == 1400:
+            s.on_message(AGENT, agent.media(tone_ulaw(1000)), 1400 * MS)
+    r = s.close(4000 * MS, "completed", CLOSE)
+    responses = [t for t in r.turns if t.kind == "response"]
+    assert len(responses) == 1, r.turns
+    (turn,) = responses
+    assert turn.caller_offset_ms is not None and 880.0 <= turn.caller_offset_ms <= 900.0
+    assert turn.ttfs_ms is not None and 500.0 <= turn.ttfs_ms <= 525.0, turn

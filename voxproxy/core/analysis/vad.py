@@ -597,8 +597,13 @@ class SpeechDetector(NoiseFloor):
         # Fixed when the onset was decided: by now the anchors that map its window to
         # the clock may have been pruned, and a gap in time may lie after it.
         onset_ns = self._onset_t
-        offset_ns = self._t_of_end(end_win)
-        if (offset_ns - onset_ns) < cfg.min_speech_ms * NS_PER_MS:
+        # Speech is as long as its audio, not as the clock spans it: a whole utterance
+        # that arrived in one burst (a sender that buffers) maps to the 20 ms its last
+        # chunk covers (MEASUREMENT.md 1), and was dropped as too short to be speech.
+        # There its offset, later in the audio, may fall earlier in its chunk than the
+        # onset in its own: both stand at the burst's arrival, the offset never before.
+        offset_ns = max(self._t_of_end(end_win), onset_ns)
+        if end_win - self._onset_win < cfg.min_speech_ms:
             return
         level = self.level_dbfs
         seen = (NOMINAL_LEVEL_DBFS if level is None else level) - self._raw_floor_db
