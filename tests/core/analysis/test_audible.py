@@ -392,3 +392,21 @@ def test_the_offset_of_an_utterance_longer_than_the_timeline_states_its_band() -
     err = last.offset_ns / MS - LEAD_MS - truth[-1][1]
     band = last.masked_offset_ms + last.ambiguous_offset_ms
     assert abs(err) <= 10.0 + band, (err, band)
+
+
+def test_the_bed_pool_keeps_the_last_windows_whatever_the_chunks() -> None:
+    # The ring of a bed's 1 ms windows (for its dips between spurts) holds the last
+    # BED_POOL_WINDOWS written, in chunks of any size, including ones longer than it.
+    from voxproxy.core.analysis.audible import BED_POOL_WINDOWS
+    from voxproxy.core.analysis.vad import SpeechDetector
+
+    det = SpeechDetector(8000)
+    rng = np.random.default_rng(3)
+    written: list[float] = []
+    for size in [*rng.integers(1, 300, 200), BED_POOL_WINDOWS + 17, 5]:
+        chunk = rng.random(int(size))
+        det._pool_windows(chunk)
+        written.extend(chunk.tolist())
+    n = det._bed_pool_n  # (of a chunk longer than the ring, its last windows count)
+    ring = np.roll(det._bed_pool, -(n % BED_POOL_WINDOWS))
+    assert np.array_equal(ring, np.array(written[-BED_POOL_WINDOWS:]))

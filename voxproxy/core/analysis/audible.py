@@ -316,8 +316,8 @@ class AudibleEdges:
     _onset_noise: NoiseStats | None
     _offset_noise: NoiseStats | None
     _next_onset_win: int
-    _bed_pool: F64  # the 1 ms windows' power of the learned quiet frames, a ring
-    _bed_pool_n: int  # windows written to it
+    _bed_pool: F64  # the 1 ms windows' power of quiet frames over the bed / its mean, a ring
+    _bed_pool_n: int  # windows written to it (of a longer chunk, as many as it holds)
     _bed_pool_ref: float  # the bed's mean power around the last of them (0: none yet)
     _onset_band: float
     _offset_band: float
@@ -368,8 +368,12 @@ class AudibleEdges:
 
     def _pool_windows(self, power: F64) -> None:
         pool = self._bed_pool
-        at = (self._bed_pool_n + np.arange(power.size)) % pool.size
-        pool[at] = power
+        size = pool.size
+        power = power[-size:]
+        start = self._bed_pool_n % size
+        first = min(power.size, size - start)
+        pool[start : start + first] = power[:first]
+        pool[: power.size - first] = power[first:]
         self._bed_pool_n += power.size
 
     def _pooled_dip(self) -> float | None:
