@@ -42,6 +42,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "voxproxy.core.analysis.edges",
     "voxproxy.core.analysis.audible",
     "voxproxy.core.analysis.floor",
+    "voxproxy.core.analysis.closing",
     "voxproxy.core.analysis.energies",
     "voxproxy.core.analysis.vad",
     "voxproxy.core.analysis.together",

@@ -24,7 +24,8 @@ from voxproxy.core.dialects.base import DialectOptions
 from voxproxy.core.receipt import CloseInfo
 from voxproxy.core.session import FIGURE_BASE_MS, CallSession, SessionConfig
 from voxproxy.receipts.policy import load_policy
-from voxproxy.receipts.verdict import check, judged, withheld_span, withheld_stop_span
+from voxproxy.receipts.verdict import check, judged
+from voxproxy.receipts.withheld import withheld_span, withheld_stop_span
 
 MS = 1_000_000
 
