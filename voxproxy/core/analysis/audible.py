@@ -324,11 +324,16 @@ class AudibleEdges:
     _opened_quiet: bool
 
     def steady_edges(
-        self, onset_band: float, offset_band: float, walked: bool
+        self, onset_band: float, offset_band: float, walked: bool, offset_found: bool = True
     ) -> tuple[bool, bool]:
         """Whether the closing spurt's onset and offset, ``walked`` over a bed with these
         bands, were each read against a bed that stayed steady across the spurt
-        (:data:`STEADY_SHIFT_DB`, :data:`STEADY_DIP_DB`), not left unresolved."""
+        (:data:`STEADY_SHIFT_DB`, :data:`STEADY_DIP_DB`), not left unresolved: a walk that
+        found no edge or no noise to read it against states :data:`UNRESOLVED_BAND_MS`
+        exactly, and an offset not found within the look-ahead is ``offset_found`` False.
+        A walked band may be wider than that (a tail hovering on a steady bed, 220-280
+        ms): it bounds the truth all the same (the noise sweep: 48 more ttfs figures and
+        6 stops bounded so, none outside their span)."""
         before, after = self._onset_noise, self._offset_noise
         if not walked or self._opened_quiet or before is None or after is None:
             return False, False
@@ -342,7 +347,8 @@ class AudibleEdges:
         dip = before.dip if dip is None else dip
         if shift > STEADY_SHIFT_DB or dip > STEADY_DIP_DB:
             return False, False
-        return onset_band < UNRESOLVED_BAND_MS[0], offset_band < UNRESOLVED_BAND_MS[1]
+        on_band, off_band = UNRESOLVED_BAND_MS
+        return onset_band != on_band, offset_found and offset_band != off_band
 
     def _pool_bed(self, frame: Pcm) -> None:
         """Keep the 1 ms windows' power of a quiet frame over the bed, between spurts,

@@ -541,12 +541,14 @@ class SpeechDetector(SpurtClosing):
             bands = UNRESOLVED_BAND_MS if self._opened_quiet else None
             masked_on, masked_off = bands or (self._onset_band, self._offset_band)
         masked_on = masked_on if onset_bed is None else max(masked_on, onset_bed)
+        unfound = over_bed is None and self.offset_unfound(end_win, quiet=not audible)
         if over_bed is not None:
             masked_off = max(masked_off, over_bed[1])
-        elif self.offset_unfound(end_win, quiet=not audible):
+        elif unfound:
             masked_off = max(masked_off, UNRESOLVED_BAND_MS[1])
         voiced = min(self._voiced_ms, VOICED_ENOUGH_MS)
-        on, off = self.steady_edges(masked_on, masked_off, walked=resolved and audible)
+        walked = resolved and audible
+        on, off = self.steady_edges(masked_on, masked_off, walked=walked, offset_found=not unfound)
         self.spurts.append(
             Spurt(onset_ns, offset_ns, voiced, masked_on, masked_off, amb_on, amb_off, on, off)
         )
